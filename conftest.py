@@ -1,0 +1,144 @@
+"""Shared fixtures: a fake Slurm cluster on PATH and a way to run chain links with bash."""
+import glob
+import json
+import re
+import os
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import resumable_chain  # noqa: E402
+
+FAKE = os.path.join(HERE, "testing", "fake_slurm.py")
+COMMANDS = ("sbatch", "sacct", "scontrol", "squeue", "scancel")
+
+
+class FakeCluster(object):
+    """A fake Slurm cluster: JSON state, recorded calls, and bash-run chain links."""
+
+    def __init__(self, root, python=sys.executable):
+        self.root = root
+        self.bin = os.path.join(root, "bin")
+        os.makedirs(self.bin)
+        self.state_path = os.path.join(root, "cluster.json")
+        for command in COMMANDS:
+            wrapper = os.path.join(self.bin, command)
+            with open(wrapper, "w") as handle:
+                handle.write('#!/bin/sh\nexec "%s" "%s" %s "$@"\n' % (sys.executable, FAKE, command))
+            os.chmod(wrapper, 0o755)
+        self.save({"jobs": {}, "next_id": 1000})
+        self.python = python
+        self.worklog = os.path.join(root, "work.log")
+
+    # -- cluster state -------------------------------------------------------
+    def load(self):
+        with open(self.state_path) as handle:
+            return json.load(handle)
+
+    def save(self, cluster):
+        with open(self.state_path, "w") as handle:
+            json.dump(cluster, handle)
+
+    def update(self, **settings):
+        cluster = self.load()
+        cluster.update(settings)
+        self.save(cluster)
+
+    def set_job(self, job_id, **fields):
+        cluster = self.load()
+        job = cluster["jobs"].setdefault(str(job_id), {"state": "PENDING", "elapsed": 0,
+                                                       "start": "Unknown", "end": "Unknown"})
+        job.update(fields)
+        self.save(cluster)
+
+    def job(self, job_id):
+        return self.load()["jobs"].get(str(job_id))
+
+    def calls(self, command=None):
+        path = self.state_path + ".calls"
+        if not os.path.exists(path):
+            return []
+        with open(path) as handle:
+            records = [json.loads(line) for line in handle]
+        return [record for record in records if command in (None, record["command"])]
+
+    def pending(self):
+        return sorted((job_id for job_id, job in self.load()["jobs"].items()
+                       if job["state"] == "PENDING"), key=int)
+
+    # -- running links ---------------------------------------------------------
+    def env(self, job_id=None, dependency=None, **extra):
+        environ = {"PATH": self.bin + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+                   "HOME": os.environ.get("HOME", "/root"), "FAKE_SLURM_STATE": self.state_path,
+                   "WORKLOG": self.worklog, "RESUMABLE_CHAIN_LOOKUP_SECONDS": "0",
+                   "LANG": "C.UTF-8"}
+        if job_id is not None:
+            environ["SLURM_JOB_ID"] = str(job_id)
+        if dependency:
+            environ["SLURM_JOB_DEPENDENCY"] = dependency
+        environ.update({key: str(value) for key, value in extra.items()})
+        return environ
+
+    def write_script(self, run_dir, strict=True, name="job.sh", **render_options):
+        render_options.setdefault("python", self.python)
+        prologue = resumable_chain.render_prologue(run_dir, **render_options)
+        script = os.path.join(self.root, name)
+        with open(script, "w") as handle:
+            handle.write("#!/bin/bash\n#SBATCH --time=10\n#SBATCH --mem=1G\n")
+            if strict:
+                handle.write("set -euo pipefail\n")
+            handle.write(prologue)
+            handle.write('echo "$SLURM_JOB_ID $*" >> "$WORKLOG"\n')
+        return script
+
+    def run_link(self, script, job_id, predecessor=None, args=(), timeout=120, **extra):
+        dependency = "afternotok:%s" % predecessor if predecessor else None
+        self.set_job(job_id, state="RUNNING", start="2026-11-30T01:00:00")
+        return subprocess.run(["bash", script] + list(args), env=self.env(job_id, dependency, **extra),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=timeout, cwd=self.root)
+
+    def finish(self, job_id, state, elapsed):
+        self.set_job(job_id, state=state, elapsed=elapsed, end="2026-11-30T02:00:00")
+
+    def work_done(self):
+        if not os.path.exists(self.worklog):
+            return []
+        with open(self.worklog) as handle:
+            return [line.split()[0] for line in handle if line.strip()]
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    return FakeCluster(str(tmp_path))
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    return str(tmp_path / "run dir")
+
+
+def find_interpreters():
+    """Return {"3.X": path} for every CPython 3.6-3.13 found (pyenv versions, then /usr/bin)."""
+    candidates = []
+    try:
+        root = subprocess.run(["pyenv", "root"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              universal_newlines=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        root = os.path.expanduser("~/.pyenv")
+    for directory in sorted(glob.glob(os.path.join(root or "/nonexistent", "versions", "3.*"))):
+        candidates.append(os.path.join(directory, "bin", "python3"))
+    candidates += sorted(glob.glob("/usr/bin/python3.[0-9]*"))
+    found = {}
+    for path in candidates:
+        match = re.search(r"(?:versions/|python)(3\.[0-9]+)", path)
+        if not match or not os.access(path, os.X_OK) or match.group(1) in found:
+            continue
+        minor = int(match.group(1).split(".")[1])
+        if 6 <= minor <= 13 and not path.endswith("-config"):
+            found[match.group(1)] = path
+    return found

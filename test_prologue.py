@@ -1,0 +1,307 @@
+"""The rendered prologue run by real bash inside a temporary directory, against fake Slurm
+commands (testing/fake_slurm.py) that record their argv and environment."""
+import glob
+import os
+import subprocess
+
+import pytest
+
+import resumable_chain as rc
+
+
+def read(run_dir, name):
+    with open(os.path.join(run_dir, name)) as handle:
+        return handle.read()
+
+
+def start_chain(cluster, run_dir, first=100, **render_options):
+    """Run the first link; return (script, successor ID)."""
+    script = cluster.write_script(run_dir, **render_options)
+    result = cluster.run_link(script, first, args=["--lr", "3e-4"])
+    assert result.returncode == 0, result.stderr
+    successor = cluster.pending()[-1]
+    return script, successor
+
+
+def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
+    script = cluster.write_script(run_dir, max_walltime="1:00:00", sbatch_args=["-p", "gpu"])
+    result = cluster.run_link(script, 100, args=["--lr", "3e-4"])
+    assert result.returncode == 0, result.stderr
+    assert cluster.work_done() == ["100"]
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n"
+    assert read(run_dir, rc.WALLTIME_FILE) == "0\n"
+    assert read(run_dir, rc.RETRIES_FILE) == "0\n"
+    [call] = cluster.calls("sbatch")
+    assert call["argv"] == ["--parsable", "-p", "gpu", "--dependency=afternotok:100",
+                            "--kill-on-invalid-dep=yes", "--no-requeue", script, "--lr", "3e-4"]
+    assert cluster.calls("sacct") == []
+    assert "resumable-chain: job 100: start | predecessor none (first job)" in result.stderr
+    assert "successor 1000" in result.stderr
+
+
+LINKS = [
+    # (situation, predecessor state, elapsed, retries before, max_retries, max_walltime,
+    #  exit status, work runs, successor queued, walltime after, retries after)
+    ("timeout resumes", "TIMEOUT", 73, 0, 3, None, 0, True, True, 73, 0),
+    ("preempted resumes", "PREEMPTED", 3, 2, 3, None, 0, True, True, 3, 2),
+    ("node fail resumes", "NODE_FAIL", 3, 0, 3, None, 0, True, True, 3, 0),
+    ("completed ends the chain", "COMPLETED", 2, 0, 3, None, 0, False, False, 2, 0),
+    ("user cancel stops", "CANCELLED by 0", 2, 0, 3, None, 0, False, False, 2, 0),
+    ("failed counts a retry", "FAILED", 0, 0, 3, None, 0, True, True, 0, 1),
+    ("out of memory counts a retry", "OUT_OF_MEMORY", 5, 1, 3, None, 0, True, True, 5, 2),
+    ("failed at max_retries fails", "FAILED", 0, 3, 3, None, 1, False, False, 0, 4),
+    ("failed with max_retries 0", "FAILED", 0, 0, 0, None, 1, False, False, 0, 1),
+    ("timeout at max_walltime stops", "TIMEOUT", 60, 0, 3, 60, 0, False, False, 60, 0),
+    ("timeout under max_walltime", "TIMEOUT", 59, 0, 3, 60, 0, True, True, 59, 0),
+]
+
+
+@pytest.mark.parametrize("situation,state,elapsed,retries,max_retries,max_walltime,status,works,"
+                         "queues,walltime_after,retries_after", LINKS, ids=[r[0] for r in LINKS])
+def test_second_link(cluster, run_dir, situation, state, elapsed, retries, max_retries,
+                     max_walltime, status, works, queues, walltime_after, retries_after):
+    script, successor = start_chain(cluster, run_dir, max_retries=max_retries,
+                                    max_walltime=max_walltime)
+    with open(os.path.join(run_dir, rc.RETRIES_FILE), "w") as handle:
+        handle.write("%d\n" % retries)
+    cluster.finish(100, state, elapsed)
+    result = cluster.run_link(script, successor, predecessor=100, args=["--lr", "3e-4"])
+    assert result.returncode == status, result.stderr
+    assert cluster.work_done() == (["100", successor] if works else ["100"])
+    assert len(cluster.calls("sbatch")) == (2 if queues else 1)
+    assert read(run_dir, rc.CHAIN_FILE) == ("100\n%s\n" % successor if works else "100\n")
+    assert int(read(run_dir, rc.WALLTIME_FILE)) == walltime_after
+    assert int(read(run_dir, rc.RETRIES_FILE)) == retries_after
+    [sacct] = cluster.calls("sacct")
+    assert sacct["argv"] == ["-j", "100", "-X", "-D", "-P", "-n", "-o", rc.SACCT_FIELDS]
+    line = [l for l in result.stderr.splitlines() if l.startswith("resumable-chain: job %s" % successor)]
+    assert len(line) == 1 and ("predecessor 100 %s" % state) in line[0]
+    assert "retries %d/%d" % (retries_after, max_retries) in line[0]
+
+
+def test_timeouts_accumulate_walltime_until_the_cap_stops_the_chain(cluster, run_dir):
+    script, link = start_chain(cluster, run_dir, max_walltime=200)
+    previous = "100"
+    for elapsed in (73, 87):
+        cluster.finish(previous, "TIMEOUT", elapsed)
+        result = cluster.run_link(script, link, predecessor=previous)
+        assert result.returncode == 0, result.stderr
+        previous, link = link, cluster.pending()[-1]
+    assert read(run_dir, rc.WALLTIME_FILE) == "160\n"
+    cluster.finish(previous, "TIMEOUT", 45)
+    result = cluster.run_link(script, link, predecessor=previous)
+    assert result.returncode == 0, result.stderr
+    assert read(run_dir, rc.WALLTIME_FILE) == "205\n"
+    assert cluster.work_done() == ["100", "1000", "1001"]
+    assert cluster.pending() == []
+    assert "reached max_walltime 200" in result.stderr
+
+
+def test_successor_sbatch_drops_stale_slurm_variables(cluster, run_dir):
+    script = cluster.write_script(run_dir)
+    result = cluster.run_link(script, 100, SLURM_MEM_PER_NODE="123", SLURM_CPU_BIND="none",
+                              SLURM_CONF="/etc/slurm/slurm.conf", SBATCH_PARTITION="gpu",
+                              SLURM_NTASKS="4", SLURM_TIME_FORMAT="relative")
+    assert result.returncode == 0, result.stderr
+    [call] = cluster.calls("sbatch")
+    assert call["env"] == {"SLURM_CONF": "/etc/slurm/slurm.conf", "SBATCH_PARTITION": "gpu"}
+    assert call["cwd"] == cluster.root
+
+
+def test_lookup_waits_for_accounting_lag(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 73)
+    cluster.set_job(100, sacct_hidden_calls=2, in_controller=False)
+    result = cluster.run_link(script, successor, predecessor=100, RESUMABLE_CHAIN_LOOKUP_SECONDS=10)
+    assert result.returncode == 0, result.stderr
+    assert len(cluster.calls("sacct")) == 3
+    assert len(cluster.calls("scontrol")) == 1  # the controller said it forgot the job: asked once
+    assert read(run_dir, rc.WALLTIME_FILE) == "73\n"
+
+
+def test_lookup_treats_running_as_lag(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "FAILED", 5)
+    cluster.set_job(100, sacct_hidden_calls=1, sacct_lag_state="RUNNING", in_controller=False)
+    result = cluster.run_link(script, successor, predecessor=100, RESUMABLE_CHAIN_LOOKUP_SECONDS=5)
+    assert result.returncode == 0, result.stderr
+    assert read(run_dir, rc.RETRIES_FILE) == "1\n"
+    assert len(cluster.calls("sacct")) == 2
+
+
+def test_controller_answers_while_accounting_lags(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 73)
+    cluster.set_job(100, sacct_hidden_calls=100)
+    result = cluster.run_link(script, successor, predecessor=100, RESUMABLE_CHAIN_LOOKUP_SECONDS=30)
+    assert result.returncode == 0, result.stderr
+    assert len(cluster.calls("sacct")) == 1
+    assert read(run_dir, rc.WALLTIME_FILE) == "73\n"
+    assert "from scontrol" in result.stderr
+
+
+@pytest.mark.parametrize("outage", ["sacct_down", "hidden"])
+def test_not_visible_resumes_without_a_retry(cluster, run_dir, outage):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "FAILED", 5)
+    cluster.set_job(100, in_controller=False, sacct_hidden_calls=10 ** 6)
+    if outage == "sacct_down":
+        cluster.update(sacct_down=True)
+    result = cluster.run_link(script, successor, predecessor=100, RESUMABLE_CHAIN_LOOKUP_SECONDS=1)
+    assert result.returncode == 0, result.stderr
+    assert cluster.work_done() == ["100", successor]
+    assert read(run_dir, rc.RETRIES_FILE) == "0\n"
+    assert "NOT_VISIBLE" in result.stderr
+    assert ("Problem talking to the database" if outage == "sacct_down" else "no record") in result.stderr
+    assert 2 <= len(cluster.calls("sacct")) <= 3
+
+
+def test_sbatch_failure_warns_and_work_continues(cluster, run_dir):
+    cluster.update(sbatch_error="Batch job submission failed: Invalid account or account/partition combination specified")
+    script = cluster.write_script(run_dir)
+    result = cluster.run_link(script, 100)
+    assert result.returncode == 0
+    assert "Chain will NOT continue on failure" in result.stderr
+    assert "Invalid account" in result.stderr
+    assert cluster.work_done() == ["100"]
+
+
+@pytest.mark.parametrize("strict", [True, False], ids=["set -euo pipefail", "plain bash"])
+@pytest.mark.parametrize("state,status,works", [("TIMEOUT", 0, True), ("COMPLETED", 0, False),
+                                                ("FAILED", 1, False)])
+def test_exit_status_with_and_without_strict_mode(cluster, run_dir, strict, state, status, works):
+    script, successor = start_chain(cluster, run_dir, strict=strict, max_retries=0)
+    cluster.finish(100, state, 1)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == status
+    assert (successor in cluster.work_done()) == works
+
+
+CORRUPT = [
+    ("garbage retries", rc.RETRIES_FILE, "lots\n"),
+    ("negative walltime", rc.WALLTIME_FILE, "-5\n"),
+    ("empty retries", rc.RETRIES_FILE, ""),
+    ("huge walltime", rc.WALLTIME_FILE, "1" + "0" * 30 + "\n"),
+    ("non-utf8 retries", rc.RETRIES_FILE, b"\xff\xfe1"),
+    ("garbage chain", rc.CHAIN_FILE, "100\nhello\n"),
+    ("empty chain", rc.CHAIN_FILE, ""),
+    ("directory", rc.RETRIES_FILE, None),
+    ("garbage journal", rc.JOURNAL_FILE, "{not json"),
+]
+
+
+@pytest.mark.parametrize("name,content", [r[1:] for r in CORRUPT], ids=[r[0] for r in CORRUPT])
+@pytest.mark.parametrize("link", ["first", "second"])
+def test_corrupt_state_stops_without_work(cluster, run_dir, name, content, link):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 73)
+    path = os.path.join(run_dir, name)
+    if os.path.exists(path):
+        os.unlink(path)
+    if content is None:
+        os.mkdir(path)
+    else:
+        with open(path, "wb") as handle:
+            handle.write(content if isinstance(content, bytes) else content.encode())
+    before = {p: (open(p, "rb").read() if os.path.isfile(p) else None)
+              for p in glob.glob(os.path.join(run_dir, ".*"))}
+    if link == "first":
+        result = cluster.run_link(script, 200)
+    else:
+        result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 2
+    assert path in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert cluster.work_done() == ["100"]
+    assert len(cluster.calls("sbatch")) == 1
+    after = {p: (open(p, "rb").read() if os.path.isfile(p) else None) for p in before}
+    assert after == before
+
+
+def test_restarted_job_neither_recounts_nor_queues_twice(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "FAILED", 40)
+    first = cluster.run_link(script, successor, predecessor=100)
+    assert first.returncode == 0, first.stderr
+    again = cluster.run_link(script, successor, predecessor=100, SLURM_RESTART_COUNT=1)
+    assert again.returncode == 0, again.stderr
+    assert len(cluster.calls("sbatch")) == 2
+    assert read(run_dir, rc.WALLTIME_FILE) == "40\n"
+    assert read(run_dir, rc.RETRIES_FILE) == "1\n"
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n%s\n" % successor
+    assert "not counted again" in again.stderr
+    assert cluster.work_done() == ["100", successor, successor]
+
+
+def test_restarted_first_job_keeps_its_chain(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    again = cluster.run_link(script, 100, SLURM_RESTART_COUNT=1)
+    assert again.returncode == 0, again.stderr
+    assert cluster.pending() == [successor]
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n"
+
+
+def test_duplicate_link_is_refused(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 10)
+    assert cluster.run_link(script, successor, predecessor=100).returncode == 0
+    duplicate = cluster.run_link(script, 4242, predecessor=100)
+    assert duplicate.returncode == 2
+    assert "duplicate" in duplicate.stderr
+    assert cluster.work_done() == ["100", successor]
+    assert len(cluster.calls("sbatch")) == 2
+
+
+def test_array_job_is_refused(cluster, run_dir):
+    script = cluster.write_script(run_dir)
+    result = cluster.run_link(script, 100, SLURM_ARRAY_JOB_ID=99, SLURM_ARRAY_TASK_ID=1)
+    assert result.returncode == 2 and "array" in result.stderr
+    assert cluster.work_done() == [] and cluster.calls("sbatch") == []
+
+
+@pytest.mark.parametrize("dependency", ["afternotok:12;touch canary", "afternotok:$(touch canary)",
+                                        "afternotok:abc"])
+def test_malformed_predecessor_never_reaches_slurm(cluster, run_dir, dependency):
+    script = cluster.write_script(run_dir)
+    cluster.set_job(100, state="RUNNING")
+    result = subprocess.run(["bash", script], env=cluster.env(100, dependency), cwd=cluster.root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert result.returncode == 2 and "malformed" in result.stderr
+    assert cluster.calls() == [] and cluster.work_done() == []
+    assert not os.path.exists(os.path.join(cluster.root, "canary"))
+
+
+HOSTILE_NAMES = ["with space", "it's", 'dq"uote', "$(touch canary)", "`touch canary`",
+                 "new\nline", "ünïcødé", "-dash", "semi;touch canary"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES, ids=[repr(n) for n in HOSTILE_NAMES])
+def test_odd_run_dir_names_work_and_never_execute(cluster, tmp_path, name):
+    run_dir = str(tmp_path / name)
+    script, successor = start_chain(cluster, run_dir, sbatch_args=["--comment=$(touch canary)"])
+    cluster.finish(100, "TIMEOUT", 7)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 0, result.stderr
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n%s\n" % successor
+    assert not glob.glob(str(tmp_path / "**" / "canary"), recursive=True)
+    assert cluster.calls("sbatch")[-1]["argv"][1] == "--comment=$(touch canary)"
+
+
+def test_not_in_a_job(cluster, run_dir):
+    script = cluster.write_script(run_dir)
+    result = subprocess.run(["bash", script], env=cluster.env(), cwd=cluster.root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert result.returncode == 2 and "SLURM_JOB_ID" in result.stderr
+    assert cluster.work_done() == []
+
+
+def test_missing_run_dir_for_a_resuming_job(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 7)
+    for path in glob.glob(os.path.join(run_dir, ".*")):
+        os.unlink(path)
+    os.rmdir(run_dir)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 2 and "missing" in result.stderr
+    assert not os.path.exists(run_dir)
+    assert len(cluster.calls("sbatch")) == 1

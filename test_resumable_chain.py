@@ -1,0 +1,287 @@
+"""Unit and in-job tests for resumable_chain: the decision table, parsers and the prologue
+run by real bash against fake Slurm commands that print what Slurm 22.05-24.x prints."""
+import json
+import shlex
+import shutil
+import os
+import subprocess
+import sys
+
+import pytest
+
+import resumable_chain as rc
+from resumable_chain import NOT_VISIBLE, decide
+
+# --------------------------------------------------------------------------- decide()
+
+DECISIONS = [
+    # (situation, state, retries, walltime, max_retries, max_walltime, action, new retries)
+    ("first job", None, 2, 500, 3, None, "start", 0),
+    ("predecessor not visible", NOT_VISIBLE, 1, 0, 3, None, "resume", 1),
+    ("completed", "COMPLETED", 1, 10, 3, None, "complete", 1),
+    ("cancelled by slurm", "CANCELLED", 0, 0, 3, None, "stop", 0),
+    ("cancelled by user", "CANCELLED by 1234", 0, 0, 3, None, "stop", 0),
+    ("cancelled truncated", "CANCELLED+", 0, 0, 3, None, "stop", 0),
+    ("timeout no cap", "TIMEOUT", 0, 10 ** 9, 3, None, "resume", 0),
+    ("timeout under cap", "TIMEOUT", 0, 99, 3, 100, "resume", 0),
+    ("timeout at cap", "TIMEOUT", 0, 100, 3, 100, "stop", 0),
+    ("timeout over cap", "TIMEOUT", 2, 101, 3, 100, "stop", 2),
+    ("preempted", "PREEMPTED", 3, 5, 3, None, "resume", 3),
+    ("preempted at cap", "PREEMPTED", 0, 100, 3, 100, "stop", 0),
+    ("node fail", "NODE_FAIL", 3, 5, 3, 100, "resume", 3),
+    ("node fail at cap", "NODE_FAIL", 0, 100, 3, 100, "stop", 0),
+    ("failed first retry", "FAILED", 0, 0, 3, None, "resume", 1),
+    ("failed reaching max", "FAILED", 2, 0, 3, None, "resume", 3),
+    ("failed over max", "FAILED", 3, 0, 3, None, "fail", 4),
+    ("failed with max 0", "FAILED", 0, 0, 0, None, "fail", 1),
+    ("out of memory", "OUT_OF_MEMORY", 0, 0, 3, None, "resume", 1),
+    ("boot fail", "BOOT_FAIL", 0, 0, 3, None, "resume", 1),
+    ("deadline", "DEADLINE", 0, 0, 3, None, "resume", 1),
+    ("unknown future state", "EXPLODED", 0, 0, 3, None, "resume", 1),
+    ("failed ignores walltime cap", "FAILED", 0, 500, 3, 100, "resume", 1),
+    ("still running is lag", "RUNNING", 1, 0, 3, None, "resume", 1),
+    ("still pending is lag", "PENDING", 0, 0, 0, None, "resume", 0),
+    ("requeued is lag", "REQUEUED", 0, 0, 3, None, "resume", 0),
+    ("lowercase state", "timeout", 0, 0, 3, None, "resume", 0),
+]
+
+
+@pytest.mark.parametrize("situation,state,retries,walltime,max_retries,max_walltime,action,new_retries",
+                         DECISIONS, ids=[row[0] for row in DECISIONS])
+def test_decide_table(situation, state, retries, walltime, max_retries, max_walltime, action,
+                      new_retries):
+    decision = decide(state, retries=retries, walltime=walltime, max_retries=max_retries,
+                      max_walltime=max_walltime)
+    assert (decision.action, decision.retries) == (action, new_retries)
+    assert decision.action in rc.ACTIONS
+    assert decision.reason and "\n" not in decision.reason
+
+
+def test_decide_is_keyword_only():
+    with pytest.raises(TypeError):
+        decide("FAILED", 1)
+
+# --------------------------------------------------------------------------- parsers
+
+WALLTIMES = [
+    ("minutes", "90", 5400), ("minutes and seconds", "1:30", 90), ("hours", "48:00:00", 172800),
+    ("days and hours", "0-06", 21600), ("days hours minutes", "1-02:03", 93780),
+    ("days hours minutes seconds", "1-00:00:01", 86401), ("padded", " 10 ", 600),
+    ("seconds as int", 3600, 3600),
+]
+
+
+@pytest.mark.parametrize("text,seconds", [row[1:] for row in WALLTIMES], ids=[r[0] for r in WALLTIMES])
+def test_parse_walltime(text, seconds):
+    assert rc.parse_walltime(text) == seconds
+
+
+BAD_WALLTIMES = ["", "0", "00:00:00", "0-0", "abc", "1:2:3:4", "-1", "INFINITE", "UNLIMITED",
+                 "1.5", "١٢", "48h", "1-", "-5", "1:-2", "48:00:00\nx", 0, -5, True, None, 1.5]
+
+
+@pytest.mark.parametrize("text", BAD_WALLTIMES, ids=[repr(t) for t in BAD_WALLTIMES])
+def test_parse_walltime_rejects(text):
+    with pytest.raises(ValueError) as error:
+        rc.parse_walltime(text)
+    assert repr(text) in str(error.value) and "D-H:M:S" in str(error.value)
+
+
+RESUMABLE = [
+    ("off", False, None), ("absent", None, None), ("on", True, rc.Settings(3, None)),
+    ("empty mapping", {}, rc.Settings(3, None)),
+    ("retries", {"max_retries": 5}, rc.Settings(5, None)),
+    ("zero retries", {"max_retries": 0}, rc.Settings(0, None)),
+    ("walltime", {"max_walltime": "48:00:00"}, rc.Settings(3, 172800)),
+    ("both", {"max_retries": 1, "max_walltime": 600}, rc.Settings(1, 600)),
+]
+
+
+@pytest.mark.parametrize("value,expected", [r[1:] for r in RESUMABLE], ids=[r[0] for r in RESUMABLE])
+def test_parse_resumable(value, expected):
+    assert rc.parse_resumable(value) == expected
+
+
+BAD_RESUMABLE = [
+    ("unknown key", {"max_retry": 3}, "max_retry"), ("bool retries", {"max_retries": True}, "max_retries"),
+    ("negative retries", {"max_retries": -1}, "max_retries"),
+    ("string retries", {"max_retries": "3"}, "max_retries"),
+    ("zero walltime", {"max_walltime": "0"}, "max_walltime"),
+    ("bad walltime", {"max_walltime": "2 days"}, "max_walltime"),
+    ("string", "yes", "resumable"), ("number", 1, "resumable"),
+]
+
+
+@pytest.mark.parametrize("value,named", [r[1:] for r in BAD_RESUMABLE], ids=[r[0] for r in BAD_RESUMABLE])
+def test_parse_resumable_rejects(value, named):
+    with pytest.raises(ValueError) as error:
+        rc.parse_resumable(value)
+    assert named in str(error.value)
+
+
+def test_run_overrides_add_resume_from_cache_without_mutating():
+    benchmark = {"resumable": True, "run": {"config_paths": ["a.yaml"], "limit": 5}}
+    before = json.dumps(benchmark, sort_keys=True)
+    overrides = rc.resumable_run_overrides(benchmark, "slurm")
+    assert overrides == {"config_paths": ["a.yaml"], "limit": 5, "resume_from_cache": True}
+    assert json.dumps(benchmark, sort_keys=True) == before
+    overrides["config_paths"].append("b.yaml")
+    assert benchmark["run"]["config_paths"] == ["a.yaml"]
+
+
+def test_run_overrides_keep_user_choice_and_ignore_non_resumable():
+    assert rc.resumable_run_overrides({"resumable": {"max_retries": 1},
+                                       "run": {"resume_from_cache": False}}, "Slurm") == \
+        {"resume_from_cache": False}
+    assert rc.resumable_run_overrides({"run": {"x": 1}}, "local") == {"x": 1}
+
+
+@pytest.mark.parametrize("settings,executor,message", [
+    ({"resumable": True, "run": {}}, "local", "slurm executor"),
+    ({"resumable": True, "command": "python eval.py"}, "slurm", "command"),
+    ({"resumable": {"bogus": 1}}, "slurm", "bogus"),
+], ids=["not slurm", "benchmark command", "bad setting"])
+def test_run_overrides_reject(settings, executor, message):
+    with pytest.raises(ValueError) as error:
+        rc.resumable_run_overrides(settings, executor)
+    assert message in str(error.value)
+
+
+SACCT_OUTPUT = (
+    "9|TIMEOUT|73|2026-11-30T01:00:00|2026-11-30T01:01:13\n"
+    "9.batch|CANCELLED|73|2026-11-30T01:00:00|2026-11-30T01:01:13\n"
+    "9.extern|COMPLETED|73|2026-11-30T01:00:00|2026-11-30T01:01:13\n"
+    "6|CANCELLED by 0|2|2026-11-30T01:00:00|2026-11-30T01:00:02\n"
+    "garbage line\n"
+)
+
+
+def test_parse_sacct_keeps_allocation_lines_only():
+    records = rc.parse_sacct(SACCT_OUTPUT)
+    assert list(records) == ["9", "6"]
+    assert [(r.state, r.elapsed) for r in records["9"]] == [("TIMEOUT", 73)]
+    assert records["6"][0].state == "CANCELLED by 0"
+
+
+def test_summarize_requeued_job_sums_runs_and_takes_newest_state():
+    records = rc.parse_sacct("7|REQUEUED|30|2026-11-30T01:00:00|2026-11-30T01:00:30\n"
+                             "7|TIMEOUT|60|2026-11-30T01:03:00|2026-11-30T01:04:00\n")["7"]
+    assert rc.summarize_sacct(list(reversed(records))) == ("TIMEOUT", 90)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("JobId=9 JobName=x JobState=TIMEOUT Reason=TimeLimit RunTime=00:01:13 TimeLimit=00:01:00",
+     ("TIMEOUT", 73)),
+    ("JobId=9 JobName=x\n   JobState=NODE_FAIL Reason=None\n   RunTime=1-00:00:03 TimeLimit=2-00:00:00",
+     ("NODE_FAIL", 86403)),
+    ("slurm_load_jobs error: Invalid job id specified", (None, 0)),
+], ids=["one line", "multi line", "unknown job"])
+def test_parse_scontrol(text, expected):
+    assert rc.parse_scontrol(text) == expected
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("afternotok:2", "2"), ("afternotok:123(unfulfilled)", "123"), ("afterok:5", None),
+    ("afterok:5,afternotok:77", "77"), ("", None), (None, None),
+], ids=["plain", "squeue annotation", "other kind", "mixed", "empty", "unset"])
+def test_parse_dependency(text, expected):
+    assert rc.parse_dependency(text) == expected
+
+
+@pytest.mark.parametrize("text", ["afternotok:abc", "afternotok:1;touch x", "afternotok:1:2",
+                                  "afternotok:", "afternotok:0"])
+def test_parse_dependency_rejects_malformed(text):
+    with pytest.raises(ValueError):
+        rc.parse_dependency(text)
+
+# --------------------------------------------------------------------------- rendering
+
+HOSTILE = ["plain", "with space", "it's", 'dq"uote', "$(touch canary)", "`touch canary`",
+           "new\nline", "ünïcødé", "-n", "a\\b", "$HOME", "!!", "*", "~user"]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=[repr(t) for t in HOSTILE])
+def test_rendered_prologue_is_valid_quoted_bash(tmp_path, text):
+    path = str(tmp_path / text)
+    snippet = rc.render_prologue(path, max_retries=2, max_walltime="1-00:00", script=path + ".sh",
+                                 sbatch_args=["--comment=" + text, "-J", text], python="python3")
+    script = tmp_path / "check.sh"
+    script.write_text("#!/bin/bash\n" + snippet, encoding="utf-8")
+    assert subprocess.run(["bash", "-n", str(script)]).returncode == 0
+    if shutil.which("shellcheck") is None:
+        if os.environ.get("CI"):
+            pytest.fail("shellcheck is not installed (.ci/run installs it)")
+        pytest.skip("shellcheck not installed")
+    check = subprocess.run(["shellcheck", "-s", "bash", str(script)], stdout=subprocess.PIPE,
+                           universal_newlines=True)
+    assert check.returncode == 0, check.stdout
+
+
+def test_rendered_prologue_runs_this_module_by_absolute_path():
+    snippet = rc.render_prologue("runs/a", python="/opt/py/bin/python3")
+    assert "/opt/py/bin/python3 %s prologue" % os.path.abspath(rc.__file__) in snippet
+    assert shlex.quote(os.path.abspath("runs/a")) in snippet
+    assert '--script="$0"' in snippet
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"sbatch_args": ["--dependency=afterok:1"]}, "dependency"),
+    ({"sbatch_args": ["-d", "afterok:1"]}, "dependency"),
+    ({"sbatch_args": ["--array=1-4"]}, "array"),
+    ({"sbatch_args": ["-a1-4"]}, "array"),
+    ({"sbatch_args": "-p gpu"}, "list"),
+    ({"max_retries": -1}, "max_retries"),
+    ({"max_retries": True}, "max_retries"),
+    ({"max_walltime": "0"}, "walltime"),
+    ({"python": ""}, "python"),
+], ids=["dependency", "short dependency", "array", "short array", "string args", "negative retries",
+        "bool retries", "zero walltime", "empty python"])
+def test_render_rejects(options, message):
+    with pytest.raises(ValueError) as error:
+        rc.render_prologue("runs/a", **options)
+    assert message in str(error.value)
+
+
+def test_cli_render_matches_the_function(capsys):
+    assert rc.main(["render", "runs/a", "--max-walltime", "48:00:00", "--", "-p", "gpu"]) == 0
+    assert capsys.readouterr().out == rc.render_prologue("runs/a", max_walltime=172800,
+                                                         sbatch_args=["-p", "gpu"])
+
+
+@pytest.mark.parametrize("argv", [["render"], ["render", "d", "--max-walltime", "soon"],
+                                  ["bogus"], ["prologue", "d"], ["status", "d", "--", "x"]])
+def test_cli_errors_are_one_line(capsys, argv):
+    assert rc.main(argv) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("resumable-chain: error:") and error.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["render", "prologue", "status", "cancel"])
+def test_cli_help_has_an_example(capsys, command):
+    assert rc.main([command, "--help"]) == 0
+    assert "example" in capsys.readouterr().out
+
+# --------------------------------------------------------------------------- interpreters
+
+
+def test_in_job_step_on_every_python(tmp_path):
+    from conftest import FakeCluster, find_interpreters
+    interpreters = find_interpreters()
+    if len(interpreters) < 4:
+        pytest.fail("only %s found; need at least four CPythons 3.6-3.13" % sorted(interpreters))
+    for version, python in sorted(interpreters.items()):
+        cluster = FakeCluster(str(tmp_path / version), python=python)
+        run_dir = str(tmp_path / version / "run")
+        script = cluster.write_script(run_dir)
+        assert cluster.run_link(script, 100).returncode == 0
+        cluster.finish(100, "FAILED", 9)
+        result = cluster.run_link(script, 1000, predecessor=100)
+        assert result.returncode == 0, (version, result.stderr)
+        assert "retries 1/3" in result.stderr, version
+        assert cluster.work_done() == ["100", "1000"], version
+        check = subprocess.run([python, "-c", "import resumable_chain as r; "
+                                "print(r.decide('TIMEOUT', walltime=5, max_walltime=5).action)"],
+                               cwd=os.path.dirname(rc.__file__), stdout=subprocess.PIPE,
+                               universal_newlines=True)
+        assert check.stdout.strip() == "stop", version
+    print("in-job step passed on: %s" % ", ".join(sorted(interpreters)))

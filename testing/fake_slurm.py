@@ -1,0 +1,205 @@
+"""Fake Slurm commands for tests: sbatch, sacct, scontrol, squeue, scancel.
+
+One JSON file (``$FAKE_SLURM_STATE``) is the cluster; every call is appended
+to ``$FAKE_SLURM_STATE.calls`` (argv and the SLURM_*/SBATCH_* environment)
+so tests can check what was run. Output copies Slurm 22.05-24.x formats as
+recorded in shared/slurm-facts.md. Knobs a test may set on the cluster:
+
+* ``jobs[ID]``: state, elapsed, start, end, runs (earlier runs of a requeued
+  ID), dependency, time_limit, in_controller, sacct_hidden_calls (sacct
+  prints nothing for that many calls), sacct_lag_state (what sacct shows
+  instead while hidden), visible_at (epoch seconds before which sacct
+  prints nothing);
+* ``sacct_down``, ``scontrol_down``, ``sbatch_error``: make a command fail as Slurm does;
+* ``hang``: {command: seconds} sleeps before answering;
+* ``latency``: seconds every command sleeps before answering.
+"""
+import fcntl
+import json
+import os
+import sys
+import time
+
+FIELDS_ALL = {"JobIDRaw", "JobID", "State", "ElapsedRaw", "Start", "End", "ExitCode", "Submit"}
+
+
+def load(handle):
+    handle.seek(0)
+    text = handle.read()
+    cluster = json.loads(text) if text.strip() else {}
+    cluster.setdefault("jobs", {})
+    cluster.setdefault("next_id", 1000)
+    return cluster
+
+
+def save(handle, cluster):
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps(cluster, indent=1, sort_keys=True))
+    handle.flush()
+
+
+def option(argv, short, long_name):
+    for index, argument in enumerate(argv):
+        if argument in (short, long_name) and index + 1 < len(argv):
+            return argv[index + 1]
+        if long_name and argument.startswith(long_name + "="):
+            return argument.split("=", 1)[1]
+        if short and argument.startswith(short) and len(argument) > 2 and not argument.startswith("--"):
+            return argument[2:]
+    return None
+
+
+def seconds_to_clock(seconds):
+    days, rest = divmod(int(seconds), 86400)
+    text = "%02d:%02d:%02d" % (rest // 3600, rest // 60 % 60, rest % 60)
+    return "%d-%s" % (days, text) if days else text
+
+
+def sbatch(argv, cluster):
+    if cluster.get("sbatch_error"):
+        return 1, "", "sbatch: error: %s\n" % cluster["sbatch_error"]
+    job_id = str(cluster["next_id"])
+    cluster["next_id"] += 1
+    script_index = next(i for i, a in enumerate(argv) if not a.startswith("-") and os.path.isfile(a))
+    cluster["jobs"][job_id] = {
+        "state": "PENDING", "elapsed": 0, "start": "Unknown", "end": "Unknown",
+        "dependency": option(argv, "-d", "--dependency") or "",
+        "time_limit": option(argv, "-t", "--time"), "script": argv[script_index],
+        "args": argv[script_index + 1:], "options": argv[:script_index], "in_controller": True,
+        "cwd": os.getcwd()}
+    if "--parsable" in argv:
+        return 0, job_id + "\n", ""
+    return 0, "Submitted batch job %s\n" % job_id, ""
+
+
+def sacct(argv, cluster):
+    if cluster.get("sacct_down"):
+        return 1, "", ("sacct: error: slurm_persist_conn_open_without_init: failed to open persistent "
+                       "connection to host:localhost:6819: Connection refused\n"
+                       "sacct: error: Problem talking to the database: Connection refused\n")
+    fields = (option(argv, "-o", "--format") or "JobID,State").split(",")
+    unknown = [field for field in fields if field not in FIELDS_ALL]
+    if unknown:
+        return 1, "", "sacct: error: Invalid field requested: \"%s\"\n" % unknown[0]
+    ids = (option(argv, "-j", "--jobs") or "").split(",")
+    lines = []
+    for job_id in ids:
+        job = cluster["jobs"].get(job_id)
+        if not job:
+            continue
+        job["sacct_calls"] = job.get("sacct_calls", 0) + 1
+        if job.get("visible_at", 0) > time.time() or job.get("sacct_hidden_calls", 0) >= job["sacct_calls"]:
+            if job.get("sacct_lag_state"):
+                lines.append(render(job_id, dict(job, state=job["sacct_lag_state"]), fields))
+            continue
+        runs = job.get("runs", []) if ("-D" in argv or "--duplicates" in argv) else []
+        for run in runs:
+            lines.append(render(job_id, run, fields))
+        lines.append(render(job_id, job, fields))
+        if "-X" not in argv and "--allocations" not in argv and job["state"] != "PENDING":
+            step_state = "CANCELLED" if job["state"] in ("TIMEOUT", "PREEMPTED") or job["state"].startswith("CANCELLED") else job["state"]
+            lines.append(render(job_id + ".batch", dict(job, state=step_state), fields))
+            lines.append(render(job_id + ".extern", dict(job, state="COMPLETED"), fields))
+    separator = "|"
+    if "-P" not in argv and "--parsable2" not in argv:
+        return 0, "".join(" ".join(("%-10s" % value)[:10] for value in line.split("|")) + "\n" for line in lines), ""
+    return 0, "".join(line + "\n" for line in lines), ""
+
+
+def render(job_id, job, fields):
+    values = {"JobIDRaw": job_id, "JobID": job_id, "State": job["state"],
+              "ElapsedRaw": str(job.get("elapsed", 0)), "Start": job.get("start", "Unknown"),
+              "End": job.get("end", "Unknown"), "ExitCode": job.get("exit_code", "0:0"),
+              "Submit": job.get("submit", "2026-11-30T00:00:00")}
+    return "|".join(values[field] for field in fields)
+
+
+def scontrol(argv, cluster):
+    if argv[:2] == ["update"] or (argv and argv[0] == "update"):
+        spec = dict(item.split("=", 1) for item in argv[1:] if "=" in item)
+        job = cluster["jobs"].get(spec.get("JobId") or spec.get("jobid"))
+        if not job:
+            return 1, "", "scontrol: error: Invalid job id specified\n"
+        if "TimeLimit" in spec or "timelimit" in spec:
+            job["time_limit"] = spec.get("TimeLimit") or spec.get("timelimit")
+        return 0, "", ""
+    job_id = argv[-1]
+    job = cluster["jobs"].get(job_id)
+    if cluster.get("scontrol_down"):
+        return 1, "", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
+    if not job or not job.get("in_controller", True):
+        return 1, "", "slurm_load_jobs error: Invalid job id specified\n"
+    limit = job.get("time_limit") or "01:00:00"
+    text = ("JobId=%s JobName=job UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=1 Nice=0 "
+            "Account=(null) QOS=(null) JobState=%s Reason=None Dependency=(null) Requeue=0 "
+            "Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=%s TimeLimit=%s TimeMin=N/A "
+            "SubmitTime=2026-11-30T00:00:00 StartTime=%s EndTime=%s Partition=debug "
+            "Command=%s WorkDir=/tmp" % (job_id, job["state"].split()[0], seconds_to_clock(job.get("elapsed", 0)),
+                                        limit, job.get("start", "Unknown"), job.get("end", "Unknown"),
+                                        job.get("script", "/tmp/job.sh")))
+    if "-o" not in argv and "--oneliner" not in argv:
+        text = text.replace(" Requeue=", "\n   Requeue=").replace(" RunTime=", "\n   RunTime=")
+    return 0, text + "\n", ""
+
+
+def squeue(argv, cluster):
+    states = option(argv, "-t", "--states")
+    ids = option(argv, "-j", "--jobs")
+    fmt = option(argv, "-o", "--format") or "%i %T"
+    lines = []
+    for job_id, job in sorted(cluster["jobs"].items(), key=lambda item: int(item[0])):
+        base = job["state"].split()[0]
+        if base not in ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING"):
+            continue
+        if ids and job_id not in ids.split(","):
+            continue
+        if states and base not in ("PENDING" if s in ("PD", "PENDING") else s for s in states.split(",")):
+            continue
+        dependency = job.get("dependency") or "(null)"
+        if dependency != "(null)":
+            dependency += "(unfulfilled)"
+        line = (fmt.replace("%i", job_id).replace("%T", base).replace("%E", dependency)
+                .replace("%M", seconds_to_clock(job.get("elapsed", 0))).replace("%S", job.get("start", "N/A")))
+        lines.append(line)
+    if ids and not lines and len(ids.split(",")) == 1 and ids not in cluster["jobs"]:
+        return 1, "", "slurm_load_jobs error: Invalid job id specified\n"
+    return 0, "".join(line + "\n" for line in lines), ""
+
+
+def scancel(argv, cluster):
+    for job_id in argv:
+        job = cluster["jobs"].get(job_id)
+        if job and job["state"].split()[0] in ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING"):
+            job["state"] = "CANCELLED by 0"
+    return 0, "", ""
+
+
+COMMANDS = {"sbatch": sbatch, "sacct": sacct, "scontrol": scontrol, "squeue": squeue, "scancel": scancel}
+
+
+def main():
+    command, argv = sys.argv[1], sys.argv[2:]
+    path = os.environ["FAKE_SLURM_STATE"]
+    with open(path + ".calls", "a") as calls:
+        calls.write(json.dumps({"command": command, "argv": argv, "cwd": os.getcwd(), "time": time.time(),
+                                "env": {k: v for k, v in os.environ.items()
+                                        if k.startswith(("SLURM_", "SBATCH_", "SACCT_", "SQUEUE_")) or k == "LC_ALL"}}) + "\n")
+    with open(path, "a+") as handle:
+        fcntl.lockf(handle, fcntl.LOCK_EX)
+        cluster = load(handle)
+        delay = cluster.get("latency", 0) + cluster.get("hang", {}).get(command, 0)
+    if delay:
+        time.sleep(delay)
+    with open(path, "a+") as handle:
+        fcntl.lockf(handle, fcntl.LOCK_EX)
+        cluster = load(handle)
+        status, out, err = COMMANDS[command](argv, cluster)
+        save(handle, cluster)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
