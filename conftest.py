@@ -78,6 +78,7 @@ class FakeCluster(object):
                    "LANG": "C.UTF-8"}
         if job_id is not None:
             environ["SLURM_JOB_ID"] = str(job_id)
+            environ["SLURM_JOB_NAME"] = "job.sh"
         if dependency:
             environ["SLURM_JOB_DEPENDENCY"] = dependency
         environ.update({key: str(value) for key, value in extra.items()})

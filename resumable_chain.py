@@ -668,12 +668,20 @@ def find_pending_successors(job_id):
     return successors
 
 
-def submit_successor(job_id, script, sbatch_args, script_args, cwd=None):
-    """Queue this job's successor; return its ID, or None with a warning on stderr."""
-    argv = (["sbatch", "--parsable"] + list(sbatch_args)
+SuccessorSpec = collections.namedtuple("SuccessorSpec", "script sbatch_args script_args job_name")
+
+
+def submit_successor(job_id, spec):
+    """Queue this job's successor; return its ID, or None with a warning on stderr.
+
+    The job name is passed on because the default script, Slurm's spool copy,
+    would otherwise rename every successor to ``slurm_script``.
+    """
+    argv = (["sbatch", "--parsable"] + (["--job-name=" + spec.job_name] if spec.job_name else [])
+            + list(spec.sbatch_args)
             + ["--dependency=afternotok:%s" % job_id, "--kill-on-invalid-dep=yes", "--no-requeue",
-               script] + list(script_args))
-    result = run_slurm(argv, submit=True, cwd=cwd)
+               spec.script] + list(spec.script_args))
+    result = run_slurm(argv, submit=True)
     successor_id = None
     if result.returncode == 0:
         with contextlib.suppress(ValueError):
@@ -698,8 +706,11 @@ def log(message):
 TERMINAL_EXIT = {"complete": EXIT_DONE, "stop": EXIT_DONE, "fail": EXIT_FAIL}  # no work, no successor
 
 
-def run_link(run_dir, max_retries, max_walltime, script, sbatch_args, script_args, environ):
-    """Everything a job's prologue does; returns the step's exit status (EXIT_*)."""
+def run_link(run_dir, max_retries, max_walltime, spec, environ):
+    """Everything a job's prologue does; returns the step's exit status (EXIT_*).
+
+    ``spec`` (a SuccessorSpec) says how the successor is submitted.
+    """
     job_id = environ.get("SLURM_JOB_ID")
     if not job_id:
         raise StateError("not inside a Slurm batch job (SLURM_JOB_ID is not set); nothing done")
@@ -722,8 +733,7 @@ def run_link(run_dir, max_retries, max_walltime, script, sbatch_args, script_arg
         retries = store.read_counter(RETRIES_FILE)
         last_job = store.last_job()
         if (journal and journal["job"] == job_id) or (not journal and last_job == job_id):
-            return _rerun(store, journal, job_id, last_job, max_retries, max_walltime, script,
-                          sbatch_args, script_args, environ)
+            return _rerun(store, journal, job_id, spec, environ)
         if predecessor_id is None and journal and journal.get("successor") == job_id:
             predecessor_id = journal["job"]
         _check_not_duplicate(journal, job_id, predecessor_id)
@@ -744,7 +754,7 @@ def run_link(run_dir, max_retries, max_walltime, script, sbatch_args, script_arg
         if decision.action in TERMINAL_EXIT:
             _log_decision(journal, found)
             return TERMINAL_EXIT[decision.action]
-        journal["successor"] = submit_successor(job_id, script, sbatch_args, script_args)
+        journal["successor"] = submit_successor(job_id, spec)
         journal["phase"] = "queued"
         store.write_journal(journal)
         _log_decision(journal, found)
@@ -770,8 +780,7 @@ def _apply(store, journal):
     store.write_journal(journal)
 
 
-def _rerun(store, journal, job_id, last_job, max_retries, max_walltime, script, sbatch_args,
-           script_args, environ):
+def _rerun(store, journal, job_id, spec, environ):
     """The same job ID again (requeue, or a rerun after a crash): never count twice."""
     restarts = environ.get("SLURM_RESTART_COUNT", "0")
     if journal is None:  # a chain written before the journal existed
@@ -789,7 +798,7 @@ def _rerun(store, journal, job_id, last_job, max_retries, max_walltime, script, 
         if pending:
             journal["successor"] = pending[0]
         else:
-            journal["successor"] = submit_successor(job_id, script, sbatch_args, script_args)
+            journal["successor"] = submit_successor(job_id, spec)
         journal["phase"] = "queued"
         store.write_journal(journal)
     _log_decision(journal, found)
@@ -1132,9 +1141,10 @@ def main(argv=None):
                 python=arguments.python))
             return 0
         if arguments.command == "prologue":
+            spec = SuccessorSpec(arguments.script, check_sbatch_args(arguments.sbatch_arg), extra,
+                                 os.environ.get("SLURM_JOB_NAME"))
             return run_link(os.path.abspath(arguments.run_dir), arguments.max_retries,
-                            arguments.max_walltime, arguments.script,
-                            check_sbatch_args(arguments.sbatch_arg), extra, os.environ)
+                            arguments.max_walltime, spec, os.environ)
         if extra:
             raise StateError("%s takes no arguments after --" % arguments.command)
         if arguments.command == "status":

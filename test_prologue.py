@@ -32,7 +32,7 @@ def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
     assert read(run_dir, rc.WALLTIME_FILE) == "0\n"
     assert read(run_dir, rc.RETRIES_FILE) == "0\n"
     [call] = cluster.calls("sbatch")
-    assert call["argv"] == ["--parsable", "-p", "gpu", "--dependency=afternotok:100",
+    assert call["argv"] == ["--parsable", "--job-name=job.sh", "-p", "gpu", "--dependency=afternotok:100",
                             "--kill-on-invalid-dep=yes", "--no-requeue", script, "--lr", "3e-4"]
     assert cluster.calls("sacct") == []
     assert "resumable-chain: job 100: start | predecessor none (first job)" in result.stderr
@@ -284,7 +284,7 @@ def test_odd_run_dir_names_work_and_never_execute(cluster, tmp_path, name):
     assert result.returncode == 0, result.stderr
     assert read(run_dir, rc.CHAIN_FILE) == "100\n%s\n" % successor
     assert not glob.glob(str(tmp_path / "**" / "canary"), recursive=True)
-    assert cluster.calls("sbatch")[-1]["argv"][1] == "--comment=$(touch canary)"
+    assert cluster.calls("sbatch")[-1]["argv"][2] == "--comment=$(touch canary)"
 
 
 def test_not_in_a_job(cluster, run_dir):
