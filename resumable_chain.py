@@ -28,6 +28,7 @@ Use it three ways:
 """
 
 import argparse
+import calendar
 import collections
 import collections.abc
 import contextlib
@@ -127,7 +128,8 @@ DURATION_PATTERN = re.compile(
     r"(?:(?P<days>[0-9]+)-(?P<dh>[0-9]+)(?::(?P<dm>[0-9]+)(?::(?P<ds>[0-9]+))?)?"
     r"|(?P<a>[0-9]+)(?::(?P<b>[0-9]+)(?::(?P<c>[0-9]+))?)?)"
 )  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
-SACCT_FIELDS = "JobIDRaw,State,ElapsedRaw,Start,End"  # what every sacct call asks for, with -P -n
+SACCT_FIELDS = "JobIDRaw,State,ElapsedRaw,Submit,Start,End"  # what sacct is asked for (-P -n)
+REQUEUE_GAP_SECONDS = 120  # a record ending this close to the next submit is the same job, requeued
 DURATION_FORMS = "M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90, 48:00:00, 2-00)"
 
 
@@ -271,7 +273,7 @@ def parse_dependency(text):
     return predecessors[0] if predecessors else None
 
 
-SacctRecord = collections.namedtuple("SacctRecord", "job_id state elapsed start end")
+SacctRecord = collections.namedtuple("SacctRecord", "job_id state elapsed submit start end")
 
 
 def parse_sacct(text):
@@ -284,28 +286,46 @@ def parse_sacct(text):
         fields = [field.strip() for field in line.split("|")]
         if len(fields) != len(SACCT_FIELDS.split(",")) or not JOB_ID_PATTERN.fullmatch(fields[0]):
             continue
-        job_id, state, elapsed, start, end = fields
+        job_id, state, elapsed, submit, start, end = fields
         if state:
             seconds = int(elapsed) if re.fullmatch(r"[0-9]{1,12}", elapsed) else 0
-            records.setdefault(job_id, []).append(SacctRecord(job_id, state, seconds, start, end))
+            records.setdefault(job_id, []).append(
+                SacctRecord(job_id, state, seconds, submit, start, end))
     return records
 
 
 def summarize_sacct(records):
-    """Return (state, elapsed seconds) of a job from all its records (``sacct -D``).
+    """Return one record for a job from all its records (``sacct -D``), or None.
 
-    The newest record gives the state; the runs of a requeued job all count
-    towards its elapsed time.
+    The newest record gives state, start and end. ``elapsed`` adds the runs
+    of a requeued job: each earlier record that ended when the next one was
+    submitted (Slurm resubmits a requeued job at once). Older records of the
+    same ID that are not contiguous (an ID reused after a controller reset)
+    are not counted.
     """
     if not records:
-        return None, 0
-    newest = max(records, key=lambda record: _end_sort_key(record.end))
-    return newest.state, sum(record.elapsed for record in records)
+        return None
+    ordered = sorted(records, key=lambda record: (record.submit, _open_last(record.start)))
+    total = ordered[-1].elapsed
+    for earlier, later in zip(reversed(ordered[:-1]), reversed(ordered[1:])):
+        gap = _seconds_between(earlier.end, later.submit)
+        if gap is None or abs(gap) > REQUEUE_GAP_SECONDS:
+            break
+        total += earlier.elapsed
+    return ordered[-1]._replace(elapsed=total)
 
 
-def _end_sort_key(end):
-    # An end not yet known ("Unknown", "None") belongs to the newest, still open record.
-    return end if re.match(r"[0-9]{4}-", end) else "9999"
+def _open_last(timestamp):
+    # A time not yet known ("Unknown", "None") belongs to the newest, still open record.
+    return timestamp if re.match(r"[0-9]{4}-", timestamp) else "9999"
+
+
+def _seconds_between(earlier, later):
+    try:
+        return (calendar.timegm(time.strptime(later, "%Y-%m-%dT%H:%M:%S"))
+                - calendar.timegm(time.strptime(earlier, "%Y-%m-%dT%H:%M:%S")))
+    except ValueError:
+        return None
 
 
 def parse_scontrol(text):
@@ -631,11 +651,10 @@ def lookup_predecessor(predecessor_id, window=None, sleep=time.sleep, clock=time
                             "-o", SACCT_FIELDS],
                            timeout=min(command_timeout(), max(remaining, 5)))
         if result.returncode == 0:
-            records = parse_sacct(result.stdout).get(predecessor_id, [])
-            state, elapsed = summarize_sacct(records)
-            if state and is_final(state):
-                return Lookup(state, elapsed, "sacct", "")
-            note = "sacct still shows %s" % state if state else "sacct has no record of it"
+            job = summarize_sacct(parse_sacct(result.stdout).get(predecessor_id))
+            if job and is_final(job.state):
+                return Lookup(job.state, job.elapsed, "sacct", "")
+            note = "sacct still shows %s" % job.state if job else "sacct has no record of it"
         else:
             note = "sacct failed: %s" % last_line(result.stderr)
         if controller_knows:
@@ -860,9 +879,8 @@ def query_jobs(job_ids):
                         "-o", SACCT_FIELDS])
     if result.returncode == 0:
         for job_id, records in parse_sacct(result.stdout).items():
-            state, elapsed = summarize_sacct(records)
-            newest = max(records, key=lambda record: _end_sort_key(record.end))
-            found[job_id] = (state, elapsed, newest.start, newest.end)
+            job = summarize_sacct(records)
+            found[job_id] = (job.state, job.elapsed, job.start, job.end)
     live = [job_id for job_id in job_ids if job_id not in found or not is_final(found[job_id][0])]
     if live:
         result = run_slurm(["squeue", "-h", "-j", ",".join(live), "-o", "%i|%T|%M|%S"])

@@ -148,10 +148,10 @@ def test_run_overrides_reject(settings, executor, message):
 
 
 SACCT_OUTPUT = (
-    "9|TIMEOUT|73|2026-11-30T01:00:00|2026-11-30T01:01:13\n"
-    "9.batch|CANCELLED|73|2026-11-30T01:00:00|2026-11-30T01:01:13\n"
-    "9.extern|COMPLETED|73|2026-11-30T01:00:00|2026-11-30T01:01:13\n"
-    "6|CANCELLED by 0|2|2026-11-30T01:00:00|2026-11-30T01:00:02\n"
+    "9|TIMEOUT|73|2026-11-30T01:00:00|2026-11-30T01:00:00|2026-11-30T01:01:13\n"
+    "9.batch|CANCELLED|73|2026-11-30T01:00:00|2026-11-30T01:00:00|2026-11-30T01:01:13\n"
+    "9.extern|COMPLETED|73|2026-11-30T01:00:00|2026-11-30T01:00:00|2026-11-30T01:01:13\n"
+    "6|CANCELLED by 0|2|2026-11-30T01:00:00|2026-11-30T01:00:00|2026-11-30T01:00:02\n"
     "garbage line\n"
 )
 
@@ -163,10 +163,22 @@ def test_parse_sacct_keeps_allocation_lines_only():
     assert records["6"][0].state == "CANCELLED by 0"
 
 
-def test_summarize_requeued_job_sums_runs_and_takes_newest_state():
-    records = rc.parse_sacct("7|REQUEUED|30|2026-11-30T01:00:00|2026-11-30T01:00:30\n"
-                             "7|TIMEOUT|60|2026-11-30T01:03:00|2026-11-30T01:04:00\n")["7"]
-    assert rc.summarize_sacct(list(reversed(records))) == ("TIMEOUT", 90)
+# Real 22.05 `sacct -D` lines of a job requeued by `scontrol requeue` (out of order, as seen).
+REQUEUED = ("5|FAILED|15|2026-11-30T07:19:23|2026-11-30T07:19:34|2026-11-30T07:19:49\n"
+            "5|REQUEUED|5|2026-11-30T07:19:18|2026-11-30T07:19:18|2026-11-30T07:19:23\n")
+REUSED_ID = "5|COMPLETED|999|2025-01-01T00:00:00|2025-01-01T00:00:00|2025-01-01T00:16:39\n"
+
+
+@pytest.mark.parametrize("text,expected", [
+    (REQUEUED, ("FAILED", 20)),
+    (REQUEUED + REUSED_ID, ("FAILED", 20)),
+    ("5|RUNNING|14|2026-11-30T07:19:23|2026-11-30T07:19:34|Unknown\n" + REQUEUED.split("\n")[1],
+     ("RUNNING", 19)),
+    ("", None),
+], ids=["requeued runs add up", "reused ID not counted", "still running", "no record"])
+def test_summarize_sacct(text, expected):
+    job = rc.summarize_sacct(rc.parse_sacct(text).get("5"))
+    assert (job.state, job.elapsed) == expected if expected else job is None
 
 
 @pytest.mark.parametrize("text,expected", [
