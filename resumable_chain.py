@@ -81,6 +81,7 @@ COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout o
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 MAX_COUNTER = 10 ** 12  # larger counter values are corruption, not history
+MIN_TIME_LIMIT = 60  # Slurm's smallest time limit: a link needs at least this much budget
 
 EXIT_WORK = 0  # in-job step: run the work
 EXIT_FAIL = 1  # in-job step: max_retries exceeded; the job fails without work
@@ -328,12 +329,17 @@ def _seconds_between(earlier, later):
         return None
 
 
+ControllerJob = collections.namedtuple("ControllerJob", "state runtime time_limit")
+
+
 def parse_scontrol(text):
-    """Return (JobState, RunTime seconds) from ``scontrol show job -o`` output, or (None, 0)."""
-    state = re.search(r"(?:^|\s)JobState=(\S+)", text or "")
-    runtime = re.search(r"(?:^|\s)RunTime=(\S+)", text or "")
-    seconds = parse_duration(runtime.group(1)) if runtime else None
-    return (state.group(1) if state else None), (seconds or 0)
+    """Return ControllerJob(JobState, RunTime s, TimeLimit s or None) from ``scontrol show job``.
+
+    Fields that are missing come back as None (RunTime as 0); an UNLIMITED time limit is None.
+    """
+    fields = dict(re.findall(r"(?:^|\s)(JobState|RunTime|TimeLimit)=(\S+)", text or ""))
+    return ControllerJob(fields.get("JobState"), parse_duration(fields.get("RunTime")) or 0,
+                         parse_duration(fields.get("TimeLimit")))
 
 
 def base_state(state):
@@ -383,6 +389,20 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
                         "failing the chain" % (state, retries + 1, max_retries))
     return Decision("resume", retries + 1, "predecessor %s: retry %d of %d"
                     % (state, retries + 1, max_retries))
+
+
+def apply_walltime_budget(decision, walltime, max_walltime):
+    """Stop instead of starting a link that could not get Slurm's minimum time limit.
+
+    A link's time limit is clamped to what is left of ``max_walltime``; when
+    less than one minute is left no link can run, so the chain stops there.
+    """
+    if (decision.action in ("start", "resume") and max_walltime is not None
+            and max_walltime - walltime < MIN_TIME_LIMIT):
+        return Decision("stop", decision.retries, "only %d s of max_walltime %d s remain, less "
+                        "than Slurm's 1-minute minimum time limit: stopping the chain"
+                        % (max(max_walltime - walltime, 0), max_walltime))
+    return decision
 
 
 # ---------------------------------------------------------------------------
@@ -660,16 +680,40 @@ def lookup_predecessor(predecessor_id, window=None, sleep=time.sleep, clock=time
         if controller_knows:
             shown = run_slurm(["scontrol", "show", "job", "-o", predecessor_id],
                               timeout=min(command_timeout(), max(remaining, 5)))
-            state, runtime = parse_scontrol(shown.stdout) if shown.returncode == 0 else (None, 0)
-            if state and is_final(state):
-                return Lookup(state, runtime, "scontrol", "accounting lags; state from the "
-                              "controller")
+            job = parse_scontrol(shown.stdout if shown.returncode == 0 else "")
+            if job.state and is_final(job.state):
+                return Lookup(job.state, job.runtime, "scontrol", "accounting lags; state from "
+                              "the controller")
             controller_knows = shown.returncode == 0
         remaining = deadline - clock()
         if remaining <= 0:
             break
         sleep(min(LOOKUP_BACKOFF[min(attempt, len(LOOKUP_BACKOFF) - 1)], remaining))
     return Lookup(NOT_VISIBLE, 0, "", "%s after %g s" % (note, window))
+
+
+def clamp_time_limit(job_id, budget):
+    """Lower this job's own time limit to whole minutes of ``budget``; return the new limit.
+
+    Users may lower (never raise) their running job's limit, so a chain ends
+    within a minute of max_walltime instead of up to a whole allocation past
+    it. Returns None when the limit already fits or Slurm refused (warned).
+    """
+    minutes = int(budget) // 60
+    shown = run_slurm(["scontrol", "show", "job", "-o", job_id])
+    if shown.returncode != 0:
+        log("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s left of "
+            "max_walltime" % (job_id, last_line(shown.stderr), budget))
+        return None
+    limit = parse_scontrol(shown.stdout).time_limit
+    if limit is not None and limit <= minutes * 60:
+        return None
+    updated = run_slurm(["scontrol", "update", "JobId=%s" % job_id, "TimeLimit=%d" % minutes])
+    if updated.returncode != 0:
+        log("WARNING: cannot lower job %s's time limit to %d min (%s)"
+            % (job_id, minutes, last_line(updated.stderr)))
+        return None
+    return minutes * 60
 
 
 def find_pending_successors(job_id):
@@ -760,11 +804,12 @@ def run_link(run_dir, max_retries, max_walltime, spec, environ):
             found = Lookup(None, 0, "", "")
         else:
             found = lookup_predecessor(predecessor_id)
-        decision = decide(found.state, retries=retries, walltime=walltime + found.elapsed,
-                          max_retries=max_retries, max_walltime=max_walltime)
+        accumulated = 0 if found.state is None else walltime + found.elapsed
+        decision = apply_walltime_budget(
+            decide(found.state, retries=retries, walltime=accumulated, max_retries=max_retries,
+                   max_walltime=max_walltime), accumulated, max_walltime)
         journal = {"job": job_id, "predecessor": predecessor_id, "state": found.state,
-                   "action": decision.action, "reason": decision.reason,
-                   "walltime": 0 if found.state is None else walltime + found.elapsed,
+                   "action": decision.action, "reason": decision.reason, "walltime": accumulated,
                    "retries": decision.retries, "max_retries": max_retries,
                    "max_walltime": max_walltime, "successor": None, "phase": "counted",
                    "time": int(time.time())}
@@ -776,6 +821,8 @@ def run_link(run_dir, max_retries, max_walltime, spec, environ):
         journal["successor"] = submit_successor(job_id, spec)
         journal["phase"] = "queued"
         store.write_journal(journal)
+        if max_walltime is not None:
+            journal["time_limit"] = clamp_time_limit(job_id, max_walltime - accumulated)
         _log_decision(journal, found)
         return EXIT_WORK
 
@@ -844,10 +891,12 @@ def _log_decision(journal, found):
         if found.source in ("sacct", "scontrol"):
             seen += " (elapsed %d s, from %s)" % (found.elapsed, found.source)
     cap = journal.get("max_walltime")
-    log("job %s: %s | predecessor %s | walltime %d/%s s | retries %d/%s | successor %s | %s%s"
+    clamp = (" | time limit lowered to %d min" % (journal["time_limit"] // 60)
+             if journal.get("time_limit") else "")
+    log("job %s: %s | predecessor %s | walltime %d/%s s | retries %d/%s | successor %s%s | %s%s"
         % (journal["job"], journal["action"], seen, journal["walltime"],
            cap if cap is not None else "unlimited", journal["retries"],
-           journal.get("max_retries", "?"), journal.get("successor") or "none",
+           journal.get("max_retries", "?"), journal.get("successor") or "none", clamp,
            journal.get("reason") or "", (" (%s)" % found.note) if found.note else ""))
 
 

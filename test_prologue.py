@@ -52,7 +52,9 @@ LINKS = [
     ("failed at max_retries fails", "FAILED", 0, 3, 3, None, 1, False, False, 0, 4),
     ("failed with max_retries 0", "FAILED", 0, 0, 0, None, 1, False, False, 0, 1),
     ("timeout at max_walltime stops", "TIMEOUT", 60, 0, 3, 60, 0, False, False, 60, 0),
-    ("timeout under max_walltime", "TIMEOUT", 59, 0, 3, 60, 0, True, True, 59, 0),
+    ("timeout a minute under max_walltime", "TIMEOUT", 140, 0, 3, 200, 0, True, True, 140, 0),
+    ("timeout under a minute left stops", "TIMEOUT", 141, 0, 3, 200, 0, False, False, 141, 0),
+    ("failure with under a minute left stops", "FAILED", 141, 0, 3, 200, 0, False, False, 141, 1),
 ]
 
 
@@ -67,6 +69,7 @@ def test_second_link(cluster, run_dir, situation, state, elapsed, retries, max_r
     cluster.finish(100, state, elapsed)
     result = cluster.run_link(script, successor, predecessor=100, args=["--lr", "3e-4"])
     assert result.returncode == status, result.stderr
+    assert "Traceback" not in result.stderr
     assert cluster.work_done() == (["100", successor] if works else ["100"])
     assert len(cluster.calls("sbatch")) == (2 if queues else 1)
     assert read(run_dir, rc.CHAIN_FILE) == ("100\n%s\n" % successor if works else "100\n")
@@ -80,7 +83,7 @@ def test_second_link(cluster, run_dir, situation, state, elapsed, retries, max_r
 
 
 def test_timeouts_accumulate_walltime_until_the_cap_stops_the_chain(cluster, run_dir):
-    script, link = start_chain(cluster, run_dir, max_walltime=200)
+    script, link = start_chain(cluster, run_dir, max_walltime=230)
     previous = "100"
     for elapsed in (73, 87):
         cluster.finish(previous, "TIMEOUT", elapsed)
@@ -88,13 +91,25 @@ def test_timeouts_accumulate_walltime_until_the_cap_stops_the_chain(cluster, run
         assert result.returncode == 0, result.stderr
         previous, link = link, cluster.pending()[-1]
     assert read(run_dir, rc.WALLTIME_FILE) == "160\n"
-    cluster.finish(previous, "TIMEOUT", 45)
+    assert cluster.job(previous)["time_limit"] == "1"  # 70 s left: clamped to whole minutes
+    assert "time limit lowered to 1 min" in result.stderr
+    cluster.finish(previous, "TIMEOUT", 70)
     result = cluster.run_link(script, link, predecessor=previous)
     assert result.returncode == 0, result.stderr
-    assert read(run_dir, rc.WALLTIME_FILE) == "205\n"
+    assert read(run_dir, rc.WALLTIME_FILE) == "230\n"
     assert cluster.work_done() == ["100", "1000", "1001"]
     assert cluster.pending() == []
-    assert "reached max_walltime 200" in result.stderr
+    assert "reached max_walltime 230" in result.stderr
+
+
+def test_time_limit_is_not_raised_or_touched_when_it_fits(cluster, run_dir):
+    script = cluster.write_script(run_dir, max_walltime="10:00:00")
+    assert cluster.run_link(script, 100).returncode == 0
+    assert [c["argv"][0] for c in cluster.calls("scontrol")] == ["show"]
+    script = cluster.write_script(run_dir + "2", max_walltime="0:30:00")
+    assert cluster.run_link(script, 200).returncode == 0
+    update = cluster.calls("scontrol")[-1]["argv"]
+    assert update == ["update", "JobId=200", "TimeLimit=30"]
 
 
 def test_successor_sbatch_drops_stale_slurm_variables(cluster, run_dir):

@@ -57,6 +57,22 @@ def test_decide_table(situation, state, retries, walltime, max_retries, max_wall
     assert decision.reason and "\n" not in decision.reason
 
 
+BUDGET = [
+    ("no cap", "resume", 10 ** 6, None, "resume"),
+    ("a minute left", "resume", 40, 100, "resume"),
+    ("under a minute left", "resume", 41, 100, "stop"),
+    ("first job with a tiny cap", "start", 0, 30, "stop"),
+    ("terminal decisions untouched", "fail", 99, 100, "fail"),
+]
+
+
+@pytest.mark.parametrize("action,walltime,max_walltime,expected", [r[1:] for r in BUDGET],
+                         ids=[r[0] for r in BUDGET])
+def test_walltime_budget(action, walltime, max_walltime, expected):
+    decision = rc.apply_walltime_budget(rc.Decision(action, 0, "x"), walltime, max_walltime)
+    assert decision.action == expected
+
+
 def test_decide_is_keyword_only():
     with pytest.raises(TypeError):
         decide("FAILED", 1)
@@ -183,11 +199,12 @@ def test_summarize_sacct(text, expected):
 
 @pytest.mark.parametrize("text,expected", [
     ("JobId=9 JobName=x JobState=TIMEOUT Reason=TimeLimit RunTime=00:01:13 TimeLimit=00:01:00",
-     ("TIMEOUT", 73)),
+     ("TIMEOUT", 73, 60)),
     ("JobId=9 JobName=x\n   JobState=NODE_FAIL Reason=None\n   RunTime=1-00:00:03 TimeLimit=2-00:00:00",
-     ("NODE_FAIL", 86403)),
-    ("slurm_load_jobs error: Invalid job id specified", (None, 0)),
-], ids=["one line", "multi line", "unknown job"])
+     ("NODE_FAIL", 86403, 172800)),
+    ("JobId=9 JobState=RUNNING RunTime=00:00:05 TimeLimit=UNLIMITED", ("RUNNING", 5, None)),
+    ("slurm_load_jobs error: Invalid job id specified", (None, 0, None)),
+], ids=["one line", "multi line", "unlimited", "unknown job"])
 def test_parse_scontrol(text, expected):
     assert rc.parse_scontrol(text) == expected
 
