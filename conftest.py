@@ -143,3 +143,14 @@ def find_interpreters():
         if 6 <= minor <= 13 and not path.endswith("-config"):
             found[match.group(1)] = path
     return found
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the job IDs and final states of every real-Slurm scenario that ran."""
+    e2e = sys.modules.get("test_slurm_e2e")
+    if not e2e or not e2e.REPORT:
+        return
+    terminalreporter.section("real Slurm chains")
+    for name, jobs in e2e.REPORT:
+        terminalreporter.write_line("%s: %s" % (name, ", ".join(
+            "%s %s (%d s)" % job for job in jobs)))

@@ -3,6 +3,7 @@
 #   ci/local-slurm.sh up      install (if missing) and start munged, MariaDB, slurmdbd, slurmctld, slurmd
 #   ci/local-slurm.sh down    stop the daemons this script started (by the PIDs it recorded)
 #   ci/local-slurm.sh status  print what runs and whether sinfo and sacct answer
+#   ci/local-slurm.sh dbd-stop|dbd-start   stop or start slurmdbd alone (accounting outage tests)
 # Needs root on Debian/Ubuntu. Configured for fast tests: 16 CPUs declared on the node
 # (config_overrides) so chains run side by side, two partitions (debug tier 1, high tier 10,
 # preempt/partition_prio with PreemptMode=CANCEL), 1 s scheduling, KillWait=2, cred_expire=10.
@@ -186,9 +187,18 @@ status() {
     if sacct -n -X -S now >/dev/null 2>&1; then echo "sacct: answers"; else echo "sacct: not answering"; fi
 }
 
+stop_dbd() {  # for the accounting-outage tests: slurmctld queues records and replays them later
+    if alive slurmdbd; then
+        kill "$(cat "$RUN/slurmdbd.pid")"
+        for _ in $(seq 40); do alive slurmdbd || break; sleep 0.25; done
+    fi
+}
+
 case "${1:-}" in
     up) up ;;
     down) down ;;
     status) status ;;
-    *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+    dbd-stop) stop_dbd ;;
+    dbd-start) start_slurmdbd ;;
+    *) echo "usage: $0 up|down|status|dbd-stop|dbd-start" >&2; exit 2 ;;
 esac

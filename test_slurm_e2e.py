@@ -1,0 +1,349 @@
+"""End-to-end chains on a real Slurm cluster: real sbatch, sacct, dependencies, timeouts,
+preemption, node failure and accounting outages.
+
+Needs a running cluster (``sudo ci/local-slurm.sh up``). Without one these tests skip with a
+one-line reason, unless RESUMABLE_CHAIN_REQUIRE_SLURM=1 (set by .ci/run) turns that into a
+failure. Independent chains run side by side (phase A); chains that disturb the whole node
+(preemption, node failure, slurmdbd outages) run alone afterwards (phase B).
+"""
+import os
+import shlex
+import subprocess
+import sys
+import time
+
+import pytest
+
+import resumable_chain as rc
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LOCAL_SLURM = os.path.join(HERE, "ci", "local-slurm.sh")
+TAG = "%x" % (int(time.time()) % 0xFFFFF)  # keeps this session's job names apart from older ones
+SESSION_START = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
+REPORT = []  # (scenario, [(job ID, state, elapsed)]) printed at the end of the run
+CHAIN_TIMEOUT = 420  # seconds one chain may take before its test fails
+
+
+def run(argv, check=True, **kwargs):
+    result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError("%s failed: %s" % (" ".join(argv), result.stderr.strip()))
+    return result
+
+
+def cluster_problem():
+    """Return why no Slurm cluster can be used here, or None when sinfo and sacct answer."""
+    for argv in (["sinfo", "-h", "-o", "%T"], ["sacct", "-n", "-X", "-S", "now"]):
+        try:
+            result = run(argv, check=False, timeout=20)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return "%s: %s" % (argv[0], error)
+        if result.returncode != 0:
+            return "%s: %s" % (argv[0], rc.last_line(result.stderr))
+    return None
+
+
+PROBLEM = cluster_problem()
+if PROBLEM and os.environ.get("RESUMABLE_CHAIN_REQUIRE_SLURM") == "1":
+    raise RuntimeError("RESUMABLE_CHAIN_REQUIRE_SLURM=1 but no Slurm cluster: %s" % PROBLEM)
+pytestmark = pytest.mark.skipif(
+    PROBLEM is not None, reason="no Slurm cluster (%s): run `sudo ci/local-slurm.sh up` first"
+    % PROBLEM)
+
+
+class Chain(object):
+    """One real chain: its job script, run directory, and what Slurm and the files say."""
+
+    def __init__(self, root, name, work, time_limit="1", lookup=60, **render_options):
+        self.name = "rce2e-%s-%s" % (name, TAG)
+        self.dir = os.path.join(root, name)
+        os.makedirs(self.dir)
+        self.run_dir = os.path.join(self.dir, "run")
+        self.worklog = os.path.join(self.dir, "work.log")
+        render_options.setdefault("python", sys.executable)
+        prologue = rc.render_prologue(self.run_dir, **render_options)
+        self.script = os.path.join(self.dir, "job.sh")
+        with open(self.script, "w") as handle:
+            handle.write("#!/bin/bash\n#SBATCH --job-name=%s\n#SBATCH --output=%s/slurm-%%j.out\n"
+                         "#SBATCH --time=%s\n#SBATCH -c 1\nset -euo pipefail\n"
+                         "export RESUMABLE_CHAIN_LOOKUP_SECONDS=%d\n"
+                         % (self.name, self.dir, time_limit, lookup))
+            handle.write(prologue)
+            handle.write('echo "$SLURM_JOB_ID ${SLURM_RESTART_COUNT:-0}" >> %s\n'
+                         'n=$(wc -l < %s)\n' % (shlex.quote(self.worklog), shlex.quote(self.worklog)))
+            handle.write(work + "\n")
+        self.first = None
+
+    def submit(self, *sbatch_options):
+        self.first = run(["sbatch", "--parsable"] + list(sbatch_options) + [self.script],
+                         cwd=self.dir).stdout.strip().split(";")[0]
+        return self.first
+
+    def live(self):
+        out = run(["squeue", "-h", "-n", self.name, "-o", "%i|%T"]).stdout
+        return dict(line.split("|") for line in out.split())
+
+    def wait_for(self, condition, what, timeout=CHAIN_TIMEOUT):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            value = condition()
+            if value:
+                return value
+            time.sleep(1)
+        raise AssertionError("%s: %s did not happen within %d s; jobs: %s"
+                             % (self.name, what, timeout, self.jobs()))
+
+    def wait_running(self, job_id):
+        self.wait_for(lambda: self.live().get(job_id) == "RUNNING", "job %s running" % job_id)
+
+    def wait_done(self, timeout=CHAIN_TIMEOUT):
+        """Wait until no job of the chain is queued or running and sacct shows them all final."""
+        def settled():
+            if self.live() or self.live():
+                return None
+            jobs = self.jobs()
+            return jobs if jobs and all(rc.is_final(job["state"]) for job in jobs) else None
+        jobs = self.wait_for(settled, "the chain's end", timeout)
+        REPORT.append((self.name, [(job["id"], job["state"], job["elapsed"]) for job in jobs]))
+        return jobs
+
+    def jobs(self):
+        """Every job of the chain by sacct (-D: every run), oldest first.
+
+        A successor cancelled while pending never became eligible, so a time-window query
+        by name misses it: the journal's last successor is asked for by ID.
+        """
+        fields = ["-o", "JobIDRaw,State,ElapsedRaw,ExitCode,Timelimit,Submit"]
+        out = run(["sacct", "-X", "-P", "-n", "--name", self.name, "-S", SESSION_START,
+                   "-o", "JobIDRaw"]).stdout
+        ids = set(out.split()) | set([self.first])
+        journal = rc.StateStore(self.run_dir).read_journal() if os.path.isdir(self.run_dir) else None
+        if journal and journal.get("successor"):
+            ids.add(journal["successor"])
+        out = run(["sacct", "-X", "-D", "-P", "-n", "-j", ",".join(sorted(ids))] + fields).stdout
+        jobs = []
+        for line in out.splitlines():
+            job_id, state, elapsed, exit_code, limit, submit = line.split("|")
+            jobs.append({"id": job_id, "state": state, "elapsed": int(elapsed or 0),
+                         "exit": exit_code, "limit": limit, "submit": submit})
+        return sorted(jobs, key=lambda job: (int(job["id"]), job["submit"]))
+
+    def work(self):
+        if not os.path.exists(self.worklog):
+            return []
+        with open(self.worklog) as handle:
+            return [line.split()[0] for line in handle if line.strip()]
+
+    def state_file(self, name):
+        with open(os.path.join(self.run_dir, name)) as handle:
+            return handle.read()
+
+    def log(self):
+        text = []
+        for name in sorted(os.listdir(self.dir)):
+            if name.startswith("slurm-"):
+                with open(os.path.join(self.dir, name)) as handle:
+                    text.append(handle.read())
+        return "".join(text)
+
+
+def by_id(jobs):
+    merged = {}
+    for job in jobs:
+        merged.setdefault(job["id"], []).append(job)
+    return merged
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("e2e"))
+
+
+@pytest.fixture(scope="module")
+def phase_a(root):
+    """Start every independent chain at once; each test below waits for its own."""
+    chains = {
+        "timeouts": Chain(root, "timeouts", 'if [ "$n" -le 2 ]; then sleep 600; fi'),
+        "failing": Chain(root, "failing", "exit 3", time_limit="5", max_retries=2),
+        "scancel": Chain(root, "scancel", "sleep 600", time_limit="10"),
+        "walltime": Chain(root, "walltime", "sleep 600", time_limit="2", max_walltime="3:40"),
+        "sbatch-fails": Chain(root, "sbatch-fails", "true", time_limit="5",
+                              sbatch_args=["--partition=nosuch"]),
+        "srun-mem": Chain(root, "srun-mem", 'srun -n1 true\necho "srun ok $SLURM_JOB_ID" >> %s\n'
+                          'if [ "$n" -le 1 ]; then exit 3; fi'
+                          % shlex.quote(os.path.join(root, "srun.log")),
+                          time_limit="5", sbatch_args=["--mem-per-cpu=50"]),
+        "requeue": Chain(root, "requeue", 'if [ "$n" -le 1 ]; then sleep 600; fi\n'
+                         'if [ "$n" -le 2 ]; then sleep 5; exit 3; fi', time_limit="5"),
+    }
+    stale = [line.split("|")[0] for line in run(["squeue", "-h", "-o", "%i|%j"]).stdout.split()
+             if line.split("|")[1].startswith("rce2e-")]
+    if stale:  # chains left by an interrupted earlier run would compete for the node
+        run(["scancel"] + stale, check=False)
+    for name, chain in chains.items():
+        if name == "srun-mem":
+            chain.submit("--mem=100")
+        elif name == "requeue":
+            chain.submit("--requeue")
+        else:
+            chain.submit("--no-requeue")
+    return chains
+
+
+# Tests that act on a running link come first: the other chains run meanwhile.
+
+
+def test_user_scancel_of_the_running_link_stops_the_chain(phase_a):
+    chain = phase_a["scancel"]
+    chain.wait_running(chain.first)
+    successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
+                               "a pending successor")[0]
+    run(["scancel", chain.first])
+    jobs = chain.wait_done()
+    assert [(job["id"], job["state"].split()[0]) for job in jobs] == [
+        (chain.first, "CANCELLED"), (successor, "COMPLETED")]
+    assert jobs[0]["state"].startswith("CANCELLED by ")
+    assert chain.work() == [chain.first]
+    assert "stop | predecessor %s CANCELLED by" % chain.first in chain.log()
+
+
+def test_requeued_link_keeps_one_successor_and_counts_walltime_once(phase_a):
+    chain = phase_a["requeue"]
+    chain.wait_running(chain.first)
+    chain.wait_for(lambda: len(chain.live()) == 2, "the successor queued")
+    time.sleep(3)
+    run(["scontrol", "requeue", chain.first])
+    chain.wait_for(lambda: len(chain.work()) >= 2, "the requeued run", timeout=120)
+    assert rc.StateStore(chain.run_dir).read_journal()["job"] == chain.first
+    assert len(chain.live()) <= 2  # the requeued job and its one pending successor
+    jobs = chain.wait_done()
+    runs = by_id(jobs)
+    assert list(runs) == [chain.first, str(int(chain.first) + 1), str(int(chain.first) + 2)] \
+        or len(runs) == 3, jobs
+    first_runs = runs[chain.first]
+    assert [job["state"] for job in first_runs] == ["REQUEUED", "FAILED"]
+    later = [job_id for job_id in runs if job_id != chain.first]
+    assert [runs[job_id][0]["state"] for job_id in later] == ["COMPLETED", "CANCELLED"]
+    assert chain.work() == [chain.first, chain.first, later[0]]
+    assert int(chain.state_file(rc.WALLTIME_FILE)) == sum(job["elapsed"] for job in first_runs)
+    assert chain.state_file(rc.RETRIES_FILE) == "1\n"
+    assert "not counted again" in chain.log()
+
+
+def test_two_timeouts_then_completed(phase_a):
+    chain = phase_a["timeouts"]
+    jobs = chain.wait_done()
+    states = [job["state"] for job in jobs]
+    assert states == ["TIMEOUT", "TIMEOUT", "COMPLETED", "CANCELLED"], jobs
+    assert chain.work() == [job["id"] for job in jobs[:3]]
+    assert jobs[3]["elapsed"] == 0  # cancelled by kill-on-invalid-dep without running
+    assert int(chain.state_file(rc.WALLTIME_FILE)) == jobs[0]["elapsed"] + jobs[1]["elapsed"]
+    assert chain.state_file(rc.RETRIES_FILE) == "0\n"
+    assert chain.state_file(rc.CHAIN_FILE).split() == chain.work()
+
+
+def test_failing_script_stops_after_max_retries(phase_a):
+    chain = phase_a["failing"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["FAILED"] * 4, jobs
+    assert [job["exit"] for job in jobs] == ["3:0", "3:0", "3:0", "1:0"]
+    assert chain.work() == [job["id"] for job in jobs[:3]]
+    assert chain.state_file(rc.RETRIES_FILE) == "3\n"
+    assert "fail | predecessor %s FAILED" % jobs[2]["id"] in chain.log()
+
+
+def test_max_walltime_stops_after_real_timeouts_and_clamps_the_last_link(phase_a):
+    chain = phase_a["walltime"]
+    jobs = chain.wait_done(timeout=600)
+    assert [job["state"] for job in jobs] == ["TIMEOUT", "TIMEOUT", "COMPLETED"], jobs
+    assert chain.work() == [jobs[0]["id"], jobs[1]["id"]]
+    assert jobs[0]["limit"] == "00:02:00" and jobs[1]["limit"] == "00:01:00"  # clamped
+    walltime = jobs[0]["elapsed"] + jobs[1]["elapsed"]
+    assert int(chain.state_file(rc.WALLTIME_FILE)) == walltime
+    assert walltime <= 220 + 35  # within the check interval of the cap, not a whole link past
+    assert "stop | predecessor %s TIMEOUT" % jobs[1]["id"] in chain.log()
+
+
+def test_sbatch_failure_warns_and_the_work_still_runs(phase_a):
+    chain = phase_a["sbatch-fails"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["COMPLETED"]
+    assert chain.work() == [chain.first]
+    log = chain.log()
+    assert "Chain will NOT continue on failure" in log and "invalid partition" in log.lower()
+
+
+def test_successor_srun_is_not_broken_by_stale_memory_variables(phase_a):
+    chain = phase_a["srun-mem"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["FAILED", "COMPLETED", "CANCELLED"], (jobs, chain.log())
+    with open(os.path.join(chain.dir, "..", "srun.log")) as handle:  # written after srun worked
+        assert [line.split()[2] for line in handle] == [jobs[0]["id"], jobs[1]["id"]]
+
+
+# --------------------------------------------------------------------------- phase B: alone
+
+
+@pytest.fixture
+def node_alone(phase_a):
+    """Wait until no job of this session runs, so node-wide events hit only one chain."""
+    deadline = time.time() + CHAIN_TIMEOUT
+    while run(["squeue", "-h", "-o", "%j"]).stdout.count("rce2e-") and time.time() < deadline:
+        time.sleep(2)
+    return run(["hostname", "-s"]).stdout.strip()
+
+
+def test_preempted_link_resumes_without_a_retry(root, node_alone):
+    chain = Chain(root, "preempt", 'if [ "$n" -le 1 ]; then sleep 600; fi', time_limit="5")
+    chain.submit("--no-requeue", "--partition=debug")
+    chain.wait_running(chain.first)
+    run(["sbatch", "--partition=high", "--exclusive", "--job-name=rce2e-preemptor-%s" % TAG,
+         "--output=/dev/null", "--wrap", "sleep 3"])
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["PREEMPTED", "COMPLETED", "CANCELLED"], jobs
+    assert chain.work() == [jobs[0]["id"], jobs[1]["id"]]
+    assert chain.state_file(rc.RETRIES_FILE) == "0\n"
+
+
+def test_node_failure_resumes_without_a_retry(root, node_alone):
+    chain = Chain(root, "nodefail", 'if [ "$n" -le 1 ]; then sleep 600; fi', time_limit="5")
+    chain.submit("--no-requeue")
+    chain.wait_running(chain.first)
+    chain.wait_for(lambda: len(chain.live()) == 2, "the successor queued")
+    run(["scontrol", "update", "nodename=%s" % node_alone, "state=down", "reason=e2e-test"])
+    try:
+        chain.wait_for(lambda: chain.first not in chain.live(), "the link's end", timeout=60)
+    finally:
+        run(["scontrol", "update", "nodename=%s" % node_alone, "state=resume"], check=False)
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["NODE_FAIL", "COMPLETED", "CANCELLED"], jobs
+    assert chain.work() == [jobs[0]["id"], jobs[1]["id"]]
+    assert chain.state_file(rc.RETRIES_FILE) == "0\n"
+
+
+@pytest.mark.parametrize("outage", ["restarted during the window", "down for the whole window"])
+def test_accounting_outage_while_a_link_ends(root, node_alone, outage):
+    name = "dbd-" + outage.split()[0]
+    chain = Chain(root, name, 'if [ "$n" -le 1 ]; then sleep 12; exit 3; fi', time_limit="5",
+                  lookup=20)
+    chain.submit("--no-requeue")
+    chain.wait_running(chain.first)
+    chain.wait_for(lambda: len(chain.live()) == 2, "the successor queued")
+    run([LOCAL_SLURM, "dbd-stop"])
+    try:
+        chain.wait_for(lambda: len(chain.work()) >= 2, "the successor's work", timeout=120)
+        if outage.startswith("restarted"):
+            run([LOCAL_SLURM, "dbd-start"])
+        else:
+            chain.wait_for(lambda: not chain.live(), "the chain's end", timeout=120)
+    finally:
+        run([LOCAL_SLURM, "dbd-start"])
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["FAILED", "COMPLETED", "CANCELLED"], jobs
+    # The controller still knows the predecessor: it FAILED, so the retry is counted, and the
+    # log says accounting could not tell.
+    assert chain.state_file(rc.RETRIES_FILE) == "1\n"
+    log = chain.log()
+    assert "predecessor %s FAILED" % jobs[0]["id"] in log
+    assert "Problem talking to the database" in log or "state from the controller" in log
