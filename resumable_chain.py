@@ -73,6 +73,8 @@ WALLTIME_FILE = ".gym_accumulated_walltime"  # integer seconds used by finished 
 RETRIES_FILE = ".gym_infra_retries"  # integer count of non-timeout retries
 JOURNAL_FILE = ".resumable_chain.json"  # last transaction: crash recovery, links, verdict
 LOCK_FILE = ".resumable_chain.lock"  # serializes every writer of one run directory
+CANCEL_FILE = ".resumable_chain.cancelled"  # written by cancel: any link that still starts stops
+SUBMIT_FILE = ".resumable_chain.submit.json"  # written by submit: first job, script, options
 
 LOOKUP_SECONDS_ENV = "RESUMABLE_CHAIN_LOOKUP_SECONDS"  # accounting-lag window override
 DEFAULT_LOOKUP_SECONDS = 60  # how long a missing predecessor is looked for
@@ -493,6 +495,26 @@ class StateStore(object):
             raise self._corrupt(JOURNAL_FILE, raw, "a resumable_chain journal (JSON object)")
         return journal
 
+    def read_submitted(self):
+        """Return what ``submit`` recorded (a dict), or None."""
+        raw = self._read_bytes(SUBMIT_FILE)
+        try:
+            record = None if raw is None else json.loads(raw.decode("utf-8"))
+        except ValueError:
+            record = "corrupt"
+        if raw is not None and not isinstance(record, dict):
+            raise self._corrupt(SUBMIT_FILE, raw, "a resumable_chain submit record (JSON object)")
+        return record
+
+    def read_cancelled(self):
+        """Return when the chain was cancelled (the mark's text), or None."""
+        raw = self._read_bytes(CANCEL_FILE)
+        return None if raw is None else (raw.decode("utf-8", "replace").strip() or "yes")
+
+    def remove(self, name):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path(name))
+
     def write_journal(self, journal):
         self.write_text(JOURNAL_FILE, json.dumps(journal, sort_keys=True) + "\n")
 
@@ -519,12 +541,12 @@ class StateStore(object):
             raise StateError("cannot append to %s: %s (old content kept)"
                              % (self.path(CHAIN_FILE), error.strerror or error))
 
-    def write_text(self, name, text):
+    def write_text(self, name, text, mode=0o644):
         """Replace a file atomically: temp file, fsync, rename, fsync of the directory."""
         path = self.path(name)
         temporary = "%s.tmp.%d" % (path, os.getpid())
         try:
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
             try:
                 payload = text.encode("utf-8")
                 while payload:
@@ -716,19 +738,20 @@ def clamp_time_limit(job_id, budget):
     return minutes * 60
 
 
-def find_pending_successors(job_id):
-    """Return the IDs of queued jobs that wait on ``afternotok:job_id`` (squeue; None if it failed)."""
+def pending_dependents():
+    """Return {predecessor ID: [pending job IDs]} of this user's afternotok jobs; None if squeue failed."""
     user = pwd.getpwuid(os.getuid()).pw_name
     result = run_slurm(["squeue", "-h", "-u", user, "-t", "PENDING", "-o", "%i|%E"])
     if result.returncode != 0:
         return None
-    successors = []
+    dependents = {}
     for line in result.stdout.splitlines():
         queued_id, _, dependency = line.strip().partition("|")
         with contextlib.suppress(ValueError):
-            if parse_dependency(dependency.replace("(unfulfilled)", "")) == job_id:
-                successors.append(parse_job_id(queued_id))
-    return successors
+            predecessor = parse_dependency(dependency.replace("(unfulfilled)", ""))
+            if predecessor:
+                dependents.setdefault(predecessor, []).append(parse_job_id(queued_id))
+    return dependents
 
 
 SuccessorSpec = collections.namedtuple("SuccessorSpec", "script sbatch_args script_args job_name")
@@ -800,8 +823,13 @@ def run_link(run_dir, max_retries, max_walltime, spec, environ):
         if predecessor_id is None and journal and journal.get("successor") == job_id:
             predecessor_id = journal["job"]
         _check_not_duplicate(journal, job_id, predecessor_id)
+        cancelled = store.read_cancelled()
         if predecessor_id is None:
             found = Lookup(None, 0, "", "")
+            store.remove(CANCEL_FILE)  # a new chain in this directory
+        elif cancelled:
+            found = Lookup("CANCELLED (resumable-chain cancel)", 0, "",
+                           "the chain was cancelled at %s" % cancelled)
         else:
             found = lookup_predecessor(predecessor_id)
         accumulated = 0 if found.state is None else walltime + found.elapsed
@@ -860,7 +888,7 @@ def _rerun(store, journal, job_id, spec, environ):
         _log_decision(journal, found)
         return TERMINAL_EXIT[journal["action"]]
     if not journal.get("successor"):
-        pending = find_pending_successors(job_id)
+        pending = (pending_dependents() or {}).get(job_id)
         if pending:
             journal["successor"] = pending[0]
         else:
@@ -901,91 +929,126 @@ def _log_decision(journal, found):
 
 
 # ---------------------------------------------------------------------------
-# Operating a chain: status and cancel
+# Operating a chain: status, cancel, submit
 # ---------------------------------------------------------------------------
 
 STATUS_ROWS = 1000  # status shows at most this many of the newest links
+LIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUED",
+               "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
+               "SPECIAL_EXIT", "RESV_DEL_HOLD")  # squeue states of a job that may still run
+CANCEL_ROUNDS = 5  # cancel retries what started meanwhile at most this often
 
 
-def _open_chain(run_dir):
-    """Return (store, jobs, journal) of an existing chain; StateError if DIR is not one."""
+class Chain(collections.namedtuple("Chain", "store jobs journal submitted")):
+    """What a run directory says about its chain: links, last decision, submission."""
+
+    def candidates(self):
+        """Job IDs that may still be queued or running: last links, successor, first job."""
+        journal = self.journal or {}
+        ids = self.jobs[-2:] + [journal.get("job"), journal.get("successor"),
+                                (self.submitted or {}).get("first_job")]
+        return sorted(set(job for job in ids if job and JOB_ID_PATTERN.fullmatch(str(job))),
+                      key=int)
+
+
+def open_chain(run_dir, must_exist=True):
+    """Read the chain in run_dir; StateError if it is not a chain (and must_exist)."""
     if not os.path.isdir(run_dir):
+        if not must_exist:
+            return Chain(StateStore(run_dir), [], None, None)
         raise StateError("%s is not a directory" % run_dir)
     store = StateStore(run_dir)
-    journal = store.read_journal()
-    jobs = store.chain_jobs()
-    if not jobs and journal is None:
+    chain = Chain(store, store.chain_jobs(), store.read_journal(), store.read_submitted())
+    if must_exist and not chain.jobs and chain.journal is None and chain.submitted is None:
         raise StateError("%s is not a chain: it has no %s" % (run_dir, CHAIN_FILE))
-    return store, jobs, journal
+    return chain
+
+
+def live_jobs(job_ids):
+    """Return {job ID: state} of the jobs squeue still shows; StateError if squeue fails."""
+    if not job_ids:
+        return {}
+    result = run_slurm(["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i|%T|%M|%S"])
+    if result.returncode != 0 and "Invalid job id" not in result.stderr:
+        raise StateError("squeue failed: %s" % last_line(result.stderr))
+    live = {}
+    for line in result.stdout.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) == 4 and fields[0] in job_ids:
+            live[fields[0]] = fields[1:]
+    return live
 
 
 def query_jobs(job_ids):
-    """Return {job ID: (state, elapsed, start, end)} from one sacct call plus squeue for live jobs."""
+    """Return {job ID: (state, elapsed, start, end)}: one sacct call, squeue for live jobs."""
     found = {}
     if not job_ids:
         return found
     result = run_slurm(["sacct", "-j", ",".join(job_ids), "-X", "-D", "-P", "-n",
                         "-o", SACCT_FIELDS])
-    if result.returncode == 0:
-        for job_id, records in parse_sacct(result.stdout).items():
-            job = summarize_sacct(records)
-            found[job_id] = (job.state, job.elapsed, job.start, job.end)
-    live = [job_id for job_id in job_ids if job_id not in found or not is_final(found[job_id][0])]
-    if live:
-        result = run_slurm(["squeue", "-h", "-j", ",".join(live), "-o", "%i|%T|%M|%S"])
-        for line in result.stdout.splitlines() if result.returncode == 0 else ():
-            fields = line.strip().split("|")
-            if len(fields) == 4 and fields[0] in live:
-                found[fields[0]] = (fields[1], parse_duration(fields[2]) or 0, fields[3], "")
+    for job_id, records in (parse_sacct(result.stdout) if result.returncode == 0 else {}).items():
+        job = summarize_sacct(records)
+        found[job_id] = (job.state, job.elapsed, job.start, job.end)
+    unsettled = [job_id for job_id in job_ids if job_id not in found or not is_final(found[job_id][0])]
+    with contextlib.suppress(StateError):
+        for job_id, (state, elapsed, start) in live_jobs(unsettled).items():
+            found[job_id] = (state, parse_duration(elapsed) or 0, start, "")
     return found
 
 
 def chain_status(run_dir):
     """Return the status of the chain in run_dir as a dict (what ``status --json`` prints)."""
-    store, jobs, journal = _open_chain(run_dir)
-    journal = journal or {}
-    shown = jobs[-STATUS_ROWS:]
+    chain = open_chain(run_dir)
+    journal, submitted = chain.journal or {}, chain.submitted or {}
+    shown = chain.jobs[-STATUS_ROWS:]
     successor = journal.get("successor")
-    known = query_jobs(shown + ([successor] if successor and successor not in shown else []))
+    first = submitted.get("first_job")
+    extra = [job for job in (first, successor) if job and job not in shown and
+             (job != first or not chain.jobs or int(first) > int(chain.jobs[-1]))]
+    known = query_jobs(shown + extra)
     rows = []
-    for job_id in shown:
+    for job_id in shown + extra:
         state, elapsed, start, end = known.get(job_id, ("UNKNOWN", 0, "", ""))
         rows.append({"job": job_id, "state": state, "elapsed": elapsed, "start": start,
-                     "end": end})
+                     "end": end, "link": job_id in shown})
     successor_state = known.get(successor, ("UNKNOWN",))[0] if successor else None
-    pending = successor if successor_state in ("PENDING",) else None
-    status = {"run_dir": os.path.abspath(run_dir), "jobs": rows, "jobs_in_chain": len(jobs),
-              "walltime": store.read_counter(WALLTIME_FILE),
-              "max_walltime": journal.get("max_walltime"),
-              "retries": store.read_counter(RETRIES_FILE),
-              "max_retries": journal.get("max_retries"), "successor": successor,
-              "successor_state": successor_state, "pending_successor": pending}
-    status["verdict"] = _verdict(journal, rows, pending, successor_state)
+    settings = journal if "max_retries" in journal else submitted
+    status = {"run_dir": os.path.abspath(run_dir), "jobs": rows, "links": len(chain.jobs),
+              "walltime": chain.store.read_counter(WALLTIME_FILE),
+              "max_walltime": settings.get("max_walltime"),
+              "retries": chain.store.read_counter(RETRIES_FILE),
+              "max_retries": settings.get("max_retries"), "successor": successor,
+              "successor_state": successor_state,
+              "pending_successor": successor if successor_state == "PENDING" else None,
+              "cancelled": chain.store.read_cancelled()}
+    status["verdict"] = _verdict(journal, rows, status)
     return status
 
 
-def _verdict(journal, rows, pending, successor_state):
+def _verdict(journal, rows, status):
     action = journal.get("action")
+    states = [(row["job"], base_state(row["state"]), row["state"]) for row in rows]
+    running = [job for job in states if job[1] in LIVE_STATES and job[1] != "PENDING"]
+    pending = [job for job in states if job[1] == "PENDING"]
+    if status["cancelled"] and not running and not pending:
+        return "stopped: cancelled with resumable-chain cancel (%s)" % status["cancelled"]
     if action == "complete":
-        return "finished: the work completed (job %s found its predecessor COMPLETED)" % journal["job"]
+        return "finished: job %s found its predecessor COMPLETED" % journal["job"]
     if action in ("stop", "fail"):
         return "%s: %s" % ("stopped" if action == "stop" else "failed", journal.get("reason"))
-    last = rows[-1] if rows else None
-    last_state = base_state(last["state"]) if last else ""
-    if last_state in ("RUNNING", "COMPLETING", "SUSPENDED"):
-        return "running: job %s is %s" % (last["job"], last["state"])
-    if last_state == "COMPLETED":
-        return "finished: job %s COMPLETED" % last["job"]
+    if running:
+        return "running: job %s is %s" % (running[-1][0], running[-1][2])
     if pending:
-        return "waiting: successor %s is pending" % pending
-    if last_state in ("PENDING", "CONFIGURING"):
-        return "waiting: job %s is %s" % (last["job"], last["state"])
-    if last and last_state == "UNKNOWN":
-        return "unknown: Slurm no longer knows job %s" % last["job"]
-    return "ended: job %s ended %s and no successor is pending (%s)" % (
-        last["job"] if last else "?", last["state"] if last else "?",
-        "successor %s is %s" % (journal.get("successor"), successor_state)
-        if journal.get("successor") else "none was queued")
+        return "waiting: job %s is pending" % pending[-1][0]
+    links = [job for job, row in zip(states, rows) if row["link"]] or states
+    if not links:
+        return "unknown: no job recorded yet"
+    job_id, state, shown = links[-1]
+    if state == "COMPLETED":
+        return "finished: job %s COMPLETED" % job_id
+    if state == "UNKNOWN":
+        return "unknown: Slurm no longer knows job %s" % job_id
+    return "ended: job %s ended %s and no successor is pending" % (job_id, shown)
 
 
 def show_status(run_dir, as_json):
@@ -993,7 +1056,7 @@ def show_status(run_dir, as_json):
     if as_json:
         sys.stdout.write(json.dumps(status, indent=2, sort_keys=True) + "\n")
         return 0
-    lines = ["chain in %s: %d job(s)" % (status["run_dir"], status["jobs_in_chain"]),
+    lines = ["chain in %s: %d link(s) ran" % (status["run_dir"], status["links"]),
              "%-12s %-20s %10s  %-19s  %-19s" % ("JOBID", "STATE", "ELAPSED", "START", "END")]
     for row in status["jobs"]:
         lines.append("%-12s %-20s %10s  %-19s  %-19s" % (
@@ -1010,18 +1073,30 @@ def show_status(run_dir, as_json):
 
 
 def cancel_chain(run_dir, dry_run=False):
-    """Cancel pending successors first, then the running link; verify nothing is left."""
-    store, jobs, journal = _open_chain(run_dir)
-    journal = journal or {}
-    links = [job for job in (jobs[-1:] + [journal.get("job"), journal.get("successor")]) if job]
-    cancelled, leftover = [], []
-    for _round in range(5):
-        known = query_jobs(sorted(set(links), key=int))
-        pending = set(job for job in links if known.get(job, ("",))[0] == "PENDING")
-        for job in list(links):
-            pending.update(find_pending_successors(job) or ())
-        running = set(job for job in links if known.get(job, ("",))[0] in
-                      ("RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING")) - pending
+    """Stop a chain for good: mark it, cancel pending successors, then the running link.
+
+    The mark makes any link that still starts stop without work. Verifies that
+    nothing of the chain is left, cancelling again what started meanwhile.
+    Returns 0 when nothing is left, 1 with the leftover IDs otherwise.
+    """
+    chain = open_chain(run_dir)
+    if not dry_run:
+        chain.store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
+    links, cancelled, leftover = chain.candidates(), [], []
+    for _round in range(CANCEL_ROUNDS):
+        dependents = pending_dependents()
+        if dependents is None:
+            raise StateError("squeue failed: cannot see the chain's pending jobs")
+        pending, frontier = set(), list(links)
+        while frontier:  # successors of successors, queued while we looked
+            job = frontier.pop()
+            for successor in dependents.get(job, ()):
+                if successor not in pending:
+                    pending.add(successor)
+                    frontier.append(successor)
+        live = live_jobs(sorted(set(links) | pending, key=int))
+        pending |= set(job for job, (state, _, _) in live.items() if state == "PENDING")
+        running = set(job for job in live if job not in pending)
         leftover = sorted(pending | running, key=int)
         if not leftover or dry_run:
             break
@@ -1030,9 +1105,11 @@ def cancel_chain(run_dir, dry_run=False):
                 result = run_slurm(["scancel"] + group)
                 if result.returncode != 0:
                     log("scancel %s: %s" % (" ".join(group), last_line(result.stderr)))
-                cancelled += group
-        links = sorted(set(links) | pending | running, key=int)
-        time.sleep(0.5)
+                cancelled += [job for job in group if job not in cancelled]
+        links = sorted(set(links) | set(leftover), key=int)
+        time.sleep(1)
+    else:
+        leftover = sorted(set(live_jobs(links)), key=int)
     if dry_run:
         sys.stdout.write("would cancel: %s\n" % (" ".join(leftover) or "nothing"))
         return 0
@@ -1041,6 +1118,87 @@ def cancel_chain(run_dir, dry_run=False):
         sys.stdout.write("still pending or running: %s\n" % " ".join(leftover))
         return 1
     return 0
+
+
+def split_batch_script(text):
+    """Return (header, body): the #! line with the #SBATCH/comment block, and the rest."""
+    lines = text.splitlines(True)
+    if not lines or not lines[0].startswith("#!"):
+        raise StateError("not a batch script: it must start with a #! line such as #!/bin/bash")
+    end = 1
+    while end < len(lines) and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
+        end += 1
+    return "".join(lines[:end]), "".join(lines[end:])
+
+
+def script_directives(header):
+    """Return the sbatch options of a script header's #SBATCH lines, as arguments."""
+    options = []
+    for line in header.splitlines():
+        match = re.match(r"#SBATCH\s+(.*)", line.strip())
+        if match:
+            with contextlib.suppress(ValueError):
+                options += shlex.split(match.group(1), comments=True)
+    return options
+
+
+def has_option(arguments, short, long_name):
+    """Whether sbatch arguments set an option, in any of its spellings."""
+    return any(argument == long_name or argument.startswith(long_name + "=")
+               or (argument.startswith(short) and not argument.startswith("--"))
+               for argument in arguments)
+
+
+def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAULT_MAX_RETRIES,
+                 max_walltime=None, force=False, python="python3"):
+    """Make SCRIPT resumable in run_dir, submit its first job, and return that job's ID."""
+    try:
+        with open(script, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise StateError("cannot read batch script %s: %s" % (script, getattr(error, "strerror",
+                                                                             None) or error))
+    header, body = split_batch_script(text)
+    directives = script_directives(header)
+    if has_option(directives, "-a", "--array"):
+        raise StateError("%s has an #SBATCH --array line: array jobs cannot be chained" % script)
+    sbatch_options = check_sbatch_args(sbatch_options)
+    run_dir = os.path.abspath(run_dir)
+    chain = open_chain(run_dir, must_exist=False)
+    live = live_jobs(chain.candidates())
+    if live and not force:
+        raise StateError("%s holds a live chain (jobs %s): cancel it first (resumable-chain "
+                         "cancel %s) or pass --force" % (run_dir, " ".join(sorted(live, key=int)),
+                                                         run_dir))
+    if not has_option(directives + sbatch_options, "-o", "--output"):
+        sbatch_options = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_options
+    copy = os.path.join(run_dir, "resumable-" + os.path.basename(script))
+    prologue = render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
+                               script=copy, sbatch_args=sbatch_options, python=python)
+    _make_run_dir(run_dir)
+    store = StateStore(run_dir)
+    store.write_text(os.path.basename(copy), header + prologue + body, mode=0o755)
+    for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE):
+        if os.path.isfile(store.path(name)):  # a new chain: keep the old one's files aside
+            os.replace(store.path(name), store.path(name) + ".prev")
+    result = run_slurm(["sbatch", "--parsable", "--no-requeue"] + sbatch_options + [copy]
+                       + list(script_args), submit=True)
+    first_job = None
+    if result.returncode == 0:
+        with contextlib.suppress(ValueError):
+            first_job = parse_job_id(first_line(result.stdout).split(";")[0], "sbatch output")
+    if first_job is None:
+        raise StateError("sbatch refused the first job: %s" % (
+            last_line(result.stderr) if result.returncode else first_line(result.stdout)))
+    store.write_text(SUBMIT_FILE, json.dumps({
+        "first_job": first_job, "script": copy, "original": os.path.abspath(script),
+        "sbatch_options": sbatch_options, "script_args": list(script_args),
+        "max_retries": max_retries, "max_walltime": max_walltime,
+        "time": int(time.time())}, sort_keys=True) + "\n")
+    log("submitted job %s: a resumable copy of %s is %s" % (first_job, script, copy))
+    sys.stdout.write(first_job + "\n")
+    return first_job
+
 
 # ---------------------------------------------------------------------------
 # Prologue rendering
@@ -1192,7 +1350,57 @@ def _build_parser():
         epilog="example:\n  resumable-chain cancel runs/gpqa --dry-run")
     cancel.add_argument("run_dir", metavar="DIR")
     cancel.add_argument("--dry-run", action="store_true", help="only print what would be done")
+
+    submit = commands.add_parser(
+        "submit", formatter_class=formatter, help="make any batch script resumable and submit it",
+        usage="resumable-chain submit DIR [--max-retries N] [--max-walltime T] [--force] "
+              "[--python PY] [SBATCH_OPTIONS...] [--] SCRIPT [ARGS...]",
+        description="Write a resumable copy of SCRIPT into DIR (the prologue inserted after its\n"
+                    "#!/#SBATCH header), submit it with --no-requeue and print the first job ID.\n"
+                    "SBATCH_OPTIONS go to the first job and every successor. Without --, they\n"
+                    "must be written --option=value. Logs go to DIR/slurm-<jobid>.out unless the\n"
+                    "script or the options set --output. Refuses array jobs and a DIR whose\n"
+                    "chain is still queued or running (unless --force).",
+        epilog="example:\n  resumable-chain submit runs/a -p gpu --time=4:00:00 -- train.sbatch "
+               "--lr 3e-4")
+    submit.add_argument("run_dir", metavar="DIR")
     return parser
+
+
+SUBMIT_FLAGS = ("--force",)  # submit's own options without a value
+SUBMIT_VALUES = ("--max-retries", "--max-walltime", "--python")  # submit's own options with one
+
+
+def parse_submit(argv):
+    """Split ``submit``'s arguments: (dir, own options, sbatch options, script, script args)."""
+    before, after = _split_at_dashes(argv)
+    if "--" not in argv:
+        scripts = [index for index, argument in enumerate(before) if not argument.startswith("-")]
+        if len(scripts) < 2:
+            raise StateError("submit: give DIR and SCRIPT (see --help)")
+        before, after = before[:scripts[1]], before[scripts[1]:]
+    if not before or before[0].startswith("-") or not after:
+        raise StateError("submit: give DIR first and SCRIPT after the options (see --help)")
+    own = {"max_retries": DEFAULT_MAX_RETRIES, "max_walltime": None, "force": False,
+           "python": "python3"}
+    sbatch_options, arguments = [], iter(before[1:])
+    for argument in arguments:
+        name, has_value, value = argument.partition("=")
+        if name in SUBMIT_FLAGS and not has_value:
+            own["force"] = True
+        elif name in SUBMIT_VALUES:
+            value = value if has_value else next(arguments, None)
+            if value is None:
+                raise StateError("submit: %s needs a value" % name)
+            own[name[2:].replace("-", "_")] = value
+        else:
+            sbatch_options.append(argument)
+    try:
+        own["max_retries"] = _retries_option(str(own["max_retries"]))
+        own["max_walltime"] = _check_max_walltime(own["max_walltime"])
+    except argparse.ArgumentTypeError as error:
+        raise StateError("submit: %s" % error)
+    return before[0], own, sbatch_options, after[0], after[1:]
 
 
 def main(argv=None):
@@ -1200,6 +1408,10 @@ def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     options, extra = _split_at_dashes(argv)
     try:
+        if argv[:1] == ["submit"] and not set(options) & {"-h", "--help"}:
+            run_dir, own, sbatch_options, script, script_args = parse_submit(argv[1:])
+            submit_chain(run_dir, script, script_args, sbatch_options, **own)
+            return 0
         arguments = _build_parser().parse_args(options)
         if arguments.command == "render":
             sys.stdout.write(render_prologue(

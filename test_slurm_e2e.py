@@ -6,6 +6,7 @@ one-line reason, unless RESUMABLE_CHAIN_REQUIRE_SLURM=1 (set by .ci/run) turns t
 failure. Independent chains run side by side (phase A); chains that disturb the whole node
 (preemption, node failure, slurmdbd outages) run alone afterwards (phase B).
 """
+import json
 import os
 import shlex
 import subprocess
@@ -32,6 +33,15 @@ def run(argv, check=True, **kwargs):
     return result
 
 
+def cli(*argv, **kwargs):
+    """Run ``python3 resumable_chain.py ARGV`` and return its stdout."""
+    expect = kwargs.get("expect", 0)
+    result = run([sys.executable, os.path.join(HERE, "resumable_chain.py")] + list(argv),
+                 check=False)
+    assert result.returncode == expect, (argv, result.stdout, result.stderr)
+    return result.stdout
+
+
 def cluster_problem():
     """Return why no Slurm cluster can be used here, or None when sinfo and sacct answer."""
     for argv in (["sinfo", "-h", "-o", "%T"], ["sacct", "-n", "-X", "-S", "now"]):
@@ -55,7 +65,8 @@ pytestmark = pytest.mark.skipif(
 class Chain(object):
     """One real chain: its job script, run directory, and what Slurm and the files say."""
 
-    def __init__(self, root, name, work, time_limit="1", lookup=60, **render_options):
+    def __init__(self, root, name, work, time_limit="1", lookup=60, plain=False,
+                 **render_options):
         self.name = "rce2e-%s-%s" % (name, TAG)
         self.dir = os.path.join(root, name)
         os.makedirs(self.dir)
@@ -69,7 +80,7 @@ class Chain(object):
                          "#SBATCH --time=%s\n#SBATCH -c 1\nset -euo pipefail\n"
                          "export RESUMABLE_CHAIN_LOOKUP_SECONDS=%d\n"
                          % (self.name, self.dir, time_limit, lookup))
-            handle.write(prologue)
+            handle.write("" if plain else prologue)
             handle.write('echo "$SLURM_JOB_ID ${SLURM_RESTART_COUNT:-0}" >> %s\n'
                          'n=$(wc -l < %s)\n' % (shlex.quote(self.worklog), shlex.quote(self.worklog)))
             handle.write(work + "\n")
@@ -78,6 +89,12 @@ class Chain(object):
     def submit(self, *sbatch_options):
         self.first = run(["sbatch", "--parsable"] + list(sbatch_options) + [self.script],
                          cwd=self.dir).stdout.strip().split(";")[0]
+        return self.first
+
+    def submit_with_cli(self, *options):
+        """Submit the plain script with ``resumable_chain.py submit``."""
+        self.first = cli("submit", self.run_dir, *(list(options) + ["--", self.script])).strip()
+        self.script = os.path.join(self.run_dir, "resumable-job.sh")
         return self.first
 
     def live(self):
@@ -174,6 +191,8 @@ def phase_a(root):
                           'if [ "$n" -le 1 ]; then exit 3; fi'
                           % shlex.quote(os.path.join(root, "srun.log")),
                           time_limit="5", sbatch_args=["--mem-per-cpu=50"]),
+        "submit": Chain(root, "submit", 'if [ "$n" -le 1 ]; then sleep 600; fi', plain=True),
+        "cancel": Chain(root, "cancel", "sleep 600", time_limit="10"),
         "requeue": Chain(root, "requeue", 'if [ "$n" -le 1 ]; then sleep 600; fi\n'
                          'if [ "$n" -le 2 ]; then sleep 5; exit 3; fi', time_limit="5"),
     }
@@ -186,6 +205,8 @@ def phase_a(root):
             chain.submit("--mem=100")
         elif name == "requeue":
             chain.submit("--requeue")
+        elif name == "submit":
+            chain.submit_with_cli("--max-retries", "1")
         else:
             chain.submit("--no-requeue")
     return chains
@@ -206,6 +227,23 @@ def test_user_scancel_of_the_running_link_stops_the_chain(phase_a):
     assert jobs[0]["state"].startswith("CANCELLED by ")
     assert chain.work() == [chain.first]
     assert "stop | predecessor %s CANCELLED by" % chain.first in chain.log()
+
+
+def test_cancel_command_stops_a_running_chain_for_good(phase_a):
+    chain = phase_a["cancel"]
+    chain.wait_running(chain.first)
+    successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
+                               "a pending successor")[0]
+    out = cli("cancel", chain.run_dir)
+    assert out.splitlines()[0] == "cancelled: %s %s" % (successor, chain.first)
+    assert chain.live() == {}
+    jobs = chain.wait_done()
+    assert [(job["id"], job["state"].split()[0], job["elapsed"]) for job in jobs] == [
+        (chain.first, "CANCELLED", jobs[0]["elapsed"]), (successor, "CANCELLED", 0)]
+    assert chain.work() == [chain.first]
+    assert cli("cancel", chain.run_dir).startswith("cancelled: nothing")
+    status = json.loads(cli("status", chain.run_dir, "--json"))
+    assert status["verdict"].startswith("stopped: cancelled")
 
 
 def test_requeued_link_keeps_one_successor_and_counts_walltime_once(phase_a):
@@ -241,6 +279,25 @@ def test_two_timeouts_then_completed(phase_a):
     assert int(chain.state_file(rc.WALLTIME_FILE)) == jobs[0]["elapsed"] + jobs[1]["elapsed"]
     assert chain.state_file(rc.RETRIES_FILE) == "0\n"
     assert chain.state_file(rc.CHAIN_FILE).split() == chain.work()
+
+
+def test_status_of_a_finished_chain_shows_every_real_state(phase_a):
+    chain = phase_a["timeouts"]
+    jobs = chain.wait_done()
+    status = json.loads(cli("status", chain.run_dir, "--json"))
+    assert [(row["job"], row["state"], row["elapsed"]) for row in status["jobs"]] == [
+        (job["id"], job["state"], job["elapsed"]) for job in jobs]
+    assert status["verdict"] == "finished: job %s COMPLETED" % jobs[2]["id"]
+    assert status["walltime"] == jobs[0]["elapsed"] + jobs[1]["elapsed"]
+
+
+def test_submit_makes_a_plain_script_survive_a_real_timeout(phase_a):
+    chain = phase_a["submit"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["TIMEOUT", "COMPLETED", "CANCELLED"], jobs
+    assert chain.work() == [jobs[0]["id"], jobs[1]["id"]]
+    assert "resume | predecessor %s TIMEOUT" % jobs[0]["id"] in chain.log()
+    assert "retries 0/1" in chain.log()
 
 
 def test_failing_script_stops_after_max_retries(phase_a):

@@ -11,6 +11,7 @@ recorded in shared/slurm-facts.md. Knobs a test may set on the cluster:
   instead while hidden), visible_at (epoch seconds before which sacct
   prints nothing);
 * ``sacct_down``, ``scontrol_down``, ``sbatch_error``: make a command fail as Slurm does;
+* ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
 * ``hang``: {command: seconds} sleeps before answering;
 * ``latency``: seconds every command sleeps before answering.
 """
@@ -168,6 +169,8 @@ def squeue(argv, cluster):
 
 
 def scancel(argv, cluster):
+    if cluster.get("scancel_ignored"):
+        return 0, "", ""
     for job_id in argv:
         job = cluster["jobs"].get(job_id)
         if job and job["state"].split()[0] in ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING"):
