@@ -41,6 +41,7 @@ import pwd
 import re
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -82,6 +83,7 @@ LOOKUP_BACKOFF = (0.5, 1, 1.5, 2, 3, 4, 6, 8, 10, 12)  # pauses between sacct tr
 COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout override
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
+CRASH_ENV = "RESUMABLE_CHAIN_TEST_KILL_AT"  # tests only: SIGKILL self at the Nth checkpoint
 MAX_COUNTER = 10 ** 12  # larger counter values are corruption, not history
 MIN_TIME_LIMIT = 60  # Slurm's smallest time limit: a link needs at least this much budget
 
@@ -427,20 +429,27 @@ class StateStore(object):
         if os.path.islink(path):
             raise StateError("state file %s is a symlink to %s; refusing to follow it (nothing "
                              "was changed)" % (path, os.readlink(path)))
-        try:
-            with open(path, "rb") as handle:
+        try:  # O_NONBLOCK: a FIFO planted as a state file must not hang the job
+            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise StateError("cannot read state file %s: %s (nothing was changed)"
+                             % (path, error.strerror or error))
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(descriptor)
+            raise StateError("state file %s is a %s, not a regular file (nothing was changed)"
+                             % (path, "directory" if stat.S_ISDIR(mode) else "special file"))
+        with os.fdopen(descriptor, "rb") as handle:
+            try:
                 if tail is not None:
                     handle.seek(0, os.SEEK_END)
                     handle.seek(max(0, handle.tell() - tail))
                 return handle.read(tail or 65536)
-        except FileNotFoundError:
-            return None
-        except IsADirectoryError:
-            raise StateError("state file %s is a directory, not a file (nothing was changed)"
-                             % path)
-        except OSError as error:
-            raise StateError("cannot read state file %s: %s (nothing was changed)"
-                             % (path, error.strerror or error))
+            except OSError as error:
+                raise StateError("cannot read state file %s: %s (nothing was changed)"
+                                 % (path, error.strerror or error))
 
     def _corrupt(self, name, raw, expected):
         shown = raw.decode("utf-8", "backslashreplace") if raw else ""
@@ -533,10 +542,12 @@ class StateStore(object):
         try:
             descriptor = os.open(self.path(CHAIN_FILE), os.O_WRONLY | os.O_APPEND)
             try:
+                _checkpoint()
                 os.write(descriptor, line.encode("ascii"))
                 os.fsync(descriptor)
             finally:
                 os.close(descriptor)
+            _checkpoint()
         except OSError as error:
             raise StateError("cannot append to %s: %s (old content kept)"
                              % (self.path(CHAIN_FILE), error.strerror or error))
@@ -554,8 +565,10 @@ class StateStore(object):
                 os.fsync(descriptor)
             finally:
                 os.close(descriptor)
+            _checkpoint()
             os.replace(temporary, path)
             _fsync_directory(self.directory)
+            _checkpoint()
         except OSError as error:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
@@ -588,6 +601,18 @@ class StateStore(object):
             os.close(descriptor)
 
 
+_checkpoints_passed = [0]  # how many checkpoints this process passed (crash-injection tests)
+
+
+def _checkpoint():
+    """Between two steps that change state: where the crash-injection tests kill the job."""
+    target = os.environ.get(CRASH_ENV)
+    if target:
+        _checkpoints_passed[0] += 1
+        if str(_checkpoints_passed[0]) == target:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _fsync_directory(directory):
     with contextlib.suppress(OSError):
         descriptor = os.open(directory, os.O_RDONLY)
@@ -611,6 +636,7 @@ def run_slurm(argv, timeout=None, environ=None, submit=False, cwd=None):
     ``submit`` keeps the user's SBATCH_* defaults for sbatch; the allocation's
     SLURM_* variables (except SLURM_CONF) are always dropped.
     """
+    _checkpoint()
     timeout = timeout or command_timeout()
     environment = slurm_environment(os.environ if environ is None else environ, submit)
     try:
@@ -823,6 +849,8 @@ def run_link(run_dir, max_retries, max_walltime, spec, environ):
         if predecessor_id is None and journal and journal.get("successor") == job_id:
             predecessor_id = journal["job"]
         _check_not_duplicate(journal, job_id, predecessor_id)
+        if predecessor_id is None:
+            _check_no_live_chain(journal, job_id)
         cancelled = store.read_cancelled()
         if predecessor_id is None:
             found = Lookup(None, 0, "", "")
@@ -908,6 +936,19 @@ def _check_not_duplicate(journal, job_id, predecessor_id):
     if journal["job"] == predecessor_id and journal.get("successor") not in (None, job_id):
         raise StateError("job %s is a duplicate link: job %s queued %s as its successor; no work, "
                          "no successor" % (job_id, predecessor_id, journal["successor"]))
+
+
+def _check_no_live_chain(journal, job_id):
+    """A first job must not start a second chain beside one whose links still run or wait."""
+    if not journal or journal.get("action") not in ("start", "resume"):
+        return
+    links = [job for job in (journal["job"], journal.get("successor")) if job]
+    live = live_jobs(links)
+    if live:
+        raise StateError("job %s would start a second chain in a directory whose chain is live "
+                         "(%s); no work, no successor (cancel it with resumable-chain cancel)"
+                         % (job_id, ", ".join("job %s %s" % (job, live[job][0])
+                                              for job in sorted(live, key=int))))
 
 
 def _log_decision(journal, found):

@@ -196,6 +196,7 @@ def phase_a(root):
         "requeue": Chain(root, "requeue", 'if [ "$n" -le 1 ]; then sleep 600; fi\n'
                          'if [ "$n" -le 2 ]; then sleep 5; exit 3; fi', time_limit="5"),
     }
+
     stale = [line.split("|")[0] for line in run(["squeue", "-h", "-o", "%i|%j"]).stdout.split()
              if line.split("|")[1].startswith("rce2e-")]
     if stale:  # chains left by an interrupted earlier run would compete for the node
