@@ -1,8 +1,9 @@
 """Shared fixtures: a fake Slurm cluster on PATH and a way to run chain links with bash."""
 import glob
 import json
-import re
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -14,13 +15,14 @@ sys.path.insert(0, HERE)
 import resumable_chain  # noqa: E402
 
 FAKE = os.path.join(HERE, "testing", "fake_slurm.py")
+BASH = shutil.which("bash") or "/bin/bash"
 COMMANDS = ("sbatch", "sacct", "scontrol", "squeue", "scancel")
 
 
 class FakeCluster(object):
     """A fake Slurm cluster: JSON state, recorded calls, and bash-run chain links."""
 
-    def __init__(self, root, python=sys.executable):
+    def __init__(self, root, python=sys.executable, tool_python=sys.executable):
         self.root = root
         self.bin = os.path.join(root, "bin")
         os.makedirs(self.bin)
@@ -28,7 +30,7 @@ class FakeCluster(object):
         for command in COMMANDS:
             wrapper = os.path.join(self.bin, command)
             with open(wrapper, "w") as handle:
-                handle.write('#!/bin/sh\nexec "%s" "%s" %s "$@"\n' % (sys.executable, FAKE, command))
+                handle.write('#!/bin/sh\nexec "%s" "%s" %s "$@"\n' % (tool_python, FAKE, command))
             os.chmod(wrapper, 0o755)
         self.save({"jobs": {}, "next_id": 1000})
         self.python = python
@@ -72,7 +74,8 @@ class FakeCluster(object):
 
     # -- running links ---------------------------------------------------------
     def env(self, job_id=None, dependency=None, **extra):
-        environ = {"PATH": self.bin + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+        # Only the fakes on PATH: a real Slurm on this machine must never answer a unit test.
+        environ = {"PATH": self.bin,
                    "HOME": os.environ.get("HOME", "/root"), "FAKE_SLURM_STATE": self.state_path,
                    "WORKLOG": self.worklog, "RESUMABLE_CHAIN_LOOKUP_SECONDS": "0",
                    "LANG": "C.UTF-8"}
@@ -96,10 +99,12 @@ class FakeCluster(object):
             handle.write('echo "$SLURM_JOB_ID $*" >> "$WORKLOG"\n')
         return script
 
-    def run_link(self, script, job_id, predecessor=None, args=(), timeout=120, **extra):
+    def run_link(self, script, job_id, predecessor=None, args=(), timeout=120, mark_running=True,
+                 **extra):
         dependency = "afternotok:%s" % predecessor if predecessor else None
-        self.set_job(job_id, state="RUNNING", start="2026-11-30T01:00:00")
-        return subprocess.run(["bash", script] + list(args), env=self.env(job_id, dependency, **extra),
+        if mark_running:  # as Slurm would show it; threads racing set it beforehand instead
+            self.set_job(job_id, state="RUNNING", start="2026-11-30T01:00:00")
+        return subprocess.run([BASH, script] + list(args), env=self.env(job_id, dependency, **extra),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=timeout, cwd=self.root)
 

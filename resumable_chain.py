@@ -82,6 +82,7 @@ DEFAULT_LOOKUP_SECONDS = 60  # how long a missing predecessor is looked for
 LOOKUP_BACKOFF = (0.5, 1, 1.5, 2, 3, 4, 6, 8, 10, 12)  # pauses between sacct tries
 COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout override
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
+MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 CRASH_ENV = "RESUMABLE_CHAIN_TEST_KILL_AT"  # tests only: SIGKILL self at the Nth checkpoint
 MAX_COUNTER = 10 ** 12  # larger counter values are corruption, not history
@@ -711,13 +712,12 @@ def lookup_predecessor(predecessor_id, window=None, sleep=time.sleep, clock=time
     predecessor_id = parse_job_id(predecessor_id, "predecessor job ID")
     window = lookup_window() if window is None else window
     deadline = clock() + window
-    controller_knows = True
-    note = ""
+    ask_controller, note, controller_note = True, "", ""
     for attempt in range(10 ** 6):
         remaining = deadline - clock()
+        timeout = min(command_timeout(), max(remaining, MIN_COMMAND_TIMEOUT))
         result = run_slurm(["sacct", "-j", predecessor_id, "-X", "-D", "-P", "-n",
-                            "-o", SACCT_FIELDS],
-                           timeout=min(command_timeout(), max(remaining, 5)))
+                            "-o", SACCT_FIELDS], timeout=timeout)
         if result.returncode == 0:
             job = summarize_sacct(parse_sacct(result.stdout).get(predecessor_id))
             if job and is_final(job.state):
@@ -725,19 +725,21 @@ def lookup_predecessor(predecessor_id, window=None, sleep=time.sleep, clock=time
             note = "sacct still shows %s" % job.state if job else "sacct has no record of it"
         else:
             note = "sacct failed: %s" % last_line(result.stderr)
-        if controller_knows:
-            shown = run_slurm(["scontrol", "show", "job", "-o", predecessor_id],
-                              timeout=min(command_timeout(), max(remaining, 5)))
+        if ask_controller:
+            shown = run_slurm(["scontrol", "show", "job", "-o", predecessor_id], timeout=timeout)
             job = parse_scontrol(shown.stdout if shown.returncode == 0 else "")
             if job.state and is_final(job.state):
-                return Lookup(job.state, job.runtime, "scontrol", "accounting lags; state from "
-                              "the controller")
-            controller_knows = shown.returncode == 0
+                return Lookup(job.state, job.runtime, "scontrol", "%s; state from the "
+                              "controller" % note)
+            if shown.returncode != 0:
+                controller_note = "; scontrol: %s" % last_line(shown.stderr)
+            # Once forgotten (MinJobAge) or hung, asking the controller again cannot help.
+            ask_controller = shown.returncode is not None and "Invalid job id" not in shown.stderr
         remaining = deadline - clock()
         if remaining <= 0:
             break
         sleep(min(LOOKUP_BACKOFF[min(attempt, len(LOOKUP_BACKOFF) - 1)], remaining))
-    return Lookup(NOT_VISIBLE, 0, "", "%s after %g s" % (note, window))
+    return Lookup(NOT_VISIBLE, 0, "", "%s%s after %g s" % (note, controller_note, window))
 
 
 def clamp_time_limit(job_id, budget):
@@ -1415,11 +1417,12 @@ SUBMIT_VALUES = ("--max-retries", "--max-walltime", "--python")  # submit's own 
 def parse_submit(argv):
     """Split ``submit``'s arguments: (dir, own options, sbatch options, script, script args)."""
     before, after = _split_at_dashes(argv)
-    if "--" not in argv:
-        scripts = [index for index, argument in enumerate(before) if not argument.startswith("-")]
-        if len(scripts) < 2:
-            raise StateError("submit: give DIR and SCRIPT (see --help)")
-        before, after = before[:scripts[1]], before[scripts[1]:]
+    if "--" not in argv:  # SCRIPT is the first word after DIR that is no option or its value
+        index = 1
+        while index < len(before) and (before[index].startswith("-")
+                                       or before[index - 1] in SUBMIT_VALUES):
+            index += 1
+        before, after = before[:index], before[index:]
     if not before or before[0].startswith("-") or not after:
         raise StateError("submit: give DIR first and SCRIPT after the options (see --help)")
     own = {"max_retries": DEFAULT_MAX_RETRIES, "max_walltime": None, "force": False,

@@ -2,6 +2,7 @@
 import json
 import os
 import stat
+import sys
 
 import pytest
 
@@ -141,7 +142,8 @@ def test_submit_writes_a_resumable_copy_and_submits_it(cluster, tmp_path, capsys
 def test_submitted_copy_runs_as_a_chain(cluster, tmp_path, capsys, monkeypatch):
     script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT + 'echo "$SLURM_JOB_ID" >> "$WORKLOG"\n')
     run_dir = str(tmp_path / "run")
-    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)[0] == 0
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python", sys.executable,
+                   script)[0] == 0
     copy = os.path.join(run_dir, "resumable-train.sbatch")
     assert cluster.run_link(copy, 1000).returncode == 0
     cluster.finish(1000, "TIMEOUT", 60)

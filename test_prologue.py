@@ -7,6 +7,7 @@ import subprocess
 import pytest
 
 import resumable_chain as rc
+from conftest import BASH
 
 
 def read(run_dir, name):
@@ -279,7 +280,7 @@ def test_array_job_is_refused(cluster, run_dir):
 def test_malformed_predecessor_never_reaches_slurm(cluster, run_dir, dependency):
     script = cluster.write_script(run_dir)
     cluster.set_job(100, state="RUNNING")
-    result = subprocess.run(["bash", script], env=cluster.env(100, dependency), cwd=cluster.root,
+    result = subprocess.run([BASH, script], env=cluster.env(100, dependency), cwd=cluster.root,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     assert result.returncode == 2 and "malformed" in result.stderr
     assert cluster.calls() == [] and cluster.work_done() == []
@@ -304,7 +305,7 @@ def test_odd_run_dir_names_work_and_never_execute(cluster, tmp_path, name):
 
 def test_not_in_a_job(cluster, run_dir):
     script = cluster.write_script(run_dir)
-    result = subprocess.run(["bash", script], env=cluster.env(), cwd=cluster.root,
+    result = subprocess.run([BASH, script], env=cluster.env(), cwd=cluster.root,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
     assert result.returncode == 2 and "SLURM_JOB_ID" in result.stderr
     assert cluster.work_done() == []

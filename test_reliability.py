@@ -15,9 +15,11 @@ import time
 import pytest
 
 import resumable_chain as rc
+from conftest import BASH
 from test_prologue import read, start_chain
 
 SEED = 20261130
+RANDOM_KILLS = 1200  # random SIGKILL instants per crash-injection variant
 FAST_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 # --------------------------------------------------------------------------- crash injection
@@ -115,9 +117,11 @@ def check_after_recovery(run_dir, slurm, next_link):
     if next_link == "rerun":
         assert (walltime, retries) == (1050, 2)
     else:
-        assert (walltime, retries) == (1060, 2) and store.chain_jobs() == ["100", "200", "300"]
-    for job in ("200", "300"):
-        assert len(slurm.successors_of(job)) <= 1, slurm.lines()
+        assert (walltime, retries) == (1060, 2)
+        assert store.chain_jobs() == ["100", "200"] + slurm.successors_of("200")
+    ran = ["200"] + (slurm.successors_of("200") if next_link == "successor" else [])
+    for job in ran:  # every link that ran queued exactly one successor
+        assert len(slurm.successors_of(job)) == 1, slurm.lines()
 
 
 @pytest.mark.parametrize("next_link", ["rerun", "successor"])
@@ -126,14 +130,14 @@ def test_crash_injection(tmp_path_factory, next_link, capsys):
     base = tmp_path_factory.mktemp("crash", numbered=True)
     root = FAST_DIR and os.path.join(FAST_DIR, "rc-crash-%d-%s" % (os.getpid(), next_link)) or str(base)
     os.makedirs(root, exist_ok=True)
-    states = {"100": ("FAILED", 50), "200": ("TIMEOUT", 10)}
+    states = {"100": ("FAILED", 50), "200": ("TIMEOUT", 10)}  # 200 is the job killed
     # Count the checkpoints of one clean run, then kill at each of them and at random instants.
     probe = os.path.join(root, "probe")
     seed_chain(probe)
     assert run_in_child(probe, "200", "100", InProcessSlurm(probe, states)) == 0
     checkpoints = rc_checkpoints_of(probe, states)
-    trials = [("checkpoint", point) for point in range(1, checkpoints + 1)] * 20
-    trials += [("instant", rng.uniform(0, 0.004)) for _ in range(600)]
+    trials = [("checkpoint", point) for point in range(1, checkpoints + 1)]
+    trials += [("instant", rng.uniform(0, 0.004)) for _ in range(RANDOM_KILLS)]
     killed = completed = 0
     for number, (kind, point) in enumerate(trials):
         run_dir = os.path.join(root, "t%d" % number)
@@ -145,21 +149,20 @@ def test_crash_injection(tmp_path_factory, next_link, capsys):
         killed += status == -signal.SIGKILL
         completed += status == 0
         assert status in (0, -signal.SIGKILL), (kind, point, status)
-        if next_link == "rerun":
+        if next_link == "rerun" or not slurm.successors_of("200"):
+            # the same job ID again (Slurm requeue), also when it died before queueing
             assert run_in_child(run_dir, "200", "100", slurm, restart=1) == 0, (kind, point)
-        elif slurm.successors_of("200"):
-            assert run_in_child(run_dir, "300", "200", slurm) == 0, (kind, point)
-        else:  # killed before the successor was queued: rerun, then the successor
-            assert run_in_child(run_dir, "200", "100", slurm, restart=1) == 0, (kind, point)
-            assert run_in_child(run_dir, "300", "200", slurm) == 0, (kind, point)
+        if next_link == "successor":
+            [successor] = slurm.successors_of("200")
+            assert run_in_child(run_dir, successor, "200", slurm) == 0, (kind, point)
         check_after_recovery(run_dir, slurm, next_link)
         subprocess.call(["rm", "-rf", run_dir])
     subprocess.call(["rm", "-rf", root])
     with capsys.disabled():
-        print("\ncrash injection (%s): %d checkpoints x 20 + 600 random instants = %d kills "
-              "tried, %d killed mid-step, %d finished first" % (
-                  next_link, checkpoints, len(trials), killed, completed))
-    assert killed >= checkpoints * 20
+        print("\ncrash injection (%s): %d checkpoints + %d random instants = %d kills tried, "
+              "%d killed mid-step, %d finished first" % (
+                  next_link, checkpoints, RANDOM_KILLS, len(trials), killed, completed))
+    assert killed >= checkpoints
 
 
 def rc_checkpoints_of(run_dir, states):
@@ -170,3 +173,296 @@ def rc_checkpoints_of(run_dir, states):
         if run_in_child(fresh, "200", "100", InProcessSlurm(fresh, states), kill_at=point) == 0:
             return point - 1
     raise AssertionError("no end of checkpoints")
+
+
+# --------------------------------------------------------------------------- corrupt and hostile state
+
+KINDS = {
+    "empty": b"", "garbage": b"lots of it\n", "negative": b"-5\n", "huge": b"1" + b"0" * 30 + b"\n",
+    "non-utf8": b"\xff\xfe\x00", "directory": None, "symlink": "symlink", "fifo": "fifo",
+}
+STATE_FILES = [rc.CHAIN_FILE, rc.WALLTIME_FILE, rc.RETRIES_FILE, rc.JOURNAL_FILE]
+HOSTILE_CASES = [(name, kind) for name in STATE_FILES for kind in KINDS
+                 if not (name == rc.JOURNAL_FILE and kind == "negative")]
+
+
+def plant(path, kind, elsewhere):
+    if os.path.lexists(path):
+        os.unlink(path)
+    if kind == "directory":
+        os.mkdir(path)
+    elif kind == "symlink":
+        with open(elsewhere, "w") as handle:
+            handle.write("7\n")
+        os.symlink(elsewhere, path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        with open(path, "wb") as handle:
+            handle.write(KINDS[kind])
+
+
+def snapshot(run_dir):
+    found = {}
+    for path in glob.glob(os.path.join(run_dir, ".*")):
+        mode = os.lstat(path).st_mode
+        found[path] = (open(path, "rb").read() if stat.S_ISREG(mode) else stat.S_IFMT(mode))
+    return found
+
+
+@pytest.mark.parametrize("name,kind", HOSTILE_CASES, ids=["%s-%s" % case for case in HOSTILE_CASES])
+def test_hostile_state_file_stops_the_link_and_changes_nothing(cluster, run_dir, tmp_path, name, kind):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 73)
+    path = os.path.join(run_dir, name)
+    plant(path, kind, str(tmp_path / "elsewhere"))
+    before = snapshot(run_dir)
+    result = cluster.run_link(script, successor, predecessor=100, timeout=30)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and path in lines[0] and "Traceback" not in result.stderr
+    assert cluster.work_done() == ["100"] and len(cluster.calls("sbatch")) == 1
+    assert snapshot(run_dir) == before
+    if kind == "symlink":
+        assert open(str(tmp_path / "elsewhere")).read() == "7\n"
+
+
+SYSTEM_PYTHON = "/usr/bin/python3"  # an interpreter user nobody may run (pyenv's live under /root)
+
+
+def as_nobody(argv, env, cwd):
+    """Run argv as user nobody: as root, permissions only bind through another user."""
+    return subprocess.run(["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+                          + argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+
+
+def nobody_problem():
+    if os.geteuid() != 0 or not os.path.exists("/usr/bin/setpriv"):
+        return "needs root and setpriv to act as another user"
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        return "no %s for user nobody" % SYSTEM_PYTHON
+    check = as_nobody(["test", "-r", rc.__file__], None, "/")
+    return None if check.returncode == 0 else "user nobody cannot read %s" % rc.__file__
+
+
+@pytest.fixture
+def open_cluster():
+    """A fake cluster in a directory every user may use, run by an interpreter all may run."""
+    from conftest import FakeCluster
+    problem = nobody_problem()
+    if problem:
+        pytest.skip(problem)
+    root = "/tmp/rc-nobody-%d-%d" % (os.getpid(), int(time.time() * 1000) % 100000)
+    os.makedirs(root)
+    os.chmod(root, 0o777)
+    cluster = FakeCluster(root, python=SYSTEM_PYTHON, tool_python=SYSTEM_PYTHON)
+    for path in (cluster.state_path, cluster.state_path + ".calls"):
+        open(path, "a").close()
+        os.chmod(path, 0o666)
+    yield cluster
+    subprocess.call(["rm", "-rf", root])
+
+
+@pytest.mark.parametrize("situation", ["unreadable state file", "read-only run directory",
+                                       "run directory not writable for a first job"])
+def test_permission_problems_are_one_line_errors(open_cluster, situation):
+    cluster = open_cluster
+    run_dir = os.path.join(cluster.root, "run")
+    script, successor = start_chain(cluster, run_dir)
+    os.chmod(script, 0o755)
+    cluster.finish(100, "TIMEOUT", 73)
+    if situation == "unreadable state file":
+        os.chmod(run_dir, 0o777)
+        os.chmod(os.path.join(run_dir, rc.RETRIES_FILE), 0o000)
+    before = snapshot(run_dir)
+    cluster.set_job(successor, state="RUNNING")
+    environ = cluster.env(successor, "afternotok:100")
+    if situation.endswith("first job"):
+        environ = cluster.env(4000)
+        cluster.finish(successor, "COMPLETED", 1)  # the old chain is over
+    result = as_nobody([BASH, script], environ, cluster.root)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and run_dir in lines[0] and "Permission denied" in lines[0], lines
+    assert cluster.work_done() == ["100"] and len(cluster.calls("sbatch")) == 1
+    assert snapshot(run_dir) == before
+
+
+def test_missing_run_dir_is_created_for_a_first_job(cluster, tmp_path):
+    run_dir = str(tmp_path / "deep" / "new dir")
+    script = cluster.write_script(run_dir)
+    assert cluster.run_link(script, 100).returncode == 0
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n"
+
+
+# --------------------------------------------------------------------------- outages
+
+
+def test_sacct_missing_from_path(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "FAILED", 5)
+    os.unlink(os.path.join(cluster.bin, "sacct"))
+    result = cluster.run_link(script, successor, predecessor=100, RESUMABLE_CHAIN_LOOKUP_SECONDS=1)
+    assert result.returncode == 0, result.stderr
+    assert "sacct failed: sacct:" in result.stderr and "from scontrol" in result.stderr
+    assert read(run_dir, rc.RETRIES_FILE) == "1\n"  # the controller knew it FAILED
+
+
+def test_sacct_and_scontrol_both_failing_resume_without_a_retry(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "FAILED", 5)
+    cluster.update(sacct_down=True, scontrol_down=True)
+    result = cluster.run_link(script, successor, predecessor=100, RESUMABLE_CHAIN_LOOKUP_SECONDS=1)
+    assert result.returncode == 0, result.stderr
+    assert "NOT_VISIBLE" in result.stderr and read(run_dir, rc.RETRIES_FILE) == "0\n"
+    assert cluster.work_done() == ["100", successor]
+
+
+@pytest.mark.parametrize("command", ["sacct", "scontrol"])
+def test_hanging_query_gives_up_at_the_window(cluster, run_dir, command):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 5)
+    cluster.update(hang={command: 120})
+    if command == "scontrol":
+        cluster.set_job(100, sacct_hidden_calls=10 ** 6)
+    started = time.time()
+    result = cluster.run_link(script, successor, predecessor=100, RESUMABLE_CHAIN_LOOKUP_SECONDS=2,
+                              RESUMABLE_CHAIN_COMMAND_TIMEOUT=3)
+    elapsed = time.time() - started
+    assert result.returncode == 0, result.stderr
+    assert cluster.work_done() == ["100", successor]
+    assert elapsed < 60, elapsed  # bounded by the window and the command timeout, not the hang
+    assert "timed out" in result.stderr
+
+
+def test_hanging_sbatch_warns_and_work_continues(cluster, run_dir):
+    cluster.update(hang={"sbatch": 120})
+    script = cluster.write_script(run_dir)
+    started = time.time()
+    result = cluster.run_link(script, 100, RESUMABLE_CHAIN_COMMAND_TIMEOUT=2)
+    assert result.returncode == 0 and time.time() - started < 30
+    assert "sbatch timed out after 2 s" in result.stderr
+    assert "Chain will NOT continue on failure" in result.stderr
+    assert cluster.work_done() == ["100"]
+
+
+def test_full_disk_keeps_the_old_state(tmp_path, monkeypatch):
+    run_dir = str(tmp_path / "run")
+    seed_chain(run_dir)
+    before = snapshot(run_dir)
+    real_write = os.write
+
+    def full_disk(descriptor, payload):
+        if os.path.basename(os.readlink("/proc/self/fd/%d" % descriptor)).startswith("."):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(descriptor, payload)
+
+    monkeypatch.setattr(os, "write", full_disk)
+    monkeypatch.setattr(rc, "run_slurm", InProcessSlurm(str(tmp_path), {"100": ("FAILED", 50)}))
+    spec = rc.SuccessorSpec("/bin/true", [], [], "disk")
+    with pytest.raises(rc.StateError) as error:
+        rc.run_link(run_dir, 3, None, spec, {"SLURM_JOB_ID": "200",
+                                             "SLURM_JOB_DEPENDENCY": "afternotok:100"})
+    monkeypatch.undo()
+    assert "No space left on device" in str(error.value) and "old content kept" in str(error.value)
+    after = snapshot(run_dir)
+    after.pop(os.path.join(run_dir, rc.LOCK_FILE))  # the empty lock file holds no state
+    assert after == before
+    assert not glob.glob(os.path.join(run_dir, "*.tmp.*"))
+
+# --------------------------------------------------------------------------- races
+
+
+@pytest.mark.parametrize("round_number", range(5))
+def test_two_links_for_one_predecessor_at_once(cluster, run_dir, round_number):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "FAILED", 30)
+    cluster.update(latency=0.2)  # widen the window in which both run
+    results = {}
+
+    def link(job_id):
+        results[job_id] = cluster.run_link(script, job_id, predecessor=100, mark_running=False)
+
+    for job_id in (successor, "7000"):
+        cluster.set_job(job_id, state="RUNNING")
+
+    threads = [threading.Thread(target=link, args=(job,)) for job in (successor, "7000")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    statuses = sorted(result.returncode for result in results.values())
+    assert statuses == [0, 2], {job: r.stderr for job, r in results.items()}
+    loser = [result for result in results.values() if result.returncode == 2][0]
+    assert "duplicate link" in loser.stderr
+    winner = [job for job, result in results.items() if result.returncode == 0][0]
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n%s\n" % winner
+    assert read(run_dir, rc.RETRIES_FILE) == "1\n" and read(run_dir, rc.WALLTIME_FILE) == "30\n"
+    dependencies = [c["argv"] for c in cluster.calls("sbatch")]
+    assert sum("--dependency=afternotok:100" in argv for argv in dependencies) == 1
+    assert len(dependencies) == 2
+
+
+def test_a_second_first_job_beside_a_live_chain_is_refused(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    result = cluster.run_link(script, 8000)
+    assert result.returncode == 2 and "second chain" in result.stderr and "100 RUNNING" in result.stderr
+    assert cluster.work_done() == ["100"] and cluster.pending() == [successor]
+    cluster.finish(100, "COMPLETED", 5)
+    cluster.set_job(successor, state="CANCELLED")
+    result = cluster.run_link(script, 8001)
+    assert result.returncode == 0, result.stderr
+    assert read(run_dir, rc.CHAIN_FILE) == "8001\n"
+
+# --------------------------------------------------------------------------- fuzzing
+
+ALPHABET = "0123456789|:-+. \n\tabcXYZ=_()?,;$`'\"\\/*\u0661\u00e9\x00"
+TOKENS = ["COMPLETED", "TIMEOUT", "CANCELLED by 0", "FAILED", "RUNNING", "PENDING", "NODE_FAIL",
+          "JobState=", "RunTime=", "TimeLimit=", "afternotok:", "afterok:", "12", "0", "-",
+          "2026-11-30T01:00:00", "Unknown", "|", "\n", ".batch", "UNLIMITED", "1-00:00:00"]
+FUZZ_CASES = 3000
+
+
+def fuzz_text(rng):
+    parts = []
+    for _ in range(rng.randint(0, 12)):
+        if rng.random() < 0.5:
+            parts.append(rng.choice(TOKENS))
+        else:
+            parts.append("".join(rng.choice(ALPHABET) for _ in range(rng.randint(1, 6))))
+    return "".join(parts)
+
+
+@pytest.mark.parametrize("parser", ["parse_sacct", "summarize_sacct", "parse_scontrol",
+                                    "parse_walltime", "parse_duration", "parse_job_id",
+                                    "parse_dependency", "base_state"])
+def test_fuzz_parsers_raise_nothing_but_value_error(parser, capsys):
+    rng = random.Random("%s-%s" % (SEED, parser))
+    accepted = 0
+    for _ in range(FUZZ_CASES):
+        text = fuzz_text(rng)
+        try:
+            if parser == "summarize_sacct":
+                for records in rc.parse_sacct(text).values():
+                    job = rc.summarize_sacct(records)
+                    assert job.elapsed >= 0
+            else:
+                getattr(rc, parser)(text)
+            accepted += 1
+        except ValueError as error:
+            assert parser in ("parse_walltime", "parse_job_id", "parse_dependency"), error
+            assert str(error)
+    with capsys.disabled():
+        print("\nfuzz %s: %d inputs, %d accepted" % (parser, FUZZ_CASES, accepted))
+
+
+def test_fuzz_decide_returns_only_its_five_actions():
+    rng = random.Random(SEED)
+    for _ in range(FUZZ_CASES * 3):
+        state = rng.choice([None, rc.NOT_VISIBLE, fuzz_text(rng)] + TOKENS)
+        max_walltime = rng.choice([None, rng.randint(1, 10 ** 6)])
+        decision = rc.decide(state, retries=rng.randint(0, 10), walltime=rng.randint(0, 10 ** 6),
+                             max_retries=rng.randint(0, 5), max_walltime=max_walltime)
+        assert decision.action in rc.ACTIONS and isinstance(decision.reason, str)
+        assert decision.retries >= 0
