@@ -182,3 +182,30 @@ def test_submit_refuses_a_live_chain_unless_forced(cluster, run_dir, running_cha
     assert status == 0, err
     assert read(run_dir, rc.CHAIN_FILE + ".prev") == "100\n1000\n"
     assert not os.path.exists(os.path.join(run_dir, rc.CHAIN_FILE))
+
+
+PARSED_SUBMITS = [
+    ("dashes", ["runs/a", "-p", "gpu", "--time=4:00:00", "--", "train.sbatch", "--lr", "3e-4"],
+     ("runs/a", ["-p", "gpu", "--time=4:00:00"], "train.sbatch", ["--lr", "3e-4"], 3, None, False)),
+    ("no dashes", ["runs/a", "--time=1", "--max-retries", "5", "t.sh", "x"],
+     ("runs/a", ["--time=1"], "t.sh", ["x"], 5, None, False)),
+    ("own options with =", ["d", "--max-walltime=1:00:00", "--force", "--python=/py", "t.sh"],
+     ("d", [], "t.sh", [], 3, 3600, True)),
+    ("script args look like options", ["d", "--", "t.sh", "--force", "--", "-x"],
+     ("d", [], "t.sh", ["--force", "--", "-x"], 3, None, False)),
+]
+
+
+@pytest.mark.parametrize("argv,expected", [r[1:] for r in PARSED_SUBMITS],
+                         ids=[r[0] for r in PARSED_SUBMITS])
+def test_parse_submit(argv, expected):
+    run_dir, own, sbatch_options, script, script_args = rc.parse_submit(argv)
+    assert (run_dir, sbatch_options, script, script_args, own["max_retries"],
+            own["max_walltime"], own["force"]) == expected
+
+
+@pytest.mark.parametrize("argv", [[], ["d"], ["-p", "gpu", "--", "t.sh"], ["d", "--max-retries"],
+                                  ["d", "--max-retries", "x", "t.sh"]])
+def test_parse_submit_rejects(argv):
+    with pytest.raises(rc.StateError):
+        rc.parse_submit(argv)

@@ -1,0 +1,328 @@
+"""Benchmark resumable_chain's prologue against the seed's reference prologue, side by side.
+
+    python3 bench/run.py            # full run (under 5 minutes), writes BENCHMARKS.md
+    python3 bench/run.py --smoke    # about 30 seconds, for CI; writes nothing
+    python3 bench/run.py --real     # adds link-to-link latency on the local Slurm cluster
+
+Timings are medians of repeated runs and are reported as ratios measured in the same run.
+The Slurm commands are tiny shell fakes (bench/fakes, written at start) that answer at once,
+or L seconds late for the lag figures, and count every call. Standard library only.
+"""
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+
+import resumable_chain as rc  # noqa: E402
+
+BASELINE = os.path.join(HERE, "baseline_prologue.sh")
+BASH = shutil.which("bash") or "/bin/bash"
+
+# One sh fake for every Slurm command: counts the call, answers sacct after BENCH_VISIBLE_AT.
+FAKE = r"""#!/bin/sh
+command=$(basename "$0")
+echo "$command" >> "$BENCH_CALLS"
+case "$command" in
+sbatch) echo "$BENCH_NEXT_ID" ;;
+squeue) ;;
+scancel) ;;
+scontrol)
+    if [ "$1" = show ] && [ "${BENCH_CONTROLLER_KNOWS:-0}" = 1 ]; then
+        echo "JobId=${BENCH_PREDECESSOR} JobState=TIMEOUT Reason=TimeLimit RunTime=00:01:13 TimeLimit=01:00:00"
+    else
+        echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1
+    fi ;;
+sacct)
+    if [ -n "${BENCH_VISIBLE_AT:-}" ]; then
+        now=$(date +%s.%N)
+        awk "BEGIN { exit !($now < $BENCH_VISIBLE_AT) }" && exit 0
+    fi
+    fields=JobID
+    while [ $# -gt 0 ]; do
+        case "$1" in -j) id=$2 ;; -o) fields=$2 ;; esac
+        shift
+    done
+    line=""
+    for field in $(echo "$fields" | tr ',' ' '); do
+        case "$field" in
+            JobIDRaw|JobID) value=$id ;; State) value=TIMEOUT ;; ElapsedRaw) value=73 ;;
+            Submit|Start) value=2026-11-30T00:00:00 ;; End) value=2026-11-30T00:01:13 ;;
+            *) value=x ;;
+        esac
+        line="${line:+$line|}$value"
+    done
+    echo "$line" ;;
+esac
+"""
+
+LAGS = (0, 1, 3, 8, 20)  # seconds the predecessor's record appears late in sacct
+
+
+class Harness(object):
+    """Runs one link at a time, ours or the baseline, with the fakes first on PATH."""
+
+    def __init__(self, root):
+        self.root = root
+        self.bin = os.path.join(root, "fakes")
+        os.makedirs(self.bin)
+        for command in ("sacct", "sbatch", "scontrol", "squeue", "scancel"):
+            path = os.path.join(self.bin, command)
+            with open(path, "w") as handle:
+                handle.write(FAKE)
+            os.chmod(path, 0o755)
+        self.calls = os.path.join(root, "calls")
+        self.next_job = 100
+        self.scripts = {"ours": self._script("ours"), "baseline": self._script("baseline")}
+        for kind in self.scripts:  # each chain starts with a first job
+            self.link(kind, first=True)
+
+    def _script(self, kind):
+        run_dir = os.path.join(self.root, "run-" + kind)
+        if kind == "ours":
+            prologue = rc.render_prologue(run_dir, python=sys.executable)
+        else:
+            prologue = ('status=0; %s %s %s 3 || status=$?\n[ "$status" -eq 3 ] && exit 0\n'
+                        '[ "$status" -ne 0 ] && exit "$status"\n'
+                        % (BASH, BASELINE, rc.shlex.quote(run_dir)))
+        path = os.path.join(self.root, kind + ".sh")
+        with open(path, "w") as handle:
+            handle.write("#!/bin/bash\n" + prologue + "exit 0\n")
+        return path
+
+    def link(self, kind, lag=None, controller_knows=False, first=False):
+        """Run one link; return (seconds from start to work, {command: calls})."""
+        job = self.next_job
+        self.next_job += 1
+        if os.path.exists(self.calls):
+            os.unlink(self.calls)
+        environ = {"PATH": self.bin + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+                   "HOME": os.environ.get("HOME", "/"), "SLURM_JOB_ID": str(job),
+                   "SLURM_JOB_NAME": "bench", "SLURM_JOB_DEPENDENCY": "afternotok:%d" % (job - 1),
+                   "BENCH_CALLS": self.calls, "BENCH_NEXT_ID": str(job + 1),
+                   "BENCH_PREDECESSOR": str(job - 1),
+                   "BENCH_CONTROLLER_KNOWS": "1" if controller_knows else "0"}
+        if first:
+            del environ["SLURM_JOB_DEPENDENCY"]
+        started = time.time()
+        if lag is not None:
+            environ["BENCH_VISIBLE_AT"] = "%.3f" % (started + lag)
+        result = subprocess.run([BASH, self.scripts[kind]], env=environ, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, universal_newlines=True)
+        elapsed = time.time() - started
+        if result.returncode != 0:
+            raise SystemExit("%s link failed: %s" % (kind, result.stderr.strip()))
+        counts = {}
+        if os.path.exists(self.calls):
+            with open(self.calls) as handle:
+                for line in handle:
+                    counts[line.strip()] = counts.get(line.strip(), 0) + 1
+        return elapsed, counts
+
+
+def bare_start():
+    started = time.time()
+    subprocess.run([sys.executable, "-c", "pass"])
+    return time.time() - started
+
+
+def median_of(function, repeats):
+    return statistics.median(function() for _ in range(repeats))
+
+
+def time_to_work(harness, repeats):
+    """Median seconds to the work with an immediately answering sacct, and the bare start."""
+    rows = {}
+    samples = {"ours": [], "baseline": [], "bare": []}
+    for _ in range(repeats):  # interleaved, so drift hits all three alike
+        samples["ours"].append(harness.link("ours", controller_knows=True)[0])
+        samples["baseline"].append(harness.link("baseline")[0])
+        samples["bare"].append(bare_start())
+    for kind, values in samples.items():
+        rows[kind] = statistics.median(values)
+    return rows
+
+
+def lag_reaction(harness, lags, repeats):
+    """Extra seconds beyond the lag L before the work starts; ours and the baseline."""
+    rows = []
+    for lag in lags:
+        count = repeats if lag <= 3 else 1
+        ours = [harness.link("ours", lag=lag) for _ in range(count)]
+        baseline = [harness.link("baseline", lag=lag) for _ in range(count)]
+        rows.append((lag, statistics.median(t for t, _ in ours) - lag,
+                     statistics.median(t for t, _ in baseline) - lag,
+                     max(c.get("sacct", 0) for _, c in ours),
+                     max(c.get("sacct", 0) for _, c in baseline)))
+    known = [harness.link("ours", lag=20, controller_knows=True)[0] for _ in range(repeats)]
+    return rows, statistics.median(known)
+
+
+def controller_load(harness):
+    common_ours = harness.link("ours")[1]
+    common_baseline = harness.link("baseline")[1]
+    return common_ours, common_baseline
+
+
+def scale(root, sizes, repeats, directories):
+    """Median in-job step time (in-process, instant fake Slurm) by chain length and by dirs."""
+    def fake_slurm(argv, timeout=None, environ=None, submit=False, cwd=None):
+        if argv[0] == "sacct":
+            job = argv[argv.index("-j") + 1]
+            return rc.SlurmResult(0, "%s|TIMEOUT|73|2026-11-30T00:00:00|2026-11-30T00:00:00|"
+                                  "2026-11-30T00:01:13\n" % job, "")
+        if argv[0] == "sbatch":
+            return rc.SlurmResult(0, "%d\n" % (int(argv[argv.index("--no-requeue") - 2]
+                                                   .split(":")[1]) + 1), "")
+        return rc.SlurmResult(0, "", "")
+
+    real_run_slurm, rc.run_slurm = rc.run_slurm, fake_slurm
+    spec = rc.SuccessorSpec("/bin/true", [], [], "bench")
+    try:
+        def prepare(run_dir, lines):
+            os.makedirs(run_dir)
+            with open(os.path.join(run_dir, rc.CHAIN_FILE), "w") as handle:
+                handle.write("".join("%d\n" % (10 ** 6 + i) for i in range(lines - 1)))
+                handle.write("1\n")
+            return [1]
+
+        def step(run_dir, last):
+            job = last[0] + 1
+            started = time.perf_counter()
+            rc.run_link(run_dir, 3, None, spec, {"SLURM_JOB_ID": str(job),
+                                                 "SLURM_JOB_DEPENDENCY": "afternotok:%d" % last[0]})
+            last[0] = job
+            return time.perf_counter() - started
+
+        dirs = {size: os.path.join(root, "chain-%d" % size) for size in sizes}
+        last = {size: prepare(dirs[size], size) for size in sizes}
+        samples = {size: [] for size in sizes}
+        stderr, sys.stderr = sys.stderr, open(os.devnull, "w")
+        try:
+            for _ in range(repeats):
+                for size in sizes:  # interleaved
+                    samples[size].append(step(dirs[size], last[size]))
+            many = [os.path.join(root, "many", "d%04d" % i) for i in range(directories)]
+            many_last = [prepare(path, 10) for path in many]
+            many_times = [step(path, state) for path, state in zip(many, many_last)]
+        finally:
+            sys.stderr.close()
+            sys.stderr = stderr
+        return ({size: statistics.median(values) for size, values in samples.items()},
+                statistics.median(many_times))
+    finally:
+        rc.run_slurm = real_run_slurm
+
+
+def real_latency(links):
+    """On the local cluster: seconds from a link's end (sacct End) to its successor's work."""
+    root = tempfile.mkdtemp(prefix="rc-bench-real-")
+    worklog = os.path.join(root, "work.log")
+    script = os.path.join(root, "job.sh")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\n#SBATCH --job-name=rc-bench-real\n#SBATCH --output=%s/%%j.out\n"
+                     "#SBATCH -c 1\n" % root)
+        handle.write(rc.render_prologue(os.path.join(root, "run"), max_retries=links,
+                                        python=sys.executable))
+        handle.write('echo "$SLURM_JOB_ID $(date +%%s.%%N)" >> %s\n'
+                     'n=$(wc -l < %s); [ "$n" -ge %d ] && exit 0; exit 3\n'
+                     % (worklog, worklog, links + 1))
+    subprocess.run(["sbatch", "--parsable", script], check=True, stdout=subprocess.PIPE)
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        if os.path.exists(worklog) and sum(1 for _ in open(worklog)) >= links + 1:
+            break
+        time.sleep(1)
+    time.sleep(3)
+    starts = [line.split() for line in open(worklog)]
+    gaps = []
+    for (job, _), (_, next_start) in zip(starts, starts[1:]):
+        end = subprocess.run(["sacct", "-j", job, "-X", "-n", "-P", "-o", "End"],
+                             stdout=subprocess.PIPE, universal_newlines=True).stdout.split()[0]
+        end_epoch = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S"))
+        gaps.append(float(next_start) - end_epoch)
+    return statistics.median(gaps), len(gaps)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="a 30-second version for CI")
+    parser.add_argument("--real", action="store_true", help="also measure on the local cluster")
+    parser.add_argument("--output", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    options = parser.parse_args(argv)
+    started = time.time()
+    root = tempfile.mkdtemp(prefix="rc-bench-")
+    harness = Harness(root)
+    repeats = 5 if options.smoke else 21
+    lines = ["# Benchmarks", "",
+             "Command: `python3 bench/run.py%s`; machine: %s, %s, %d CPUs, Python %s; %s." % (
+                 " --smoke" if options.smoke else "", platform.platform(), platform.processor()
+                 or platform.machine(), os.cpu_count() or 0, platform.python_version(),
+                 time.strftime("%Y-%m-%d")), ""]
+
+    work = time_to_work(harness, repeats)
+    lines += ["## 1. Time to work (sacct answers at once)", "",
+              "| | median | ratio to a bare `python -c pass` start |", "| --- | --- | --- |"]
+    for kind in ("ours", "baseline", "bare"):
+        lines.append("| %s | %.1f ms | %.2fx |" % (kind, work[kind] * 1000, work[kind] / work["bare"]))
+    lines += ["", "Target: ours at most 2.0x.", ""]
+
+    lags = (0, 1) if options.smoke else LAGS
+    lag_rows, known = lag_reaction(harness, lags, 1 if options.smoke else 3)
+    lines += ["## 2. Reaction to accounting lag (controller has forgotten the job)", "",
+              "| lag L | ours: extra beyond L | baseline: extra beyond L | ours: sacct calls | "
+              "baseline: sacct calls |", "| --- | --- | --- | --- | --- |"]
+    for lag, ours_extra, base_extra, ours_calls, base_calls in lag_rows:
+        lines.append("| %d s | %.2f s | %.2f s | %d | %d |" % (lag, ours_extra, base_extra,
+                                                               ours_calls, base_calls))
+    lines += ["", "With the controller still knowing the job (scontrol), L = 20 s: ours reacts "
+              "in %.2f s in total." % known, "",
+              "Target: at most 1 s beyond L; under 1 s in total when scontrol knows the job.", ""]
+
+    ours_load, base_load = controller_load(harness)
+    lines += ["## 3. Slurm commands per link", "",
+              "| case | ours | baseline |", "| --- | --- | --- |",
+              "| common (sacct answers at once) | %s | %s |" % (
+                  ", ".join("%s %d" % item for item in sorted(ours_load.items())),
+                  ", ".join("%s %d" % item for item in sorted(base_load.items()))),
+              "| lag of %d s, controller forgot the job | sacct %d | sacct %d |" % (
+                  lag_rows[-1][0], lag_rows[-1][3], lag_rows[-1][4]), "",
+              "Target: one sacct and one sbatch in the common case; at most 12 sacct in the "
+              "window.", ""]
+
+    sizes = (1, 10000) if options.smoke else (1, 10000, 1000000)
+    by_size, many = scale(root, sizes, 5 if options.smoke else 31, 50 if options.smoke else 1000)
+    lines += ["## 4. Scale (in-job step in-process, instant fake Slurm)", "",
+              "| chain file | median step | ratio to 1 line |", "| --- | --- | --- |"]
+    for size in sizes:
+        lines.append("| %d lines | %.2f ms | %.2fx |" % (size, by_size[size] * 1000,
+                                                        by_size[size] / by_size[1]))
+    lines += ["| %d chains' directories, one link each | %.2f ms | %.2fx |" % (
+        50 if options.smoke else 1000, many * 1000, many / by_size[1]), "",
+        "Target: 1,000,000 lines within 1.1x of 1 line.", ""]
+
+    if options.real:
+        latency, count = real_latency(10)
+        lines += ["## 6. Real cluster", "",
+                  "Median seconds from a link's end (sacct End, whole seconds) to its successor's "
+                  "work start over %d links: %.2f s. Target: under 3 s." % (count, latency), ""]
+    shutil.rmtree(root, ignore_errors=True)
+    lines.append("Run took %.0f s." % (time.time() - started))
+    report = "\n".join(lines) + "\n"
+    sys.stdout.write(report)
+    if not options.smoke:
+        with open(options.output, "w") as handle:
+            handle.write(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
