@@ -28,7 +28,6 @@ Use it three ways:
 """
 
 import argparse
-import calendar
 import collections
 import collections.abc
 import contextlib
@@ -327,6 +326,7 @@ def _open_last(timestamp):
 
 
 def _seconds_between(earlier, later):
+    import calendar  # only requeued jobs get here: keep it off the prologue's import time
     try:
         return (calendar.timegm(time.strptime(later, "%Y-%m-%dT%H:%M:%S"))
                 - calendar.timegm(time.strptime(earlier, "%Y-%m-%dT%H:%M:%S")))
@@ -874,6 +874,8 @@ def run_link(run_dir, max_retries, max_walltime, spec, environ):
         store.write_journal(journal)
         _apply(store, journal)
         if decision.action in TERMINAL_EXIT:
+            journal["phase"] = "done"
+            store.write_journal(journal)
             _log_decision(journal, found)
             return TERMINAL_EXIT[decision.action]
         journal["successor"] = submit_successor(job_id, spec)
@@ -893,15 +895,19 @@ def _make_run_dir(run_dir):
 
 
 def _apply(store, journal):
-    """Write a decided transaction into the user-visible state files (idempotent)."""
-    store.write_counter(WALLTIME_FILE, journal["walltime"])
-    store.write_counter(RETRIES_FILE, journal["retries"])
+    """Write a decided transaction into the user-visible state files (idempotent).
+
+    The journal stays in phase "counted" until the successor is known: a job
+    killed in between redoes this (same values) and then looks for the
+    successor in squeue before queueing one.
+    """
+    for name, value in ((WALLTIME_FILE, journal["walltime"]), (RETRIES_FILE, journal["retries"])):
+        if store.read_counter(name) != value or not os.path.exists(store.path(name)):
+            store.write_counter(name, value)
     if journal["action"] == "start":
         store.reset_chain(journal["job"])
     elif journal["action"] == "resume" and store.last_job() != journal["job"]:
         store.append_job(journal["job"])
-    journal["phase"] = "recorded" if journal["action"] in ("start", "resume") else "done"
-    store.write_journal(journal)
 
 
 def _rerun(store, journal, job_id, spec, environ):
@@ -911,7 +917,7 @@ def _rerun(store, journal, job_id, spec, environ):
         journal = {"job": job_id, "predecessor": None, "state": None, "action": "resume",
                    "reason": "", "walltime": store.read_counter(WALLTIME_FILE),
                    "retries": store.read_counter(RETRIES_FILE), "successor": None,
-                   "phase": "recorded"}
+                   "phase": "queued"}
     found = Lookup(journal.get("state"), 0, "journal", "job %s already ran its prologue "
                    "(restart %s): predecessor not counted again" % (job_id, restarts))
     if journal["action"] in TERMINAL_EXIT:
