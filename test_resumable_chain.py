@@ -248,7 +248,8 @@ def test_rendered_prologue_is_valid_quoted_bash(tmp_path, text):
 
 def test_rendered_prologue_runs_this_module_by_absolute_path():
     snippet = rc.render_prologue("runs/a", python="/opt/py/bin/python3")
-    assert "/opt/py/bin/python3 %s prologue" % os.path.abspath(rc.__file__) in snippet
+    assert "/opt/py/bin/python3 -c %s %s prologue" % (shlex.quote(rc.BOOTSTRAP),
+                                                       os.path.abspath(rc.__file__)) in snippet
     assert shlex.quote(os.path.abspath("runs/a")) in snippet
     assert '--script="$0"' in snippet
 
