@@ -57,6 +57,9 @@ __all__ = [
     "parse_resumable",
     "resumable_run_overrides",
     "render_prologue",
+    "chain_status",
+    "cancel_chain",
+    "submit_chain",
     "main",
 ]
 
@@ -123,10 +126,6 @@ REFUSED_SBATCH_OPTIONS = {
     "--array": "array jobs cannot be chained (each task would queue a successor)",
     "--wrap": "the successor is submitted with the job script",
 }
-
-# Variables that change sacct/squeue output formats; dropped for every query.
-FORMAT_VARIABLES = ("SLURM_TIME_FORMAT", "SACCT_FORMAT", "SQUEUE_FORMAT", "SQUEUE_FORMAT2",
-                    "SQUEUE_SORT", "SACCT_FEDERATION", "SACCT_LOCAL", "SLURM_CLUSTERS")
 
 JOB_ID_PATTERN = re.compile(r"[1-9][0-9]{0,9}")  # a plain Slurm job ID (federated ones included)
 DURATION_PATTERN = re.compile(

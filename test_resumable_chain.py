@@ -315,3 +315,42 @@ def test_in_job_step_on_every_python(tmp_path):
                                universal_newlines=True)
         assert check.stdout.strip() == "stop", version
     print("in-job step passed on: %s" % ", ".join(sorted(interpreters)))
+
+# --------------------------------------------------------------------------- lookup schedule
+
+
+class FakeClock(object):
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+@pytest.mark.parametrize("window,visible_at,expected_state,max_calls", [
+    (60, None, NOT_VISIBLE, 12),
+    (60, 2.0, "TIMEOUT", 5),
+    (0, None, NOT_VISIBLE, 1),
+], ids=["never visible", "visible after 2 s", "no window"])
+def test_lookup_backoff_bounds_sacct_calls(monkeypatch, window, visible_at, expected_state, max_calls):
+    clock, calls = FakeClock(), []
+
+    def fake_slurm(argv, timeout=None, environ=None, submit=False, cwd=None):
+        calls.append((argv[0], clock.now))
+        if argv[0] == "sacct" and visible_at is not None and clock.now >= visible_at:
+            return rc.SlurmResult(0, "7|TIMEOUT|60|x|x|x\n", "")
+        if argv[0] == "sacct":
+            return rc.SlurmResult(0, "", "")
+        return rc.SlurmResult(1, "", "slurm_load_jobs error: Invalid job id specified")
+
+    monkeypatch.setattr(rc, "run_slurm", fake_slurm)
+    found = rc.lookup_predecessor("7", window=window, sleep=clock.sleep, clock=clock)
+    sacct_times = [when for command, when in calls if command == "sacct"]
+    assert found.state == expected_state
+    assert len(sacct_times) <= max_calls and sacct_times[-1] <= window
+    assert [command for command, _ in calls].count("scontrol") == 1  # forgotten: asked once
+    if visible_at is not None:
+        assert sacct_times[-1] - visible_at <= 1.0

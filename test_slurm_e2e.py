@@ -65,7 +65,7 @@ pytestmark = pytest.mark.skipif(
 class Chain(object):
     """One real chain: its job script, run directory, and what Slurm and the files say."""
 
-    def __init__(self, root, name, work, time_limit="1", lookup=60, plain=False,
+    def __init__(self, root, name, work, time_limit="1", lookup=60, plain=False, header="",
                  **render_options):
         self.name = "rce2e-%s-%s" % (name, TAG)
         self.dir = os.path.join(root, name)
@@ -77,9 +77,9 @@ class Chain(object):
         self.script = os.path.join(self.dir, "job.sh")
         with open(self.script, "w") as handle:
             handle.write("#!/bin/bash\n#SBATCH --job-name=%s\n#SBATCH --output=%s/slurm-%%j.out\n"
-                         "#SBATCH --time=%s\n#SBATCH -c 1\nset -euo pipefail\n"
+                         "#SBATCH --time=%s\n#SBATCH -c 1\n%sset -euo pipefail\n"
                          "export RESUMABLE_CHAIN_LOOKUP_SECONDS=%d\n"
-                         % (self.name, self.dir, time_limit, lookup))
+                         % (self.name, self.dir, time_limit, header, lookup))
             handle.write("" if plain else prologue)
             handle.write('echo "$SLURM_JOB_ID ${SLURM_RESTART_COUNT:-0}" >> %s\n'
                          'n=$(wc -l < %s)\n' % (shlex.quote(self.worklog), shlex.quote(self.worklog)))
@@ -197,6 +197,8 @@ def phase_a(root):
                           time_limit="5", sbatch_args=["--mem-per-cpu=50"]),
         "submit": Chain(root, "submit", 'if [ "$n" -le 1 ]; then sleep 600; fi', plain=True),
         "cancel": Chain(root, "cancel", "sleep 600", time_limit="10"),
+        "export-none": Chain(root, "export-none", 'if [ "$n" -le 1 ]; then exit 3; fi',
+                             time_limit="5", header="#SBATCH --export=NONE\n"),
         "requeue": Chain(root, "requeue", 'if [ "$n" -le 1 ]; then sleep 600; fi\n'
                          'if [ "$n" -le 2 ]; then sleep 5; exit 3; fi', time_limit="5"),
     }
@@ -334,6 +336,14 @@ def test_sbatch_failure_warns_and_the_work_still_runs(phase_a):
     assert chain.work() == [chain.first]
     log = chain.log()
     assert "Chain will NOT continue on failure" in log and "invalid partition" in log.lower()
+
+
+def test_export_none_does_not_hide_the_predecessor(phase_a):
+    chain = phase_a["export-none"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["FAILED", "COMPLETED", "CANCELLED"], (jobs, chain.log())
+    assert chain.state_file(rc.RETRIES_FILE) == "1\n"
+    assert "resume | predecessor %s FAILED" % jobs[0]["id"] in chain.log()
 
 
 def test_successor_srun_is_not_broken_by_stale_memory_variables(phase_a):

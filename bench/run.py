@@ -264,7 +264,8 @@ def main(argv=None):
     repeats = 5 if options.smoke else 21
     lines = ["# Benchmarks", "",
              "Command: `python3 bench/run.py%s`; machine: %s, %s, %d CPUs, Python %s; %s." % (
-                 " --smoke" if options.smoke else "", platform.platform(), platform.processor()
+                 "".join(" " + arg for arg in (argv if argv is not None else sys.argv[1:])),
+                 platform.platform(), platform.processor()
                  or platform.machine(), os.cpu_count() or 0, platform.python_version(),
                  time.strftime("%Y-%m-%d")), ""]
 
