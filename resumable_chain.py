@@ -132,7 +132,7 @@ DURATION_PATTERN = re.compile(
     r"(?:(?P<days>[0-9]+)-(?P<dh>[0-9]+)(?::(?P<dm>[0-9]+)(?::(?P<ds>[0-9]+))?)?"
     r"|(?P<a>[0-9]+)(?::(?P<b>[0-9]+)(?::(?P<c>[0-9]+))?)?)"
 )  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
-SACCT_FIELDS = "JobIDRaw,State,ElapsedRaw,Submit,Start,End"  # what sacct is asked for (-P -n)
+SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End"  # what sacct is asked for (-P -n)
 REQUEUE_GAP_SECONDS = 120  # a record ending this close to the next submit is the same job, requeued
 DURATION_FORMS = "M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90, 48:00:00, 2-00)"
 
@@ -277,21 +277,42 @@ def parse_dependency(text):
     return predecessors[0] if predecessors else None
 
 
+def first_line(text):
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[0] if lines else "no output"
+
+
+def last_line(text):
+    """The telling line of a Slurm error: the last one (earlier ones are often plugin noise)."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[-1] if lines else "no output"
+
+
+def parse_sbatch_output(text):
+    """Return the job ID sbatch printed (``--parsable``: ``ID[;cluster]``), or None."""
+    match = re.fullmatch(r"(?:Submitted batch job )?([0-9]+)(?:;\S*)?", first_line(text))
+    with contextlib.suppress(ValueError, AttributeError):
+        return parse_job_id(match.group(1), "sbatch output")
+    return None
+
+
 SacctRecord = collections.namedtuple("SacctRecord", "job_id state elapsed submit start end")
 
 
 def parse_sacct(text):
     """Return the allocation records in ``sacct -P -n -o`` SACCT_FIELDS output, by job ID.
 
-    Step lines (``123.batch``) and malformed lines are ignored.
+    Step lines (``123.batch``) and malformed lines are ignored; a line with
+    fewer fields than asked for still gives its job ID, state and elapsed time.
     """
     records = collections.OrderedDict()
     for line in (text or "").splitlines():
         fields = [field.strip() for field in line.split("|")]
-        if len(fields) != len(SACCT_FIELDS.split(",")) or not JOB_ID_PATTERN.fullmatch(fields[0]):
+        if len(fields) < 2 or not JOB_ID_PATTERN.fullmatch(fields[0]):
             continue
-        job_id, state, elapsed, submit, start, end = fields
-        if state:
+        fields += ["Unknown"] * (6 - len(fields))
+        job_id, state, elapsed, submit, start, end = fields[:6]
+        if state and not state[0].isdigit():
             seconds = int(elapsed) if re.fullmatch(r"[0-9]{1,12}", elapsed) else 0
             records.setdefault(job_id, []).append(
                 SacctRecord(job_id, state, seconds, submit, start, end))
@@ -687,17 +708,6 @@ def _positive_env_number(name, default, allow_zero=False):
     return value
 
 
-def first_line(text):
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[0] if lines else "no output"
-
-
-def last_line(text):
-    """The telling line of a Slurm error: the last one (earlier ones are often plugin noise)."""
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[-1] if lines else "no output"
-
-
 Lookup = collections.namedtuple("Lookup", "state elapsed source note")
 
 
@@ -795,10 +805,7 @@ def submit_successor(job_id, spec):
             + ["--dependency=afternotok:%s" % job_id, "--kill-on-invalid-dep=yes", "--no-requeue",
                spec.script] + list(spec.script_args))
     result = run_slurm(argv, submit=True)
-    successor_id = None
-    if result.returncode == 0:
-        with contextlib.suppress(ValueError):
-            successor_id = parse_job_id(first_line(result.stdout).split(";")[0], "sbatch output")
+    successor_id = parse_sbatch_output(result.stdout) if result.returncode == 0 else None
     if successor_id is None:
         problem = (last_line(result.stderr) if result.returncode != 0
                    else "unexpected sbatch output %r" % first_line(result.stdout))
@@ -949,7 +956,12 @@ def _check_no_live_chain(journal, job_id):
     if not journal or journal.get("action") not in ("start", "resume"):
         return
     links = [job for job in (journal["job"], journal.get("successor")) if job]
-    live = live_jobs(links)
+    try:
+        live = live_jobs(links)
+    except StateError as error:  # a safety net: an unreachable squeue must not block a restart
+        log("WARNING: cannot check whether the previous chain (jobs %s) still runs: %s"
+            % (" ".join(links), error))
+        return
     if live:
         raise StateError("job %s would start a second chain in a directory whose chain is live "
                          "(%s); no work, no successor (cancel it with resumable-chain cancel)"
@@ -1230,10 +1242,7 @@ def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAU
             os.replace(store.path(name), store.path(name) + ".prev")
     result = run_slurm(["sbatch", "--parsable", "--no-requeue"] + sbatch_options + [copy]
                        + list(script_args), submit=True)
-    first_job = None
-    if result.returncode == 0:
-        with contextlib.suppress(ValueError):
-            first_job = parse_job_id(first_line(result.stdout).split(";")[0], "sbatch output")
+    first_job = parse_sbatch_output(result.stdout) if result.returncode == 0 else None
     if first_job is None:
         raise StateError("sbatch refused the first job: %s" % (
             last_line(result.stderr) if result.returncode else first_line(result.stdout)))

@@ -415,6 +415,16 @@ def test_a_second_first_job_beside_a_live_chain_is_refused(cluster, run_dir):
     assert result.returncode == 0, result.stderr
     assert read(run_dir, rc.CHAIN_FILE) == "8001\n"
 
+
+def test_an_unreachable_squeue_does_not_block_a_fresh_chain(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "COMPLETED", 5)
+    os.unlink(os.path.join(cluster.bin, "squeue"))
+    result = cluster.run_link(script, 8000)
+    assert result.returncode == 0, result.stderr
+    assert "cannot check whether the previous chain" in result.stderr
+    assert read(run_dir, rc.CHAIN_FILE) == "8000\n"
+
 # --------------------------------------------------------------------------- fuzzing
 
 ALPHABET = "0123456789|:-+. \n\tabcXYZ=_()?,;$`'\"\\/*\u0661\u00e9\x00"
@@ -435,6 +445,7 @@ def fuzz_text(rng):
 
 
 @pytest.mark.parametrize("parser", ["parse_sacct", "summarize_sacct", "parse_scontrol",
+                                    "parse_sbatch_output",
                                     "parse_walltime", "parse_duration", "parse_job_id",
                                     "parse_dependency", "base_state"])
 def test_fuzz_parsers_raise_nothing_but_value_error(parser, capsys):

@@ -354,3 +354,17 @@ def test_lookup_backoff_bounds_sacct_calls(monkeypatch, window, visible_at, expe
     assert [command for command, _ in calls].count("scontrol") == 1  # forgotten: asked once
     if visible_at is not None:
         assert sacct_times[-1] - visible_at <= 1.0
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("1234\n", "1234"), ("1234;cluster\n", "1234"), ("Submitted batch job 77\n", "77"),
+    ("sbatch: warning: x\n", None), ("", None), ("12 34", None), ("0\n", None),
+], ids=["parsable", "with cluster", "plain", "warning only", "empty", "two numbers", "zero"])
+def test_parse_sbatch_output(text, expected):
+    assert rc.parse_sbatch_output(text) == expected
+
+
+def test_parse_sacct_tolerates_fewer_fields():
+    records = rc.parse_sacct("3|FAILED|0|3:0\n5|NODE_FAIL|3\n")
+    assert [(r.state, r.elapsed) for r in records["3"]] == [("FAILED", 0)]
+    assert rc.summarize_sacct(records["5"]).state == "NODE_FAIL"

@@ -140,8 +140,9 @@ class Chain(object):
             store = rc.StateStore(self.run_dir)
             ids.update(store.chain_jobs())
             journal = store.read_journal()
-            if journal and journal.get("successor"):
-                ids.add(journal["successor"])
+            for key in ("job", "successor"):  # a link that stopped is not in the chain file
+                if journal and journal.get(key):
+                    ids.add(journal[key])
         out = run(["sacct", "-X", "-D", "-P", "-n", "-j", ",".join(sorted(ids))] + fields).stdout
         jobs = []
         for line in out.splitlines():
