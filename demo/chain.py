@@ -3,7 +3,7 @@
     python3 demo/chain.py [--dir DIR] [--partition P]
 
 Uses the cluster that `sinfo` reaches; if none answers, starts the local single-node cluster
-(ci/local-slurm.sh up, needs root on Debian/Ubuntu). Takes about four minutes.
+(ci/local-slurm.sh up, needs root on Debian/Ubuntu). Takes two to three minutes.
 """
 import argparse
 import os
