@@ -123,6 +123,7 @@ class Chain(object):
             newest = [runs[-1] for runs in by_id(jobs).values()]  # REQUEUED runs are history
             return jobs if jobs and all(rc.is_final(job["state"]) for job in newest) else None
         jobs = self.wait_for(settled, "the chain's end", timeout)
+        REPORT[:] = [entry for entry in REPORT if entry[0] != self.name]  # asked twice: once
         REPORT.append((self.name, [(job["id"], job["state"], job["elapsed"]) for job in jobs]))
         return jobs
 
