@@ -144,8 +144,24 @@ class StateError(Exception):
 Decision = collections.namedtuple("Decision", "action retries reason")
 Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, and why."
 
-Settings = collections.namedtuple("Settings", "max_retries max_walltime")
-Settings.__doc__ = "A validated resumable: setting; max_walltime is seconds or None."
+class Settings(dict):
+    """A validated ``resumable:`` setting: ``max_retries`` and ``max_walltime`` (seconds or None).
+
+    A dict, so it compares with and unpacks like the mapping it came from
+    (``render_prologue(run_dir, **settings)``), and readable as attributes.
+    """
+
+    __slots__ = ()
+    KEYS = ("max_retries", "max_walltime")  # the only keys a resumable: mapping may have
+
+    def __init__(self, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None):
+        dict.__init__(self, max_retries=max_retries, max_walltime=max_walltime)
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name)
 
 # ---------------------------------------------------------------------------
 # Config and parsing (pure)
@@ -216,7 +232,7 @@ def parse_resumable(value):
     if not isinstance(value, collections.abc.Mapping):
         raise ValueError("resumable must be true, false or a mapping with max_retries "
                          "and max_walltime, got %r" % (value,))
-    unknown = sorted(str(key) for key in value if key not in Settings._fields)
+    unknown = sorted(str(key) for key in value if key not in Settings.KEYS)
     if unknown:
         raise ValueError("resumable: unknown key %s; allowed keys: max_retries, max_walltime"
                          % ", ".join(repr(key) for key in unknown))

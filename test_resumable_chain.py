@@ -368,3 +368,12 @@ def test_parse_sacct_tolerates_fewer_fields():
     records = rc.parse_sacct("3|FAILED|0|3:0\n5|NODE_FAIL|3\n")
     assert [(r.state, r.elapsed) for r in records["3"]] == [("FAILED", 0)]
     assert rc.summarize_sacct(records["5"]).state == "NODE_FAIL"
+
+
+def test_settings_read_as_mapping_and_attributes():
+    settings = rc.parse_resumable({"max_retries": 5, "max_walltime": "1:00:00"})
+    assert settings == {"max_retries": 5, "max_walltime": 3600}
+    assert (settings.max_retries, settings["max_walltime"]) == (5, 3600)
+    assert "--max-walltime=01:00:00" in rc.render_prologue("runs/a", **settings)
+    with pytest.raises(AttributeError):
+        settings.bogus
