@@ -2,13 +2,11 @@
 fuzzing. Each part prints how many cases it ran (see the README's reliability section)."""
 import errno
 import glob
-import json
 import os
 import random
 import signal
 import stat
 import subprocess
-import sys
 import threading
 import time
 

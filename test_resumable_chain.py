@@ -5,7 +5,6 @@ import shlex
 import shutil
 import os
 import subprocess
-import sys
 
 import pytest
 

@@ -102,7 +102,6 @@ def sacct(argv, cluster):
             step_state = "CANCELLED" if job["state"] in ("TIMEOUT", "PREEMPTED") or job["state"].startswith("CANCELLED") else job["state"]
             lines.append(render(job_id + ".batch", dict(job, state=step_state), fields))
             lines.append(render(job_id + ".extern", dict(job, state="COMPLETED"), fields))
-    separator = "|"
     if "-P" not in argv and "--parsable2" not in argv:
         return 0, "".join(" ".join(("%-10s" % value)[:10] for value in line.split("|")) + "\n" for line in lines), ""
     return 0, "".join(line + "\n" for line in lines), ""
