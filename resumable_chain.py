@@ -666,7 +666,7 @@ def _fsync_directory(directory):
 SlurmResult = collections.namedtuple("SlurmResult", "returncode stdout stderr")
 
 
-def run_slurm(argv, timeout=None, environ=None, submit=False, cwd=None):
+def run_slurm(argv, timeout=None, submit=False):
     """Run one Slurm command with a timeout and a clean environment; never raises.
 
     ``returncode`` is None when the command timed out and 127 when it is missing.
@@ -675,10 +675,10 @@ def run_slurm(argv, timeout=None, environ=None, submit=False, cwd=None):
     """
     _checkpoint()
     timeout = timeout or command_timeout()
-    environment = slurm_environment(os.environ if environ is None else environ, submit)
+    environment = slurm_environment(os.environ, submit)
     try:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, env=environment, cwd=cwd,
+                                   stderr=subprocess.PIPE, env=environment,
                                    start_new_session=True)
     except OSError as error:
         return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))

@@ -30,7 +30,7 @@ class InProcessSlurm(object):
         self.submitted = os.path.join(root, "submitted")
         self.states = states  # {job ID: (state, elapsed)}
 
-    def __call__(self, argv, timeout=None, environ=None, submit=False, cwd=None):
+    def __call__(self, argv, timeout=None, submit=False):
         command = argv[0]
         if command == "sacct":
             job_id = argv[argv.index("-j") + 1]

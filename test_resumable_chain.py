@@ -337,7 +337,7 @@ class FakeClock(object):
 def test_lookup_backoff_bounds_sacct_calls(monkeypatch, window, visible_at, expected_state, max_calls):
     clock, calls = FakeClock(), []
 
-    def fake_slurm(argv, timeout=None, environ=None, submit=False, cwd=None):
+    def fake_slurm(argv, timeout=None, submit=False):
         calls.append((argv[0], clock.now))
         if argv[0] == "sacct" and visible_at is not None and clock.now >= visible_at:
             return rc.SlurmResult(0, "7|TIMEOUT|60|x|x|x\n", "")

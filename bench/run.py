@@ -174,7 +174,7 @@ def controller_load(harness):
 
 def scale(root, sizes, repeats, directories):
     """Median in-job step time (in-process, instant fake Slurm) by chain length and by dirs."""
-    def fake_slurm(argv, timeout=None, environ=None, submit=False, cwd=None):
+    def fake_slurm(argv, timeout=None, submit=False):
         if argv[0] == "sacct":
             job = argv[argv.index("-j") + 1]
             return rc.SlurmResult(0, "%s|TIMEOUT|73|2026-11-30T00:00:00|2026-11-30T00:00:00|"
