@@ -34,6 +34,7 @@ import contextlib
 import copy
 import errno
 import fcntl
+import itertools
 import json
 import os
 import pwd
@@ -738,7 +739,7 @@ def lookup_predecessor(predecessor_id, window=None, sleep=time.sleep, clock=time
     window = lookup_window() if window is None else window
     deadline = clock() + window
     ask_controller, note, controller_note = True, "", ""
-    for attempt in range(10 ** 6):
+    for attempt in itertools.count():
         remaining = deadline - clock()
         timeout = min(command_timeout(), max(remaining, MIN_COMMAND_TIMEOUT))
         result = run_slurm(["sacct", "-j", predecessor_id, "-X", "-D", "-P", "-n",
@@ -873,16 +874,15 @@ def run_link(run_dir, max_retries, max_walltime, spec, environ):
         if predecessor_id is None and journal and journal.get("successor") == job_id:
             predecessor_id = journal["job"]
         _check_not_duplicate(journal, job_id, predecessor_id)
-        cancelled = store.read_cancelled()
         if predecessor_id is None:
             _check_no_live_chain(journal, job_id)
             store.remove(CANCEL_FILE)  # a new chain in this directory
             found = Lookup(None, 0, "", "")
-        elif cancelled:
-            found = Lookup("CANCELLED (resumable-chain cancel)", 0, "",
-                           "the chain was cancelled at %s" % cancelled)
         else:
-            found = lookup_predecessor(predecessor_id)
+            cancelled = store.read_cancelled()
+            found = (Lookup("CANCELLED (resumable-chain cancel)", 0, "",
+                            "the chain was cancelled at %s" % cancelled) if cancelled
+                     else lookup_predecessor(predecessor_id))
         accumulated = 0 if found.state is None else walltime + found.elapsed
         decision = apply_walltime_budget(
             decide(found.state, retries=retries, walltime=accumulated, max_retries=max_retries,

@@ -116,7 +116,7 @@ def render(job_id, job, fields):
 
 
 def scontrol(argv, cluster):
-    if argv[:2] == ["update"] or (argv and argv[0] == "update"):
+    if argv and argv[0] == "update":
         spec = dict(item.split("=", 1) for item in argv[1:] if "=" in item)
         job = cluster["jobs"].get(spec.get("JobId") or spec.get("jobid"))
         if not job:
