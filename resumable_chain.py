@@ -9,9 +9,9 @@
 
 When a link of the chain runs out of walltime, is preempted or loses its
 node, the next link starts and the run continues from what was already
-collected. Each job's prologue looks up its predecessor's final state with
-sacct, decides (start, resume, complete, stop, fail), keeps the chain's state
-in dot-files of the run directory, and queues its own successor with
+collected. Each job's prologue looks up its predecessor's final state,
+decides (start, resume, complete, stop, fail), keeps the chain's state in
+dot-files of the run directory, and queues its own successor with
 ``sbatch --dependency=afternotok:<this job> --kill-on-invalid-dep=yes``
 before any work starts.
 
@@ -22,31 +22,25 @@ Use it three ways:
   the pure decision table; ``parse_resumable()`` validates a driver's
   ``resumable:`` setting;
 * as a command: ``python3 resumable_chain.py render RUN_DIR`` prints the
-  snippet, ``status`` and ``cancel`` operate a chain, ``submit`` makes any
-  batch script resumable;
+  snippet; ``submit`` makes any batch script resumable; ``status``,
+  ``cancel`` and ``resume`` operate a chain;
 * copied onto a cluster with nothing but Python 3.6+ and the Slurm commands.
 """
 
-import argparse
 import collections
-import collections.abc
 import contextlib
-import copy
 import errno
 import fcntl
-import itertools
 import json
 import os
-import pwd
 import re
-import shlex
 import signal
 import stat
 import subprocess
 import sys
 import time
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = [
     "NOT_VISIBLE",
     "ACTIONS",
@@ -61,24 +55,31 @@ __all__ = [
     "chain_status",
     "cancel_chain",
     "submit_chain",
+    "resume_chain",
     "main",
 ]
 
 # ---------------------------------------------------------------------------
-# Constants and tables
+# 1. Tables
 # ---------------------------------------------------------------------------
 
 NOT_VISIBLE = "NOT_VISIBLE"  # the predecessor could not be found in sacct or scontrol
 ACTIONS = ("start", "resume", "complete", "stop", "fail")  # every action decide() returns
-DEFAULT_MAX_RETRIES = 3  # non-timeout failures retried before the chain fails
+WORK_ACTIONS = ("start", "resume")  # the link runs its work and queues a successor
+DEFAULT_MAX_RETRIES = 3  # failures retried before the chain fails
+MAX_COUNTER = 10 ** 12  # larger counter values are corruption, not history
+MAX_RETRIES_LIMIT = MAX_COUNTER - 1  # the retries counter must still fit after one more retry
+MIN_TIME_LIMIT = 60  # Slurm's smallest time limit: a link needs at least this much budget
 
 CHAIN_FILE = ".gym_job_chain"  # one job ID per line: every job that ran its work
-WALLTIME_FILE = ".gym_accumulated_walltime"  # integer seconds used by finished jobs
-RETRIES_FILE = ".gym_infra_retries"  # integer count of non-timeout retries
-JOURNAL_FILE = ".resumable_chain.json"  # last transaction: crash recovery, links, verdict
+WALLTIME_FILE = ".gym_accumulated_walltime"  # integer seconds used by finished links
+RETRIES_FILE = ".gym_infra_retries"  # integer count of retried failures
+JOURNAL_FILE = ".resumable_chain.json"  # the last Record: crash roll-forward, status, resume
 LOCK_FILE = ".resumable_chain.lock"  # serializes every writer of one run directory
 CANCEL_FILE = ".resumable_chain.cancelled"  # written by cancel: any link that still starts stops
 SUBMIT_FILE = ".resumable_chain.submit.json"  # written by submit: first job, script, options
+SCRIPT_COPY = ".resumable_chain.script"  # the job script saved by a first job, for resume
+PREVIOUS_SUFFIX = ".prev"  # submit keeps the previous chain's files under this suffix
 
 LOOKUP_SECONDS_ENV = "RESUMABLE_CHAIN_LOOKUP_SECONDS"  # accounting-lag window override
 DEFAULT_LOOKUP_SECONDS = 60  # how long a missing predecessor is looked for
@@ -88,36 +89,50 @@ DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is 
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 CRASH_ENV = "RESUMABLE_CHAIN_TEST_KILL_AT"  # tests only: SIGKILL self at the Nth checkpoint
-MAX_COUNTER = 10 ** 12  # larger counter values are corruption, not history
-MIN_TIME_LIMIT = 60  # Slurm's smallest time limit: a link needs at least this much budget
+REQUEUE_GAP_SECONDS = 120  # a record ending this close to the next submit is the same job, requeued
+STATUS_ROWS = 1000  # status shows at most this many of the newest links
+CANCEL_ROUNDS = 5  # cancel retries what started meanwhile at most this often
+EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
 
 EXIT_WORK = 0  # in-job step: run the work
 EXIT_FAIL = 1  # in-job step: max_retries exceeded; the job fails without work
 EXIT_USAGE = 2  # bad input, corrupt state, refused operation
 EXIT_DONE = 3  # in-job step: chain finished (complete or stop); the job exits 0
+ACTION_EXIT = {"start": EXIT_WORK, "resume": EXIT_WORK, "complete": EXIT_DONE,
+               "stop": EXIT_DONE, "fail": EXIT_FAIL}
 
 # What a predecessor's base state means for its successor.
+INTERRUPTED = "interrupted"  # Slurm ended it: free resume, capped by max_walltime
+RETRY = "retry"  # the job itself failed: costs a retry (every state not listed, too)
+COMPLETE = "complete"  # the work finished
+STOP = "stop"  # a person (or Slurm, for an invalid dependency) cancelled it
+LAG = "lag"  # not final: accounting or the controller has not caught up with the end yet
 STATE_MEANING = {
-    "COMPLETED": "complete",  # the work finished
-    "CANCELLED": "stop",  # a person (or Slurm, for an invalid dependency) cancelled it
-    "TIMEOUT": "infra",  # walltime ran out: free resume, capped by max_walltime
-    "PREEMPTED": "infra",
-    "NODE_FAIL": "infra",
-    "PENDING": "lag",  # not final: accounting has not caught up with the end yet
-    "RUNNING": "lag",
-    "SUSPENDED": "lag",
-    "COMPLETING": "lag",
-    "CONFIGURING": "lag",
-    "REQUEUED": "lag",
-    "REQUEUE_FED": "lag",
-    "REQUEUE_HOLD": "lag",
-    "RESIZING": "lag",
-    "SIGNALING": "lag",
-    "STAGE_OUT": "lag",
-    "STOPPED": "lag",
-    "SPECIAL_EXIT": "lag",
-    "RESV_DEL_HOLD": "lag",
-}  # every other state (FAILED, OUT_OF_MEMORY, BOOT_FAIL, unknown ...) costs a retry
+    "COMPLETED": COMPLETE,
+    "CANCELLED": STOP,
+    "TIMEOUT": INTERRUPTED,
+    "PREEMPTED": INTERRUPTED,
+    "NODE_FAIL": INTERRUPTED,
+    "FAILED": RETRY,
+    "OUT_OF_MEMORY": RETRY,
+    "BOOT_FAIL": RETRY,
+    "DEADLINE": RETRY,
+    "PENDING": LAG,
+    "RUNNING": LAG,
+    "SUSPENDED": LAG,
+    "COMPLETING": LAG,
+    "CONFIGURING": LAG,
+    "REQUEUED": LAG,
+    "REQUEUE_FED": LAG,
+    "REQUEUE_HOLD": LAG,
+    "RESIZING": LAG,
+    "SIGNALING": LAG,
+    "STAGE_OUT": LAG,
+    "STOPPED": LAG,
+    "SPECIAL_EXIT": LAG,
+    "RESV_DEL_HOLD": LAG,
+}
+LIVE_STATES = frozenset(state for state, meaning in STATE_MEANING.items() if meaning == LAG)
 
 # Options that would break the chain if a user passed them to every successor.
 REFUSED_SBATCH_OPTIONS = {
@@ -127,15 +142,29 @@ REFUSED_SBATCH_OPTIONS = {
     "--array": "array jobs cannot be chained (each task would queue a successor)",
     "--wrap": "the successor is submitted with the job script",
 }
+# sbatch options that take a value, so that `submit DIR -p debug SCRIPT` reads like sbatch.
+SBATCH_SHORT_WITH_VALUE = frozenset("-A -B -b -C -c -D -d -e -F -G -i -J -L -M -m -N -n -o -p -q "
+                                    "-S -t -w -x -a".split())
+SBATCH_LONG_WITH_VALUE = frozenset((
+    "account acctg-freq array batch bb bbf begin chdir cluster-constraint clusters comment "
+    "constraint container core-spec cores-per-socket cpu-freq cpus-per-gpu cpus-per-task "
+    "deadline delay-boot dependency distribution error exclude export export-file "
+    "extra-node-info gid gpu-bind gpu-freq gpus gpus-per-node gpus-per-socket gpus-per-task "
+    "gres gres-flags input job-name licenses mail-type mail-user mcs-label mem mem-bind "
+    "mem-per-cpu mem-per-gpu mincpus network nodefile nodelist nodes ntasks ntasks-per-core "
+    "ntasks-per-gpu ntasks-per-node ntasks-per-socket open-mode output partition power prefer "
+    "priority profile qos reservation signal sockets-per-node switches thread-spec "
+    "threads-per-core time time-min tmp tres-per-task uid wckey wrap").split())
 
 JOB_ID_PATTERN = re.compile(r"[1-9][0-9]{0,9}")  # a plain Slurm job ID (federated ones included)
 DURATION_PATTERN = re.compile(
     r"(?:(?P<days>[0-9]+)-(?P<dh>[0-9]+)(?::(?P<dm>[0-9]+)(?::(?P<ds>[0-9]+))?)?"
     r"|(?P<a>[0-9]+)(?::(?P<b>[0-9]+)(?::(?P<c>[0-9]+))?)?)"
 )  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
-SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End"  # what sacct is asked for (-P -n)
-REQUEUE_GAP_SECONDS = 120  # a record ending this close to the next submit is the same job, requeued
 DURATION_FORMS = "M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90, 48:00:00, 2-00)"
+SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End"  # what sacct is asked for (-P -n)
+SQUEUE_FORMAT = "%i|%T|%M|%S|%l|%E"  # JobID|State|elapsed|start|time limit|dependency
+UNKNOWN_TIMES = ("", "Unknown", "None", "N/A", "(null)")  # Slurm's ways to say "no time"
 
 
 class StateError(Exception):
@@ -144,6 +173,46 @@ class StateError(Exception):
 
 Decision = collections.namedtuple("Decision", "action retries reason")
 Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, and why."
+
+Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
+                                    "predecessor submit")
+Job.__doc__ = """One job as Slurm shows it, whichever command answered.
+
+job_id, state (as printed, e.g. "CANCELLED by 0"), elapsed seconds, start and
+end (Slurm's timestamps or None), time_limit seconds (None: unlimited or
+unknown), restarts (None: not reported), predecessor (the afternotok job
+squeue shows, or None), submit (sacct's submit time, or None).
+"""
+Job.__new__.__defaults__ = (0, None, None, None, None, None, None)
+
+RECORD_FIELDS = collections.OrderedDict((
+    ("job", "this record's job ID"),
+    ("predecessor", "the job this link continues (None for a first job)"),
+    ("state", "the predecessor's state as seen (NOT_VISIBLE, or None for a first job)"),
+    ("elapsed", "the predecessor's seconds this record adds to the walltime"),
+    ("source", "where the state came from: scontrol, sacct, resume, or None"),
+    ("action", "one of ACTIONS"),
+    ("reason", "why, in words"),
+    ("walltime", "accumulated seconds of finished links after this decision"),
+    ("retries", "retried failures after this decision"),
+    ("max_retries", "the retry cap in force"),
+    ("max_walltime", "the walltime cap in force (seconds or None)"),
+    ("settings_from", "'prologue' or 'resume' (then the caps above win over the prologue's)"),
+    ("link", "links that ran their work, this one included if it works"),
+    ("successor", "the job queued to continue, or None"),
+    ("time_limit", "seconds this link lowered its own time limit to, or None"),
+    ("next", "how the next link is queued: script, sbatch_args, script_args, job_name, workdir"),
+    ("phase", "'counted' (decided; state files may lag), 'queued' (written) or 'done' (final)"),
+    ("time", "when the record was written (epoch seconds)"),
+))
+Record = collections.namedtuple("Record", list(RECORD_FIELDS))
+Record.__doc__ = "The journal: the last decision in a run directory. Fields: RECORD_FIELDS."
+Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
+
+NextLink = collections.namedtuple("NextLink", "script sbatch_args script_args job_name workdir")
+NextLink.__doc__ = "How a link's successor is queued (the script, its options and arguments)."
+NextLink.__new__.__defaults__ = ((), (), None, None)
+
 
 class Settings(dict):
     """A validated ``resumable:`` setting: ``max_retries`` and ``max_walltime`` (seconds or None).
@@ -164,24 +233,10 @@ class Settings(dict):
         except KeyError:
             raise AttributeError(name)
 
+
 # ---------------------------------------------------------------------------
-# Config and parsing (pure)
+# 2. Parsing and validation (pure)
 # ---------------------------------------------------------------------------
-
-
-def parse_walltime(text):
-    """Return the seconds of a positive Slurm duration such as "48:00:00" or "0-06".
-
-    A positive int is taken as seconds. Raises ValueError for anything else.
-    """
-    if isinstance(text, int) and not isinstance(text, bool):
-        if text > 0:
-            return text
-        raise ValueError("walltime %r must be positive; accepted forms: %s" % (text, DURATION_FORMS))
-    seconds = parse_duration(text) if isinstance(text, str) else None
-    if not seconds:
-        raise ValueError("invalid walltime %r: use a positive %s" % (text, DURATION_FORMS))
-    return seconds
 
 
 def parse_duration(text):
@@ -209,14 +264,43 @@ def format_duration(seconds):
     return "%d-%s" % (days, text) if days else text
 
 
-def _check_max_retries(value, name="max_retries"):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError("%s must be a whole number >= 0, got %r" % (name, value))
+def parse_walltime(text):
+    """Return the seconds of a positive Slurm duration such as "48:00:00" or "0-06".
+
+    A positive int is taken as seconds. Raises ValueError for anything else.
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text > 0:
+            return text
+        raise ValueError("walltime %r must be positive; accepted forms: %s" % (text, DURATION_FORMS))
+    seconds = parse_duration(text) if isinstance(text, str) else None
+    if not seconds:
+        raise ValueError("invalid walltime %r: use a positive %s" % (text, DURATION_FORMS))
+    return seconds
+
+
+def check_max_retries(value, name="max_retries"):
+    """Return a valid max_retries (int 0..MAX_RETRIES_LIMIT; digits as text too)."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,13}", value.strip()):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES_LIMIT:
+        raise ValueError("%s must be a whole number from 0 to %d, got %r"
+                         % (name, MAX_RETRIES_LIMIT, value))
     return value
 
 
-def _check_max_walltime(value):
-    return None if value is None else parse_walltime(value)
+def check_max_walltime(value, name="max_walltime"):
+    """Return max_walltime in seconds (None: no cap); under Slurm's 1-minute minimum is refused."""
+    if value is None:
+        return None
+    try:
+        seconds = parse_walltime(value)
+    except ValueError as error:
+        raise ValueError("%s: %s" % (name, error))
+    if seconds < MIN_TIME_LIMIT:
+        raise ValueError("%s %r is %d s: under Slurm's 1-minute minimum time limit no link "
+                         "could ever run; use at least 60 s (1:00)" % (name, value, seconds))
+    return seconds
 
 
 def parse_resumable(value):
@@ -224,52 +308,26 @@ def parse_resumable(value):
 
     ``False``/``None`` turn it off, ``True`` gives the defaults, and a mapping
     may set ``max_retries`` (int >= 0) and ``max_walltime`` (Slurm duration or
-    seconds). Raises ValueError naming the key and what is allowed.
+    seconds, at least one minute). Raises ValueError naming the key and what
+    is allowed.
     """
     if value is None or value is False:
         return None
     if value is True:
         return Settings(DEFAULT_MAX_RETRIES, None)
-    if not isinstance(value, collections.abc.Mapping):
+    if not isinstance(value, dict) and not hasattr(value, "keys"):
         raise ValueError("resumable must be true, false or a mapping with max_retries "
                          "and max_walltime, got %r" % (value,))
-    unknown = sorted(str(key) for key in value if key not in Settings.KEYS)
+    unknown = sorted(str(key) for key in value.keys() if key not in Settings.KEYS)
     if unknown:
         raise ValueError("resumable: unknown key %s; allowed keys: max_retries, max_walltime"
                          % ", ".join(repr(key) for key in unknown))
-    max_retries = _check_max_retries(value.get("max_retries", DEFAULT_MAX_RETRIES),
-                                     "resumable.max_retries")
-    try:
-        max_walltime = _check_max_walltime(value.get("max_walltime"))
-    except ValueError as error:
-        raise ValueError("resumable.max_walltime: %s" % error)
-    return Settings(max_retries, max_walltime)
-
-
-def resumable_run_overrides(benchmark, executor):
-    """Return a copy of a resumable benchmark's ``run`` overrides with resume_from_cache.
-
-    ``benchmark`` is the benchmark's settings mapping (with ``resumable`` and
-    ``run``); ``resume_from_cache: true`` is added unless the user set it.
-    Raises ValueError when the executor is not Slurm or the benchmark uses a
-    ``command`` (resuming relies on the eval cache). The input is not changed.
-    """
-    if not isinstance(benchmark, collections.abc.Mapping):
-        raise ValueError("benchmark settings must be a mapping, got %r" % (benchmark,))
-    run = benchmark.get("run") or {}
-    if not isinstance(run, collections.abc.Mapping):
-        raise ValueError("benchmark run must be a mapping, got %r" % (run,))
-    overrides = copy.deepcopy(dict(run))
-    if parse_resumable(benchmark.get("resumable")) is None:
-        return overrides
-    if str(executor).strip().lower() != "slurm":
-        raise ValueError("resumable needs the slurm executor, not %r: only Slurm jobs can "
-                         "chain themselves" % (executor,))
-    if benchmark.get("command") is not None:
-        raise ValueError("resumable does not work with a benchmark command: resuming "
-                         "relies on gym eval run's cache; remove command or resumable")
-    overrides.setdefault("resume_from_cache", True)
-    return overrides
+    max_retries = value.get("max_retries", DEFAULT_MAX_RETRIES)
+    if isinstance(max_retries, str):  # a YAML string is a mistake, not a number
+        raise ValueError("resumable.max_retries must be a whole number from 0 to %d, got %r"
+                         % (MAX_RETRIES_LIMIT, max_retries))
+    return Settings(check_max_retries(max_retries, "resumable.max_retries"),
+                    check_max_walltime(value.get("max_walltime"), "resumable.max_walltime"))
 
 
 def parse_job_id(text, what="job ID"):
@@ -305,39 +363,53 @@ def last_line(text):
     return lines[-1] if lines else "no output"
 
 
+def base_state(state):
+    """``"CANCELLED by 0"`` -> ``"CANCELLED"``; truncated ``"CANCELLED+"`` too."""
+    words = str(state).strip().split()
+    return words[0].rstrip("+").upper() if words else ""
+
+
+def is_final(state):
+    return base_state(state) not in LIVE_STATES
+
+
+def _known_time(text):
+    text = (text or "").strip()
+    return None if text in UNKNOWN_TIMES else text
+
+
 def parse_sbatch_output(text):
     """Return the job ID sbatch printed (``--parsable``: ``ID[;cluster]``), or None."""
     match = re.fullmatch(r"(?:Submitted batch job )?([0-9]+)(?:;\S*)?", first_line(text))
-    with contextlib.suppress(ValueError, AttributeError):
-        return parse_job_id(match.group(1), "sbatch output")
+    if match and JOB_ID_PATTERN.fullmatch(match.group(1)) and int(match.group(1)) < 2 ** 32:
+        return match.group(1)
     return None
 
 
-SacctRecord = collections.namedtuple("SacctRecord", "job_id state elapsed submit start end")
-
-
 def parse_sacct(text):
-    """Return the allocation records in ``sacct -P -n -o`` SACCT_FIELDS output, by job ID.
+    """Return {job ID: [Job, ...]} from ``sacct -P -n -o SACCT_FIELDS`` output.
 
-    Step lines (``123.batch``) and malformed lines are ignored; a line with
-    fewer fields than asked for still gives its job ID, state and elapsed time.
+    Fields are taken by name. Step lines (``123.batch``) and malformed lines
+    are ignored; a short line still gives its job ID, state and elapsed time.
     """
+    names = SACCT_FIELDS.split(",")
     records = collections.OrderedDict()
     for line in (text or "").splitlines():
-        fields = [field.strip() for field in line.split("|")]
-        if len(fields) < 2 or not JOB_ID_PATTERN.fullmatch(fields[0]):
+        values = [value.strip() for value in line.split("|")]
+        field = dict(zip(names, values))
+        job_id, state = field.get("JobID", ""), field.get("State", "")
+        if not JOB_ID_PATTERN.fullmatch(job_id) or not state or state[0].isdigit():
             continue
-        fields += ["Unknown"] * (6 - len(fields))
-        job_id, state, elapsed, submit, start, end = fields[:6]
-        if state and not state[0].isdigit():
-            seconds = int(elapsed) if re.fullmatch(r"[0-9]{1,12}", elapsed) else 0
-            records.setdefault(job_id, []).append(
-                SacctRecord(job_id, state, seconds, submit, start, end))
+        elapsed = field.get("ElapsedRaw", "")
+        records.setdefault(job_id, []).append(Job(
+            job_id, state, int(elapsed) if re.fullmatch(r"[0-9]{1,12}", elapsed) else 0,
+            start=_known_time(field.get("Start")), end=_known_time(field.get("End")),
+            submit=_known_time(field.get("Submit"))))
     return records
 
 
 def summarize_sacct(records):
-    """Return one record for a job from all its records (``sacct -D``), or None.
+    """Return one Job from all the records of a job ID (``sacct -D``), or None.
 
     The newest record gives state, start and end. ``elapsed`` adds the runs
     of a requeued job: each earlier record that ended when the next one was
@@ -347,19 +419,14 @@ def summarize_sacct(records):
     """
     if not records:
         return None
-    ordered = sorted(records, key=lambda record: (record.submit, _open_last(record.start)))
+    ordered = sorted(records, key=lambda job: (job.submit or "", job.start or "9999"))
     total = ordered[-1].elapsed
     for earlier, later in zip(reversed(ordered[:-1]), reversed(ordered[1:])):
         gap = _seconds_between(earlier.end, later.submit)
         if gap is None or abs(gap) > REQUEUE_GAP_SECONDS:
             break
         total += earlier.elapsed
-    return ordered[-1]._replace(elapsed=total)
-
-
-def _open_last(timestamp):
-    # A time not yet known ("Unknown", "None") belongs to the newest, still open record.
-    return timestamp if re.match(r"[0-9]{4}-", timestamp) else "9999"
+    return ordered[-1]._replace(elapsed=total, restarts=len(ordered) - 1)
 
 
 def _seconds_between(earlier, later):
@@ -367,35 +434,154 @@ def _seconds_between(earlier, later):
     try:
         return (calendar.timegm(time.strptime(later, "%Y-%m-%dT%H:%M:%S"))
                 - calendar.timegm(time.strptime(earlier, "%Y-%m-%dT%H:%M:%S")))
-    except ValueError:
+    except (TypeError, ValueError):
         return None
 
 
-ControllerJob = collections.namedtuple("ControllerJob", "state runtime time_limit")
-
-
 def parse_scontrol(text):
-    """Return ControllerJob(JobState, RunTime s, TimeLimit s or None) from ``scontrol show job``.
+    """Return the Job that ``scontrol show job [-o]`` describes, or None without a JobState.
 
-    Fields that are missing come back as None (RunTime as 0); an UNLIMITED time limit is None.
+    A job that never started (StartTime Unknown; Slurm 22.05 then shows a bogus
+    RunTime for a job cancelled by its dependency) has run 0 s; an UNLIMITED
+    time limit is None.
     """
-    fields = dict(re.findall(r"(?:^|\s)(JobState|RunTime|TimeLimit)=(\S+)", text or ""))
-    return ControllerJob(fields.get("JobState"), parse_duration(fields.get("RunTime")) or 0,
-                         parse_duration(fields.get("TimeLimit")))
+    fields = dict(re.findall(r"(?:^|\s)(JobId|JobState|RunTime|TimeLimit|Restarts|StartTime|"
+                             r"EndTime)=(\S+)", text or ""))
+    if "JobState" not in fields:
+        return None
+    start = _known_time(fields.get("StartTime"))
+    never_started = "StartTime" in fields and start is None
+    restarts = fields.get("Restarts", "")
+    return Job(fields.get("JobId", ""), fields["JobState"],
+               0 if never_started else parse_duration(fields.get("RunTime")) or 0,
+               start=start, end=_known_time(fields.get("EndTime")),
+               time_limit=parse_duration(fields.get("TimeLimit")),
+               restarts=int(restarts) if restarts.isdigit() else None)
 
 
-def base_state(state):
-    """``"CANCELLED by 0"`` -> ``"CANCELLED"``; truncated ``"CANCELLED+"`` too."""
-    words = str(state).strip().split()
-    return words[0].rstrip("+").upper() if words else ""
+def parse_squeue(text):
+    """Return the Jobs in ``squeue -h -o SQUEUE_FORMAT`` output (malformed lines skipped)."""
+    jobs = []
+    for line in (text or "").splitlines():
+        fields = line.strip().split("|")
+        if len(fields) != 6 or not JOB_ID_PATTERN.fullmatch(fields[0]):
+            continue
+        job_id, state, elapsed, start, limit, dependency = fields
+        try:
+            predecessor = parse_dependency(re.sub(r"\([a-z]*\)", "", dependency))
+        except ValueError:
+            predecessor = None
+        jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known_time(start),
+                        time_limit=parse_duration(limit), predecessor=predecessor))
+    return jobs
 
 
-def is_final(state):
-    return STATE_MEANING.get(base_state(state)) != "lag"
+def check_sbatch_args(sbatch_args):
+    """Return sbatch_args as a list of strings; raise ValueError for options that break a chain."""
+    if isinstance(sbatch_args, str):
+        raise ValueError("sbatch_args must be a list of arguments, not the string %r"
+                         % sbatch_args)
+    checked = []
+    for argument in sbatch_args:
+        if not isinstance(argument, str) or "\0" in argument:
+            raise ValueError("sbatch argument %r is not a string" % (argument,))
+        option = argument.split("=", 1)[0]
+        if option in REFUSED_SBATCH_OPTIONS or (
+                re.fullmatch(r"-[ad].*", argument) and not argument.startswith("--")):
+            reason = REFUSED_SBATCH_OPTIONS.get(option) or REFUSED_SBATCH_OPTIONS[argument[:2]]
+            raise ValueError("sbatch option %r is not allowed in a chain: %s" % (argument, reason))
+        checked.append(argument)
+    return checked
+
+
+def sbatch_option_takes_value(argument):
+    """Whether an sbatch option written without '=' consumes the next word (``-p debug``)."""
+    if argument.startswith("--"):
+        return "=" not in argument and argument[2:] in SBATCH_LONG_WITH_VALUE
+    return argument in SBATCH_SHORT_WITH_VALUE
+
+
+def has_option(arguments, short, long_name):
+    """Whether sbatch arguments set an option, in any of its spellings."""
+    return any(argument == long_name or argument.startswith(long_name + "=")
+               or (argument.startswith(short) and not argument.startswith("--"))
+               for argument in arguments)
+
+
+def split_batch_script(text):
+    """Return (header, body): the #! line with the #SBATCH/comment block, and the rest."""
+    lines = text.splitlines(True)
+    if not lines or not lines[0].startswith("#!"):
+        raise ValueError("not a batch script: it must start with a #! line such as #!/bin/bash")
+    end = 1
+    while end < len(lines) and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
+        end += 1
+    return "".join(lines[:end]), "".join(lines[end:])
+
+
+def script_directives(header):
+    """Return the sbatch options of a script header's #SBATCH lines, as arguments."""
+    import shlex
+    options = []
+    for line in header.splitlines():
+        match = re.match(r"#SBATCH\s+(.*)", line.strip())
+        if match:
+            with contextlib.suppress(ValueError):
+                options += shlex.split(match.group(1), comments=True)
+    return options
+
+
+def parse_prologue_args(argv):
+    """Parse the in-job step's command line as render_prologue writes it.
+
+    ``[--max-retries=N] [--max-walltime=T] [--sbatch-arg=A ...] --script=P DIR
+    [-- SCRIPT_ARGS...]`` (a space instead of '=' works too). Returns
+    (run_dir, Settings, script, sbatch_args, script_args); ValueError otherwise.
+    """
+    options, script_args = list(argv), []
+    if "--" in options:
+        index = options.index("--")
+        options, script_args = options[:index], options[index + 1:]
+    values = {"--max-retries": [], "--max-walltime": [], "--sbatch-arg": [], "--script": []}
+    positional, words = [], iter(options)
+    for word in words:
+        name, has_value, value = word.partition("=")
+        if name in values:
+            value = value if has_value else next(words, None)
+            if value is None:
+                raise ValueError("prologue: %s needs a value" % name)
+            values[name].append(value)
+        elif word.startswith("-"):
+            raise ValueError("prologue: unknown option %r" % word)
+        else:
+            positional.append(word)
+    if len(positional) != 1 or len(values["--script"]) != 1:
+        raise ValueError("prologue: usage: prologue [--max-retries N] [--max-walltime T] "
+                         "[--sbatch-arg ARG]... --script PATH DIR [-- SCRIPT_ARGS...]")
+    settings = Settings(check_max_retries((values["--max-retries"] or [DEFAULT_MAX_RETRIES])[-1]),
+                        check_max_walltime((values["--max-walltime"] or [None])[-1]))
+    return (positional[0], settings, values["--script"][0],
+            check_sbatch_args(values["--sbatch-arg"]), script_args)
+
+
+def shell_quote(text):
+    """Quote a string for bash (what shlex.quote does, without importing shlex in the job)."""
+    if text and re.fullmatch(r"[A-Za-z0-9_@%+=:,./-]+", text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def uid_name(uid):
+    """``0`` -> ``root``: who ``CANCELLED by <uid>`` was (the uid itself if unknown here)."""
+    import pwd
+    try:
+        return pwd.getpwuid(int(uid)).pw_name
+    except (KeyError, ValueError, OverflowError):
+        return "uid %s" % uid
 
 
 # ---------------------------------------------------------------------------
-# Decision (pure)
+# 3. Decision (pure)
 # ---------------------------------------------------------------------------
 
 
@@ -403,7 +589,7 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
     """Decide what a job does given its predecessor's state; pure, no I/O.
 
     ``state`` is None for the first job, NOT_VISIBLE when the predecessor could
-    not be found, or the state string as sacct prints it. ``walltime`` is the
+    not be found, or the state string as Slurm prints it. ``walltime`` is the
     accumulated seconds including the predecessor; ``max_walltime`` seconds or None.
     """
     if state is None:
@@ -411,15 +597,15 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
     if state == NOT_VISIBLE:
         return Decision("resume", retries, "predecessor's final state not visible in "
                         "accounting: resuming without counting a retry")
-    meaning = STATE_MEANING.get(base_state(state), "retry")
-    if meaning == "lag":
+    meaning = STATE_MEANING.get(base_state(state), RETRY)
+    if meaning == LAG:
         return Decision("resume", retries, "predecessor still shows %s (accounting lag): "
                         "resuming without counting a retry" % state)
-    if meaning == "complete":
+    if meaning == COMPLETE:
         return Decision("complete", retries, "predecessor COMPLETED: the work is done")
-    if meaning == "stop":
+    if meaning == STOP:
         return Decision("stop", retries, "predecessor %s: stopping the chain" % state)
-    if meaning == "infra":
+    if meaning == INTERRUPTED:
         if max_walltime is not None and walltime >= max_walltime:
             return Decision("stop", retries, "predecessor %s and accumulated walltime %d s "
                             "reached max_walltime %d s: stopping the chain"
@@ -439,7 +625,7 @@ def apply_walltime_budget(decision, walltime, max_walltime):
     A link's time limit is clamped to what is left of ``max_walltime``; when
     less than one minute is left no link can run, so the chain stops there.
     """
-    if (decision.action in ("start", "resume") and max_walltime is not None
+    if (decision.action in WORK_ACTIONS and max_walltime is not None
             and max_walltime - walltime < MIN_TIME_LIMIT):
         return Decision("stop", decision.retries, "only %d s of max_walltime %d s remain, less "
                         "than Slurm's 1-minute minimum time limit: stopping the chain"
@@ -447,9 +633,108 @@ def apply_walltime_budget(decision, walltime, max_walltime):
     return decision
 
 
+Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
+Snapshot.__doc__ = """The run directory's state, read once under the lock.
+
+walltime and retries (None when the file is missing: counts as 0), last_job
+(the chain file's last line or None), record (the journal's Record or None),
+cancelled (the cancel mark's text or None).
+"""
+
+
+def chain_length(snapshot):
+    """Links that ran their work, from the journal (None: unknown, an old chain)."""
+    record = snapshot.record
+    if record is None or record.link is None:
+        return None
+    if record.action in WORK_ACTIONS and record.job != snapshot.last_job:
+        return record.link - 1  # a resumed link that has not run yet
+    return record.link
+
+
+def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, now):
+    """Return this link's Record from the state snapshot and what Slurm said; pure.
+
+    ``observation`` is the lookup of the predecessor (its job's state is
+    NOT_VISIBLE when it was not found; None for a first job). Settings that
+    ``resume`` gave the chain win over the prologue's own, except for a new chain.
+    """
+    previous = snapshot.record
+    observed = observation.job if observation else None
+    if predecessor_id is None:
+        decision, elapsed, walltime = decide(None), 0, 0
+        settings_from, link = "prologue", 1
+    else:
+        if previous is not None and previous.settings_from == "resume":
+            settings = Settings(previous.max_retries, previous.max_walltime)
+            settings_from = "resume"
+        else:
+            settings_from = "prologue"
+        elapsed = observed.elapsed
+        walltime = (snapshot.walltime or 0) + elapsed
+        decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
+                          max_retries=settings.max_retries, max_walltime=settings.max_walltime)
+        if snapshot.cancelled and decision.action in WORK_ACTIONS:
+            decision = Decision("stop", decision.retries, "the chain was cancelled with "
+                                "resumable-chain cancel (%s): stopping" % snapshot.cancelled)
+        length = chain_length(snapshot)
+        link = None if length is None else length + (decision.action in WORK_ACTIONS)
+    decision = apply_walltime_budget(decision, walltime, settings.max_walltime)
+    return Record(job=job_id, predecessor=predecessor_id,
+                  state=observed.state if observed else None, elapsed=elapsed,
+                  source=observation.source if observation else None,
+                  action=decision.action, reason=decision.reason, walltime=walltime,
+                  retries=decision.retries, max_retries=settings.max_retries,
+                  max_walltime=settings.max_walltime, settings_from=settings_from, link=link,
+                  next=next_link._asdict(), phase="counted", time=int(now))
+
+
+def link_exports(record, run_dir):
+    """The RESUMABLE_CHAIN_* variables the prologue exports to the work, as {name: text}."""
+    cap = record.max_walltime
+    values = {"DIR": run_dir, "JOB": record.job, "LINK": record.link,
+              "RESUMING": int(record.action == "resume"), "PREDECESSOR": record.predecessor,
+              "SUCCESSOR": record.successor, "WALLTIME_USED": record.walltime,
+              "WALLTIME_LEFT": None if cap is None else max(cap - record.walltime, 0),
+              "MAX_WALLTIME": cap, "RETRIES": record.retries, "MAX_RETRIES": record.max_retries,
+              "TIME_LIMIT": record.time_limit}
+    return collections.OrderedDict((EXPORT_PREFIX + name, "" if value is None else str(value))
+                                   for name, value in sorted(values.items()))
+
+
 # ---------------------------------------------------------------------------
-# State: the run directory's dot-files
+# 4. State: the run directory's dot-files
 # ---------------------------------------------------------------------------
+
+_checkpoints_passed = [0]  # how many checkpoints this process passed (crash-injection tests)
+
+
+def _checkpoint():
+    """Between two steps that change state: where the crash-injection tests kill the job."""
+    target = os.environ.get(CRASH_ENV)
+    if target:
+        _checkpoints_passed[0] += 1
+        if str(_checkpoints_passed[0]) == target:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fsync_directory(directory):
+    with contextlib.suppress(OSError):
+        descriptor = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+
+
+def record_from_json(data):
+    """Return the Record a journal holds (unknown keys ignored), or None if it is not one."""
+    if not isinstance(data, dict) or not JOB_ID_PATTERN.fullmatch(str(data.get("job"))):
+        return None
+    fields = {name: data.get(name) for name in RECORD_FIELDS}
+    if fields["action"] not in ACTIONS:
+        return None
+    return Record(**fields)
 
 
 class StateStore(object):
@@ -461,17 +746,18 @@ class StateStore(object):
     def path(self, name):
         return os.path.join(self.directory, name)
 
-    def _read_bytes(self, name, tail=None):
+    # -- reading -----------------------------------------------------------
+    def read_bytes(self, name, tail=None):
         """Return a state file's bytes (the last ``tail`` bytes if given), or None if missing."""
         path = self.path(name)
-        if os.path.islink(path):
-            raise StateError("state file %s is a symlink to %s; refusing to follow it (nothing "
-                             "was changed)" % (path, os.readlink(path)))
-        try:  # O_NONBLOCK: a FIFO planted as a state file must not hang the job
-            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:  # O_NOFOLLOW: a planted symlink is refused; O_NONBLOCK: a FIFO must not hang the job
+            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except FileNotFoundError:
             return None
         except OSError as error:
+            if os.path.islink(path):
+                raise StateError("state file %s is a symlink to %s; refusing to follow it "
+                                 "(nothing was changed)" % (path, os.readlink(path)))
             raise StateError("cannot read state file %s: %s (nothing was changed)"
                              % (path, error.strerror or error))
         mode = os.fstat(descriptor).st_mode
@@ -484,12 +770,13 @@ class StateStore(object):
                 if tail is not None:
                     handle.seek(0, os.SEEK_END)
                     handle.seek(max(0, handle.tell() - tail))
-                return handle.read(tail or 65536)
+                    return handle.read(tail)
+                return handle.read()
             except OSError as error:
                 raise StateError("cannot read state file %s: %s (nothing was changed)"
                                  % (path, error.strerror or error))
 
-    def _corrupt(self, name, raw, expected):
+    def corrupt(self, name, raw, expected):
         shown = raw.decode("utf-8", "backslashreplace") if raw else ""
         if len(shown) > 60:
             shown = shown[:60] + "..."
@@ -497,99 +784,74 @@ class StateStore(object):
                           "(nothing was changed, no work ran)" % (self.path(name), shown, expected))
 
     def read_counter(self, name):
-        """Return an integer counter file's value; 0 when the file does not exist."""
-        raw = self._read_bytes(name)
+        """Return an integer counter file's value; None when the file does not exist."""
+        raw = self.read_bytes(name, tail=64)
         if raw is None:
-            return 0
+            return None
         match = re.fullmatch(rb"\s*([0-9]{1,13})\s*", raw)
         if not match or int(match.group(1)) > MAX_COUNTER:
-            raise self._corrupt(name, raw, "a whole number of at most %d" % MAX_COUNTER)
+            raise self.corrupt(name, raw, "a whole number of at most %d" % MAX_COUNTER)
         return int(match.group(1))
 
     def last_job(self):
         """Return the last job ID of the chain file (read from its tail), or None if missing."""
-        raw = self._read_bytes(CHAIN_FILE, tail=64)
+        raw = self.read_bytes(CHAIN_FILE, tail=64)
         if raw is None:
             return None
         lines = raw.rstrip(b"\r\n").split(b"\n")
         last = lines[-1].strip().decode("ascii", "replace")
         if (len(lines) < 2 and len(raw) == 64) or not JOB_ID_PATTERN.fullmatch(last):
-            raise self._corrupt(CHAIN_FILE, raw, "job IDs, one per line")
+            raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
         return last
 
     def chain_jobs(self):
         """Return every job ID of the chain file (whole-file read: for status, not the hot path)."""
-        path = self.path(CHAIN_FILE)
-        if self._read_bytes(CHAIN_FILE, tail=1) is None:
+        raw = self.read_bytes(CHAIN_FILE)
+        if raw is None:
             return []
-        with open(path, "rb") as handle:
-            raw = handle.read()
         jobs = raw.decode("ascii", "replace").split()
         if not jobs or not all(JOB_ID_PATTERN.fullmatch(job) for job in jobs):
-            raise self._corrupt(CHAIN_FILE, raw, "job IDs, one per line")
+            raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
         return jobs
 
-    def read_journal(self):
-        """Return the last transaction record (a dict), or None if there is none yet."""
-        raw = self._read_bytes(JOURNAL_FILE)
+    def read_json(self, name, expected):
+        raw = self.read_bytes(name)
         if raw is None:
             return None
         try:
-            journal = json.loads(raw.decode("utf-8"))
+            return json.loads(raw.decode("utf-8"))
         except ValueError:
-            journal = None
-        if not isinstance(journal, dict) or not JOB_ID_PATTERN.fullmatch(str(journal.get("job"))):
-            raise self._corrupt(JOURNAL_FILE, raw, "a resumable_chain journal (JSON object)")
-        return journal
+            raise self.corrupt(name, raw, expected)
+
+    def read_record(self):
+        """Return the journal's Record, or None if there is none yet."""
+        data = self.read_json(JOURNAL_FILE, "a resumable_chain journal (JSON object)")
+        record = None if data is None else record_from_json(data)
+        if data is not None and record is None:
+            raise self.corrupt(JOURNAL_FILE, self.read_bytes(JOURNAL_FILE),
+                               "a resumable_chain journal (JSON object)")
+        return record
 
     def read_submitted(self):
         """Return what ``submit`` recorded (a dict), or None."""
-        raw = self._read_bytes(SUBMIT_FILE)
-        try:
-            record = None if raw is None else json.loads(raw.decode("utf-8"))
-        except ValueError:
-            record = "corrupt"
-        if raw is not None and not isinstance(record, dict):
-            raise self._corrupt(SUBMIT_FILE, raw, "a resumable_chain submit record (JSON object)")
+        record = self.read_json(SUBMIT_FILE, "a resumable_chain submit record (JSON object)")
+        if record is not None and not isinstance(record, dict):
+            raise self.corrupt(SUBMIT_FILE, self.read_bytes(SUBMIT_FILE),
+                               "a resumable_chain submit record (JSON object)")
         return record
 
     def read_cancelled(self):
         """Return when the chain was cancelled (the mark's text), or None."""
-        raw = self._read_bytes(CANCEL_FILE)
+        raw = self.read_bytes(CANCEL_FILE, tail=200)
         return None if raw is None else (raw.decode("utf-8", "replace").strip() or "yes")
 
-    def remove(self, name):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path(name))
+    def snapshot(self):
+        """Read every file the in-job step needs, each once (call under the lock)."""
+        return Snapshot(walltime=self.read_counter(WALLTIME_FILE),
+                        retries=self.read_counter(RETRIES_FILE), last_job=self.last_job(),
+                        record=self.read_record(), cancelled=self.read_cancelled())
 
-    def write_journal(self, journal):
-        self.write_text(JOURNAL_FILE, json.dumps(journal, sort_keys=True) + "\n")
-
-    def write_counter(self, name, value):
-        self.write_text(name, "%d\n" % value)
-
-    def reset_chain(self, job_id):
-        self.write_text(CHAIN_FILE, job_id + "\n")
-
-    def append_job(self, job_id):
-        """Append a job ID with one write() so a kill leaves the old or the new file, never half."""
-        tail = self._read_bytes(CHAIN_FILE, tail=1)
-        if tail is None:
-            return self.reset_chain(job_id)
-        line = ("" if tail in (b"", b"\n") else "\n") + job_id + "\n"
-        try:
-            descriptor = os.open(self.path(CHAIN_FILE), os.O_WRONLY | os.O_APPEND)
-            try:
-                _checkpoint()
-                os.write(descriptor, line.encode("ascii"))
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
-            _checkpoint()
-        except OSError as error:
-            raise StateError("cannot append to %s: %s (old content kept)"
-                             % (self.path(CHAIN_FILE), error.strerror or error))
-
+    # -- writing -----------------------------------------------------------
     def write_text(self, name, text, mode=0o644):
         """Replace a file atomically: temp file, fsync, rename, fsync of the directory."""
         path = self.path(name)
@@ -597,7 +859,7 @@ class StateStore(object):
         try:
             descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
             try:
-                payload = text.encode("utf-8")
+                payload = text.encode("utf-8", "surrogateescape")
                 while payload:
                     payload = payload[os.write(descriptor, payload):]
                 os.fsync(descriptor)
@@ -612,6 +874,58 @@ class StateStore(object):
                 os.unlink(temporary)
             raise StateError("cannot write %s: %s (old content kept)"
                              % (path, error.strerror or error))
+
+    def write_record(self, record):
+        self.write_text(JOURNAL_FILE, json.dumps(record._asdict(), sort_keys=True) + "\n")
+
+    def write_counter(self, name, value):
+        self.write_text(name, "%d\n" % value)
+
+    def append_job(self, job_id):
+        """Append a job ID with one write() so a kill leaves the old or the new file, never half."""
+        try:
+            descriptor = os.open(self.path(CHAIN_FILE), os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+            try:
+                size = os.fstat(descriptor).st_size
+                newline = size and os.pread(descriptor, 1, size - 1) != b"\n"
+                _checkpoint()
+                os.write(descriptor, ("\n" if newline else "").encode() + job_id.encode() + b"\n")
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+            _checkpoint()
+        except OSError as error:
+            raise StateError("cannot append to %s: %s (old content kept)"
+                             % (self.path(CHAIN_FILE), error.strerror or error))
+
+    def remove(self, name):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path(name))
+
+    def apply(self, snapshot, record, chain=True):
+        """Write a decided Record into the user-visible files, only what differs (idempotent).
+
+        Returns the snapshot as it now is on disk. ``chain=False`` leaves the
+        chain file alone (a resumed link not yet running).
+        """
+        for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
+                                    (RETRIES_FILE, snapshot.retries, record.retries)):
+            if before != after:
+                self.write_counter(name, after)
+        last_job = snapshot.last_job
+        if chain and record.action in WORK_ACTIONS and last_job != record.job:
+            if record.action == "start" or last_job is None:
+                self.write_text(CHAIN_FILE, record.job + "\n")
+            else:
+                self.append_job(record.job)
+            last_job = record.job
+        return snapshot._replace(walltime=record.walltime, retries=record.retries,
+                                 last_job=last_job, record=record)
+
+    def commit(self, snapshot, record):
+        """Journal the decision first (so a kill can be rolled forward), then the files."""
+        self.write_record(record)
+        return self.apply(snapshot, record)
 
     @contextlib.contextmanager
     def locked(self, wait=LOCK_WAIT_SECONDS):
@@ -639,77 +953,18 @@ class StateStore(object):
             os.close(descriptor)
 
 
-_checkpoints_passed = [0]  # how many checkpoints this process passed (crash-injection tests)
-
-
-def _checkpoint():
-    """Between two steps that change state: where the crash-injection tests kill the job."""
-    target = os.environ.get(CRASH_ENV)
-    if target:
-        _checkpoints_passed[0] += 1
-        if str(_checkpoints_passed[0]) == target:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _fsync_directory(directory):
-    with contextlib.suppress(OSError):
-        descriptor = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+def make_run_dir(run_dir):
+    try:
+        os.makedirs(run_dir, exist_ok=True)
+    except OSError as error:
+        raise StateError("cannot create run directory %s: %s" % (run_dir, error.strerror or error))
 
 
 # ---------------------------------------------------------------------------
-# Slurm: every command goes through run_slurm()
+# 5. Slurm: every command line is built here and runs through run_slurm()
 # ---------------------------------------------------------------------------
 
 SlurmResult = collections.namedtuple("SlurmResult", "returncode stdout stderr")
-
-
-def run_slurm(argv, timeout=None, submit=False):
-    """Run one Slurm command with a timeout and a clean environment; never raises.
-
-    ``returncode`` is None when the command timed out and 127 when it is missing.
-    ``submit`` keeps the user's SBATCH_* defaults for sbatch; the allocation's
-    SLURM_* variables (except SLURM_CONF) are always dropped.
-    """
-    _checkpoint()
-    timeout = timeout or command_timeout()
-    environment = slurm_environment(os.environ, submit)
-    try:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, env=environment,
-                                   start_new_session=True)
-    except OSError as error:
-        return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        return SlurmResult(None, "", "%s timed out after %g s" % (argv[0], timeout))
-    return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
-                       stderr.decode("utf-8", "replace"))
-
-
-def slurm_environment(environ, submit=False):
-    """The environment for a Slurm command: no stale allocation or output-format variables."""
-    dropped = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_") + (() if submit else ("SBATCH_",))
-    environment = {name: value for name, value in environ.items()
-                   if name == "SLURM_CONF" or not name.startswith(dropped)}
-    if not submit:
-        environment["LC_ALL"] = "C"
-    return environment
-
-
-def command_timeout():
-    return _positive_env_number(COMMAND_TIMEOUT_ENV, DEFAULT_COMMAND_TIMEOUT)
-
-
-def lookup_window():
-    return _positive_env_number(LOOKUP_SECONDS_ENV, DEFAULT_LOOKUP_SECONDS, allow_zero=True)
 
 
 def _positive_env_number(name, default, allow_zero=False):
@@ -725,129 +980,193 @@ def _positive_env_number(name, default, allow_zero=False):
     return value
 
 
-Lookup = collections.namedtuple("Lookup", "state elapsed source note")
+def command_timeout():
+    return _positive_env_number(COMMAND_TIMEOUT_ENV, DEFAULT_COMMAND_TIMEOUT)
 
 
-def lookup_predecessor(predecessor_id, window=None, sleep=time.sleep, clock=time.monotonic):
+def lookup_window():
+    return _positive_env_number(LOOKUP_SECONDS_ENV, DEFAULT_LOOKUP_SECONDS, allow_zero=True)
+
+
+def slurm_environment(environ, submit=False):
+    """The environment for a Slurm command: no stale allocation or output-format variables."""
+    dropped = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_") + (() if submit else ("SBATCH_",))
+    environment = {name: value for name, value in environ.items()
+                   if name == "SLURM_CONF" or not name.startswith(dropped)}
+    if not submit:
+        environment["LC_ALL"] = "C"
+    return environment
+
+
+def run_slurm(argv, timeout=None, submit=False, cwd=None):
+    """Run one Slurm command with a timeout and a clean environment; never raises.
+
+    ``returncode`` is None when the command timed out and 127 when it is missing.
+    ``submit`` keeps the user's SBATCH_* defaults for sbatch; the allocation's
+    SLURM_* variables (except SLURM_CONF) are always dropped.
+    """
+    _checkpoint()
+    timeout = timeout or command_timeout()
+    try:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
+                                   env=slurm_environment(os.environ, submit))
+    except OSError as error:
+        return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return SlurmResult(None, "", "%s timed out after %g s" % (argv[0], timeout))
+    return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
+                       stderr.decode("utf-8", "replace"))
+
+
+def sacct_jobs(job_ids, timeout=None):
+    """Ask accounting: ({job ID: Job summarizing every run}, error text or None)."""
+    result = run_slurm(["sacct", "-j", ",".join(job_ids), "-X", "-D", "-P", "-n",
+                        "-o", SACCT_FIELDS], timeout=timeout)
+    if result.returncode != 0:
+        return {}, last_line(result.stderr)
+    return {job_id: summarize_sacct(records)
+            for job_id, records in parse_sacct(result.stdout).items()}, None
+
+
+ControllerAnswer = collections.namedtuple("ControllerAnswer", "job error forgotten")
+ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and whether it has "
+                            "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
+
+
+def controller_job(job_id, timeout=None):
+    """Ask the controller (``scontrol show job -o``) about one job."""
+    result = run_slurm(["scontrol", "show", "job", "-o", job_id], timeout=timeout)
+    job = parse_scontrol(result.stdout) if result.returncode == 0 else None
+    if job is not None:
+        return ControllerAnswer(job, None, False)
+    error = last_line(result.stderr) if result.returncode != 0 else "no JobState in its answer"
+    return ControllerAnswer(None, error, result.returncode is None or "Invalid job id" in error)
+
+
+def queued_jobs(job_ids=None, user=None, pending_only=False):
+    """Return the Jobs squeue shows (of job_ids, or of user); StateError if squeue fails."""
+    argv = ["squeue", "-h", "-o", SQUEUE_FORMAT]
+    if job_ids is not None:
+        if not job_ids:
+            return []
+        argv += ["-j", ",".join(job_ids)]
+    if user:
+        argv += ["-u", user]
+    if pending_only:
+        argv += ["-t", "PENDING"]
+    result = run_slurm(argv)
+    if result.returncode != 0 and "Invalid job id" not in result.stderr:
+        raise StateError("squeue failed: %s" % last_line(result.stderr))
+    return [job for job in parse_squeue(result.stdout)
+            if job_ids is None or job.job_id in job_ids]
+
+
+def pending_dependents():
+    """Return {predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
+    import pwd
+    dependents = {}
+    for job in queued_jobs(user=pwd.getpwuid(os.getuid()).pw_name, pending_only=True):
+        if job.predecessor:
+            dependents.setdefault(job.predecessor, []).append(job.job_id)
+    return dependents
+
+
+def sbatch(options, script, script_args, cwd=None):
+    """Submit a batch job (``--parsable`` first); return its ID or raise StateError."""
+    result = run_slurm(["sbatch", "--parsable"] + list(options) + [script] + list(script_args),
+                       submit=True, cwd=cwd)
+    job_id = parse_sbatch_output(result.stdout) if result.returncode == 0 else None
+    if job_id is None:
+        raise StateError(last_line(result.stderr) if result.returncode != 0
+                         else "unexpected sbatch output %r" % first_line(result.stdout))
+    return job_id
+
+
+def scancel(job_ids):
+    """Cancel jobs; return the error text or None."""
+    result = run_slurm(["scancel"] + list(job_ids))
+    return None if result.returncode == 0 else last_line(result.stderr)
+
+
+def release_job(job_id):
+    """Release a job submitted with --hold; return the error text or None."""
+    result = run_slurm(["scontrol", "release", job_id])
+    return None if result.returncode == 0 else last_line(result.stderr)
+
+
+def lower_time_limit(job_id, minutes):
+    """Set a job's time limit to whole minutes (users may lower, never raise); error or None."""
+    result = run_slurm(["scontrol", "update", "JobId=%s" % job_id, "TimeLimit=%d" % minutes])
+    return None if result.returncode == 0 else last_line(result.stderr)
+
+
+Observation = collections.namedtuple("Observation", "job source note")
+Observation.__doc__ = ("What the lookup found: the predecessor's Job (state NOT_VISIBLE when not "
+                       "found), which command said so, and a note on how it was found.")
+
+
+def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic):
     """Find a finished predecessor's final state and elapsed seconds.
 
-    sacct first (allocation line, every run of a requeued ID), then the
-    controller's memory while it still has the job; retried with a backoff
-    for ``window`` seconds, then NOT_VISIBLE with the reason in ``note``.
+    The controller first: a successor starts seconds after its predecessor
+    ends, while the controller still holds the job (MinJobAge), so the common
+    case needs no accounting query. Accounting (every run of a requeued ID) is
+    the authority when the controller has forgotten the job, shows it
+    requeued (Restarts > 0) or not final; it is retried with a backoff for
+    ``window`` seconds, then the state is NOT_VISIBLE.
     """
-    predecessor_id = parse_job_id(predecessor_id, "predecessor job ID")
+    job_id = parse_job_id(job_id, "predecessor job ID")
     window = lookup_window() if window is None else window
     deadline = clock() + window
-    ask_controller, note, controller_note = True, "", ""
-    for attempt in itertools.count():
-        remaining = deadline - clock()
-        timeout = min(command_timeout(), max(remaining, MIN_COMMAND_TIMEOUT))
-        result = run_slurm(["sacct", "-j", predecessor_id, "-X", "-D", "-P", "-n",
-                            "-o", SACCT_FIELDS], timeout=timeout)
-        if result.returncode == 0:
-            job = summarize_sacct(parse_sacct(result.stdout).get(predecessor_id))
-            if job and is_final(job.state):
-                return Lookup(job.state, job.elapsed, "sacct", "")
-            note = "sacct still shows %s" % job.state if job else "sacct has no record of it"
-        else:
-            note = "sacct failed: %s" % last_line(result.stderr)
+    controller = controller_job(job_id, timeout=min(command_timeout(),
+                                                    max(window, MIN_COMMAND_TIMEOUT)))
+    final = controller.job if controller.job and is_final(controller.job.state) else None
+    if final and not final.restarts:
+        return Observation(final, "scontrol", "")
+    ask_controller = not final and not controller.forgotten
+    notes = {"scontrol": "scontrol: %s" % (controller.error or "shows %s" % (
+        controller.job.state if controller.job else "nothing"))}
+    for attempt in range(10 ** 6):
+        timeout = min(command_timeout(), max(deadline - clock(), MIN_COMMAND_TIMEOUT))
+        jobs, error = sacct_jobs([job_id], timeout=timeout)
+        job = jobs.get(job_id)
+        if job and is_final(job.state):
+            return Observation(job, "sacct", "")
+        notes["sacct"] = ("sacct failed: %s" % error if error else
+                          "sacct still shows %s" % job.state if job else "sacct has no record")
         if ask_controller:
-            shown = run_slurm(["scontrol", "show", "job", "-o", predecessor_id], timeout=timeout)
-            job = parse_scontrol(shown.stdout if shown.returncode == 0 else "")
-            if job.state and is_final(job.state):
-                return Lookup(job.state, job.runtime, "scontrol", "%s; state from the "
-                              "controller" % note)
-            if shown.returncode != 0:
-                controller_note = "; scontrol: %s" % last_line(shown.stderr)
-            # Once forgotten (MinJobAge) or hung, asking the controller again cannot help.
-            ask_controller = shown.returncode is not None and "Invalid job id" not in shown.stderr
+            controller = controller_job(job_id, timeout=timeout)
+            if controller.job and is_final(controller.job.state) and not controller.job.restarts:
+                return Observation(controller.job, "scontrol", notes["sacct"])
+            ask_controller = not controller.forgotten
+            if controller.error:
+                notes["scontrol"] = "scontrol: %s" % controller.error
         remaining = deadline - clock()
         if remaining <= 0:
             break
         sleep(min(LOOKUP_BACKOFF[min(attempt, len(LOOKUP_BACKOFF) - 1)], remaining))
-    return Lookup(NOT_VISIBLE, 0, "", "%s%s after %g s" % (note, controller_note, window))
-
-
-def clamp_time_limit(job_id, budget):
-    """Lower this job's own time limit to whole minutes of ``budget``; return the new limit.
-
-    Users may lower (never raise) their running job's limit, so a chain ends
-    within a minute of max_walltime instead of up to a whole allocation past
-    it. Returns None when the limit already fits or Slurm refused (warned).
-    """
-    minutes = int(budget) // 60
-    shown = run_slurm(["scontrol", "show", "job", "-o", job_id])
-    if shown.returncode != 0:
-        log("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s left of "
-            "max_walltime" % (job_id, last_line(shown.stderr), budget))
-        return None
-    limit = parse_scontrol(shown.stdout).time_limit
-    if limit is not None and limit <= minutes * 60:
-        return None
-    updated = run_slurm(["scontrol", "update", "JobId=%s" % job_id, "TimeLimit=%d" % minutes])
-    if updated.returncode != 0:
-        log("WARNING: cannot lower job %s's time limit to %d min (%s)"
-            % (job_id, minutes, last_line(updated.stderr)))
-        return None
-    return minutes * 60
-
-
-def pending_dependents():
-    """Return {predecessor ID: [pending job IDs]} of this user's afternotok jobs; None if squeue failed."""
-    user = pwd.getpwuid(os.getuid()).pw_name
-    result = run_slurm(["squeue", "-h", "-u", user, "-t", "PENDING", "-o", "%i|%E"])
-    if result.returncode != 0:
-        return None
-    dependents = {}
-    for line in result.stdout.splitlines():
-        queued_id, _, dependency = line.strip().partition("|")
-        with contextlib.suppress(ValueError):
-            predecessor = parse_dependency(dependency.replace("(unfulfilled)", ""))
-            if predecessor:
-                dependents.setdefault(predecessor, []).append(parse_job_id(queued_id))
-    return dependents
-
-
-SuccessorSpec = collections.namedtuple("SuccessorSpec", "script sbatch_args script_args job_name")
-
-
-def submit_successor(job_id, spec):
-    """Queue this job's successor; return its ID, or None with a warning on stderr.
-
-    The job name is passed on because the default script, Slurm's spool copy,
-    would otherwise rename every successor to ``slurm_script``.
-    """
-    argv = (["sbatch", "--parsable"] + (["--job-name=" + spec.job_name] if spec.job_name else [])
-            + list(spec.sbatch_args)
-            + ["--dependency=afternotok:%s" % job_id, "--kill-on-invalid-dep=yes", "--no-requeue",
-               spec.script] + list(spec.script_args))
-    result = run_slurm(argv, submit=True)
-    successor_id = parse_sbatch_output(result.stdout) if result.returncode == 0 else None
-    if successor_id is None:
-        problem = (last_line(result.stderr) if result.returncode != 0
-                   else "unexpected sbatch output %r" % first_line(result.stdout))
-        log("WARNING: could not queue a successor of job %s (%s). Chain will NOT continue on "
-            "failure." % (job_id, problem))
-    return successor_id
-
-
-def log(message):
-    sys.stderr.write("resumable-chain: %s\n" % message)
-    sys.stderr.flush()
+    note = "%s; %s after %g s" % (notes["sacct"], notes["scontrol"], window)
+    if final:  # requeued, and accounting never answered: the last run is all we know
+        return Observation(final, "scontrol", note + "; runs before the last requeue not counted")
+    return Observation(Job(job_id, NOT_VISIBLE, 0), None, note)
 
 
 # ---------------------------------------------------------------------------
-# The in-job step: decide, record, queue the successor
+# 6. The in-job step: decide, record and queue the successor
 # ---------------------------------------------------------------------------
 
-TERMINAL_EXIT = {"complete": EXIT_DONE, "stop": EXIT_DONE, "fail": EXIT_FAIL}  # no work, no successor
+Outcome = collections.namedtuple("Outcome", "status record observation warnings")
+Outcome.__doc__ = "What a link did: exit status, its Record, the lookup, warnings for the log."
 
 
-def run_link(run_dir, max_retries, max_walltime, spec, environ):
-    """Everything a job's prologue does; returns the step's exit status (EXIT_*).
-
-    ``spec`` (a SuccessorSpec) says how the successor is submitted.
-    """
+def identify(environ):
+    """Return (this job's ID, its predecessor's ID or None) from the job's environment."""
     job_id = environ.get("SLURM_JOB_ID")
     if not job_id:
         raise StateError("not inside a Slurm batch job (SLURM_JOB_ID is not set); nothing done")
@@ -855,466 +1174,235 @@ def run_link(run_dir, max_retries, max_walltime, spec, environ):
     if environ.get("SLURM_ARRAY_JOB_ID"):
         raise StateError("job %s is an array task: array jobs cannot be chained (each task would "
                          "queue a successor); nothing queued, no work" % job_id)
-    predecessor_id = parse_dependency(environ.get("SLURM_JOB_DEPENDENCY"))
-    if predecessor_id is None:
-        _make_run_dir(run_dir)
-    elif not os.path.isdir(run_dir):
-        raise StateError("run directory %s is missing: the chain's state is lost; no work, no "
-                         "successor (resubmit to start a new chain)" % run_dir)
-    store = StateStore(run_dir)
-    with store.locked():
-        journal = store.read_journal()
-        if journal and journal.get("phase") == "counted":
-            _apply(store, journal)  # finish what a killed job had decided
-        walltime = store.read_counter(WALLTIME_FILE)
-        retries = store.read_counter(RETRIES_FILE)
-        last_job = store.last_job()
-        if (journal and journal["job"] == job_id) or (not journal and last_job == job_id):
-            return _rerun(store, journal, job_id, spec, environ)
-        if predecessor_id is None and journal and journal.get("successor") == job_id:
-            predecessor_id = journal["job"]
-        _check_not_duplicate(journal, job_id, predecessor_id)
-        if predecessor_id is None:
-            _check_no_live_chain(journal, job_id)
-            store.remove(CANCEL_FILE)  # a new chain in this directory
-            found = Lookup(None, 0, "", "")
-        else:
-            cancelled = store.read_cancelled()
-            found = (Lookup("CANCELLED (resumable-chain cancel)", 0, "",
-                            "the chain was cancelled at %s" % cancelled) if cancelled
-                     else lookup_predecessor(predecessor_id))
-        accumulated = 0 if found.state is None else walltime + found.elapsed
-        decision = apply_walltime_budget(
-            decide(found.state, retries=retries, walltime=accumulated, max_retries=max_retries,
-                   max_walltime=max_walltime), accumulated, max_walltime)
-        journal = {"job": job_id, "predecessor": predecessor_id, "state": found.state,
-                   "action": decision.action, "reason": decision.reason, "walltime": accumulated,
-                   "retries": decision.retries, "max_retries": max_retries,
-                   "max_walltime": max_walltime, "successor": None, "phase": "counted",
-                   "time": int(time.time())}
-        store.write_journal(journal)
-        _apply(store, journal)
-        if decision.action in TERMINAL_EXIT:
-            journal["phase"] = "done"
-            store.write_journal(journal)
-            _log_decision(journal, found)
-            return TERMINAL_EXIT[decision.action]
-        journal["successor"] = submit_successor(job_id, spec)
-        journal["phase"] = "queued"
-        store.write_journal(journal)
-        if max_walltime is not None:
-            journal["time_limit"] = clamp_time_limit(job_id, max_walltime - accumulated)
-        _log_decision(journal, found)
-        return EXIT_WORK
+    return job_id, parse_dependency(environ.get("SLURM_JOB_DEPENDENCY"))
 
 
-def _make_run_dir(run_dir):
-    try:
-        os.makedirs(run_dir, exist_ok=True)
-    except OSError as error:
-        raise StateError("cannot create run directory %s: %s" % (run_dir, error.strerror or error))
-
-
-def _apply(store, journal):
-    """Write a decided transaction into the user-visible state files (idempotent).
-
-    The journal stays in phase "counted" until the successor is known: a job
-    killed in between redoes this (same values) and then looks for the
-    successor in squeue before queueing one.
-    """
-    for name, value in ((WALLTIME_FILE, journal["walltime"]), (RETRIES_FILE, journal["retries"])):
-        if store.read_counter(name) != value or not os.path.exists(store.path(name)):
-            store.write_counter(name, value)
-    if journal["action"] == "start":
-        store.reset_chain(journal["job"])
-    elif journal["action"] == "resume" and store.last_job() != journal["job"]:
-        store.append_job(journal["job"])
-
-
-def _rerun(store, journal, job_id, spec, environ):
-    """The same job ID again (requeue, or a rerun after a crash): never count twice."""
-    restarts = environ.get("SLURM_RESTART_COUNT", "0")
-    if journal is None:  # a chain written before the journal existed
-        journal = {"job": job_id, "predecessor": None, "state": None, "action": "resume",
-                   "reason": "", "walltime": store.read_counter(WALLTIME_FILE),
-                   "retries": store.read_counter(RETRIES_FILE), "successor": None,
-                   "phase": "queued"}
-    found = Lookup(journal.get("state"), 0, "journal", "job %s already ran its prologue "
-                   "(restart %s): predecessor not counted again" % (job_id, restarts))
-    if journal["action"] in TERMINAL_EXIT:
-        _log_decision(journal, found)
-        return TERMINAL_EXIT[journal["action"]]
-    if not journal.get("successor"):
-        pending = (pending_dependents() or {}).get(job_id)
-        if pending:
-            journal["successor"] = pending[0]
-        else:
-            journal["successor"] = submit_successor(job_id, spec)
-        journal["phase"] = "queued"
-        store.write_journal(journal)
-    _log_decision(journal, found)
-    return EXIT_WORK
-
-
-def _check_not_duplicate(journal, job_id, predecessor_id):
-    if not journal or predecessor_id is None:
+def check_link_belongs(record, job_id, predecessor_id, run_dir):
+    """Refuse a link that would be a second continuation or belongs to an older chain."""
+    if record is None or predecessor_id is None:
         return
-    if journal.get("predecessor") == predecessor_id:
+    if record.predecessor == predecessor_id:
         raise StateError("job %s is a duplicate link: predecessor %s was already continued by job "
-                         "%s; no work, no successor" % (job_id, predecessor_id, journal["job"]))
-    if journal["job"] == predecessor_id and journal.get("successor") not in (None, job_id):
+                         "%s; no work, no successor" % (job_id, predecessor_id, record.job))
+    if record.job == predecessor_id and record.successor not in (None, job_id):
         raise StateError("job %s is a duplicate link: job %s queued %s as its successor; no work, "
-                         "no successor" % (job_id, predecessor_id, journal["successor"]))
+                         "no successor" % (job_id, predecessor_id, record.successor))
+    if record.job != predecessor_id:
+        raise StateError("job %s continues job %s, which is not the last link of the chain in %s "
+                         "(job %s): it belongs to an older chain or is a stray; no work, no "
+                         "successor" % (job_id, predecessor_id, run_dir, record.job))
 
 
-def _check_no_live_chain(journal, job_id):
-    """A first job must not start a second chain beside one whose links still run or wait."""
-    if not journal or journal.get("action") not in ("start", "resume"):
-        return
-    links = [job for job in (journal["job"], journal.get("successor")) if job]
+def check_no_live_chain(record, job_id):
+    """A first job must not start a second chain beside one whose links still run or wait.
+
+    Returns a warning when squeue cannot tell (a safety net must not block a restart).
+    """
+    if record is None or record.action not in WORK_ACTIONS:
+        return None
+    links = [job for job in (record.job, record.successor) if job]
     try:
-        live = live_jobs(links)
-    except StateError as error:  # a safety net: an unreachable squeue must not block a restart
-        log("WARNING: cannot check whether the previous chain (jobs %s) still runs: %s"
-            % (" ".join(links), error))
-        return
+        live = queued_jobs(links)
+    except StateError as error:
+        return ("cannot check whether the previous chain (jobs %s) still runs: %s"
+                % (" ".join(links), error))
     if live:
         raise StateError("job %s would start a second chain in a directory whose chain is live "
                          "(%s); no work, no successor (cancel it with resumable-chain cancel)"
-                         % (job_id, ", ".join("job %s %s" % (job, live[job][0])
-                                              for job in sorted(live, key=int))))
+                         % (job_id, ", ".join("job %s %s" % (job.job_id, job.state)
+                                              for job in live)))
+    return None
 
 
-def _log_decision(journal, found):
-    predecessor = journal.get("predecessor")
-    if predecessor is None:
+def queue_successor(job_id, next_link, warnings):
+    """Queue this job's successor; return its ID, or None with a warning.
+
+    The job name is passed on because the default script, Slurm's spool copy,
+    would otherwise rename every successor to ``slurm_script``.
+    """
+    options = ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
+               + list(next_link.sbatch_args)
+               + ["--dependency=afternotok:%s" % job_id, "--kill-on-invalid-dep=yes",
+                  "--no-requeue"])
+    try:
+        return sbatch(options, next_link.script, next_link.script_args)
+    except StateError as error:
+        warnings.append("WARNING: could not queue a successor of job %s (%s). Chain will NOT "
+                        "continue on failure." % (job_id, error))
+        return None
+
+
+def clamp_time_limit(job_id, budget, warnings):
+    """Lower this job's own time limit to whole minutes of ``budget``; return the new limit.
+
+    Users may lower (never raise) their running job's limit, so a chain ends
+    within a minute of max_walltime instead of up to a whole allocation past
+    it. Returns None when the limit already fits or Slurm refused (warned).
+    """
+    minutes = int(budget) // 60
+    answer = controller_job(job_id)
+    if answer.job is None:
+        warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
+                        "left of max_walltime" % (job_id, answer.error, budget))
+        return None
+    if answer.job.time_limit is not None and answer.job.time_limit <= minutes * 60:
+        return None
+    error = lower_time_limit(job_id, minutes)
+    if error:
+        warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
+                        % (job_id, minutes, error))
+        return None
+    return minutes * 60
+
+
+def save_script(store, next_link):
+    """Keep a copy of the job script in the run directory (a first job does this once).
+
+    Slurm's spool copy (``$0``) is deleted when the job ends, and ``resume``
+    needs the script to queue a link later. A failure only costs that.
+    """
+    if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
+        return  # already kept in the run directory (submit's copy)
+    with contextlib.suppress(OSError, StateError):
+        with open(next_link.script, "rb") as handle:
+            text = handle.read().decode("utf-8", "surrogateescape")
+        store.write_text(SCRIPT_COPY, text, mode=0o755)
+
+
+def run_link(run_dir, settings, next_link, environ, now=time.time):
+    """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*).
+
+    Identify, lock, snapshot, roll a killed job's decision forward, handle a
+    rerun of the same job, check, observe the predecessor, plan, commit,
+    queue the successor, clamp the time limit.
+    """
+    job_id, predecessor_id = identify(environ)
+    if predecessor_id is None:
+        make_run_dir(run_dir)
+    elif not os.path.isdir(run_dir):
+        raise StateError("run directory %s is missing: the chain's state is lost; no work, no "
+                         "successor (resubmit to start a new chain)" % run_dir)
+    store, warnings = StateStore(run_dir), []
+    with store.locked():
+        snapshot = store.snapshot()
+        if snapshot.record and snapshot.record.phase == "counted":
+            snapshot = store.apply(snapshot, snapshot.record)  # finish what a killed job decided
+        previous = snapshot.record
+        if (previous and previous.job == job_id) or (not previous and snapshot.last_job == job_id):
+            return _rerun(store, snapshot, job_id, next_link, environ, warnings)
+        if predecessor_id is None and previous and previous.successor == job_id:
+            predecessor_id = previous.job  # SLURM_JOB_DEPENDENCY lost: the journal knows
+        check_link_belongs(previous, job_id, predecessor_id, run_dir)
+        if predecessor_id is None:
+            warning = check_no_live_chain(previous, job_id)
+            warnings += [warning] if warning else []
+            store.remove(CANCEL_FILE)  # a new chain in this directory
+            snapshot = snapshot._replace(cancelled=None)
+            save_script(store, next_link)
+            observation = None
+        else:
+            observation = observe_predecessor(predecessor_id)
+        record = plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link,
+                           now())
+        store.commit(snapshot, record)
+        if record.action not in WORK_ACTIONS:
+            record = record._replace(phase="done")
+            store.write_record(record)
+            return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
+        record = _queue_and_clamp(store, record, next_link, warnings, successor=None)
+        return Outcome(EXIT_WORK, record, observation, warnings)
+
+
+def _queue_and_clamp(store, record, next_link, warnings, successor):
+    """Queue the successor unless one is known, lower the time limit to the cap, journal it."""
+    successor = successor or queue_successor(record.job, next_link, warnings)
+    limit = None
+    if record.max_walltime is not None:
+        limit = clamp_time_limit(record.job, record.max_walltime - record.walltime, warnings)
+    record = record._replace(successor=successor, time_limit=limit, phase="queued")
+    store.write_record(record)
+    return record
+
+
+def _rerun(store, snapshot, job_id, next_link, environ, warnings):
+    """The same job ID again (requeue, rerun after a crash, or a resumed link): never count twice."""
+    restarts = environ.get("SLURM_RESTART_COUNT", "0")
+    record = snapshot.record or Record(  # a chain written before the journal existed
+        job=job_id, action="resume", reason="", walltime=snapshot.walltime or 0,
+        retries=snapshot.retries or 0, phase="queued", next=next_link._asdict())
+    note = ("job %s already ran its prologue (restart %s): predecessor not counted again"
+            % (job_id, restarts))
+    observation = Observation(Job(record.predecessor or "", record.state), "journal", note)
+    if record.action not in WORK_ACTIONS:
+        return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
+    if record.source == "resume" and snapshot.last_job != job_id:
+        observation = Observation(observation.job, "resume", "resumed with resumable-chain resume")
+    store.apply(snapshot, record)  # a resumed link joins the chain file now
+    if record.successor and record.phase == "queued" and record.max_walltime is None:
+        return Outcome(EXIT_WORK, record, observation, warnings)
+    successor = record.successor
+    if not successor:  # killed between sbatch and the journal? Then it is in the queue.
+        try:
+            successor = (pending_dependents().get(job_id) or [None])[0]
+        except StateError as error:
+            warnings.append("WARNING: cannot look for a successor already queued (%s)" % error)
+    next_spec = NextLink(**record.next) if record.next else next_link
+    record = _queue_and_clamp(store, record, next_spec, warnings, successor=successor)
+    return Outcome(EXIT_WORK, record, observation, warnings)
+
+
+def describe_link(outcome):
+    """The one log line a link writes about its decision."""
+    record, observation = outcome.record, outcome.observation
+    if record.predecessor is None:
         seen = "none (first job)"
     else:
-        seen = "%s %s" % (predecessor, journal.get("state") or NOT_VISIBLE)
-        if found.source in ("sacct", "scontrol"):
-            seen += " (elapsed %d s, from %s)" % (found.elapsed, found.source)
-    cap = journal.get("max_walltime")
-    clamp = (" | time limit lowered to %d min" % (journal["time_limit"] // 60)
-             if journal.get("time_limit") else "")
-    log("job %s: %s | predecessor %s | walltime %d/%s s | retries %d/%s | successor %s%s | %s%s"
-        % (journal["job"], journal["action"], seen, journal["walltime"],
-           cap if cap is not None else "unlimited", journal["retries"],
-           journal.get("max_retries", "?"), journal.get("successor") or "none", clamp,
-           journal.get("reason") or "", (" (%s)" % found.note) if found.note else ""))
+        seen = "%s %s" % (record.predecessor, record.state or NOT_VISIBLE)
+        if observation is not None and observation.source in ("sacct", "scontrol"):
+            seen += " (elapsed %d s, from %s)" % (observation.job.elapsed, observation.source)
+    cap = record.max_walltime
+    clamp = (" | time limit lowered to %d min" % (record.time_limit // 60)
+             if record.time_limit else "")
+    note = observation.note if observation is not None else ""
+    return ("job %s: %s | predecessor %s | walltime %d/%s s | retries %d/%s | successor %s%s | %s%s"
+            % (record.job, record.action, seen, record.walltime,
+               cap if cap is not None else "unlimited", record.retries,
+               record.max_retries if record.max_retries is not None else "?",
+               record.successor or "none", clamp, record.reason or "",
+               (" (%s)" % note) if note else ""))
 
 
 # ---------------------------------------------------------------------------
-# Operating a chain: status, cancel, submit
+# 7. Render: the bash snippet a job script runs before its work
 # ---------------------------------------------------------------------------
 
-STATUS_ROWS = 1000  # status shows at most this many of the newest links
-LIVE_STATES = ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING", "REQUEUED",
-               "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED",
-               "SPECIAL_EXIT", "RESV_DEL_HOLD")  # squeue states of a job that may still run
-CANCEL_ROUNDS = 5  # cancel retries what started meanwhile at most this often
-
-
-class Chain(collections.namedtuple("Chain", "store jobs journal submitted")):
-    """What a run directory says about its chain: links, last decision, submission."""
-
-    def candidates(self):
-        """Job IDs that may still be queued or running: last links, successor, first job."""
-        journal = self.journal or {}
-        ids = self.jobs[-2:] + [journal.get("job"), journal.get("successor"),
-                                (self.submitted or {}).get("first_job")]
-        return sorted(set(job for job in ids if job and JOB_ID_PATTERN.fullmatch(str(job))),
-                      key=int)
-
-
-def open_chain(run_dir, must_exist=True):
-    """Read the chain in run_dir; StateError if it is not a chain (and must_exist)."""
-    if not os.path.isdir(run_dir):
-        if not must_exist:
-            return Chain(StateStore(run_dir), [], None, None)
-        raise StateError("%s is not a directory" % run_dir)
-    store = StateStore(run_dir)
-    chain = Chain(store, store.chain_jobs(), store.read_journal(), store.read_submitted())
-    if must_exist and not chain.jobs and chain.journal is None and chain.submitted is None:
-        raise StateError("%s is not a chain: it has no %s" % (run_dir, CHAIN_FILE))
-    return chain
-
-
-def live_jobs(job_ids):
-    """Return {job ID: state} of the jobs squeue still shows; StateError if squeue fails."""
-    if not job_ids:
-        return {}
-    result = run_slurm(["squeue", "-h", "-j", ",".join(job_ids), "-o", "%i|%T|%M|%S"])
-    if result.returncode != 0 and "Invalid job id" not in result.stderr:
-        raise StateError("squeue failed: %s" % last_line(result.stderr))
-    live = {}
-    for line in result.stdout.splitlines():
-        fields = line.strip().split("|")
-        if len(fields) == 4 and fields[0] in job_ids:
-            live[fields[0]] = fields[1:]
-    return live
-
-
-def query_jobs(job_ids):
-    """Return {job ID: (state, elapsed, start, end)}: one sacct call, squeue for live jobs."""
-    found = {}
-    if not job_ids:
-        return found
-    result = run_slurm(["sacct", "-j", ",".join(job_ids), "-X", "-D", "-P", "-n",
-                        "-o", SACCT_FIELDS])
-    for job_id, records in (parse_sacct(result.stdout) if result.returncode == 0 else {}).items():
-        job = summarize_sacct(records)
-        found[job_id] = (job.state, job.elapsed, job.start, job.end)
-    unsettled = [job_id for job_id in job_ids if job_id not in found or not is_final(found[job_id][0])]
-    with contextlib.suppress(StateError):
-        for job_id, (state, elapsed, start) in live_jobs(unsettled).items():
-            found[job_id] = (state, parse_duration(elapsed) or 0, start, "")
-    return found
-
-
-def chain_status(run_dir):
-    """Return the status of the chain in run_dir as a dict (what ``status --json`` prints)."""
-    chain = open_chain(run_dir)
-    journal, submitted = chain.journal or {}, chain.submitted or {}
-    shown = chain.jobs[-STATUS_ROWS:]
-    successor = journal.get("successor")
-    first = submitted.get("first_job")
-    extra = [job for job in (first, successor) if job and job not in shown and
-             (job != first or not chain.jobs or int(first) > int(chain.jobs[-1]))]
-    known = query_jobs(shown + extra)
-    rows = []
-    for job_id in shown + extra:
-        state, elapsed, start, end = known.get(job_id, ("UNKNOWN", 0, "", ""))
-        rows.append({"job": job_id, "state": state, "elapsed": elapsed, "start": start,
-                     "end": end, "link": job_id in shown})
-    successor_state = known.get(successor, ("UNKNOWN",))[0] if successor else None
-    settings = journal if "max_retries" in journal else submitted
-    status = {"run_dir": os.path.abspath(run_dir), "jobs": rows, "links": len(chain.jobs),
-              "walltime": chain.store.read_counter(WALLTIME_FILE),
-              "max_walltime": settings.get("max_walltime"),
-              "retries": chain.store.read_counter(RETRIES_FILE),
-              "max_retries": settings.get("max_retries"), "successor": successor,
-              "successor_state": successor_state,
-              "pending_successor": successor if successor_state == "PENDING" else None,
-              "cancelled": chain.store.read_cancelled()}
-    status["verdict"] = _verdict(journal, rows, status)
-    return status
-
-
-def _verdict(journal, rows, status):
-    action = journal.get("action")
-    states = [(row["job"], base_state(row["state"]), row["state"]) for row in rows]
-    running = [job for job in states if job[1] in LIVE_STATES and job[1] != "PENDING"]
-    pending = [job for job in states if job[1] == "PENDING"]
-    if status["cancelled"] and not running and not pending:
-        return "stopped: cancelled with resumable-chain cancel (%s)" % status["cancelled"]
-    if action == "complete":
-        return "finished: job %s found its predecessor COMPLETED" % journal["job"]
-    if action in ("stop", "fail"):
-        return "%s: %s" % ("stopped" if action == "stop" else "failed", journal.get("reason"))
-    if running:
-        return "running: job %s is %s" % (running[-1][0], running[-1][2])
-    if pending:
-        return "waiting: job %s is pending" % pending[-1][0]
-    links = [job for job, row in zip(states, rows) if row["link"]] or states
-    if not links:
-        return "unknown: no job recorded yet"
-    job_id, state, shown = links[-1]
-    if state == "COMPLETED":
-        return "finished: job %s COMPLETED" % job_id
-    if state == "UNKNOWN":
-        return "unknown: Slurm no longer knows job %s" % job_id
-    return "ended: job %s ended %s and no successor is pending" % (job_id, shown)
-
-
-def show_status(run_dir, as_json):
-    status = chain_status(run_dir)
-    if as_json:
-        sys.stdout.write(json.dumps(status, indent=2, sort_keys=True) + "\n")
-        return 0
-    lines = ["chain in %s: %d link(s) ran" % (status["run_dir"], status["links"]),
-             "%-12s %-20s %10s  %-19s  %-19s" % ("JOBID", "STATE", "ELAPSED", "START", "END")]
-    for row in status["jobs"]:
-        lines.append("%-12s %-20s %10s  %-19s  %-19s" % (
-            row["job"], row["state"], format_duration(row["elapsed"]), row["start"], row["end"]))
-    cap = status["max_walltime"]
-    lines.append("walltime: %s of %s" % (format_duration(status["walltime"]),
-                                         format_duration(cap) if cap else "unlimited"))
-    lines.append("retries: %d of %s" % (status["retries"], status["max_retries"]
-                                        if status["max_retries"] is not None else "?"))
-    lines.append("pending successor: %s" % (status["pending_successor"] or "none"))
-    lines.append("verdict: %s" % status["verdict"])
-    sys.stdout.write("\n".join(lines) + "\n")
-    return 0
-
-
-def cancel_chain(run_dir, dry_run=False):
-    """Stop a chain for good: mark it, cancel pending successors, then the running link.
-
-    The mark makes any link that still starts stop without work. Verifies that
-    nothing of the chain is left, cancelling again what started meanwhile.
-    Returns 0 when nothing is left, 1 with the leftover IDs otherwise.
-    """
-    chain = open_chain(run_dir)
-    if not dry_run:
-        chain.store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
-    links, cancelled, leftover = chain.candidates(), [], []
-    for _round in range(CANCEL_ROUNDS):
-        dependents = pending_dependents()
-        if dependents is None:
-            raise StateError("squeue failed: cannot see the chain's pending jobs")
-        pending, frontier = set(), list(links)
-        while frontier:  # successors of successors, queued while we looked
-            job = frontier.pop()
-            for successor in dependents.get(job, ()):
-                if successor not in pending:
-                    pending.add(successor)
-                    frontier.append(successor)
-        live = live_jobs(sorted(set(links) | pending, key=int))
-        pending |= set(job for job, (state, _, _) in live.items() if state == "PENDING")
-        running = set(job for job in live if job not in pending)
-        leftover = sorted(pending | running, key=int)
-        if not leftover or dry_run:
-            break
-        for group in (sorted(pending, key=int), sorted(running, key=int)):
-            if group:
-                result = run_slurm(["scancel"] + group)
-                if result.returncode != 0:
-                    log("scancel %s: %s" % (" ".join(group), last_line(result.stderr)))
-                cancelled += [job for job in group if job not in cancelled]
-        links = sorted(set(links) | set(leftover), key=int)
-        time.sleep(1)
-    else:
-        leftover = sorted(set(live_jobs(links)), key=int)
-    if dry_run:
-        sys.stdout.write("would cancel: %s\n" % (" ".join(leftover) or "nothing"))
-        return 0
-    sys.stdout.write("cancelled: %s\n" % (" ".join(cancelled) or "nothing"))
-    if leftover:
-        sys.stdout.write("still pending or running: %s\n" % " ".join(leftover))
-        return 1
-    return 0
-
-
-def split_batch_script(text):
-    """Return (header, body): the #! line with the #SBATCH/comment block, and the rest."""
-    lines = text.splitlines(True)
-    if not lines or not lines[0].startswith("#!"):
-        raise StateError("not a batch script: it must start with a #! line such as #!/bin/bash")
-    end = 1
-    while end < len(lines) and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
-        end += 1
-    return "".join(lines[:end]), "".join(lines[end:])
-
-
-def script_directives(header):
-    """Return the sbatch options of a script header's #SBATCH lines, as arguments."""
-    options = []
-    for line in header.splitlines():
-        match = re.match(r"#SBATCH\s+(.*)", line.strip())
-        if match:
-            with contextlib.suppress(ValueError):
-                options += shlex.split(match.group(1), comments=True)
-    return options
-
-
-def has_option(arguments, short, long_name):
-    """Whether sbatch arguments set an option, in any of its spellings."""
-    return any(argument == long_name or argument.startswith(long_name + "=")
-               or (argument.startswith(short) and not argument.startswith("--"))
-               for argument in arguments)
-
-
-def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAULT_MAX_RETRIES,
-                 max_walltime=None, force=False, python="python3"):
-    """Make SCRIPT resumable in run_dir, submit its first job, and return that job's ID."""
-    try:
-        with open(script, "rb") as handle:
-            text = handle.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise StateError("cannot read batch script %s: %s" % (script, getattr(error, "strerror",
-                                                                             None) or error))
-    header, body = split_batch_script(text)
-    directives = script_directives(header)
-    if has_option(directives, "-a", "--array"):
-        raise StateError("%s has an #SBATCH --array line: array jobs cannot be chained" % script)
-    sbatch_options = check_sbatch_args(sbatch_options)
-    run_dir = os.path.abspath(run_dir)
-    chain = open_chain(run_dir, must_exist=False)
-    live = live_jobs(chain.candidates())
-    if live and not force:
-        raise StateError("%s holds a live chain (jobs %s): cancel it first (resumable-chain "
-                         "cancel %s) or pass --force" % (run_dir, " ".join(sorted(live, key=int)),
-                                                         run_dir))
-    if not has_option(directives + sbatch_options, "-o", "--output"):
-        sbatch_options = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_options
-    copy = os.path.join(run_dir, "resumable-" + os.path.basename(script))
-    prologue = render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
-                               script=copy, sbatch_args=sbatch_options, python=python)
-    _make_run_dir(run_dir)
-    store = StateStore(run_dir)
-    store.write_text(os.path.basename(copy), header + prologue + body, mode=0o755)
-    for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE):
-        if os.path.isfile(store.path(name)):  # a new chain: keep the old one's files aside
-            os.replace(store.path(name), store.path(name) + ".prev")
-    result = run_slurm(["sbatch", "--parsable", "--no-requeue"] + sbatch_options + [copy]
-                       + list(script_args), submit=True)
-    first_job = parse_sbatch_output(result.stdout) if result.returncode == 0 else None
-    if first_job is None:
-        raise StateError("sbatch refused the first job: %s" % (
-            last_line(result.stderr) if result.returncode else first_line(result.stdout)))
-    store.write_text(SUBMIT_FILE, json.dumps({
-        "first_job": first_job, "script": copy, "original": os.path.abspath(script),
-        "sbatch_options": sbatch_options, "script_args": list(script_args),
-        "max_retries": max_retries, "max_walltime": max_walltime,
-        "time": int(time.time())}, sort_keys=True) + "\n")
-    log("submitted job %s: a resumable copy of %s is %s" % (first_job, script, copy))
-    sys.stdout.write(first_job + "\n")
-    return first_job
-
-
-# ---------------------------------------------------------------------------
-# Prologue rendering
-# ---------------------------------------------------------------------------
-
-# Imports the module from its file instead of running it as a script: Python never caches a
-# script's bytecode, and compiling this file costs a link about 20 ms. sys.path[0] becomes the
-# module's directory, exactly as for ``python3 resumable_chain.py``.
-BOOTSTRAP = ("import os, sys; path = sys.argv.pop(1); sys.path[0] = os.path.dirname(path); "
-             "sys.exit(__import__(os.path.basename(path)[:-3]).main())")
+# Loads the module from its file by path, isolated from the job's Python environment (-I: no
+# PYTHON* variables, user site or current directory; -S: no site-packages or .pth files). Loading
+# by path keeps the module's directory off sys.path (a vendoring driver's json.py next to it must
+# not shadow the standard library) and still caches bytecode; when the module's directory is
+# read-only the cache goes to ~/.cache (Python 3.8+).
+BOOTSTRAP = ('import os, sys; p = sys.argv.pop(1); c = os.path.join(os.path.dirname(p), '
+             '"__pycache__"); sys.pycache_prefix = None if os.access(c if os.path.isdir(c) else '
+             'os.path.dirname(c), os.W_OK) else os.path.expanduser("~/.cache/resumable_chain"); '
+             'import importlib.util as u; s = u.spec_from_file_location("resumable_chain", p); '
+             'm = u.module_from_spec(s); sys.modules[s.name] = m; s.loader.exec_module(m); '
+             'sys.exit(m.main(sys.argv[1:]))')
 
 PROLOGUE_TEMPLATE = """\
 # >>> resumable_chain {version}: decide, record and queue the successor before any work >>>
 resumable_chain_status=0
 # shellcheck disable=SC2016  # single quotes keep paths and arguments literal on purpose
-{command} || resumable_chain_status=$?
+resumable_chain_env=$({command}) || resumable_chain_status=$?
 if [ "$resumable_chain_status" -eq {done} ]; then exit 0; fi
 if [ "$resumable_chain_status" -ne 0 ]; then exit "$resumable_chain_status"; fi
-unset resumable_chain_status
+eval "$resumable_chain_env"  # RESUMABLE_CHAIN_DIR, _LINK, _RESUMING, _WALLTIME_LEFT, ...
+unset resumable_chain_status resumable_chain_env
 # <<< resumable_chain <<<
 """
 
 
-def check_sbatch_args(sbatch_args):
-    """Return sbatch_args as a list of strings; raise ValueError for options that break a chain."""
-    if isinstance(sbatch_args, str):
-        raise ValueError("sbatch_args must be a list of arguments, not the string %r"
-                         % sbatch_args)
-    checked = []
-    for argument in sbatch_args:
-        if not isinstance(argument, str) or "\0" in argument:
-            raise ValueError("sbatch argument %r is not a string" % (argument,))
-        option = argument.split("=", 1)[0]
-        if option in REFUSED_SBATCH_OPTIONS or (
-                re.fullmatch(r"-[ad].*", argument) and not argument.startswith("--")):
-            reason = REFUSED_SBATCH_OPTIONS.get(option) or REFUSED_SBATCH_OPTIONS[argument[:2]]
-            raise ValueError("sbatch option %r is not allowed in a chain: %s" % (argument, reason))
-        checked.append(argument)
-    return checked
-
-
 def module_path():
-    path = os.path.realpath(__file__)
-    return path[:-1] if path.endswith(".pyc") else path
+    return os.path.realpath(__file__)
 
 
 def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
@@ -1322,17 +1410,21 @@ def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_wallt
     """Return the bash snippet a job script puts after its #SBATCH lines, before any work.
 
     It runs this module's in-job step and exits the job when the chain ends
-    (0 for complete or stop, 1 for fail, 2 for bad state). Works with and
-    without ``set -euo pipefail``; every value is shell-quoted.
+    (0 for complete or stop, 1 for fail, 2 for bad state); otherwise it
+    exports RESUMABLE_CHAIN_* variables to the work. Works with and without
+    ``set -euo pipefail``; every value is shell-quoted.
     """
     if not isinstance(benchmark_dir, str) or not benchmark_dir or "\0" in benchmark_dir:
         raise ValueError("benchmark_dir must be a non-empty path, got %r" % (benchmark_dir,))
+    if os.path.exists(benchmark_dir) and not os.path.isdir(benchmark_dir):
+        raise ValueError("run directory %s exists and is not a directory" % benchmark_dir)
     if not isinstance(python, str) or not python.strip() or "\0" in python:
         raise ValueError("python must be an interpreter command such as python3, got %r"
                          % (python,))
-    _check_max_retries(max_retries)
-    max_walltime = _check_max_walltime(max_walltime)
-    argv = [python, "-c", BOOTSTRAP, module_path(), "prologue", "--max-retries", str(max_retries)]
+    check_max_retries(max_retries)
+    max_walltime = check_max_walltime(max_walltime)
+    argv = [python, "-I", "-S", "-c", BOOTSTRAP, module_path(), "prologue",
+            "--max-retries=%d" % max_retries]
     if max_walltime is not None:
         argv.append("--max-walltime=" + format_duration(max_walltime))
     argv += ["--sbatch-arg=" + argument for argument in check_sbatch_args(sbatch_args)]
@@ -1341,7 +1433,7 @@ def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_wallt
             raise ValueError("script must be a path, got %r" % (script,))
         argv.append("--script=" + os.path.abspath(script))
     argv.append(os.path.abspath(benchmark_dir))
-    command = " ".join(shlex.quote(argument) for argument in argv)
+    command = " ".join(shell_quote(argument) for argument in argv)
     if script is None:
         command += ' --script="$0"'  # the running batch script (Slurm's spool copy)
     command += ' -- ${1+"$@"}'
@@ -1349,175 +1441,722 @@ def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_wallt
 
 
 # ---------------------------------------------------------------------------
-# CLI
+# 8. Operations: status, cancel, submit, resume (they return data; main prints)
 # ---------------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of exiting, so main() stays the only place that exits."""
+class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
+                                            "retries problems")):
+    """What a run directory says about its chain; ``problems`` lists files that could not be read."""
 
-    def error(self, message):
-        raise StateError("%s: %s (see --help)" % (self.prog, message))
+    def candidates(self):
+        """Job IDs that may still be queued or running: last links, successor, first job."""
+        record = self.record or Record()
+        ids = self.jobs[-2:] + [record.job, record.successor,
+                                (self.submitted or {}).get("first_job")]
+        return sorted(set(job for job in ids if job and JOB_ID_PATTERN.fullmatch(str(job))),
+                      key=int)
 
 
-def _split_at_dashes(argv):
+def open_chain(run_dir, must_exist=True, strict=True):
+    """Read the chain in run_dir. ``strict``: a corrupt file raises; else it is listed in problems."""
+    store = StateStore(run_dir)
+    if not os.path.isdir(run_dir):
+        if must_exist:
+            raise StateError("%s is not a directory" % run_dir)
+        return Chain(store, [], None, None, None, None, None, [])
+    values, problems = {}, []
+    for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
+                      ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
+                      ("walltime", lambda: store.read_counter(WALLTIME_FILE)),
+                      ("retries", lambda: store.read_counter(RETRIES_FILE))):
+        try:
+            values[key] = read()
+        except StateError as error:
+            if strict:
+                raise
+            values[key] = [] if key == "jobs" else None
+            problems.append(str(error))
+    chain = Chain(store, problems=problems, **values)
+    if must_exist and not (chain.jobs or chain.record or chain.submitted or problems):
+        raise StateError("%s is not a chain: it has no %s" % (run_dir, CHAIN_FILE))
+    return chain
+
+
+def query_jobs(job_ids):
+    """Return {job ID: Job}: one sacct call, then squeue for jobs not final there."""
+    if not job_ids:
+        return {}
+    found, _ = sacct_jobs(job_ids)
+    unsettled = [job_id for job_id in job_ids
+                 if job_id not in found or not is_final(found[job_id].state)]
+    with contextlib.suppress(StateError):
+        for job in queued_jobs(unsettled):
+            found[job.job_id] = job
+    return found
+
+
+def _state_words(state):
+    """``CANCELLED by 0`` -> ``CANCELLED by root (uid 0)``: say whose cancel it was."""
+    match = re.match(r"CANCELLED by ([0-9]+)$", state or "")
+    return "CANCELLED by %s (uid %s)" % (uid_name(match.group(1)), match.group(1)) if match \
+        else state
+
+
+def chain_status(run_dir):
+    """Return the status of the chain in run_dir as a dict (what ``status --json`` prints).
+
+    A corrupt state file does not hide the rest: it is named in ``problems``.
+    """
+    chain = open_chain(run_dir, strict=False)
+    record, submitted = chain.record or Record(), chain.submitted or {}
+    shown = chain.jobs[-STATUS_ROWS:]
+    roles = collections.OrderedDict((job, "link") for job in shown)
+    first = submitted.get("first_job")
+    if first and first not in roles and (not chain.jobs or int(first) > int(chain.jobs[-1])):
+        roles[first] = "first job"
+    if record.job and record.job not in roles:
+        roles[record.job] = "decided" if record.action not in WORK_ACTIONS else "resumed link"
+    if record.successor and record.successor not in roles:
+        roles[record.successor] = "successor"
+    known = query_jobs(list(roles))
+    rows = []
+    for job_id, role in roles.items():
+        job = known.get(job_id) or Job(job_id, "UNKNOWN", 0)
+        rows.append(_status_row(job, role, record))
+    settings = record if record.max_retries is not None else Record(
+        max_retries=submitted.get("max_retries"), max_walltime=submitted.get("max_walltime"))
+    uncounted = _uncounted_row(rows, record, chain)
+    counted = chain.walltime or 0
+    used = counted + (uncounted["elapsed"] if uncounted else 0)
+    status = {"run_dir": os.path.abspath(run_dir), "jobs": rows, "links": len(chain.jobs),
+              "walltime": counted, "walltime_uncounted": uncounted["elapsed"] if uncounted else 0,
+              "walltime_used": used, "max_walltime": settings.max_walltime,
+              "walltime_left": (max(settings.max_walltime - used, 0)
+                                if settings.max_walltime is not None else None),
+              "retries": chain.retries or 0, "max_retries": settings.max_retries,
+              "successor": record.successor,
+              "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
+                                         and base_state(row["state"]) == "PENDING"), None),
+              "cancelled": chain.cancelled, "problems": chain.problems}
+    status["verdict"], status["next"] = _verdict(record, rows, status, chain)
+    return status
+
+
+def _status_row(job, role, record):
+    state = base_state(job.state)
+    note = None
+    if role == "successor" and state == "CANCELLED" and job.start is None and \
+            job.state == "CANCELLED":
+        note = "cancelled by Slurm before it ran: its predecessor completed (expected)"
+    elif role == "decided":
+        note = "ran no work: decided %s" % record.action
+    elif role == "resumed link" and state == "PENDING":
+        note = "queued by resumable-chain resume"
+    elif state.startswith("CANCELLED") and job.state != "CANCELLED":
+        note = _state_words(job.state)
+    row = {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
+           "end": job.end if is_final(job.state) else None, "role": role,
+           "link": role == "link", "note": note, "time_limit": None, "time_left": None}
+    if state in LIVE_STATES and state != "PENDING":
+        row["time_limit"] = job.time_limit
+        if job.time_limit is not None:
+            row["time_left"] = max(job.time_limit - job.elapsed, 0)
+    return row
+
+
+def _uncounted_row(rows, record, chain):
+    """The last link, if its time is not in the walltime file yet (running, or never continued)."""
+    if record.action not in WORK_ACTIONS or not chain.jobs or chain.jobs[-1] != record.job:
+        return None
+    return next((row for row in rows if row["job"] == record.job and row["link"]
+                 and base_state(row["state"]) not in ("PENDING", "UNKNOWN")), None)
+
+
+def _verdict(record, rows, status, chain):
+    """Return (verdict, what to do next or None)."""
+    run_dir = status["run_dir"]
+    resume = "resumable-chain resume %s" % shell_quote(run_dir)
+    live = [row for row in rows if base_state(row["state"]) in LIVE_STATES]
+    running = [row for row in live if base_state(row["state"]) != "PENDING"]
+    if chain.problems and record.job is None:
+        return ("unknown: cannot read the chain's state (%s)" % chain.problems[0],
+                "fix or delete the named file, then run status again")
+    if status["cancelled"] and not live:
+        return ("stopped: cancelled with resumable-chain cancel (%s)" % status["cancelled"],
+                "%s continues it (the walltime so far is kept)" % resume)
+    if record.action == "complete":
+        return "finished: job %s found its predecessor COMPLETED" % record.job, None
+    if record.action == "fail":
+        return ("failed: %s" % record.reason,
+                "fix the job script or its input, then %s (retries start again at 0)" % resume)
+    if record.action == "stop":
+        if "max_walltime" in (record.reason or ""):
+            return ("stopped: %s" % record.reason,
+                    "%s --max-walltime T with a larger cap continues it" % resume)
+        predecessor = next((row for row in rows if row["job"] == record.predecessor), None)
+        if base_state(record.state) == "CANCELLED" and predecessor:
+            # sacct says who cancelled it (the controller, which the link asked, does not)
+            return ("stopped: job %s was %s" % (record.predecessor,
+                                                _state_words(predecessor["state"])),
+                    "%s continues it" % resume)
+        return "stopped: %s" % record.reason, "%s continues it" % resume
+    if running:
+        row = running[-1]
+        left = (" (%s of its time limit left)" % format_duration(row["time_left"])
+                if row["time_left"] is not None else "")
+        return "running: job %s is %s%s" % (row["job"], row["state"], left), None
+    if live:
+        return "waiting: job %s is pending" % live[-1]["job"], None
+    links = [row for row in rows if row["link"]]
+    if not links:
+        return "unknown: no job recorded yet", None
+    last = links[-1]
+    if base_state(last["state"]) == "COMPLETED":
+        return "finished: job %s COMPLETED" % last["job"], None
+    if last["state"] == "UNKNOWN":
+        return "unknown: Slurm no longer knows job %s" % last["job"], None
+    successor = next((row for row in rows if row["role"] == "successor"), None)
+    how = ("its successor %s ended %s without running" % (successor["job"], successor["state"])
+           if successor else "no successor was queued")
+    return ("broken: job %s ended %s and %s" % (last["job"], _state_words(last["state"]), how),
+            "%s continues the chain" % resume)
+
+
+def cancel_chain(run_dir, dry_run=False):
+    """Stop a chain for good: mark it, cancel pending successors, then the running link.
+
+    The mark makes any link that still starts stop without work. Verifies that
+    nothing of the chain is left, cancelling again what started meanwhile.
+    Returns {"cancelled": [...], "leftover": [...], "dry_run": bool}.
+    """
+    chain = open_chain(run_dir)
+    if not dry_run:
+        chain.store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
+    links, cancelled, leftover, errors = chain.candidates(), [], [], []
+    for _round in range(CANCEL_ROUNDS):
+        dependents = pending_dependents()
+        pending, frontier = set(), list(links)
+        while frontier:  # successors of successors, queued while we looked
+            job = frontier.pop()
+            for successor in dependents.get(job, ()):
+                if successor not in pending:
+                    pending.add(successor)
+                    frontier.append(successor)
+        live = queued_jobs(sorted(set(links) | pending, key=int))
+        pending |= set(job.job_id for job in live if base_state(job.state) == "PENDING")
+        running = set(job.job_id for job in live) - pending
+        leftover = sorted(pending | running, key=int)
+        if not leftover or dry_run:
+            break
+        for group in (sorted(pending, key=int), sorted(running, key=int)):
+            if group:
+                error = scancel(group)
+                if error:
+                    errors.append("scancel %s: %s" % (" ".join(group), error))
+                cancelled += [job for job in group if job not in cancelled]
+        links = sorted(set(links) | set(leftover), key=int)
+        time.sleep(1)
+    else:
+        leftover = sorted(job.job_id for job in queued_jobs(links))
+    return {"cancelled": cancelled, "leftover": leftover, "dry_run": dry_run, "errors": errors}
+
+
+def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAULT_MAX_RETRIES,
+                 max_walltime=None, force=False, python="python3"):
+    """Make SCRIPT resumable in run_dir and submit its first job; all or nothing.
+
+    The first job is submitted held; only once sbatch accepted it are the
+    files written (the previous chain's moved to ``*.prev``) and the job
+    released. With ``force`` a live chain in run_dir is cancelled first.
+    Returns {"job": first job ID, "script": the copy, "cancelled": [...]}.
+    """
+    try:
+        with open(script, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise StateError("cannot read batch script %s: %s" % (script, getattr(
+            error, "strerror", None) or error))
+    header, body = split_batch_script(text)
+    directives = script_directives(header)
+    if has_option(directives, "-a", "--array"):
+        raise StateError("%s has an #SBATCH --array line: array jobs cannot be chained" % script)
+    sbatch_options = check_sbatch_args(sbatch_options)
+    max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
+    run_dir = os.path.abspath(run_dir)
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise StateError("run directory %s exists and is not a directory" % run_dir)
+    chain = open_chain(run_dir, must_exist=False)
+    live = queued_jobs(chain.candidates())
+    cancelled = []
+    if live and not force:
+        raise StateError("%s holds a live chain (%s): cancel it first (resumable-chain cancel %s) "
+                         "or pass --force to cancel it and start anew" % (run_dir, ", ".join(
+                             "job %s %s" % (job.job_id, job.state) for job in live), run_dir))
+    if live:
+        result = cancel_chain(run_dir)
+        if result["leftover"]:
+            raise StateError("--force: could not cancel the live chain (still there: %s; it is "
+                             "marked cancelled, so its links stop when they start); nothing "
+                             "submitted" % " ".join(result["leftover"]))
+        cancelled = result["cancelled"]
+    if not has_option(directives + sbatch_options, "-o", "--output"):
+        sbatch_options = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_options
+    copy_name = "resumable-" + os.path.basename(script)
+    copy_path = os.path.join(run_dir, copy_name)
+    prologue = render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
+                               script=copy_path, sbatch_args=sbatch_options, python=python)
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", prefix="resumable-chain-", suffix=".sbatch",
+                                     encoding="utf-8") as staged:
+        staged.write(header + prologue + body)
+        staged.flush()
+        first_job = sbatch(["--hold", "--no-requeue"] + sbatch_options, staged.name, script_args)
+    # sbatch accepted the held job: now the files, then release it.
+    make_run_dir(run_dir)
+    store = StateStore(run_dir)
+    store.write_text(copy_name, header + prologue + body, mode=0o755)
+    for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE, SCRIPT_COPY):
+        if os.path.isfile(store.path(name)):
+            os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
+    store.write_text(SUBMIT_FILE, json.dumps({
+        "first_job": first_job, "script": copy_path, "original": os.path.abspath(script),
+        "sbatch_options": sbatch_options, "script_args": list(script_args),
+        "max_retries": max_retries, "max_walltime": max_walltime, "workdir": os.getcwd(),
+        "time": int(time.time())}, sort_keys=True) + "\n")
+    error = release_job(first_job)
+    if error:
+        raise StateError("job %s was submitted held and could not be released (%s): run "
+                         "scontrol release %s" % (first_job, error, first_job))
+    return {"job": first_job, "script": copy_path, "cancelled": cancelled}
+
+
+def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time):
+    """Queue one link that continues a chain that ended (failed, stopped, cancelled, broken).
+
+    Keeps the history and the walltime (the last link's time is counted now if
+    no successor ever did), starts the retries afresh, and applies new caps
+    from this link on. The link is submitted held and without a dependency
+    (Slurm 23.02+ refuses one on a job it forgot); the journal tells it what
+    it continues. Returns {"job": ID, "walltime": seconds, "counted": seconds}.
+    """
+    run_dir = os.path.abspath(run_dir)
+    if max_retries is not None:
+        max_retries = check_max_retries(max_retries)
+    max_walltime = check_max_walltime(max_walltime)
+    chain = open_chain(run_dir)  # a corrupt file raises: fix it first
+    store = chain.store
+    with store.locked():
+        snapshot = store.snapshot()
+        if snapshot.record and snapshot.record.phase == "counted":
+            snapshot = store.apply(snapshot, snapshot.record)
+        previous = snapshot.record
+        if previous is None:
+            raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
+                             "or later; use submit to start a new chain" % (run_dir, JOURNAL_FILE))
+        live = queued_jobs(chain.candidates() + [previous.job])
+        if live:
+            raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
+                             "resumable-chain cancel first" % (run_dir, ", ".join(
+                                 "job %s %s" % (job.job_id, job.state) for job in live)))
+        if previous.action == "complete":
+            raise StateError("the chain in %s finished (job %s found its predecessor COMPLETED): "
+                             "nothing to resume; submit starts a new run" % (run_dir, previous.job))
+        counted, state = 0, previous.state
+        if previous.action in WORK_ACTIONS and previous.job == snapshot.last_job:
+            # The last link ran, and no successor ever counted it: count it now, once.
+            found = observe_predecessor(previous.job, window=0).job
+            if found.state == NOT_VISIBLE:
+                raise StateError("cannot find job %s's final state in accounting yet; try again "
+                                 "in a minute" % previous.job)
+            if base_state(found.state) == "COMPLETED":
+                raise StateError("the chain in %s finished (job %s COMPLETED): nothing to resume; "
+                                 "submit starts a new run" % (run_dir, previous.job))
+            counted, state = found.elapsed, found.state
+        next_spec = _resume_spec(store, previous, chain.submitted)
+        walltime = (snapshot.walltime or 0) + counted
+        caps = Settings(previous.max_retries if max_retries is None else max_retries,
+                        previous.max_walltime if max_walltime is None else max_walltime)
+        if caps.max_walltime is not None and caps.max_walltime - walltime < MIN_TIME_LIMIT:
+            raise StateError("the chain used %s of its max_walltime %s: pass --max-walltime with "
+                             "a larger cap (at least %s)" % (
+                                 format_duration(walltime), format_duration(caps.max_walltime),
+                                 format_duration(walltime + MIN_TIME_LIMIT)))
+        options = ((["--job-name=" + next_spec.job_name] if next_spec.job_name else [])
+                   + list(next_spec.sbatch_args) + ["--hold", "--no-requeue"])
+        job = sbatch(options, next_spec.script, next_spec.script_args, cwd=next_spec.workdir)
+        length = chain_length(snapshot)
+        record = Record(job=job, predecessor=previous.job, state=state, elapsed=counted,
+                        source="resume", action="resume",
+                        reason="resumed with resumable-chain resume after %s" % previous.action,
+                        walltime=walltime, retries=0, max_retries=caps.max_retries,
+                        max_walltime=caps.max_walltime, settings_from="resume",
+                        link=None if length is None else length + 1, successor=None,
+                        next=next_spec._asdict(), phase="queued", time=int(now()))
+        store.apply(snapshot, record, chain=False)
+        store.remove(CANCEL_FILE)
+        store.write_record(record)
+    error = release_job(job)
+    if error:
+        raise StateError("job %s was queued held and could not be released (%s): run scontrol "
+                         "release %s" % (job, error, job))
+    return {"job": job, "walltime": walltime, "counted": counted}
+
+
+def _resume_spec(store, previous, submitted):
+    spec = dict(previous.next or {})
+    if not spec and submitted:
+        spec = {"script": submitted.get("script"), "sbatch_args": submitted.get("sbatch_options"),
+                "script_args": submitted.get("script_args"), "workdir": submitted.get("workdir")}
+    if not spec.get("script"):
+        raise StateError("the chain did not record how to queue its next link (started before "
+                         "resumable_chain 0.2); use submit to start a new chain")
+    spec = NextLink(spec["script"], list(spec.get("sbatch_args") or ()),
+                    list(spec.get("script_args") or ()), spec.get("job_name"), spec.get("workdir"))
+    if not os.path.isfile(spec.script):  # Slurm's spool copy is gone: the first job saved one
+        if not os.path.isfile(store.path(SCRIPT_COPY)):
+            raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
+                             "cannot resume" % (spec.script, store.path(SCRIPT_COPY)))
+        spec = spec._replace(script=store.path(SCRIPT_COPY))
+    if spec.workdir and not os.path.isdir(spec.workdir):
+        spec = spec._replace(workdir=None)
+    return spec
+
+
+# ---------------------------------------------------------------------------
+# 9. Driver helpers
+# ---------------------------------------------------------------------------
+
+
+def resumable_run_overrides(benchmark, executor):
+    """Return a copy of a resumable benchmark's ``run`` overrides with resume_from_cache.
+
+    ``benchmark`` is the benchmark's settings mapping (with ``resumable`` and
+    ``run``); ``resume_from_cache: true`` is added unless the user set it.
+    Raises ValueError when the executor is not Slurm or the benchmark uses a
+    ``command`` (resuming relies on the eval cache). The input is not changed.
+    """
+    import copy
+    if not isinstance(benchmark, dict) and not hasattr(benchmark, "keys"):
+        raise ValueError("benchmark settings must be a mapping, got %r" % (benchmark,))
+    run = benchmark.get("run") or {}
+    if not isinstance(run, dict) and not hasattr(run, "keys"):
+        raise ValueError("benchmark run must be a mapping, got %r" % (run,))
+    overrides = copy.deepcopy(dict(run))
+    if parse_resumable(benchmark.get("resumable")) is None:
+        return overrides
+    if str(executor).strip().lower() != "slurm":
+        raise ValueError("resumable needs the slurm executor, not %r: only Slurm jobs can "
+                         "chain themselves" % (executor,))
+    if benchmark.get("command") is not None:
+        raise ValueError("resumable does not work with a benchmark command: resuming "
+                         "relies on gym eval run's cache; remove command or resumable")
+    overrides.setdefault("resume_from_cache", True)
+    return overrides
+
+
+# ---------------------------------------------------------------------------
+# 10. Command line: one argparse parser for the user's commands; all printing is here
+# ---------------------------------------------------------------------------
+
+OWN_SUBMIT_OPTIONS = ("--max-retries", "--max-walltime", "--python", "--force")
+
+
+def split_submit_argv(argv):
+    """Split ``submit``'s words: (DIR and our options, sbatch options, SCRIPT, its arguments).
+
+    sbatch options may be written as sbatch takes them (``-p debug``,
+    ``--partition debug``, ``--partition=debug``). Without ``--``, options of
+    ours after SCRIPT are refused: they would silently go to the script.
+    """
     if "--" in argv:
         index = argv.index("--")
-        return argv[:index], argv[index + 1:]
-    return argv, []
+        before, after = argv[:index], argv[index + 1:]
+        if not after:
+            raise ValueError("submit: give SCRIPT after --")
+        ours, sbatch_options = _split_options(before)
+        return ours, sbatch_options, after[0], after[1:]
+    index, value_next = 1, False
+    while index < len(argv):
+        word = argv[index]
+        if value_next:
+            value_next = False
+        elif word.startswith("-"):
+            name = word.split("=", 1)[0]
+            value_next = "=" not in word and (name in OWN_SUBMIT_OPTIONS[:3]
+                                              or sbatch_option_takes_value(word))
+        else:
+            break
+        index += 1
+    if index >= len(argv) or not argv:
+        raise ValueError("submit: give DIR first and SCRIPT after the options (see submit --help)")
+    script, script_args = argv[index], argv[index + 1:]
+    ours = [word for word in script_args if word.split("=", 1)[0] in OWN_SUBMIT_OPTIONS]
+    if ours:
+        raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
+                         "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
+                         % (ours[0], script))
+    ours, sbatch_options = _split_options(argv[:index])
+    return ours, sbatch_options, script, script_args
 
 
-def _walltime_option(text):
-    try:
-        return parse_walltime(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error))
-
-
-def _retries_option(text):
-    if not re.fullmatch(r"[0-9]{1,6}", text):
-        raise argparse.ArgumentTypeError("max retries must be a whole number >= 0, got %r" % text)
-    return int(text)
+def _split_options(words):
+    """DIR and our options (with their values) apart from the sbatch options, order kept."""
+    ours, sbatch_options, words = words[:1], [], iter(words[1:])
+    for word in words:
+        name = word.split("=", 1)[0]
+        target = ours if name in OWN_SUBMIT_OPTIONS else sbatch_options
+        target.append(word)
+        if "=" not in word and (name in OWN_SUBMIT_OPTIONS[:3] or (
+                target is sbatch_options and sbatch_option_takes_value(word))):
+            value = next(words, None)
+            if value is not None:
+                target.append(value)
+    if ours and ours[0].startswith("-"):
+        raise ValueError("submit: give DIR first, then the options (see submit --help)")
+    return ours, sbatch_options
 
 
 def _build_parser():
+    import argparse
+
+    class Parser(argparse.ArgumentParser):
+        def error(self, message):  # main() stays the only place that exits
+            raise StateError("%s: %s (see --help)" % (self.prog, message))
+
+    def walltime(text):
+        try:
+            return check_max_walltime(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error))
+
+    def retries(text):
+        try:
+            return check_max_retries(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error))
+
     formatter = argparse.RawDescriptionHelpFormatter
-    parser = _Parser(prog="resumable-chain", formatter_class=formatter, description=__doc__)
+    parser = Parser(prog="resumable-chain", formatter_class=formatter, description=__doc__)
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    render = commands.add_parser(
-        "render", formatter_class=formatter, help="print the prologue for a job script",
-        description="Print the bash prologue to paste after a job script's #SBATCH lines.\n"
-                    "Options after -- are given to sbatch for every successor.",
-        epilog="example:\n  resumable-chain render runs/gpqa --max-walltime 48:00:00 -- -p gpu")
-    render.add_argument("run_dir", metavar="DIR", help="the run directory holding the state")
-    render.add_argument("--max-retries", type=_retries_option, default=DEFAULT_MAX_RETRIES,
-                        help="non-timeout failures to retry (default %(default)s)")
-    render.add_argument("--max-walltime", type=_walltime_option, default=None,
-                        help="cap on accumulated walltime, e.g. 48:00:00 (default: none)")
-    render.add_argument("--script", default=None,
-                        help="script the successor is submitted with (default: this job's)")
-    render.add_argument("--python", default="python3", help="interpreter on compute nodes")
+    def command(name, help_text, description, example):
+        sub = commands.add_parser(name, formatter_class=formatter, help=help_text,
+                                  description=description, epilog="example:\n  " + example)
+        sub.add_argument("run_dir", metavar="DIR", help="the run directory holding the state")
+        return sub
 
-    prologue = commands.add_parser(
-        "prologue", formatter_class=formatter, help="the in-job step (called by the prologue)",
-        description="Decide from the predecessor's final state, record it in DIR and queue the\n"
-                    "successor. Exit 0: run the work; 3: the chain is done (exit 0 without\n"
-                    "work); 1: max_retries exceeded; 2: bad input or state. Arguments after --\n"
-                    "are the job script's own arguments, passed on to the successor.",
-        epilog="example (inside a batch job):\n  python3 resumable_chain.py prologue --max-retries"
-               " 3 --script=\"$0\" runs/gpqa -- \"$@\"")
-    prologue.add_argument("run_dir", metavar="DIR")
-    prologue.add_argument("--max-retries", type=_retries_option, default=DEFAULT_MAX_RETRIES)
-    prologue.add_argument("--max-walltime", type=_walltime_option, default=None)
-    prologue.add_argument("--script", required=True, help="script the successor runs")
-    prologue.add_argument("--sbatch-arg", action="append", default=[], metavar="ARG",
-                          help="one extra sbatch argument for the successor (repeatable)")
+    def caps(sub, default_retries=DEFAULT_MAX_RETRIES, what="default %(default)s"):
+        sub.add_argument("--max-retries", type=retries, default=default_retries, metavar="N",
+                         help="failures (not timeouts) retried before the chain fails (%s)" % what)
+        sub.add_argument("--max-walltime", type=walltime, default=None, metavar="T",
+                         help="cap on the chain's accumulated walltime, a Slurm duration such "
+                              "as 48:00:00 or seconds, at least 1:00 (default: none)"
+                         if default_retries is not None else
+                         "a new cap on the accumulated walltime (default: the chain's own)")
 
-    status = commands.add_parser(
-        "status", formatter_class=formatter, help="show a chain's jobs, counters and verdict",
-        description="Show the jobs of the chain in DIR, its counters and a verdict.",
-        epilog="example:\n  resumable-chain status runs/gpqa --json")
-    status.add_argument("run_dir", metavar="DIR")
+    render = command("render", "print the prologue for a job script",
+                     "Print the bash prologue to paste after a job script's #SBATCH lines.\n"
+                     "Options after -- are given to sbatch for every successor. Creates DIR\n"
+                     "if missing, so that #SBATCH --output=DIR/... works from the first job.",
+                     "resumable-chain render runs/gpqa --max-walltime 48:00:00 -- -p gpu")
+    caps(render)
+    render.add_argument("--script", default=None, metavar="PATH",
+                        help="script the successor is submitted with (default: the job's own)")
+    render.add_argument("--python", default="python3", metavar="PY",
+                        help="interpreter on the compute nodes (default python3)")
+
+    submit = command("submit", "make any batch script resumable and submit it",
+                     "Write a resumable copy of SCRIPT into DIR (the prologue after its\n"
+                     "#!/#SBATCH header), submit it with --no-requeue and print the first job\n"
+                     "ID. SBATCH_OPTIONS go to the first job and every successor, written as\n"
+                     "for sbatch (-p debug, --time=4:00:00). Logs go to DIR/slurm-<jobid>.out\n"
+                     "unless the script or the options set --output. Nothing changes on disk\n"
+                     "unless sbatch accepts the job. Refuses array jobs and a DIR whose chain\n"
+                     "is still queued or running (see --force).",
+                     "resumable-chain submit runs/a -p gpu --time=4:00:00 train.sbatch --lr 3e-4")
+    submit.usage = ("resumable-chain submit DIR [--max-retries N] [--max-walltime T] [--force] "
+                    "[--python PY] [SBATCH_OPTIONS...] [--] SCRIPT [ARGS...]")
+    caps(submit)
+    submit.add_argument("--force", action="store_true",
+                        help="if DIR holds a live chain, cancel it (printing its job IDs) and "
+                             "start a new one; its files are kept as *.prev")
+    submit.add_argument("--python", default="python3", metavar="PY",
+                        help="interpreter on the compute nodes (default python3)")
+
+    resume = command("resume", "continue a chain that failed, stopped or broke",
+                     "Queue one link that continues the chain in DIR: keeps its history and\n"
+                     "walltime, starts the retries afresh. Refuses a live or COMPLETED chain.",
+                     "resumable-chain resume runs/gpqa --max-walltime 72:00:00")
+    caps(resume, default_retries=None, what="default: the chain's own")
+
+    status = command("status", "show a chain's jobs, counters and verdict",
+                     "Show the jobs of the chain in DIR, its counters and a verdict:\n"
+                     "running, waiting, finished, stopped, failed, broken or unknown.",
+                     "resumable-chain status runs/gpqa --json")
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
-    cancel = commands.add_parser(
-        "cancel", formatter_class=formatter, help="stop a chain for good",
-        description="Cancel the chain's pending successors first, then its running link.",
-        epilog="example:\n  resumable-chain cancel runs/gpqa --dry-run")
-    cancel.add_argument("run_dir", metavar="DIR")
+    cancel = command("cancel", "stop a chain for good",
+                     "Mark the chain cancelled, cancel its pending successors, then its\n"
+                     "running link. resume continues it later.",
+                     "resumable-chain cancel runs/gpqa --dry-run")
     cancel.add_argument("--dry-run", action="store_true", help="only print what would be done")
-
-    submit = commands.add_parser(
-        "submit", formatter_class=formatter, help="make any batch script resumable and submit it",
-        usage="resumable-chain submit DIR [--max-retries N] [--max-walltime T] [--force] "
-              "[--python PY] [SBATCH_OPTIONS...] [--] SCRIPT [ARGS...]",
-        description="Write a resumable copy of SCRIPT into DIR (the prologue inserted after its\n"
-                    "#!/#SBATCH header), submit it with --no-requeue and print the first job ID.\n"
-                    "SBATCH_OPTIONS go to the first job and every successor. Without --, they\n"
-                    "must be written --option=value. Logs go to DIR/slurm-<jobid>.out unless the\n"
-                    "script or the options set --output. Refuses array jobs and a DIR whose\n"
-                    "chain is still queued or running (unless --force).",
-        epilog="example:\n  resumable-chain submit runs/a -p gpu --time=4:00:00 -- train.sbatch "
-               "--lr 3e-4")
-    submit.add_argument("run_dir", metavar="DIR")
     return parser
 
 
-SUBMIT_FLAGS = ("--force",)  # submit's own options without a value
-SUBMIT_VALUES = ("--max-retries", "--max-walltime", "--python")  # submit's own options with one
+def format_status(status):
+    """The text ``status`` prints."""
+    lines = ["chain in %s: %d link(s) ran" % (status["run_dir"], status["links"])]
+    lines += ["WARNING: %s" % problem for problem in status["problems"]]
+    lines.append("%-12s %-24s %10s  %-19s  %-19s  %s" % ("JOBID", "STATE", "ELAPSED", "START",
+                                                          "END", "NOTE"))
+    for row in status["jobs"]:
+        note = row["note"] or ""
+        if row["time_left"] is not None:
+            note = "time limit %s, %s left" % (format_duration(row["time_limit"]),
+                                               format_duration(row["time_left"]))
+        lines.append(("%-12s %-24s %10s  %-19s  %-19s  %s" % (
+            row["job"], row["state"], format_duration(row["elapsed"]), row["start"] or "-",
+            row["end"] or "-", note)).rstrip())
+    cap = status["max_walltime"]
+    walltime = "walltime: %s" % format_duration(status["walltime_used"])
+    if status["walltime_uncounted"]:
+        walltime += " (%s counted + %s of the last link)" % (
+            format_duration(status["walltime"]), format_duration(status["walltime_uncounted"]))
+    walltime += " of %s" % (format_duration(cap) if cap else "unlimited")
+    if cap:
+        walltime += ", %s left" % format_duration(status["walltime_left"])
+    lines.append(walltime)
+    allowed = status["max_retries"]
+    retries = "retries: %d" % status["retries"]
+    if allowed is not None:
+        retries += " (at most %d allowed%s)" % (allowed, ", exceeded" if status["retries"] >
+                                                allowed else "")
+    lines.append(retries)
+    lines.append("pending successor: %s" % (status["pending_successor"] or "none"))
+    lines.append("verdict: %s" % status["verdict"])
+    if status["next"]:
+        lines.append("next: %s" % status["next"])
+    return "\n".join(lines) + "\n"
 
 
-def parse_submit(argv):
-    """Split ``submit``'s arguments: (dir, own options, sbatch options, script, script args)."""
-    before, after = _split_at_dashes(argv)
-    if "--" not in argv:  # SCRIPT is the first word after DIR that is no option or its value
-        index = 1
-        while index < len(before) and (before[index].startswith("-")
-                                       or before[index - 1] in SUBMIT_VALUES):
-            index += 1
-        before, after = before[:index], before[index:]
-    if not before or before[0].startswith("-") or not after:
-        raise StateError("submit: give DIR first and SCRIPT after the options (see --help)")
-    own = {"max_retries": DEFAULT_MAX_RETRIES, "max_walltime": None, "force": False,
-           "python": "python3"}
-    sbatch_options, arguments = [], iter(before[1:])
-    for argument in arguments:
-        name, has_value, value = argument.partition("=")
-        if name in SUBMIT_FLAGS and not has_value:
-            own["force"] = True
-        elif name in SUBMIT_VALUES:
-            value = value if has_value else next(arguments, None)
-            if value is None:
-                raise StateError("submit: %s needs a value" % name)
-            own[name[2:].replace("-", "_")] = value
-        else:
-            sbatch_options.append(argument)
-    try:
-        own["max_retries"] = _retries_option(str(own["max_retries"]))
-        own["max_walltime"] = _check_max_walltime(own["max_walltime"])
-    except argparse.ArgumentTypeError as error:
-        raise StateError("submit: %s" % error)
-    return before[0], own, sbatch_options, after[0], after[1:]
+PROLOGUE_HELP = """\
+usage: resumable-chain prologue [--max-retries N] [--max-walltime T] [--sbatch-arg ARG]...
+                                --script PATH DIR [-- SCRIPT_ARGS...]
+
+The in-job step that the rendered prologue runs (see render): decide from the predecessor's
+final state, record it in DIR and queue the successor. Prints the RESUMABLE_CHAIN_* exports for
+the work on stdout. Exit 0: run the work; 3: the chain is done (exit 0 without work); 1:
+max_retries exceeded; 2: bad input or state.
+
+example (inside a batch job):
+  python3 resumable_chain.py prologue --max-retries 3 --script="$0" runs/gpqa -- "$@"
+"""
+
+
+def _log(message):
+    sys.stderr.write("resumable-chain: %s\n" % message)
+    sys.stderr.flush()
+
+
+def _write(text):
+    # Bytes, so that a non-ASCII path prints under any locale (Python 3.6 under LANG=C).
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    sys.stdout.flush()
+
+
+def _in_job(argv):
+    """The rendered prologue's entry: run the in-job step, print the exports for the work."""
+    run_dir, settings, script, sbatch_args, script_args = parse_prologue_args(argv)
+    next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
+                         os.getcwd())
+    outcome = run_link(os.path.abspath(run_dir), settings, next_link, os.environ)
+    for warning in outcome.warnings:
+        _log(warning)
+    _log(describe_link(outcome))
+    if outcome.status == EXIT_WORK:
+        _write("".join("export %s=%s\n" % (name, shell_quote(value)) for name, value in
+                       link_exports(outcome.record, os.path.abspath(run_dir)).items()))
+    return outcome.status
 
 
 def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    options, extra = _split_at_dashes(argv)
     try:
-        if argv[:1] == ["submit"] and not set(options) & {"-h", "--help"}:
-            run_dir, own, sbatch_options, script, script_args = parse_submit(argv[1:])
-            submit_chain(run_dir, script, script_args, sbatch_options, **own)
+        if argv[:1] == ["prologue"]:
+            if set(argv[1:2]) & {"-h", "--help"}:
+                _write(PROLOGUE_HELP)
+                return 0
+            return _in_job(argv[1:])
+        extra, parser = [], _build_parser()
+        if argv[:1] == ["submit"] and not set(argv) & {"-h", "--help"}:
+            ours, sbatch_options, script, script_args = split_submit_argv(argv[1:])
+            arguments = parser.parse_args(["submit"] + ours)
+            result = submit_chain(arguments.run_dir, script, script_args, sbatch_options,
+                                  arguments.max_retries, arguments.max_walltime, arguments.force,
+                                  arguments.python)
+            if result["cancelled"]:
+                _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
+            _log("submitted job %s: a resumable copy of %s is %s"
+                 % (result["job"], script, result["script"]))
+            _write(result["job"] + "\n")
             return 0
-        arguments = _build_parser().parse_args(options)
+        if "--" in argv:
+            argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+        arguments = parser.parse_args(argv)
         if arguments.command == "render":
-            sys.stdout.write(render_prologue(
-                arguments.run_dir, max_retries=arguments.max_retries,
-                max_walltime=arguments.max_walltime, script=arguments.script, sbatch_args=extra,
-                python=arguments.python))
+            if arguments.script is not None and not os.path.isfile(arguments.script):
+                raise StateError("--script %s: no such file (the successor is submitted with "
+                                 "it)" % arguments.script)
+            text = render_prologue(arguments.run_dir, max_retries=arguments.max_retries,
+                                   max_walltime=arguments.max_walltime, script=arguments.script,
+                                   sbatch_args=extra, python=arguments.python)
+            if not os.path.isdir(arguments.run_dir):
+                make_run_dir(arguments.run_dir)
+                _log("created the run directory %s (so that #SBATCH --output into it works)"
+                     % arguments.run_dir)
+            _write(text)
             return 0
-        if arguments.command == "prologue":
-            spec = SuccessorSpec(arguments.script, check_sbatch_args(arguments.sbatch_arg), extra,
-                                 os.environ.get("SLURM_JOB_NAME"))
-            return run_link(os.path.abspath(arguments.run_dir), arguments.max_retries,
-                            arguments.max_walltime, spec, os.environ)
         if extra:
             raise StateError("%s takes no arguments after --" % arguments.command)
         if arguments.command == "status":
-            return show_status(arguments.run_dir, arguments.json)
+            status = chain_status(arguments.run_dir)
+            _write(json.dumps(status, indent=2, sort_keys=True) + "\n" if arguments.json
+                   else format_status(status))
+            return 0
         if arguments.command == "cancel":
-            return cancel_chain(arguments.run_dir, arguments.dry_run)
-        _build_parser().print_help(sys.stderr)
+            result = cancel_chain(arguments.run_dir, arguments.dry_run)
+            for error in result["errors"]:
+                _log(error)
+            if result["dry_run"]:
+                _write("would cancel: %s\n" % (" ".join(result["leftover"]) or "nothing"))
+                return 0
+            _write("cancelled: %s\n" % (" ".join(result["cancelled"]) or "nothing"))
+            if result["leftover"]:
+                _write("still pending or running: %s\n" % " ".join(result["leftover"]))
+                return 1
+            return 0
+        if arguments.command == "resume":
+            result = resume_chain(arguments.run_dir, arguments.max_walltime,
+                                  arguments.max_retries)
+            _log("resumed: job %s continues the chain (walltime so far %s%s)" % (
+                result["job"], format_duration(result["walltime"]),
+                ", of which %d s of the last link counted now" % result["counted"]
+                if result["counted"] else ""))
+            _write(result["job"] + "\n")
+            return 0
+        parser.print_help(sys.stderr)
         return EXIT_USAGE
     except SystemExit as exit_request:  # --help and --version
         return exit_request.code if isinstance(exit_request.code, int) else 0
     except (StateError, ValueError) as error:
-        log("error: %s" % error)
+        _log("error: %s" % error)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        log("interrupted")
+        _log("interrupted")
         return 130
 
 

@@ -80,7 +80,8 @@ class Harness(object):
                 handle.write(FAKE)
             os.chmod(path, 0o755)
         self.calls = os.path.join(root, "calls")
-        self.next_job = 100
+        self.next_job = {"ours": 100, "baseline": 500000}  # two chains: job IDs apart
+        self.last = {}
         self.scripts = {"ours": self._script("ours"), "baseline": self._script("baseline")}
         for kind in self.scripts:  # each chain starts with a first job
             self.link(kind, first=True)
@@ -92,7 +93,7 @@ class Harness(object):
         else:
             prologue = ('status=0; %s %s %s 3 || status=$?\n[ "$status" -eq 3 ] && exit 0\n'
                         '[ "$status" -ne 0 ] && exit "$status"\n'
-                        % (BASH, BASELINE, rc.shlex.quote(run_dir)))
+                        % (BASH, BASELINE, rc.shell_quote(run_dir)))
         path = os.path.join(self.root, kind + ".sh")
         with open(path, "w") as handle:
             handle.write("#!/bin/bash\n" + prologue + "exit 0\n")
@@ -100,15 +101,16 @@ class Harness(object):
 
     def link(self, kind, lag=None, controller_knows=False, first=False):
         """Run one link; return (seconds from start to work, {command: calls})."""
-        job = self.next_job
-        self.next_job += 1
+        job, predecessor = self.next_job[kind], self.last.get(kind)
+        self.next_job[kind] += 1
+        self.last[kind] = job
         if os.path.exists(self.calls):
             os.unlink(self.calls)
         environ = {"PATH": self.bin + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
                    "HOME": os.environ.get("HOME", "/"), "SLURM_JOB_ID": str(job),
-                   "SLURM_JOB_NAME": "bench", "SLURM_JOB_DEPENDENCY": "afternotok:%d" % (job - 1),
+                   "SLURM_JOB_NAME": "bench", "SLURM_JOB_DEPENDENCY": "afternotok:%s" % predecessor,
                    "BENCH_CALLS": self.calls, "BENCH_NEXT_ID": str(job + 1),
-                   "BENCH_PREDECESSOR": str(job - 1),
+                   "BENCH_PREDECESSOR": str(predecessor),
                    "BENCH_CONTROLLER_KNOWS": "1" if controller_knows else "0"}
         if first:
             del environ["SLURM_JOB_DEPENDENCY"]
@@ -174,7 +176,7 @@ def controller_load(harness):
 
 def scale(root, sizes, repeats, directories):
     """Median in-job step time (in-process, instant fake Slurm) by chain length and by dirs."""
-    def fake_slurm(argv, timeout=None, submit=False):
+    def fake_slurm(argv, timeout=None, submit=False, cwd=None):
         if argv[0] == "sacct":
             job = argv[argv.index("-j") + 1]
             return rc.SlurmResult(0, "%s|TIMEOUT|73|2026-11-30T00:00:00|2026-11-30T00:00:00|"
@@ -185,7 +187,7 @@ def scale(root, sizes, repeats, directories):
         return rc.SlurmResult(0, "", "")
 
     real_run_slurm, rc.run_slurm = rc.run_slurm, fake_slurm
-    spec = rc.SuccessorSpec("/bin/true", [], [], "bench")
+    spec = rc.NextLink("/bin/true", [], [], "bench")
     try:
         def prepare(run_dir, lines):
             os.makedirs(run_dir)
@@ -197,8 +199,8 @@ def scale(root, sizes, repeats, directories):
         def step(run_dir, last):
             job = last[0] + 1
             started = time.perf_counter()
-            rc.run_link(run_dir, 3, None, spec, {"SLURM_JOB_ID": str(job),
-                                                 "SLURM_JOB_DEPENDENCY": "afternotok:%d" % last[0]})
+            rc.run_link(run_dir, rc.Settings(3, None), spec, {
+                "SLURM_JOB_ID": str(job), "SLURM_JOB_DEPENDENCY": "afternotok:%d" % last[0]})
             last[0] = job
             return time.perf_counter() - started
 

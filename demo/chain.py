@@ -48,7 +48,7 @@ def main():
     script = os.path.join(base, "demo.sbatch")
     with open(script, "w") as handle:
         handle.write("#!/bin/bash\n#SBATCH --job-name=resumable-demo\n#SBATCH --time=1\n"
-                     "#SBATCH -c 1\nRUN_DIR=%s\n" % rc.shlex.quote(run_dir) + WORK)
+                     "#SBATCH -c 1\nRUN_DIR=%s\n" % rc.shell_quote(run_dir) + WORK)
     argv = ["submit", run_dir, "--python", sys.executable]
     if options.partition:
         argv.append("--partition=" + options.partition)

@@ -13,8 +13,7 @@ import time
 import pytest
 
 import resumable_chain as rc
-from conftest import BASH
-from test_prologue import read, start_chain
+from fake_cluster import BASH, FakeCluster, read, start_chain
 
 SEED = 20261130
 RANDOM_KILLS = 1200  # random SIGKILL instants per crash-injection variant
@@ -30,7 +29,7 @@ class InProcessSlurm(object):
         self.submitted = os.path.join(root, "submitted")
         self.states = states  # {job ID: (state, elapsed)}
 
-    def __call__(self, argv, timeout=None, submit=False):
+    def __call__(self, argv, timeout=None, submit=False, cwd=None):
         command = argv[0]
         if command == "sacct":
             job_id = argv[argv.index("-j") + 1]
@@ -47,7 +46,8 @@ class InProcessSlurm(object):
             rc._checkpoint()  # killed here: Slurm queued it, the job never heard back
             return rc.SlurmResult(0, successor + "\n", "")
         if command == "squeue":
-            return rc.SlurmResult(0, "".join("%s|afternotok:%s(unfulfilled)\n" % tuple(line.split())
+            return rc.SlurmResult(0, "".join("%s|PENDING|0:00|N/A|1:00:00|afternotok:%s(unfulfilled)\n"
+                                             % tuple(line.split())
                                              for line in self.lines()), "")
         if command == "scontrol":
             return rc.SlurmResult(0, "JobId=%s JobState=RUNNING TimeLimit=UNLIMITED\n" % argv[-1], "")
@@ -79,9 +79,9 @@ def run_in_child(run_dir, job_id, predecessor, slurm, kill_at=None, kill_after=N
                        "SLURM_RESTART_COUNT": str(restart)}
             if predecessor:
                 environ["SLURM_JOB_DEPENDENCY"] = "afternotok:%s" % predecessor
-            spec = rc.SuccessorSpec("/bin/true", [], [], "crash")
+            spec = rc.NextLink("/bin/true", [], [], "crash")
             try:
-                status = rc.run_link(run_dir, 3, None, spec, environ)
+                status = rc.run_link(run_dir, rc.Settings(3, None), spec, environ).status
             except rc.StateError:
                 status = 2
         finally:
@@ -102,9 +102,8 @@ def seed_chain(run_dir):
     store.write_text(rc.CHAIN_FILE, "100\n")
     store.write_counter(rc.WALLTIME_FILE, 1000)
     store.write_counter(rc.RETRIES_FILE, 1)
-    store.write_journal({"job": "100", "predecessor": None, "state": None, "action": "start",
-                         "reason": "", "walltime": 1000, "retries": 1, "successor": "200",
-                         "phase": "queued", "max_retries": 3, "max_walltime": None})
+    store.write_record(rc.Record(job="100", action="start", reason="", walltime=1000, retries=1,
+                                 successor="200", phase="queued", max_retries=3, link=1))
 
 
 def check_after_recovery(run_dir, slurm, next_link):
@@ -247,7 +246,6 @@ def nobody_problem():
 @pytest.fixture
 def open_cluster():
     """A fake cluster in a directory every user may use, run by an interpreter all may run."""
-    from conftest import FakeCluster
     problem = nobody_problem()
     if problem:
         pytest.skip(problem)
@@ -303,8 +301,15 @@ def test_sacct_missing_from_path(cluster, run_dir):
     os.unlink(os.path.join(cluster.bin, "sacct"))
     result = cluster.run_link(script, successor, predecessor=100, RESUMABLE_CHAIN_LOOKUP_SECONDS=1)
     assert result.returncode == 0, result.stderr
-    assert "sacct failed: sacct:" in result.stderr and "from scontrol" in result.stderr
-    assert read(run_dir, rc.RETRIES_FILE) == "1\n"  # the controller knew it FAILED
+    assert "from scontrol" in result.stderr  # no accounting needed while the controller knows
+    assert read(run_dir, rc.RETRIES_FILE) == "1\n"
+    cluster.finish(successor, "FAILED", 5)
+    cluster.set_job(successor, in_controller=False)  # now accounting is needed, and missing
+    result = cluster.run_link(script, cluster.pending()[-1], predecessor=successor,
+                              RESUMABLE_CHAIN_LOOKUP_SECONDS=1)
+    assert result.returncode == 0, result.stderr
+    assert "sacct failed: sacct:" in result.stderr and "NOT_VISIBLE" in result.stderr
+    assert read(run_dir, rc.RETRIES_FILE) == "1\n"
 
 
 def test_sacct_and_scontrol_both_failing_resume_without_a_retry(cluster, run_dir):
@@ -324,6 +329,8 @@ def test_hanging_query_gives_up_at_the_window(cluster, run_dir, command):
     cluster.update(hang={command: 120})
     if command == "scontrol":
         cluster.set_job(100, sacct_hidden_calls=10 ** 6)
+    else:
+        cluster.set_job(100, in_controller=False)
     started = time.time()
     result = cluster.run_link(script, successor, predecessor=100, RESUMABLE_CHAIN_LOOKUP_SECONDS=2,
                               RESUMABLE_CHAIN_COMMAND_TIMEOUT=3)
@@ -358,10 +365,10 @@ def test_full_disk_keeps_the_old_state(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "write", full_disk)
     monkeypatch.setattr(rc, "run_slurm", InProcessSlurm(str(tmp_path), {"100": ("FAILED", 50)}))
-    spec = rc.SuccessorSpec("/bin/true", [], [], "disk")
+    spec = rc.NextLink("/bin/true", [], [], "disk")
     with pytest.raises(rc.StateError) as error:
-        rc.run_link(run_dir, 3, None, spec, {"SLURM_JOB_ID": "200",
-                                             "SLURM_JOB_DEPENDENCY": "afternotok:100"})
+        rc.run_link(run_dir, rc.Settings(3, None), spec, {"SLURM_JOB_ID": "200",
+                                                          "SLURM_JOB_DEPENDENCY": "afternotok:100"})
     monkeypatch.undo()
     assert "No space left on device" in str(error.value) and "old content kept" in str(error.value)
     after = snapshot(run_dir)

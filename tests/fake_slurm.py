@@ -6,9 +6,10 @@ so tests can check what was run. Output copies Slurm 22.05-24.x formats as
 recorded in shared/slurm-facts.md. Knobs a test may set on the cluster:
 
 * ``jobs[ID]``: state, elapsed, start, end, runs (earlier runs of a requeued
-  ID), dependency, time_limit, in_controller, sacct_hidden_calls (sacct
+  ID), dependency, time_limit, held (sbatch --hold until scontrol release), in_controller, sacct_hidden_calls (sacct
   prints nothing for that many calls), sacct_lag_state (what sacct shows
-  instead while hidden), visible_at (epoch seconds before which sacct
+  instead while hidden), sacct_state (what sacct shows once visible, when the
+  controller shows another state), visible_at (epoch seconds before which sacct
   prints nothing);
 * ``sacct_down``, ``scontrol_down``, ``sbatch_error``: make a command fail as Slurm does;
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
@@ -68,7 +69,9 @@ def sbatch(argv, cluster):
         "dependency": option(argv, "-d", "--dependency") or "",
         "time_limit": option(argv, "-t", "--time"), "script": argv[script_index],
         "args": argv[script_index + 1:], "options": argv[:script_index], "in_controller": True,
-        "cwd": os.getcwd()}
+        "cwd": os.getcwd(), "held": "--hold" in argv or "-H" in argv}
+    with open(argv[script_index]) as handle:  # Slurm keeps the script's text, not its path
+        cluster["jobs"][job_id]["script_text"] = handle.read()
     if "--parsable" in argv:
         return 0, job_id + "\n", ""
     return 0, "Submitted batch job %s\n" % job_id, ""
@@ -97,7 +100,7 @@ def sacct(argv, cluster):
         runs = job.get("runs", []) if ("-D" in argv or "--duplicates" in argv) else []
         for run in runs:
             lines.append(render(job_id, run, fields))
-        lines.append(render(job_id, job, fields))
+        lines.append(render(job_id, dict(job, state=job.get("sacct_state") or job["state"]), fields))
         if "-X" not in argv and "--allocations" not in argv and job["state"] != "PENDING":
             step_state = "CANCELLED" if job["state"] in ("TIMEOUT", "PREEMPTED") or job["state"].startswith("CANCELLED") else job["state"]
             lines.append(render(job_id + ".batch", dict(job, state=step_state), fields))
@@ -116,6 +119,12 @@ def render(job_id, job, fields):
 
 
 def scontrol(argv, cluster):
+    if argv and argv[0] == "release":
+        job = cluster["jobs"].get(argv[1])
+        if not job:
+            return 1, "", "scontrol: error: Invalid job id specified\n"
+        job["held"] = False
+        return 0, "", ""
     if argv and argv[0] == "update":
         spec = dict(item.split("=", 1) for item in argv[1:] if "=" in item)
         job = cluster["jobs"].get(spec.get("JobId") or spec.get("jobid"))
@@ -131,12 +140,20 @@ def scontrol(argv, cluster):
     if not job or not job.get("in_controller", True):
         return 1, "", "slurm_load_jobs error: Invalid job id specified\n"
     limit = job.get("time_limit") or "01:00:00"
-    text = ("JobId=%s JobName=job UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=1 Nice=0 "
-            "Account=(null) QOS=(null) JobState=%s Reason=None Dependency=(null) Requeue=0 "
-            "Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=%s TimeLimit=%s TimeMin=N/A "
+    if str(limit).isdigit():  # scontrol shows minutes as a clock, like real Slurm
+        limit = seconds_to_clock(int(limit) * 60)
+    start = job.get("start", "Unknown")
+    if start == "Unknown" and job.get("elapsed", 0):  # a job that ran has a start time
+        start = "2026-11-30T01:00:00"
+    text = ("JobId=%s JobName=job UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=%d Nice=0 "
+            "Account=(null) QOS=(null) JobState=%s Reason=%s Dependency=(null) Requeue=0 "
+            "Restarts=%d BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=%s TimeLimit=%s TimeMin=N/A "
             "SubmitTime=2026-11-30T00:00:00 StartTime=%s EndTime=%s Partition=debug "
-            "Command=%s WorkDir=/tmp" % (job_id, job["state"].split()[0], seconds_to_clock(job.get("elapsed", 0)),
-                                        limit, job.get("start", "Unknown"), job.get("end", "Unknown"),
+            "Command=%s WorkDir=/tmp" % (job_id, 0 if job.get("held") else 1, job["state"].split()[0],
+                                        "JobHeldUser" if job.get("held") else "None",
+                                        len(job.get("runs", [])),
+                                        seconds_to_clock(job.get("elapsed", 0)),
+                                        limit, start, job.get("end", "Unknown"),
                                         job.get("script", "/tmp/job.sh")))
     if "-o" not in argv and "--oneliner" not in argv:
         text = text.replace(" Requeue=", "\n   Requeue=").replace(" RunTime=", "\n   RunTime=")
@@ -159,8 +176,13 @@ def squeue(argv, cluster):
         dependency = job.get("dependency") or "(null)"
         if dependency != "(null)":
             dependency += "(unfulfilled)"
+        limit = job.get("time_limit") or "1:00:00"
+        if str(limit).isdigit():
+            limit = seconds_to_clock(int(limit) * 60)
+        start = job.get("start", "N/A")
         line = (fmt.replace("%i", job_id).replace("%T", base).replace("%E", dependency)
-                .replace("%M", seconds_to_clock(job.get("elapsed", 0))).replace("%S", job.get("start", "N/A")))
+                .replace("%M", seconds_to_clock(job.get("elapsed", 0)))
+                .replace("%S", "N/A" if start == "Unknown" else start).replace("%l", limit))
         lines.append(line)
     if ids and not lines and len(ids.split(",")) == 1 and ids not in cluster["jobs"]:
         return 1, "", "slurm_load_jobs error: Invalid job id specified\n"

@@ -1,4 +1,4 @@
-"""Shared fixtures: a fake Slurm cluster on PATH and a way to run chain links with bash."""
+"""A fake Slurm cluster for tests: tests/fake_slurm.py on PATH, and chain links run by bash."""
 import glob
 import json
 import os
@@ -7,14 +7,13 @@ import shutil
 import subprocess
 import sys
 
-import pytest
-
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
 
 import resumable_chain  # noqa: E402
 
-FAKE = os.path.join(HERE, "testing", "fake_slurm.py")
+FAKE = os.path.join(HERE, "fake_slurm.py")
 BASH = shutil.which("bash") or "/bin/bash"
 COMMANDS = ("sbatch", "sacct", "scontrol", "squeue", "scancel")
 
@@ -87,26 +86,29 @@ class FakeCluster(object):
         environ.update({key: str(value) for key, value in extra.items()})
         return environ
 
-    def write_script(self, run_dir, strict=True, name="job.sh", **render_options):
+    def write_script(self, run_dir, strict=True, name="job.sh", work="", **render_options):
+        """A job script: #SBATCH lines, the rendered prologue, ``work``, then a line in WORKLOG."""
         render_options.setdefault("python", self.python)
         prologue = resumable_chain.render_prologue(run_dir, **render_options)
         script = os.path.join(self.root, name)
+        os.makedirs(os.path.dirname(script), exist_ok=True)
         with open(script, "w") as handle:
             handle.write("#!/bin/bash\n#SBATCH --time=10\n#SBATCH --mem=1G\n")
             if strict:
                 handle.write("set -euo pipefail\n")
             handle.write(prologue)
+            handle.write(work)
             handle.write('echo "$SLURM_JOB_ID $*" >> "$WORKLOG"\n')
         return script
 
     def run_link(self, script, job_id, predecessor=None, args=(), timeout=120, mark_running=True,
-                 **extra):
+                 cwd=None, **extra):
         dependency = "afternotok:%s" % predecessor if predecessor else None
         if mark_running:  # as Slurm would show it; threads racing set it beforehand instead
             self.set_job(job_id, state="RUNNING", start="2026-11-30T01:00:00")
         return subprocess.run([BASH, script] + list(args), env=self.env(job_id, dependency, **extra),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=timeout, cwd=self.root)
+                              universal_newlines=True, timeout=timeout, cwd=cwd or self.root)
 
     def finish(self, job_id, state, elapsed):
         self.set_job(job_id, state=state, elapsed=elapsed, end="2026-11-30T02:00:00")
@@ -116,17 +118,6 @@ class FakeCluster(object):
             return []
         with open(self.worklog) as handle:
             return [line.split()[0] for line in handle if line.strip()]
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    return FakeCluster(str(tmp_path))
-
-
-@pytest.fixture
-def run_dir(tmp_path):
-    return str(tmp_path / "run dir")
-
 
 def find_interpreters():
     """Return {"3.X": path} for every CPython 3.6-3.13 found (pyenv versions, then /usr/bin)."""
@@ -150,12 +141,15 @@ def find_interpreters():
     return found
 
 
-def pytest_terminal_summary(terminalreporter):
-    """Print the job IDs and final states of every real-Slurm scenario that ran."""
-    e2e = sys.modules.get("test_slurm_e2e")
-    if not e2e or not e2e.REPORT:
-        return
-    terminalreporter.section("real Slurm chains")
-    for name, jobs in e2e.REPORT:
-        terminalreporter.write_line("%s: %s" % (name, ", ".join(
-            "%s %s (%d s)" % job for job in jobs)))
+def read(run_dir, name):
+    with open(os.path.join(run_dir, name)) as handle:
+        return handle.read()
+
+
+def start_chain(cluster, run_dir, first=100, **render_options):
+    """Run the first link; return (script, successor ID)."""
+    script = cluster.write_script(run_dir, **render_options)
+    result = cluster.run_link(script, first, args=["--lr", "3e-4"])
+    assert result.returncode == 0, result.stderr
+    successor = cluster.pending()[-1]
+    return script, successor

@@ -1,0 +1,28 @@
+"""Fixtures: a fake Slurm cluster (tests/fake_cluster.py) and a run directory."""
+import sys
+
+import pytest
+
+from fake_cluster import FakeCluster
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    return FakeCluster(str(tmp_path))
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    return str(tmp_path / "run dir")
+
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the job IDs and final states of every real-Slurm scenario that ran."""
+    e2e = sys.modules.get("test_slurm_e2e")
+    if not e2e or not e2e.REPORT:
+        return
+    terminalreporter.section("real Slurm chains")
+    for name, jobs in e2e.REPORT:
+        terminalreporter.write_line("%s: %s" % (name, ", ".join(
+            "%s %s (%d s)" % job for job in jobs)))

@@ -1,0 +1,485 @@
+"""status, cancel and submit against the fake Slurm commands, with the calls they make checked."""
+import json
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+import resumable_chain as rc
+from fake_cluster import read, start_chain
+
+
+def run_cli(cluster, capsys, monkeypatch, *argv):
+    for name, value in cluster.env().items():
+        monkeypatch.setenv(name, value)
+    status = rc.main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+@pytest.fixture
+def running_chain(cluster, run_dir):
+    """Link 100 timed out, link 1000 runs, successor 1001 is pending."""
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 73)
+    assert cluster.run_link(script, successor, predecessor=100).returncode == 0
+    cluster.set_job(successor, state="RUNNING", elapsed=30)
+    return script
+
+
+def test_status_shows_every_link_with_one_sacct_call(cluster, run_dir, running_chain, capsys,
+                                                     monkeypatch):
+    before = len(cluster.calls("sacct"))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")
+    assert status == 0, err
+    report = json.loads(out)
+    assert [(row["job"], row["state"]) for row in report["jobs"]] == [
+        ("100", "TIMEOUT"), ("1000", "RUNNING"), ("1001", "PENDING")]
+    assert report["walltime"] == 73 and report["retries"] == 0 and report["max_retries"] == 3
+    assert report["pending_successor"] == "1001"
+    assert report["verdict"].startswith("running: job 1000 is RUNNING")
+    [sacct] = cluster.calls("sacct")[before:]
+    assert sacct["argv"][:2] == ["-j", "100,1000,1001"]
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
+    assert "verdict: running: job 1000 is RUNNING" in out and "1001" in out
+
+
+def test_status_of_jobs_slurm_forgot(cluster, run_dir, running_chain, capsys, monkeypatch):
+    cluster.update(jobs={})
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")
+    assert status == 0, err
+    report = json.loads(out)
+    assert {row["state"] for row in report["jobs"]} == {"UNKNOWN"}
+    assert report["verdict"].startswith("unknown:")
+
+
+def test_status_of_a_directory_that_is_not_a_chain(cluster, tmp_path, capsys, monkeypatch):
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", str(tmp_path))
+    assert status == 2 and "is not a chain" in err and out == ""
+
+
+@pytest.mark.parametrize("final,verdict", [
+    ("complete", "finished"), ("stop", "stopped"), ("fail", "failed")])
+def test_status_verdict_of_an_ended_chain(cluster, run_dir, capsys, monkeypatch, final, verdict):
+    script, successor = start_chain(cluster, run_dir, max_retries=0)
+    cluster.finish(100, {"complete": "COMPLETED", "stop": "CANCELLED by 0", "fail": "FAILED"}[final], 5)
+    cluster.run_link(script, successor, predecessor=100)
+    cluster.finish(successor, "COMPLETED" if final != "fail" else "FAILED", 0)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")
+    assert json.loads(out)["verdict"].startswith(verdict + ":")
+
+
+def test_cancel_pending_successor_first_then_running_link(cluster, run_dir, running_chain, capsys,
+                                                          monkeypatch):
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
+    assert status == 0, err
+    assert out.splitlines()[0] == "cancelled: 1001 1000"
+    cancels = [call["argv"] for call in cluster.calls("scancel")]
+    assert cancels == [["1001"], ["1000"]]
+    assert cluster.pending() == [] and cluster.job(1000)["state"].startswith("CANCELLED")
+    again = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
+    assert again[0] == 0 and again[1].startswith("cancelled: nothing")
+
+
+def test_a_link_that_starts_after_cancel_stops_without_work(cluster, run_dir, running_chain, capsys,
+                                                            monkeypatch):
+    cluster.update(scancel_ignored=True)  # the successor slips through, as in a race
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
+    assert status == 1 and "still pending or running: 1000 1001" in out
+    cluster.finish(1000, "TIMEOUT", 60)
+    result = cluster.run_link(running_chain, 1001, predecessor=1000)
+    assert result.returncode == 0
+    assert "stop | predecessor 1000 TIMEOUT" in result.stderr
+    assert "the chain was cancelled with resumable-chain cancel" in result.stderr
+    assert "1001" not in cluster.work_done()
+    assert len(cluster.calls("sbatch")) == 2
+
+
+def test_cancel_dry_run_changes_nothing(cluster, run_dir, running_chain, capsys, monkeypatch):
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir, "--dry-run")
+    assert status == 0 and out == "would cancel: 1000 1001\n"
+    assert cluster.calls("scancel") == [] and cluster.pending() == ["1001"]
+    assert not os.path.exists(os.path.join(run_dir, rc.CANCEL_FILE))
+
+
+BATCH_SCRIPT = "#!/bin/bash\n#SBATCH --job-name=train\n\n# setup\n#SBATCH -c 2\necho train \"$@\"\n"
+
+
+def write(path, text, mode=0o644):
+    with open(path, "w") as handle:
+        handle.write(text)
+    os.chmod(path, mode)
+    return path
+
+
+def test_submit_writes_a_resumable_copy_and_submits_it(cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT)
+    run_dir = str(tmp_path / "runs" / "a")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "-p", "gpu",
+                               "--time=4:00:00", "--max-walltime", "10:00:00", "--",
+                               script, "--lr", "3e-4")
+    assert status == 0, err
+    assert out == "1000\n"
+    copy = os.path.join(run_dir, "resumable-train.sbatch")
+    [call] = cluster.calls("sbatch")
+    log = "--output=" + os.path.join(run_dir, "slurm-%j.out")
+    staged = call["argv"][-3]  # submitted held from a staged copy: nothing on disk before sbatch
+    assert call["argv"] == ["--parsable", "--hold", "--no-requeue", log, "-p", "gpu",
+                            "--time=4:00:00", staged, "--lr", "3e-4"]
+    with open(copy) as handle:
+        text = handle.read()
+    assert cluster.job(1000)["script_text"] == text and not os.path.exists(staged)
+    assert [c["argv"] for c in cluster.calls("scontrol")] == [["release", "1000"]]
+    assert cluster.job(1000)["held"] is False
+    header, prologue = text.split("# >>> resumable_chain")
+    assert header == "#!/bin/bash\n#SBATCH --job-name=train\n\n# setup\n#SBATCH -c 2\n"
+    assert text.endswith('echo train "$@"\n')
+    assert "--sbatch-arg=-p --sbatch-arg=gpu --sbatch-arg=--time=4:00:00" in prologue
+    assert "--script=" + copy in prologue and "--max-walltime=10:00:00" in prologue
+    assert os.stat(copy).st_mode & stat.S_IXUSR
+    record = json.loads(read(run_dir, rc.SUBMIT_FILE))
+    assert record["first_job"] == "1000" and record["max_walltime"] == 36000
+    report = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")
+    assert json.loads(report[1])["verdict"] == "waiting: job 1000 is pending"
+
+
+def test_submitted_copy_runs_as_a_chain(cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT + 'echo "$SLURM_JOB_ID" >> "$WORKLOG"\n')
+    run_dir = str(tmp_path / "run")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python", sys.executable,
+                   script)[0] == 0
+    copy = os.path.join(run_dir, "resumable-train.sbatch")
+    assert cluster.run_link(copy, 1000).returncode == 0
+    cluster.finish(1000, "TIMEOUT", 60)
+    assert cluster.run_link(copy, 1001, predecessor=1000).returncode == 0
+    assert cluster.work_done() == ["1000", "1001"]
+    assert cluster.calls("sbatch")[-1]["argv"][-1] == copy
+
+
+def test_submit_keeps_the_scripts_own_output(cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "t.sh"), "#!/bin/bash\n#SBATCH --output=mine-%j.log\ntrue\n")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)[0] == 0
+    assert not any(a.startswith("--output") for a in cluster.calls("sbatch")[0]["argv"])
+
+
+@pytest.mark.parametrize("text,options,message", [
+    ("echo no shebang\n", [], "not a batch script"),
+    ("#!/bin/bash\n#SBATCH --array=1-4\ntrue\n", [], "array"),
+    ("#!/bin/bash\ntrue\n", ["--array=1-3"], "array"),
+    ("#!/bin/bash\ntrue\n", ["-d", "afterok:5"], "dependency"),
+], ids=["no shebang", "array in script", "array option", "dependency option"])
+def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, message):
+    script = write(str(tmp_path / "s.sh"), text)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
+                               *(options + ["--", script]))
+    assert status == 2 and message in err and err.count("\n") == 1
+    assert cluster.calls("sbatch") == []
+
+
+def test_submit_refuses_a_live_chain_unless_forced(cluster, run_dir, running_chain, tmp_path,
+                                                   capsys, monkeypatch):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)
+    assert status == 2 and "live chain (job 1000 RUNNING, job 1001 PENDING)" in err
+    assert len(cluster.calls("sbatch")) == 2
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--force",
+                               "--python", sys.executable, script)
+    assert status == 0, err
+    assert "--force: cancelled the live chain's jobs 1001 1000" in err
+    assert [c["argv"] for c in cluster.calls("scancel")] == [["1001"], ["1000"]]
+    assert read(run_dir, rc.CHAIN_FILE + ".prev") == "100\n1000\n"
+    assert not os.path.exists(os.path.join(run_dir, rc.CHAIN_FILE))
+    new_first = out.strip()
+    assert cluster.run_link(os.path.join(run_dir, "resumable-s.sh"), new_first).returncode == 0
+    # A link of the old chain that still starts (it slipped through) never touches the new one.
+    cluster.finish(1000, "TIMEOUT", 60)
+    result = cluster.run_link(running_chain, 1001, predecessor=1000)
+    assert result.returncode == 2 and "belongs to an older chain" in result.stderr
+    assert read(run_dir, rc.CHAIN_FILE) == new_first + "\n"
+
+
+def test_submit_force_does_nothing_when_the_live_chain_will_not_die(
+        cluster, run_dir, running_chain, tmp_path, capsys, monkeypatch):
+    cluster.update(scancel_ignored=True)
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    before = sorted(os.listdir(run_dir))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--force", script)
+    assert status == 2 and "could not cancel the live chain" in err and out == ""
+    assert "marked cancelled" in err  # what --force did do: its links stop when they start
+    assert len(cluster.calls("sbatch")) == 2
+    assert sorted(os.listdir(run_dir)) == sorted(before + [rc.CANCEL_FILE])
+
+
+def test_submit_refused_by_sbatch_changes_nothing(cluster, run_dir, tmp_path, capsys, monkeypatch):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "COMPLETED", 5)
+    cluster.finish(successor, "CANCELLED", 0)
+    files = {name: read(run_dir, name) for name in os.listdir(run_dir)}
+    cluster.update(sbatch_error="Batch job submission failed: Invalid partition name specified")
+    plain = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "-p", "nosuch",
+                               plain)
+    assert status == 2 and "Invalid partition name specified" in err and out == ""
+    assert {name: read(run_dir, name) for name in os.listdir(run_dir)} == files
+
+
+SUBMIT_WORDS = [
+    # (situation, words after "submit", (DIR and ours, sbatch options, SCRIPT, its arguments))
+    ("dashes", ["runs/a", "-p", "gpu", "--time=4:00:00", "--", "train.sbatch", "--lr", "3e-4"],
+     (["runs/a"], ["-p", "gpu", "--time=4:00:00"], "train.sbatch", ["--lr", "3e-4"])),
+    ("sbatch spelling without dashes", ["runs/a", "-p", "debug", "--mem", "4G", "t.sh", "x"],
+     (["runs/a"], ["-p", "debug", "--mem", "4G"], "t.sh", ["x"])),
+    ("ours with and without =", ["d", "--max-walltime=1:00:00", "--force", "--python", "/py",
+                                 "--exclusive", "t.sh"],
+     (["d", "--max-walltime=1:00:00", "--force", "--python", "/py"], ["--exclusive"], "t.sh", [])),
+    ("script args look like options", ["d", "--", "t.sh", "--force", "--", "-x"],
+     (["d"], [], "t.sh", ["--force", "--", "-x"])),
+]
+
+
+@pytest.mark.parametrize("words,expected", [r[1:] for r in SUBMIT_WORDS],
+                         ids=[r[0] for r in SUBMIT_WORDS])
+def test_split_submit_words(words, expected):
+    assert rc.split_submit_argv(words) == expected
+
+
+@pytest.mark.parametrize("words,message", [
+    ([], "give DIR first"),
+    (["d"], "give DIR first"),
+    (["-p", "gpu", "--", "t.sh"], "give DIR first"),
+    (["d", "t.sh", "--max-walltime", "10"], "--max-walltime comes after the script t.sh"),
+    (["d", "--"], "give SCRIPT after --"),
+], ids=["nothing", "no script", "no dir", "our option after the script", "nothing after --"])
+def test_split_submit_words_refuses(words, message):
+    with pytest.raises(ValueError) as error:
+        rc.split_submit_argv(words)
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("words,message", [
+    (["d", "--max-retries", "x", "t.sh"], "max_retries must be a whole number from 0"),
+    (["d", "--max-walltime", "0:30", "t.sh"], "under Slurm's 1-minute minimum"),
+], ids=["bad retries", "walltime under a minute"])
+def test_submit_refuses_bad_caps_in_one_line(cluster, capsys, monkeypatch, words, message):
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", *words)
+    assert status == 2 and message in err and err.count("\n") == 1
+    assert cluster.calls("sbatch") == []
+
+
+def test_submit_help_explains_every_option(capsys):
+    assert rc.main(["submit", "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in ("--max-retries", "--max-walltime", "--force", "--python"):
+        assert option in out
+    assert "cancel it" in out and "default 3" in out
+
+# --------------------------------------------------------------------------- resume
+
+
+def resume(cluster, capsys, monkeypatch, run_dir, *options):
+    return run_cli(cluster, capsys, monkeypatch, "resume", run_dir, *options)
+
+
+def failed_chain(cluster, run_dir, **render_options):
+    """Link 100 FAILED with max_retries 0: link 1000 failed the chain. Returns the script."""
+    script, successor = start_chain(cluster, run_dir, max_retries=0, **render_options)
+    cluster.finish(100, "FAILED", 5)
+    assert cluster.run_link(script, successor, predecessor=100, args=["--lr", "3e-4"]).returncode == 1
+    cluster.finish(successor, "FAILED", 0)
+    return script
+
+
+def test_resume_a_failed_chain_keeps_history_and_walltime(cluster, run_dir, capsys, monkeypatch):
+    script = failed_chain(cluster, run_dir)
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["verdict"].startswith("failed:") and "resume" in report["next"]
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 0, err
+    job = out.strip()
+    call = cluster.calls("sbatch")[-1]["argv"]
+    assert call == ["--parsable", "--job-name=job.sh", "--hold", "--no-requeue", script, "--lr",
+                    "3e-4"]  # no dependency: Slurm 23.02+ refuses one on a forgotten job
+    assert cluster.calls("scontrol")[-1]["argv"] == ["release", job]
+    result = cluster.run_link(script, job, args=["--lr", "3e-4"])  # no SLURM_JOB_DEPENDENCY
+    assert result.returncode == 0, result.stderr
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n%s\n" % job
+    assert read(run_dir, rc.WALLTIME_FILE) == "5\n" and read(run_dir, rc.RETRIES_FILE) == "0\n"
+    successor = cluster.pending()[-1]
+    assert cluster.job(successor)["dependency"] == "afternotok:%s" % job
+    cluster.finish(job, "TIMEOUT", 60)
+    assert cluster.run_link(script, successor, predecessor=job).returncode == 0
+    assert read(run_dir, rc.WALLTIME_FILE) == "65\n"
+    assert cluster.work_done() == ["100", job, successor]
+
+
+def test_resume_a_cancelled_chain_counts_the_last_link_once(cluster, run_dir, running_chain,
+                                                            capsys, monkeypatch):
+    assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["verdict"].startswith("stopped: cancelled") and "resume" in report["next"]
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 0, err
+    first = out.strip()
+    assert read(run_dir, rc.WALLTIME_FILE) == "103\n"  # 73 + link 1000's 30 s, never counted
+    assert not os.path.exists(os.path.join(run_dir, rc.CANCEL_FILE))
+    again = resume(cluster, capsys, monkeypatch, run_dir)  # the resumed link is pending
+    assert again[0] == 2 and "is live" in again[2] and again[1] == ""
+    assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 0, err
+    assert read(run_dir, rc.WALLTIME_FILE) == "103\n"  # the cancelled resumed link never ran
+    assert cluster.job(first)["state"].startswith("CANCELLED")
+    second = out.strip()
+    assert cluster.run_link(running_chain, second).returncode == 0
+    assert read(run_dir, rc.CHAIN_FILE).split() == ["100", "1000", second]
+
+
+def test_a_broken_chain_is_visible_and_resumes(cluster, run_dir, running_chain, capsys,
+                                               monkeypatch):
+    cluster.finish(1000, "TIMEOUT", 60)
+    cluster.set_job(1001, state="CANCELLED by 0", start="None")  # an admin cancelled it pending
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
+    assert status == 0, err
+    assert ("verdict: broken: job 1000 ended TIMEOUT and its successor 1001 ended CANCELLED by 0 "
+            "without running") in out
+    assert "next: resumable-chain resume" in out
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 0, err
+    assert read(run_dir, rc.WALLTIME_FILE) == "133\n"
+
+
+def test_resume_with_a_larger_cap_after_the_chain_stopped_at_it(cluster, run_dir, capsys,
+                                                                monkeypatch):
+    script, successor = start_chain(cluster, run_dir, max_walltime=130)
+    cluster.finish(100, "TIMEOUT", 100)  # 30 s left: under a minute, the next link stops
+    assert cluster.run_link(script, successor, predecessor=100).returncode == 0
+    assert "1000" not in cluster.work_done()
+    cluster.finish(successor, "COMPLETED", 1)
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 2 and "--max-walltime" in err and "00:01:40" in err and out == ""
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir, "--max-walltime", "10:00",
+                              "--max-retries", "7")
+    assert status == 0, err
+    job = out.strip()
+    result = cluster.run_link(script, job)
+    assert result.returncode == 0, result.stderr
+    assert cluster.job(job)["time_limit"] == "8"  # 600 - 100 s left: whole minutes
+    assert "walltime 100/600 s | retries 0/7" in result.stderr
+    next_link = cluster.pending()[-1]
+    cluster.finish(job, "FAILED", 30)
+    result = cluster.run_link(script, next_link, predecessor=job)  # the new caps hold on
+    assert "walltime 130/600 s | retries 1/7" in result.stderr
+
+
+@pytest.mark.parametrize("situation", ["live", "completed", "not a chain", "corrupt"])
+def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, monkeypatch,
+                                           situation):
+    script, successor = start_chain(cluster, run_dir)
+    expected = {"live": "is live", "completed": "nothing to resume; submit starts a new run",
+                "not a chain": "is not a chain", "corrupt": "corrupt state file"}[situation]
+    target = run_dir
+    if situation == "completed":
+        cluster.finish(100, "COMPLETED", 5)
+        cluster.set_job(successor, state="CANCELLED", start="None")  # kill-on-invalid-dep
+    elif situation == "not a chain":
+        target = str(tmp_path / "empty")
+        os.makedirs(target)
+    elif situation == "corrupt":
+        cluster.finish(100, "TIMEOUT", 5)
+        cluster.set_job(successor, state="CANCELLED by 0")
+        with open(os.path.join(run_dir, rc.WALLTIME_FILE), "w") as handle:
+            handle.write("lots\n")
+    before = len(cluster.calls("sbatch"))
+    status, out, err = resume(cluster, capsys, monkeypatch, target)
+    assert status == 2 and expected in err and err.count("\n") == 1 and out == ""
+    assert len(cluster.calls("sbatch")) == before
+
+
+def test_two_resumes_at_once_queue_one_link(cluster, run_dir, tmp_path):
+    failed_chain(cluster, run_dir)
+    command = [sys.executable, rc.__file__, "resume", run_dir]
+    environ = cluster.env()
+    processes = [subprocess.Popen(command, env=environ, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, universal_newlines=True)
+                 for _ in range(2)]
+    results = sorted((process.wait(), process.stdout.read(), process.stderr.read())
+                     for process in processes)
+    assert [status for status, _, _ in results] == [0, 2], results
+    assert "is live" in results[1][2]
+    assert len([c for c in cluster.calls("sbatch") if "--hold" in c["argv"]]) == 1
+
+
+def test_resume_of_a_rendered_chain_uses_the_saved_script(cluster, run_dir, capsys, monkeypatch):
+    # Slurm runs a batch script from its spool copy ($0), deleted when the job ends.
+    spool = os.path.join(cluster.root, "spool", "job100", "slurm_script")
+    script = cluster.write_script(run_dir, name=os.path.join("spool", "job100", "slurm_script"))
+    assert script == spool
+    assert cluster.run_link(script, 100).returncode == 0
+    os.unlink(spool)
+    cluster.finish(100, "NODE_FAIL", 9)
+    cluster.set_job(1000, state="CANCELLED", start="None")
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 0, err
+    saved = os.path.join(run_dir, rc.SCRIPT_COPY)
+    assert cluster.calls("sbatch")[-1]["argv"][-1] == saved
+    assert cluster.calls("sbatch")[-1]["cwd"] == cluster.root  # from the job's own directory
+    assert cluster.run_link(saved, out.strip()).returncode == 0
+
+# --------------------------------------------------------------------------- status details
+
+
+def test_status_survives_a_corrupt_file_and_names_it(cluster, run_dir, running_chain, capsys,
+                                                     monkeypatch):
+    with open(os.path.join(run_dir, rc.RETRIES_FILE), "w") as handle:
+        handle.write("garbage\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
+    assert status == 0, err
+    assert "WARNING: corrupt state file %s" % os.path.join(run_dir, rc.RETRIES_FILE) in out
+    assert "1000" in out and "1001" in out and "verdict: running" in out
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert len(report["problems"]) == 1 and rc.RETRIES_FILE in report["problems"][0]
+
+
+def test_status_details_of_a_running_chain(cluster, run_dir, running_chain, capsys, monkeypatch):
+    cluster.set_job(1000, time_limit="10", elapsed=240)
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    rows = {row["job"]: row for row in report["jobs"]}
+    assert rows["1001"]["start"] is None and rows["1001"]["end"] is None  # not "N/A", not ""
+    assert (rows["1000"]["time_limit"], rows["1000"]["time_left"]) == (600, 360)
+    assert (report["walltime"], report["walltime_uncounted"], report["walltime_used"]) == (
+        73, 240, 313)
+    out = run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1]
+    assert "time limit 00:10:00, 00:06:00 left" in out
+    assert "walltime: 00:05:13 (00:01:13 counted + 00:04:00 of the last link) of unlimited" in out
+    assert "None" not in out and "N/A" not in out
+
+
+def test_status_of_a_chain_stopped_by_a_user_cancel(cluster, run_dir, capsys, monkeypatch):
+    script, successor = start_chain(cluster, run_dir, max_retries=1)
+    cluster.finish(100, "CANCELLED by 0", 5)
+    assert cluster.run_link(script, successor, predecessor=100).returncode == 0
+    cluster.finish(successor, "COMPLETED", 1)
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    rows = {row["job"]: row for row in report["jobs"]}
+    assert rows[successor]["role"] == "decided"  # the job that made the final decision is listed
+    assert rows["100"]["note"] == "CANCELLED by root (uid 0)"
+    assert report["verdict"] == "stopped: job 100 was CANCELLED by root (uid 0)"
+    assert "resume" in report["next"]
+
+
+def test_status_of_a_completed_chain_explains_the_cancelled_successor(cluster, run_dir, capsys,
+                                                                       monkeypatch):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "COMPLETED", 5)
+    cluster.set_job(successor, state="CANCELLED", start="None")
+    out = run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1]
+    assert "cancelled by Slurm before it ran: its predecessor completed (expected)" in out
+    assert "verdict: finished: job 100 COMPLETED" in out and "next:" not in out
+
+
+def test_status_retries_line_says_what_the_cap_was(cluster, run_dir, capsys, monkeypatch):
+    failed_chain(cluster, run_dir)
+    out = run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1]
+    assert "retries: 1 (at most 0 allowed, exceeded)" in out
