@@ -272,7 +272,8 @@ def parse_walltime(text):
     if isinstance(text, int) and not isinstance(text, bool):
         if text > 0:
             return text
-        raise ValueError("walltime %r must be positive; accepted forms: %s" % (text, DURATION_FORMS))
+        raise ValueError("walltime %r must be positive; accepted forms: %s"
+                         % (text, DURATION_FORMS))
     seconds = parse_duration(text) if isinstance(text, str) else None
     if not seconds:
         raise ValueError("invalid walltime %r: use a positive %s" % (text, DURATION_FORMS))
@@ -280,9 +281,7 @@ def parse_walltime(text):
 
 
 def check_max_retries(value, name="max_retries"):
-    """Return a valid max_retries (int 0..MAX_RETRIES_LIMIT; digits as text too)."""
-    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,13}", value.strip()):
-        value = int(value)
+    """Return a valid max_retries: an int from 0 to MAX_RETRIES_LIMIT."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES_LIMIT:
         raise ValueError("%s must be a whole number from 0 to %d, got %r"
                          % (name, MAX_RETRIES_LIMIT, value))
@@ -322,11 +321,8 @@ def parse_resumable(value):
     if unknown:
         raise ValueError("resumable: unknown key %s; allowed keys: max_retries, max_walltime"
                          % ", ".join(repr(key) for key in unknown))
-    max_retries = value.get("max_retries", DEFAULT_MAX_RETRIES)
-    if isinstance(max_retries, str):  # a YAML string is a mistake, not a number
-        raise ValueError("resumable.max_retries must be a whole number from 0 to %d, got %r"
-                         % (MAX_RETRIES_LIMIT, max_retries))
-    return Settings(check_max_retries(max_retries, "resumable.max_retries"),
+    return Settings(check_max_retries(value.get("max_retries", DEFAULT_MAX_RETRIES),
+                                      "resumable.max_retries"),
                     check_max_walltime(value.get("max_walltime"), "resumable.max_walltime"))
 
 
@@ -531,6 +527,11 @@ def script_directives(header):
     return options
 
 
+def retries_from_text(text, name="max_retries"):
+    """A command line's max_retries: digits only, then the one rule of check_max_retries."""
+    return check_max_retries(int(text) if re.fullmatch(r"[0-9]{1,13}", text) else text, name)
+
+
 def parse_prologue_args(argv):
     """Parse the in-job step's command line as render_prologue writes it.
 
@@ -557,8 +558,9 @@ def parse_prologue_args(argv):
             positional.append(word)
     if len(positional) != 1 or len(values["--script"]) != 1:
         raise ValueError("prologue: usage: prologue [--max-retries N] [--max-walltime T] "
-                         "[--sbatch-arg ARG]... --script PATH DIR [-- SCRIPT_ARGS...]")
-    settings = Settings(check_max_retries((values["--max-retries"] or [DEFAULT_MAX_RETRIES])[-1]),
+                         "[--sbatch-arg ARG]... --script PATH DIR [-- ARGS...]")
+    retries = (values["--max-retries"] or [str(DEFAULT_MAX_RETRIES)])[-1]
+    settings = Settings(retries_from_text(retries),
                         check_max_walltime((values["--max-walltime"] or [None])[-1]))
     return (positional[0], settings, values["--script"][0],
             check_sbatch_args(values["--sbatch-arg"]), script_args)
@@ -1325,7 +1327,7 @@ def _queue_and_clamp(store, record, next_link, warnings, successor):
 
 
 def _rerun(store, snapshot, job_id, next_link, environ, warnings):
-    """The same job ID again (requeue, rerun after a crash, or a resumed link): never count twice."""
+    """The same job ID again (requeue, rerun after a crash, a resumed link): never count twice."""
     restarts = environ.get("SLURM_RESTART_COUNT", "0")
     record = snapshot.record or Record(  # a chain written before the journal existed
         job=job_id, action="resume", reason="", walltime=snapshot.walltime or 0,
@@ -1421,7 +1423,7 @@ def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_wallt
     if not isinstance(python, str) or not python.strip() or "\0" in python:
         raise ValueError("python must be an interpreter command such as python3, got %r"
                          % (python,))
-    check_max_retries(max_retries)
+    max_retries = check_max_retries(max_retries)
     max_walltime = check_max_walltime(max_walltime)
     argv = [python, "-I", "-S", "-c", BOOTSTRAP, module_path(), "prologue",
             "--max-retries=%d" % max_retries]
@@ -1447,7 +1449,7 @@ def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_wallt
 
 class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
                                             "retries problems")):
-    """What a run directory says about its chain; ``problems`` lists files that could not be read."""
+    """What a run directory says about its chain; ``problems``: the files it could not read."""
 
     def candidates(self):
         """Job IDs that may still be queued or running: last links, successor, first job."""
@@ -1459,7 +1461,7 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
 
 
 def open_chain(run_dir, must_exist=True, strict=True):
-    """Read the chain in run_dir. ``strict``: a corrupt file raises; else it is listed in problems."""
+    """Read the chain in run_dir. ``strict``: a corrupt file raises; else it goes to problems."""
     store = StateStore(run_dir)
     if not os.path.isdir(run_dir):
         if must_exist:
@@ -1932,7 +1934,7 @@ def _build_parser():
 
     def retries(text):
         try:
-            return check_max_retries(text)
+            return retries_from_text(text)
         except ValueError as error:
             raise argparse.ArgumentTypeError(str(error))
 

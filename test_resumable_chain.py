@@ -212,6 +212,81 @@ def test_parse_scontrol(text, expected):
     assert (job and (job.state, job.elapsed, job.time_limit)) == expected
 
 
+# --------------------------------------------------------------------------- recorded Slurm output
+
+OUTPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "slurm_outputs")
+
+
+def recorded(name):
+    """(command, exit status, stdout, stderr) of a real Slurm output (tests/slurm_outputs)."""
+    with open(os.path.join(OUTPUTS, name + ".txt")) as handle:
+        lines = handle.read().split("\n")
+    command, status = lines[0][len("# $ "):], int(lines[1][len("# exit "):])
+    split = lines.index("# stderr")
+    return command, status, "\n".join(lines[2:split]), "\n".join(lines[split + 1:])
+
+
+RECORDED_SCONTROL = [
+    # (file, state, elapsed, time limit, restarts)
+    ("22.05/scontrol-completed", "COMPLETED", 2, None, 0),
+    ("22.05/scontrol-failed", "FAILED", 0, None, 0),
+    ("22.05/scontrol-preempted", "PREEMPTED", 40, 60, 0),
+    ("22.05/scontrol-timeout", "TIMEOUT", 89, 60, 0),
+    ("22.05/scontrol-dependency-cancelled", "CANCELLED", 0, None, 0),
+    ("22.05/scontrol-held", "PENDING", 0, None, 0),
+    ("22.05/scontrol-running", "RUNNING", 9, 60, 0),
+]
+
+
+@pytest.mark.parametrize("name,state,elapsed,limit,restarts", RECORDED_SCONTROL,
+                         ids=[row[0] for row in RECORDED_SCONTROL])
+def test_parse_recorded_scontrol(name, state, elapsed, limit, restarts):
+    command, status, stdout, _ = recorded(name)
+    assert command.startswith("scontrol show job -o ") and status == 0
+    job = rc.parse_scontrol(stdout)
+    assert (job.job_id, job.state, job.elapsed, job.time_limit, job.restarts) == (
+        command.split()[-1], state, elapsed, limit, restarts)
+
+
+def test_recorded_unknown_job_is_forgotten_by_the_controller():
+    _, status, stdout, stderr = recorded("22.05/scontrol-unknown")
+    assert status == 1 and rc.parse_scontrol(stdout) is None
+    assert rc.last_line(stderr) == "slurm_load_jobs error: Invalid job id specified"
+    _, status, stdout, _ = recorded("22.05/sacct-unknown")
+    assert status == 0 and rc.parse_sacct(stdout) == {}
+
+
+def test_parse_recorded_sacct():
+    command, status, stdout, _ = recorded("22.05/sacct-chain")
+    assert command.endswith("-X -D -P -n -o " + rc.SACCT_FIELDS) and status == 0
+    jobs = {job_id: rc.summarize_sacct(records) for job_id, records in rc.parse_sacct(stdout).items()}
+    assert {job_id: (job.state, job.elapsed) for job_id, job in jobs.items()} == {
+        "117": ("COMPLETED", 2), "118": ("FAILED", 0), "119": ("PREEMPTED", 40),
+        "120": ("CANCELLED", 0), "121": ("PENDING", 0), "122": ("COMPLETED", 2)}
+    assert jobs["121"].start is None and jobs["122"].end == "2026-11-30T16:10:05"
+    _, _, stdout, _ = recorded("22.05/sacct-steps")  # without -X: step lines are not the job
+    assert [job.state for job in rc.parse_sacct(stdout)["119"]] == ["PREEMPTED"]
+
+
+def test_parse_recorded_squeue():
+    _, _, stdout, _ = recorded("22.05/squeue-chain")
+    assert [(job.job_id, job.state, job.elapsed, job.start, job.time_limit)
+            for job in rc.parse_squeue(stdout)] == [
+        ("121", "PENDING", 0, None, None), ("119", "RUNNING", 9, "2026-11-30T16:09:19", 60)]
+    _, _, stdout, _ = recorded("22.05/squeue-pending-dependents")
+    assert [(job.job_id, job.predecessor) for job in rc.parse_squeue(stdout)] == [
+        ("115", "104"), ("122", "119"), ("121", None)]
+
+
+def test_parse_recorded_sbatch():
+    _, status, stdout, _ = recorded("22.05/sbatch-parsable")
+    assert status == 0 and rc.parse_sbatch_output(stdout) == stdout.strip()
+    _, status, stdout, stderr = recorded("22.05/sbatch-refused")
+    assert status == 1 and rc.parse_sbatch_output(stdout) is None
+    assert rc.last_line(stderr) == ("sbatch: error: Batch job submission failed: Invalid "
+                                    "partition name specified")
+
+
 @pytest.mark.parametrize("text,expected", [
     ("afternotok:2", "2"), ("afternotok:123(unfulfilled)", "123"), ("afterok:5", None),
     ("afterok:5,afternotok:77", "77"), ("", None), (None, None),
@@ -315,3 +390,49 @@ def test_settings_read_as_mapping_and_attributes():
     assert "--max-walltime=01:00:00" in rc.render_prologue("runs/a", **settings)
     with pytest.raises(AttributeError):
         settings.bogus
+
+
+# --------------------------------------------------------------------------- one validator
+
+
+@pytest.mark.parametrize("value,accepted", [
+    (0, True), (1000000, True), (rc.MAX_RETRIES_LIMIT, True), (rc.MAX_RETRIES_LIMIT + 1, False),
+    (-1, False), (True, False), (2.5, False), ("3", False)])
+def test_max_retries_one_rule_for_every_entry_point(value, accepted):
+    entry_points = [lambda: rc.parse_resumable({"max_retries": value}),
+                    lambda: rc.render_prologue("runs/a", max_retries=value)]
+    if isinstance(value, int) and not isinstance(value, bool):  # the command line takes digits
+        entry_points.append(lambda: rc.parse_prologue_args(
+            ["--max-retries=%d" % value, "--script=s", "d"]))
+    for call in entry_points:
+        if accepted:
+            call()
+        else:
+            with pytest.raises(ValueError) as error:
+                call()
+            assert "from 0 to %d" % rc.MAX_RETRIES_LIMIT in str(error.value)
+
+
+@pytest.mark.parametrize("value", ["0:30", 59, "0:59"])
+def test_max_walltime_under_a_minute_is_refused_everywhere(value):
+    for call in (lambda: rc.parse_resumable({"max_walltime": value}),
+                 lambda: rc.render_prologue("runs/a", max_walltime=value)):
+        with pytest.raises(ValueError) as error:
+            call()
+        assert "1-minute minimum" in str(error.value)
+
+
+def test_cli_render_refuses_what_cannot_work(tmp_path, capsys):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    assert rc.main(["render", str(not_a_dir)]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    assert rc.main(["render", str(tmp_path / "run"), "--script", "/nonexistent.sh"]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_render_creates_the_run_directory_for_output_files(tmp_path, capsys):
+    run_dir = tmp_path / "runs" / "gpqa"
+    assert rc.main(["render", str(run_dir)]) == 0
+    assert run_dir.is_dir() and "created the run directory" in capsys.readouterr().err

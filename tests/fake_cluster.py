@@ -29,7 +29,8 @@ class FakeCluster(object):
         for command in COMMANDS:
             wrapper = os.path.join(self.bin, command)
             with open(wrapper, "w") as handle:
-                handle.write('#!/bin/sh\nexec "%s" "%s" %s "$@"\n' % (tool_python, FAKE, command))
+                # -I -S: real Slurm commands are C programs that no job's Python setup can break
+                handle.write('#!/bin/sh\nexec "%s" -I -S "%s" %s "$@"\n' % (tool_python, FAKE, command))
             os.chmod(wrapper, 0o755)
         self.save({"jobs": {}, "next_id": 1000})
         self.python = python

@@ -412,3 +412,125 @@ def test_lookup_backoff_bounds_sacct_calls(monkeypatch, window, visible_at, expe
     assert [command for command, _ in calls].count("scontrol") == 1  # forgotten: asked once
     if visible_at is not None:
         assert sacct_times[-1] - visible_at <= 1.0
+
+# --------------------------------------------------------------------------- what the work learns
+
+EXPORTS = ('for name in "${!RESUMABLE_CHAIN_@}"; do printf "%s=%s\\n" "$name" "${!name}"; done '
+           '>> "$WORKLOG.env"; echo --- >> "$WORKLOG.env"\n')
+
+
+def exported(cluster):
+    with open(cluster.worklog + ".env") as handle:
+        blocks = handle.read().split("---\n")[:-1]
+    settings = (rc.LOOKUP_SECONDS_ENV, rc.COMMAND_TIMEOUT_ENV)  # the test's own, not exports
+    return [dict(line.split("=", 1) for line in block.splitlines()
+                 if line.split("=", 1)[0] not in settings) for block in blocks]
+
+
+def test_the_work_learns_the_chain_from_exported_variables(cluster, run_dir):
+    script = cluster.write_script(run_dir, max_walltime="10:00", work=EXPORTS)
+    assert cluster.run_link(script, 100).returncode == 0
+    cluster.finish(100, "TIMEOUT", 73)
+    assert cluster.run_link(script, 1000, predecessor=100).returncode == 0
+    first, second = exported(cluster)
+    assert first == {
+        "RESUMABLE_CHAIN_DIR": os.path.abspath(run_dir), "RESUMABLE_CHAIN_JOB": "100",
+        "RESUMABLE_CHAIN_LINK": "1", "RESUMABLE_CHAIN_RESUMING": "0",
+        "RESUMABLE_CHAIN_PREDECESSOR": "", "RESUMABLE_CHAIN_SUCCESSOR": "1000",
+        "RESUMABLE_CHAIN_WALLTIME_USED": "0", "RESUMABLE_CHAIN_WALLTIME_LEFT": "600",
+        "RESUMABLE_CHAIN_MAX_WALLTIME": "600", "RESUMABLE_CHAIN_RETRIES": "0",
+        "RESUMABLE_CHAIN_MAX_RETRIES": "3", "RESUMABLE_CHAIN_TIME_LIMIT": "600"}
+    assert (second["RESUMABLE_CHAIN_LINK"], second["RESUMABLE_CHAIN_RESUMING"],
+            second["RESUMABLE_CHAIN_PREDECESSOR"], second["RESUMABLE_CHAIN_WALLTIME_USED"],
+            second["RESUMABLE_CHAIN_WALLTIME_LEFT"], second["RESUMABLE_CHAIN_TIME_LIMIT"]) == (
+        "2", "1", "100", "73", "527", "480")  # limit lowered to the 8 whole minutes left
+
+
+def test_exports_survive_hostile_values(cluster, tmp_path):
+    run_dir = str(tmp_path / "it's $(touch canary) `x` dir")
+    script = cluster.write_script(run_dir, work=EXPORTS)
+    assert cluster.run_link(script, 100).returncode == 0
+    assert exported(cluster)[0]["RESUMABLE_CHAIN_DIR"] == run_dir
+    assert not os.path.exists(os.path.join(cluster.root, "canary"))
+
+# --------------------------------------------------------------------------- hostile environments
+
+
+def hostile_environment(cluster, tmp_path, kind):
+    """Return (extra environment, working directory) that breaks a naive `python3 -c` step."""
+    poison = "raise SystemExit('shadowed %s imported: the step is not isolated')\n"
+    shadow = tmp_path / "shadow"
+    shadow.mkdir(exist_ok=True)
+    for module in ("json", "subprocess", "re", "os", "signal", "fcntl", "importlib"):
+        (shadow / (module + ".py")).write_text(poison % module)
+    if kind == "PYTHONPATH shadows json and subprocess":
+        return {"PYTHONPATH": str(shadow)}, None
+    if kind == "working directory shadows json":
+        return {}, str(shadow)
+    if kind == "failing user-site .pth":
+        base = tmp_path / "userbase"
+        for minor in range(6, 14):
+            site = base / "lib" / ("python3.%d" % minor) / "site-packages"
+            site.mkdir(parents=True)
+            (site / "broken.pth").write_text("import sys; sys.exit('broken .pth ran')\n")
+        return {"PYTHONUSERBASE": str(base)}, None
+    if kind == "PYTHONWARNINGS=error":
+        return {"PYTHONWARNINGS": "error", "PYTHONDEVMODE": "1"}, None
+    if kind == "PYTHONDONTWRITEBYTECODE=1":
+        return {"PYTHONDONTWRITEBYTECODE": "1"}, None
+    if kind == "C locale, non-ASCII run directory":
+        return {"LANG": "C", "LC_ALL": "C"}, None
+    if kind == "PYTHONSTARTUP and PYTHONINSPECT":
+        (tmp_path / "startup.py").write_text("raise SystemExit(9)\n")
+        return {"PYTHONSTARTUP": str(tmp_path / "startup.py"), "PYTHONINSPECT": "1"}, None
+    raise AssertionError(kind)
+
+
+HOSTILE_ENVIRONMENTS = ["PYTHONPATH shadows json and subprocess", "working directory shadows json",
+                        "failing user-site .pth", "PYTHONWARNINGS=error",
+                        "PYTHONDONTWRITEBYTECODE=1", "C locale, non-ASCII run directory",
+                        "PYTHONSTARTUP and PYTHONINSPECT"]
+
+
+@pytest.mark.parametrize("kind", HOSTILE_ENVIRONMENTS)
+def test_in_job_step_is_immune_to_the_jobs_python_environment(cluster, tmp_path, kind):
+    extra, cwd = hostile_environment(cluster, tmp_path, kind)
+    run_dir = str(tmp_path / ("rün dïr" if "non-ASCII" in kind else "run"))
+    script = cluster.write_script(run_dir, work=EXPORTS)
+    result = cluster.run_link(script, 100, cwd=cwd, **extra)
+    assert result.returncode == 0, result.stderr
+    cluster.finish(100, "TIMEOUT", 73)
+    result = cluster.run_link(script, 1000, predecessor=100, cwd=cwd, **extra)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and "shadowed" not in result.stderr
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n1000\n"
+    assert read(run_dir, rc.WALLTIME_FILE) == "73\n"
+    assert exported(cluster)[1]["RESUMABLE_CHAIN_DIR"] == os.path.abspath(run_dir)
+    assert len(cluster.calls("sbatch")) == 2
+
+
+def test_read_only_module_directory_still_caches_bytecode(cluster, tmp_path):
+    if os.getuid() == 0:
+        pytest.skip("root ignores directory permissions")
+    module_dir = tmp_path / "ro"
+    module_dir.mkdir()
+    copy = module_dir / "resumable_chain.py"
+    copy.write_text(open(rc.__file__).read())
+    os.chmod(str(module_dir), 0o555)
+    home = tmp_path / "home"
+    home.mkdir()
+    snippet = rc.render_prologue(str(tmp_path / "run"), python=cluster.python)
+    snippet = snippet.replace(rc.module_path(), str(copy))
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n" + snippet)
+    result = cluster.run_link(str(script), 100, HOME=str(home))
+    assert result.returncode == 0, result.stderr
+    assert glob.glob(str(home / ".cache" / "resumable_chain" / "**" / "*.pyc"), recursive=True)
+
+
+def test_a_huge_max_retries_accepted_at_render_time_works_in_the_job(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir, max_retries=1000000)
+    cluster.finish(100, "FAILED", 1)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 0, result.stderr
+    assert "retries 1/1000000" in result.stderr
