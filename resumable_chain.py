@@ -79,6 +79,8 @@ LOCK_FILE = ".resumable_chain.lock"  # serializes every writer of one run direct
 CANCEL_FILE = ".resumable_chain.cancelled"  # written by cancel: any link that still starts stops
 SUBMIT_FILE = ".resumable_chain.submit.json"  # written by submit: first job, script, options
 SCRIPT_COPY = ".resumable_chain.script"  # the job script saved by a first job, for resume
+BUDGET_FILE = ".resumable_chain.budget.json"  # a walltime budget shared by several chains
+BUDGET_LOCK = ".resumable_chain.budget.lock"  # serializes every link drawing on one budget
 PREVIOUS_SUFFIX = ".prev"  # submit keeps the previous chain's files under this suffix
 
 LOOKUP_SECONDS_ENV = "RESUMABLE_CHAIN_LOOKUP_SECONDS"  # accounting-lag window override
@@ -201,6 +203,8 @@ RECORD_FIELDS = collections.OrderedDict((
     ("link", "links that ran their work, this one included if it works"),
     ("successor", "the job queued to continue, or None"),
     ("time_limit", "seconds this link lowered its own time limit to, or None"),
+    ("budget_dir", "the shared walltime budget the chain draws on, or None"),
+    ("reserved", "seconds this link reserved from the shared budget, or None"),
     ("next", "how the next link is queued: script, sbatch_args, script_args, job_name, workdir"),
     ("phase", "'counted' (decided; state files may lag), 'queued' (written) or 'done' (final)"),
     ("time", "when the record was written (epoch seconds)"),
@@ -212,6 +216,15 @@ Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
 NextLink = collections.namedtuple("NextLink", "script sbatch_args script_args job_name workdir")
 NextLink.__doc__ = "How a link's successor is queued (the script, its options and arguments)."
 NextLink.__new__.__defaults__ = ((), (), None, None)
+
+
+Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs")
+Budget.__doc__ = """A walltime budget shared by chains (BUDGET_FILE), all in seconds.
+
+cap; settled (the real elapsed time of links that ended); reservations
+({job ID: seconds} of links that may still run); settled_jobs ({job ID:
+seconds settled}, so that no job is counted twice).
+"""
 
 
 class Settings(dict):
@@ -535,15 +548,17 @@ def retries_from_text(text, name="max_retries"):
 def parse_prologue_args(argv):
     """Parse the in-job step's command line as render_prologue writes it.
 
-    ``[--max-retries=N] [--max-walltime=T] [--sbatch-arg=A ...] --script=P DIR
+    ``[--max-retries=N] [--max-walltime=T] [--sbatch-arg=A ...] [--budget-dir=B] --script=P DIR
     [-- SCRIPT_ARGS...]`` (a space instead of '=' works too). Returns
-    (run_dir, Settings, script, sbatch_args, script_args); ValueError otherwise.
+    (run_dir, Settings, script, sbatch_args, script_args, budget_dir or None);
+    ValueError otherwise.
     """
     options, script_args = list(argv), []
     if "--" in options:
         index = options.index("--")
         options, script_args = options[:index], options[index + 1:]
-    values = {"--max-retries": [], "--max-walltime": [], "--sbatch-arg": [], "--script": []}
+    values = {"--max-retries": [], "--max-walltime": [], "--sbatch-arg": [], "--script": [],
+              "--budget-dir": []}
     positional, words = [], iter(options)
     for word in words:
         name, has_value, value = word.partition("=")
@@ -563,7 +578,27 @@ def parse_prologue_args(argv):
     settings = Settings(retries_from_text(retries),
                         check_max_walltime((values["--max-walltime"] or [None])[-1]))
     return (positional[0], settings, values["--script"][0],
-            check_sbatch_args(values["--sbatch-arg"]), script_args)
+            check_sbatch_args(values["--sbatch-arg"]), script_args,
+            (values["--budget-dir"] or [None])[-1])
+
+
+def parse_budget(data):
+    """Return the Budget a budget file's JSON holds; ValueError if it is not one."""
+    def seconds(value):
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNTER
+
+    def table(value):
+        return isinstance(value, dict) and all(
+            JOB_ID_PATTERN.fullmatch(str(key)) and seconds(item) for key, item in value.items())
+
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    budget = Budget(data.get("cap"), data.get("settled"), data.get("reservations"),
+                    data.get("settled_jobs"))
+    if not (seconds(budget.cap) and seconds(budget.settled) and table(budget.reservations)
+            and table(budget.settled_jobs)):
+        raise ValueError("cap, settled, reservations or settled_jobs missing or malformed")
+    return budget
 
 
 def shell_quote(text):
@@ -635,6 +670,39 @@ def apply_walltime_budget(decision, walltime, max_walltime):
     return decision
 
 
+def budget_left(budget):
+    """Seconds of a shared budget neither used nor reserved (never negative)."""
+    return max(budget.cap - budget.settled - sum(budget.reservations.values()), 0)
+
+
+def reserve(budget, job_id, limit):
+    """Reserve whole minutes of min(limit, what is left) for a link; pure.
+
+    Returns (budget, seconds), seconds None when under a minute is left. A
+    job that already holds a reservation (a requeued link) keeps it.
+    """
+    if job_id in budget.reservations:
+        return budget, budget.reservations[job_id]
+    left = budget_left(budget)
+    seconds = (left if limit is None else min(limit, left)) // 60 * 60
+    if seconds < MIN_TIME_LIMIT:
+        return budget, None
+    return budget._replace(reservations=dict(budget.reservations, **{job_id: seconds})), seconds
+
+
+def settle(budget, job_id, elapsed):
+    """Replace a link's reservation by its real elapsed seconds; pure and idempotent.
+
+    A job settled before (then requeued) adds only what it ran since.
+    """
+    if job_id not in budget.reservations and job_id not in budget.settled_jobs:
+        return budget  # not a link of this budget
+    counted = budget.settled_jobs.get(job_id, 0)
+    reservations = {job: seconds for job, seconds in budget.reservations.items() if job != job_id}
+    return Budget(budget.cap, budget.settled + max(elapsed - counted, 0), reservations,
+                  dict(budget.settled_jobs, **{job_id: max(elapsed, counted)}))
+
+
 Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
 Snapshot.__doc__ = """The run directory's state, read once under the lock.
 
@@ -654,7 +722,8 @@ def chain_length(snapshot):
     return record.link
 
 
-def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, now):
+def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, now,
+              budget_dir=None):
     """Return this link's Record from the state snapshot and what Slurm said; pure.
 
     ``observation`` is the lookup of the predecessor (its job's state is
@@ -688,7 +757,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
                   action=decision.action, reason=decision.reason, walltime=walltime,
                   retries=decision.retries, max_retries=settings.max_retries,
                   max_walltime=settings.max_walltime, settings_from=settings_from, link=link,
-                  next=next_link._asdict(), phase="counted", time=int(now))
+                  next=next_link._asdict(), phase="counted", time=int(now), budget_dir=budget_dir)
 
 
 def link_exports(record, run_dir):
@@ -929,10 +998,26 @@ class StateStore(object):
         self.write_record(record)
         return self.apply(snapshot, record)
 
+    def read_budget(self):
+        """Return the shared Budget kept in this directory; StateError if missing or corrupt."""
+        data = self.read_json(BUDGET_FILE, "a resumable_chain budget (JSON object)")
+        if data is None:
+            raise StateError("no shared budget in %s (%s is missing): create it with "
+                             "resumable-chain budget %s --max-walltime T"
+                             % (self.directory, BUDGET_FILE, shell_quote(self.directory)))
+        try:
+            return parse_budget(data)
+        except ValueError:
+            raise self.corrupt(BUDGET_FILE, self.read_bytes(BUDGET_FILE),
+                               "a resumable_chain budget (cap, settled, reservations)")
+
+    def write_budget(self, budget):
+        self.write_text(BUDGET_FILE, json.dumps(budget._asdict(), sort_keys=True) + "\n")
+
     @contextlib.contextmanager
-    def locked(self, wait=LOCK_WAIT_SECONDS):
-        """Hold the run directory's lock (POSIX record lock: works on NFS with lockd)."""
-        path = self.path(LOCK_FILE)
+    def locked(self, wait=LOCK_WAIT_SECONDS, name=LOCK_FILE):
+        """Hold the directory's lock (POSIX record lock: works on NFS with lockd)."""
+        path = self.path(name)
         try:
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
@@ -1234,20 +1319,23 @@ def queue_successor(job_id, next_link, warnings):
         return None
 
 
-def clamp_time_limit(job_id, budget, warnings):
+def clamp_time_limit(job_id, budget, warnings, own=None):
     """Lower this job's own time limit to whole minutes of ``budget``; return the new limit.
 
     Users may lower (never raise) their running job's limit, so a chain ends
-    within a minute of max_walltime instead of up to a whole allocation past
-    it. Returns None when the limit already fits or Slurm refused (warned).
+    within a minute of its caps instead of up to a whole allocation past
+    them. Returns None when the limit already fits or Slurm refused (warned).
+    ``own`` is this job as the controller showed it, if already asked.
     """
     minutes = int(budget) // 60
-    answer = controller_job(job_id)
-    if answer.job is None:
-        warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
-                        "left of max_walltime" % (job_id, answer.error, budget))
-        return None
-    if answer.job.time_limit is not None and answer.job.time_limit <= minutes * 60:
+    if own is None:
+        answer = controller_job(job_id)
+        if answer.job is None:
+            warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the "
+                            "%d s left of its caps" % (job_id, answer.error, budget))
+            return None
+        own = answer.job
+    if own.time_limit is not None and own.time_limit <= minutes * 60:
         return None
     error = lower_time_limit(job_id, minutes)
     if error:
@@ -1255,6 +1343,52 @@ def clamp_time_limit(job_id, budget, warnings):
                         % (job_id, minutes, error))
         return None
     return minutes * 60
+
+
+def settle_ended(budget, keep=()):
+    """Settle the reservations of links that ended, with their real elapsed time.
+
+    One squeue call for every reserved job, one sacct call for those that are
+    no longer queued; a job accounting does not show as final yet stays
+    reserved (a later reader settles it). Jobs in ``keep`` are left alone.
+    """
+    reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
+    if not reserved:
+        return budget
+    live = set(job.job_id for job in queued_jobs(reserved))
+    ended = [job for job in reserved if job not in live]
+    if ended:
+        found, _ = sacct_jobs(ended)
+        for job_id, job in found.items():
+            if is_final(job.state):
+                budget = settle(budget, job_id, job.elapsed)
+    return budget
+
+
+def draw_on_budget(budget_dir, record, observation, warnings):
+    """Reserve this link's time from the shared budget; return (record, this job from scontrol).
+
+    Settles the predecessor (its elapsed time is known now) and every other
+    link that ended. Under a minute left: the record becomes a stop.
+    """
+    store = StateStore(budget_dir)
+    with store.locked(name=BUDGET_LOCK):
+        budget = store.read_budget()
+        if observation is not None and observation.source in ("scontrol", "sacct"):
+            budget = settle(budget, record.predecessor, observation.job.elapsed)
+        try:
+            budget = settle_ended(budget, keep=(record.job,))
+        except StateError as error:
+            warnings.append("WARNING: cannot settle the shared budget's ended links: %s" % error)
+        own = controller_job(record.job).job
+        budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
+        store.write_budget(budget)
+    if seconds is None:
+        return record._replace(action="stop", reason=(
+            "only %d s left of the shared budget in %s (cap %d s): less than Slurm's 1-minute "
+            "minimum time limit: stopping the chain" % (budget_left(budget), budget_dir,
+                                                       budget.cap))), own
+    return record._replace(reserved=seconds), own
 
 
 def save_script(store, next_link):
@@ -1271,7 +1405,7 @@ def save_script(store, next_link):
         store.write_text(SCRIPT_COPY, text, mode=0o755)
 
 
-def run_link(run_dir, settings, next_link, environ, now=time.time):
+def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=None):
     """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*).
 
     Identify, lock, snapshot, roll a killed job's decision forward, handle a
@@ -1305,22 +1439,26 @@ def run_link(run_dir, settings, next_link, environ, now=time.time):
         else:
             observation = observe_predecessor(predecessor_id)
         record = plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link,
-                           now())
+                           now(), budget_dir)
+        own = None
+        if record.budget_dir and record.action in WORK_ACTIONS:
+            record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
         store.commit(snapshot, record)
         if record.action not in WORK_ACTIONS:
             record = record._replace(phase="done")
             store.write_record(record)
             return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
-        record = _queue_and_clamp(store, record, next_link, warnings, successor=None)
+        record = _queue_and_clamp(store, record, next_link, warnings, None, own)
         return Outcome(EXIT_WORK, record, observation, warnings)
 
 
-def _queue_and_clamp(store, record, next_link, warnings, successor):
-    """Queue the successor unless one is known, lower the time limit to the cap, journal it."""
+def _queue_and_clamp(store, record, next_link, warnings, successor, own=None):
+    """Queue the successor unless one is known, lower the time limit to the caps, journal it."""
     successor = successor or queue_successor(record.job, next_link, warnings)
-    limit = None
-    if record.max_walltime is not None:
-        limit = clamp_time_limit(record.job, record.max_walltime - record.walltime, warnings)
+    caps = [seconds for seconds in (
+        None if record.max_walltime is None else record.max_walltime - record.walltime,
+        record.reserved) if seconds is not None]
+    limit = clamp_time_limit(record.job, min(caps), warnings, own) if caps else None
     record = record._replace(successor=successor, time_limit=limit, phase="queued")
     store.write_record(record)
     return record
@@ -1339,8 +1477,15 @@ def _rerun(store, snapshot, job_id, next_link, environ, warnings):
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
     if record.source == "resume" and snapshot.last_job != job_id:
         observation = Observation(observation.job, "resume", "resumed with resumable-chain resume")
+    own = None
+    if record.budget_dir and record.reserved is None:  # a resumed link draws on the budget now
+        record, own = draw_on_budget(record.budget_dir, record, None, warnings)
+        if record.action not in WORK_ACTIONS:
+            store.write_record(record._replace(phase="done"))
+            return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
     store.apply(snapshot, record)  # a resumed link joins the chain file now
-    if record.successor and record.phase == "queued" and record.max_walltime is None:
+    if record.successor and record.phase == "queued" and record.max_walltime is None \
+            and record.reserved is None:
         return Outcome(EXIT_WORK, record, observation, warnings)
     successor = record.successor
     if not successor:  # killed between sbatch and the journal? Then it is in the queue.
@@ -1349,7 +1494,7 @@ def _rerun(store, snapshot, job_id, next_link, environ, warnings):
         except StateError as error:
             warnings.append("WARNING: cannot look for a successor already queued (%s)" % error)
     next_spec = NextLink(**record.next) if record.next else next_link
-    record = _queue_and_clamp(store, record, next_spec, warnings, successor=successor)
+    record = _queue_and_clamp(store, record, next_spec, warnings, successor, own)
     return Outcome(EXIT_WORK, record, observation, warnings)
 
 
@@ -1408,13 +1553,15 @@ def module_path():
 
 
 def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
-                    script=None, sbatch_args=(), python="python3"):
+                    script=None, sbatch_args=(), python="python3", budget_dir=None):
     """Return the bash snippet a job script puts after its #SBATCH lines, before any work.
 
     It runs this module's in-job step and exits the job when the chain ends
     (0 for complete or stop, 1 for fail, 2 for bad state); otherwise it
-    exports RESUMABLE_CHAIN_* variables to the work. Works with and without
-    ``set -euo pipefail``; every value is shell-quoted.
+    exports RESUMABLE_CHAIN_* variables to the work. ``budget_dir`` names a
+    walltime budget shared with other chains (``resumable-chain budget``); it
+    must exist. Works with and without ``set -euo pipefail``; every value is
+    shell-quoted.
     """
     if not isinstance(benchmark_dir, str) or not benchmark_dir or "\0" in benchmark_dir:
         raise ValueError("benchmark_dir must be a non-empty path, got %r" % (benchmark_dir,))
@@ -1434,6 +1581,13 @@ def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_wallt
         if not isinstance(script, str) or not script or "\0" in script:
             raise ValueError("script must be a path, got %r" % (script,))
         argv.append("--script=" + os.path.abspath(script))
+    if budget_dir is not None:
+        if not isinstance(budget_dir, str) or not budget_dir or "\0" in budget_dir:
+            raise ValueError("budget_dir must be a path, got %r" % (budget_dir,))
+        if not os.path.isfile(os.path.join(budget_dir, BUDGET_FILE)):
+            raise ValueError("no shared budget in %s: create it first with resumable-chain "
+                             "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
+        argv.append("--budget-dir=" + os.path.abspath(budget_dir))
     argv.append(os.path.abspath(benchmark_dir))
     command = " ".join(shell_quote(argument) for argument in argv)
     if script is None:
@@ -1540,7 +1694,13 @@ def chain_status(run_dir):
               "successor": record.successor,
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
-              "cancelled": chain.cancelled, "problems": chain.problems}
+              "cancelled": chain.cancelled, "problems": chain.problems, "budget": None}
+    budget_dir = record.budget_dir or submitted.get("budget_dir")
+    if budget_dir:
+        try:
+            status["budget"] = budget_report(budget_dir)
+        except StateError as error:
+            status["problems"].append(str(error))
     status["verdict"], status["next"] = _verdict(record, rows, status, chain)
     return status
 
@@ -1593,6 +1753,10 @@ def _verdict(record, rows, status, chain):
         return ("failed: %s" % record.reason,
                 "fix the job script or its input, then %s (retries start again at 0)" % resume)
     if record.action == "stop":
+        if "shared budget" in (record.reason or ""):
+            return ("stopped: %s" % record.reason, "raise the budget (resumable-chain budget %s "
+                    "--max-walltime T), then %s" % (shell_quote(record.budget_dir or "DIR"),
+                                                    resume))
         if "max_walltime" in (record.reason or ""):
             return ("stopped: %s" % record.reason,
                     "%s --max-walltime T with a larger cap continues it" % resume)
@@ -1623,6 +1787,43 @@ def _verdict(record, rows, status, chain):
            if successor else "no successor was queued")
     return ("broken: job %s ended %s and %s" % (last["job"], _state_words(last["state"]), how),
             "%s continues the chain" % resume)
+
+
+def budget_report(budget_dir):
+    """Settle what ended and return the shared budget's figures (what ``budget --json`` prints)."""
+    store = StateStore(budget_dir)
+    if not os.path.isfile(store.path(BUDGET_FILE)):
+        store.read_budget()  # says how to create one
+    with store.locked(name=BUDGET_LOCK):
+        budget = store.read_budget()
+        try:
+            settled = settle_ended(budget)
+        except StateError:
+            settled = budget  # squeue unreachable: show what is known
+        if settled != budget:
+            store.write_budget(settled)
+    reserved = sum(settled.reservations.values())
+    return {"dir": os.path.abspath(budget_dir), "cap": settled.cap, "used": settled.settled,
+            "reserved": reserved, "left": budget_left(settled),
+            "reservations": dict(settled.reservations)}
+
+
+def set_budget(budget_dir, cap):
+    """Create a shared budget with this cap (seconds), or change an existing one's cap."""
+    cap = check_max_walltime(cap)
+    if cap is None:
+        raise ValueError("a shared budget needs --max-walltime")
+    make_run_dir(budget_dir)
+    store = StateStore(budget_dir)
+    with store.locked(name=BUDGET_LOCK):
+        try:
+            budget = store.read_budget()._replace(cap=cap)
+        except StateError:
+            if os.path.exists(store.path(BUDGET_FILE)):
+                raise  # corrupt: never silently reset what was used
+            budget = Budget(cap, 0, {}, {})
+        store.write_budget(budget)
+    return budget_report(budget_dir)
 
 
 def cancel_chain(run_dir, dry_run=False):
@@ -1665,7 +1866,7 @@ def cancel_chain(run_dir, dry_run=False):
 
 
 def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAULT_MAX_RETRIES,
-                 max_walltime=None, force=False, python="python3"):
+                 max_walltime=None, force=False, python="python3", budget_dir=None):
     """Make SCRIPT resumable in run_dir and submit its first job; all or nothing.
 
     The first job is submitted held; only once sbatch accepted it are the
@@ -1707,7 +1908,8 @@ def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAU
     copy_name = "resumable-" + os.path.basename(script)
     copy_path = os.path.join(run_dir, copy_name)
     prologue = render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
-                               script=copy_path, sbatch_args=sbatch_options, python=python)
+                               script=copy_path, sbatch_args=sbatch_options, python=python,
+                               budget_dir=budget_dir)
     import tempfile
     with tempfile.NamedTemporaryFile("w", prefix="resumable-chain-", suffix=".sbatch",
                                      encoding="utf-8") as staged:
@@ -1725,6 +1927,7 @@ def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAU
         "first_job": first_job, "script": copy_path, "original": os.path.abspath(script),
         "sbatch_options": sbatch_options, "script_args": list(script_args),
         "max_retries": max_retries, "max_walltime": max_walltime, "workdir": os.getcwd(),
+        "budget_dir": budget_dir and os.path.abspath(budget_dir),
         "time": int(time.time())}, sort_keys=True) + "\n")
     error = release_job(first_job)
     if error:
@@ -1793,6 +1996,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time):
                         reason="resumed with resumable-chain resume after %s" % previous.action,
                         walltime=walltime, retries=0, max_retries=caps.max_retries,
                         max_walltime=caps.max_walltime, settings_from="resume",
+                        budget_dir=previous.budget_dir,
                         link=None if length is None else length + 1, successor=None,
                         next=next_spec._asdict(), phase="queued", time=int(now()))
         store.apply(snapshot, record, chain=False)
@@ -1861,7 +2065,8 @@ def resumable_run_overrides(benchmark, executor):
 # 10. Command line: one argparse parser for the user's commands; all printing is here
 # ---------------------------------------------------------------------------
 
-OWN_SUBMIT_OPTIONS = ("--max-retries", "--max-walltime", "--python", "--force")
+OWN_SUBMIT_VALUES = ("--max-retries", "--max-walltime", "--python", "--budget-dir")
+OWN_SUBMIT_OPTIONS = OWN_SUBMIT_VALUES + ("--force",)
 
 
 def split_submit_argv(argv):
@@ -1885,7 +2090,7 @@ def split_submit_argv(argv):
             value_next = False
         elif word.startswith("-"):
             name = word.split("=", 1)[0]
-            value_next = "=" not in word and (name in OWN_SUBMIT_OPTIONS[:3]
+            value_next = "=" not in word and (name in OWN_SUBMIT_VALUES
                                               or sbatch_option_takes_value(word))
         else:
             break
@@ -1909,7 +2114,7 @@ def _split_options(words):
         name = word.split("=", 1)[0]
         target = ours if name in OWN_SUBMIT_OPTIONS else sbatch_options
         target.append(word)
-        if "=" not in word and (name in OWN_SUBMIT_OPTIONS[:3] or (
+        if "=" not in word and (name in OWN_SUBMIT_VALUES or (
                 target is sbatch_options and sbatch_option_takes_value(word))):
             value = next(words, None)
             if value is not None:
@@ -1958,6 +2163,11 @@ def _build_parser():
                          if default_retries is not None else
                          "a new cap on the accumulated walltime (default: the chain's own)")
 
+    def budget_option(sub):
+        sub.add_argument("--budget-dir", default=None, metavar="B",
+                         help="draw every link's time from the shared walltime budget in B "
+                              "(created with: resumable-chain budget B --max-walltime T)")
+
     render = command("render", "print the prologue for a job script",
                      "Print the bash prologue to paste after a job script's #SBATCH lines.\n"
                      "Options after -- are given to sbatch for every successor. Creates DIR\n"
@@ -1968,6 +2178,7 @@ def _build_parser():
                         help="script the successor is submitted with (default: the job's own)")
     render.add_argument("--python", default="python3", metavar="PY",
                         help="interpreter on the compute nodes (default python3)")
+    budget_option(render)
 
     submit = command("submit", "make any batch script resumable and submit it",
                      "Write a resumable copy of SCRIPT into DIR (the prologue after its\n"
@@ -1986,6 +2197,7 @@ def _build_parser():
                              "start a new one; its files are kept as *.prev")
     submit.add_argument("--python", default="python3", metavar="PY",
                         help="interpreter on the compute nodes (default python3)")
+    budget_option(submit)
 
     resume = command("resume", "continue a chain that failed, stopped or broke",
                      "Queue one link that continues the chain in DIR: keeps its history and\n"
@@ -2004,6 +2216,20 @@ def _build_parser():
                      "running link. resume continues it later.",
                      "resumable-chain cancel runs/gpqa --dry-run")
     cancel.add_argument("--dry-run", action="store_true", help="only print what would be done")
+
+    budget = commands.add_parser(
+        "budget", formatter_class=formatter, help="a walltime budget shared by several chains",
+        description="Create a walltime budget in DIR shared by every chain rendered or submitted\n"
+                    "with --budget-dir DIR, or change its cap; without --max-walltime, print\n"
+                    "what is used (links that ended), reserved (links that may still run) and\n"
+                    "left. Each link reserves min(its time limit, what is left) and lowers its\n"
+                    "time limit to that; with under a minute left, a chain stops.",
+        epilog="example:\n  resumable-chain budget runs/collection --max-walltime 200:00:00")
+    budget.add_argument("run_dir", metavar="DIR", help="the directory holding the budget")
+    budget.add_argument("--max-walltime", type=walltime, default=None, metavar="T",
+                        help="create the budget with this cap, or change its cap (a Slurm "
+                             "duration such as 200:00:00, or seconds)")
+    budget.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -2036,6 +2262,11 @@ def format_status(status):
         retries += " (at most %d allowed%s)" % (allowed, ", exceeded" if status["retries"] >
                                                 allowed else "")
     lines.append(retries)
+    budget = status["budget"]
+    if budget:
+        lines.append("shared budget %s: %s used, %s reserved, %s left of %s" % (
+            budget["dir"], format_duration(budget["used"]), format_duration(budget["reserved"]),
+            format_duration(budget["left"]), format_duration(budget["cap"])))
     lines.append("pending successor: %s" % (status["pending_successor"] or "none"))
     lines.append("verdict: %s" % status["verdict"])
     if status["next"]:
@@ -2071,10 +2302,11 @@ def _write(text):
 
 def _in_job(argv):
     """The rendered prologue's entry: run the in-job step, print the exports for the work."""
-    run_dir, settings, script, sbatch_args, script_args = parse_prologue_args(argv)
+    run_dir, settings, script, sbatch_args, script_args, budget_dir = parse_prologue_args(argv)
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.getcwd())
-    outcome = run_link(os.path.abspath(run_dir), settings, next_link, os.environ)
+    outcome = run_link(os.path.abspath(run_dir), settings, next_link, os.environ,
+                       budget_dir=budget_dir and os.path.abspath(budget_dir))
     for warning in outcome.warnings:
         _log(warning)
     _log(describe_link(outcome))
@@ -2099,7 +2331,7 @@ def main(argv=None):
             arguments = parser.parse_args(["submit"] + ours)
             result = submit_chain(arguments.run_dir, script, script_args, sbatch_options,
                                   arguments.max_retries, arguments.max_walltime, arguments.force,
-                                  arguments.python)
+                                  arguments.python, arguments.budget_dir)
             if result["cancelled"]:
                 _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
             _log("submitted job %s: a resumable copy of %s is %s"
@@ -2115,7 +2347,8 @@ def main(argv=None):
                                  "it)" % arguments.script)
             text = render_prologue(arguments.run_dir, max_retries=arguments.max_retries,
                                    max_walltime=arguments.max_walltime, script=arguments.script,
-                                   sbatch_args=extra, python=arguments.python)
+                                   sbatch_args=extra, python=arguments.python,
+                                   budget_dir=arguments.budget_dir)
             if not os.path.isdir(arguments.run_dir):
                 make_run_dir(arguments.run_dir)
                 _log("created the run directory %s (so that #SBATCH --output into it works)"
@@ -2140,6 +2373,15 @@ def main(argv=None):
             if result["leftover"]:
                 _write("still pending or running: %s\n" % " ".join(result["leftover"]))
                 return 1
+            return 0
+        if arguments.command == "budget":
+            report = (set_budget(arguments.run_dir, arguments.max_walltime)
+                      if arguments.max_walltime is not None else budget_report(arguments.run_dir))
+            _write(json.dumps(report, indent=2, sort_keys=True) + "\n" if arguments.json else
+                   "budget in %s: cap %s, used %s, reserved %s by %d link(s), left %s\n" % (
+                       report["dir"], format_duration(report["cap"]),
+                       format_duration(report["used"]), format_duration(report["reserved"]),
+                       len(report["reservations"]), format_duration(report["left"])))
             return 0
         if arguments.command == "resume":
             result = resume_chain(arguments.run_dir, arguments.max_walltime,

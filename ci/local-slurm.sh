@@ -1,32 +1,58 @@
 #!/usr/bin/env bash
-# A real single-node Slurm cluster with accounting, for the end-to-end tests and the demo.
-#   ci/local-slurm.sh up      install (if missing) and start munged, MariaDB, slurmdbd, slurmctld, slurmd
-#   ci/local-slurm.sh down    stop the daemons this script started (by the PIDs it recorded)
-#   ci/local-slurm.sh status  print what runs and whether sinfo and sacct answer
-#   ci/local-slurm.sh dbd-stop|dbd-start   stop or start slurmdbd alone (accounting outage tests)
+# Real single-node Slurm clusters with accounting, for the end-to-end tests and the demo.
+#   ci/local-slurm.sh [--release R] up      install or build (if missing) and start munged,
+#                                           MariaDB, slurmdbd, slurmctld, slurmd
+#   ci/local-slurm.sh [--release R] down    stop this release's daemons (by the PIDs recorded);
+#                                           munged and MariaDB only when no other release runs
+#   ci/local-slurm.sh [--release R] status  what runs, whether sinfo and sacct answer
+#   ci/local-slurm.sh [--release R] dbd-stop|dbd-start   slurmdbd alone (accounting outages)
+#   ci/local-slurm.sh [--release R] env     the PATH and SLURM_CONF lines that select it
+# R is 22.05 (Debian's packages, the default) or 26.05 (26.05.3 built once from
+# ../shared/slurm/slurm-26.05.3.tar.xz, checksum verified, into /opt/slurm-26.05.3); also
+# LOCAL_SLURM_RELEASE=R. Both run side by side on this node: own ports, cluster name, state,
+# logs and accounting database in the same MariaDB, the same munged.
 # Needs root on Debian/Ubuntu. Configured for fast tests: 16 CPUs declared on the node
 # (config_overrides) so chains run side by side, two partitions (debug tier 1, high tier 10,
 # preempt/partition_prio with PreemptMode=CANCEL), 1 s scheduling, KillWait=2, cred_expire=10.
 set -euo pipefail
 
-RUN=/run/local-slurm                    # PID files of the daemons this script started
-CONF=/etc/slurm/slurm.conf
-DBD_CONF=/etc/slurm/slurmdbd.conf
-LOGS=/var/log/slurm
+HERE=$(cd "$(dirname "$0")" && pwd)
+RELEASE=${LOCAL_SLURM_RELEASE:-22.05}
+if [ "${1:-}" = --release ]; then RELEASE=${2:?--release needs 22.05 or 26.05}; shift 2; fi
+SHARED_RUN=/run/local-slurm             # PID files of munged and MariaDB (shared)
 NODE=$(hostname -s)
 DB_PASS=local-slurm-test
+TARBALL=${SLURM_TARBALL:-$HERE/../../shared/slurm/slurm-26.05.3.tar.xz}
 
-log() { printf 'local-slurm: %s\n' "$*" >&2; }
+case "$RELEASE" in
+    22.05)
+        RUN=/run/local-slurm; PREFIX=/usr; ETC=/etc/slurm; LOGS=/var/log/slurm
+        SPOOL=/var/spool; CLUSTER=local; PORTS=(6817 6818 6819); DB=slurm_acct_db ;;
+    26.05)
+        RUN=/run/local-slurm-26.05; PREFIX=/opt/slurm-26.05.3; ETC=$PREFIX/etc
+        LOGS=/var/log/slurm-26.05; SPOOL=/var/spool/slurm-26.05; CLUSTER=local2605
+        PORTS=(7817 7818 7819); DB=slurm_acct_db_2605
+        export PATH=$PREFIX/bin:$PREFIX/sbin:$PATH SLURM_CONF=$ETC/slurm.conf ;;
+    *) echo "local-slurm: unknown release '$RELEASE' (22.05 or 26.05)" >&2; exit 2 ;;
+esac
+CONF=$ETC/slurm.conf
+DBD_CONF=$ETC/slurmdbd.conf
+SBIN=$PREFIX/sbin
+# 22.05 is Debian's: its commands in /usr/bin must win over another release's on PATH.
+[ "$RELEASE" = 22.05 ] && export SLURM_CONF=$CONF PATH=/usr/bin:/usr/sbin:$PATH
+
+log() { printf 'local-slurm %s: %s\n' "$RELEASE" "$*" >&2; }
 
 fail() {
     log "FAILED: $*"
-    for file in "$LOGS"/slurmctld.log "$LOGS"/slurmd.log "$LOGS"/slurmdbd.log /var/log/mysql/error.log "$RUN"/mariadb.log; do
+    for file in "$LOGS"/slurmctld.log "$LOGS"/slurmd.log "$LOGS"/slurmdbd.log /var/log/mysql/error.log \
+                "$SHARED_RUN"/mariadb.log "$LOGS"/build.log; do
         [ -f "$file" ] && { log "--- tail of $file"; tail -n 25 "$file" >&2; }
     done
     exit 1
 }
 
-alive() { [ -f "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
     local seconds=$1 what=$2; shift 2
@@ -37,30 +63,79 @@ wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
     fail "$what did not come up within ${seconds}s"
 }
 
-install_packages() {
-    local missing=()
-    for command in slurmctld:slurm-wlm slurmdbd:slurmdbd mariadbd:mariadb-server munged:munge; do
-        command -v "${command%%:*}" >/dev/null || missing+=("${command#*:}")
-    done
-    [ "${#missing[@]}" -eq 0 ] && return 0
-    [ "$(id -u)" -eq 0 ] || fail "not root: cannot install ${missing[*]}"
-    command -v apt-get >/dev/null || fail "no apt-get: install ${missing[*]} by hand"
-    log "installing ${missing[*]}"
+apt_install() {
+    [ "$#" -eq 0 ] && return 0
+    [ "$(id -u)" -eq 0 ] || fail "not root: cannot install $*"
+    command -v apt-get >/dev/null || fail "no apt-get: install $* by hand"
+    log "installing $*"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+install_packages() {
+    local missing=() need
+    for need in mariadbd:mariadb-server munged:munge; do
+        command -v "${need%%:*}" >/dev/null || missing+=("${need#*:}")
+    done
+    if [ "$RELEASE" = 22.05 ]; then
+        for need in slurmctld:slurm-wlm slurmdbd:slurmdbd; do
+            command -v "${need%%:*}" >/dev/null || missing+=("${need#*:}")
+        done
+    fi
+    apt_install "${missing[@]}"
+    [ "$RELEASE" = 26.05 ] && build_26_05
+    return 0
+}
+
+build_26_05() {  # once per machine: reused when the install is complete
+    [ -x "$SBIN/slurmctld" ] && [ -f "$PREFIX/.built-by-local-slurm" ] && return 0
+    [ -f "$TARBALL" ] || fail "no $TARBALL (set SLURM_TARBALL)"
+    (cd "$(dirname "$TARBALL")" && sha256sum -c "$(basename "$TARBALL").sha256" >/dev/null) \
+        || fail "checksum of $TARBALL does not match $(basename "$TARBALL").sha256"
+    local missing=() package
+    for package in build-essential libmunge-dev libmariadb-dev libjson-c-dev libdbus-1-dev pkg-config; do
+        dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
+    done
+    apt_install "${missing[@]}"
+    mkdir -p "$LOGS"
+    local build
+    build=$(mktemp -d /tmp/slurm-build.XXXXXX)
+    log "building Slurm 26.05.3 (about 5.5 minutes on 2 cores; log in $LOGS/build.log)"
+    tar -xJf "$TARBALL" -C "$build"
+    (cd "$build"/slurm-26.05.3 \
+        && ./configure --prefix="$PREFIX" --sysconfdir="$ETC" --with-mysql_config=/usr/bin \
+               --with-munge=/usr \
+        && make -j"$(nproc)" && make install) >"$LOGS/build.log" 2>&1 || fail "build failed"
+    rm -rf "$build"
+    touch "$PREFIX/.built-by-local-slurm"
 }
 
 write_configs() {
-    mkdir -p /etc/slurm "$LOGS" /var/spool/slurmctld /var/spool/slurmd "$RUN"
+    mkdir -p "$ETC" "$LOGS" "$SPOOL/slurmctld" "$SPOOL/slurmd" "$RUN" "$SHARED_RUN"
+    local extra=""
+    if [ "$RELEASE" = 26.05 ]; then
+        # A job submitted with --export=NONE gets the system PATH, whose sbatch is 22.05's on
+        # this machine (real sites have one release): select this release for every task.
+        cat > "$ETC/task-prolog.sh" <<PROLOG
+#!/bin/sh
+echo "export PATH=$PREFIX/bin:\$PATH"
+echo "export SLURM_CONF=$CONF"
+PROLOG
+        chmod 755 "$ETC/task-prolog.sh"
+        printf 'CgroupPlugin=disabled\n' > "$ETC/cgroup.conf"
+        extra="TaskProlog=$ETC/task-prolog.sh"
+    fi
     cat > "$CONF" <<CONF
-# Written by ci/local-slurm.sh: a single-node test cluster.
-ClusterName=local
+# Written by ci/local-slurm.sh: a single-node test cluster, Slurm $RELEASE.
+ClusterName=$CLUSTER
 SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldPort=${PORTS[0]}
+SlurmdPort=${PORTS[1]}
 SlurmUser=root
 AuthType=auth/munge
 AuthInfo=cred_expire=10
-StateSaveLocation=/var/spool/slurmctld
-SlurmdSpoolDir=/var/spool/slurmd
+StateSaveLocation=$SPOOL/slurmctld
+SlurmdSpoolDir=$SPOOL/slurmd
 SlurmctldPidFile=$RUN/slurmctld.pid
 SlurmdPidFile=$RUN/slurmd.pid
 SlurmctldLogFile=$LOGS/slurmctld.log
@@ -83,8 +158,10 @@ PreemptType=preempt/partition_prio
 PreemptMode=CANCEL
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
+AccountingStoragePort=${PORTS[2]}
 JobCompType=jobcomp/none
 MpiDefault=none
+$extra
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=16 RealMemory=8000 State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP PriorityTier=1
 PartitionName=high Nodes=$NODE MaxTime=INFINITE State=UP PriorityTier=10
@@ -92,6 +169,7 @@ CONF
     cat > "$DBD_CONF" <<CONF
 AuthType=auth/munge
 DbdHost=localhost
+DbdPort=${PORTS[2]}
 SlurmUser=root
 LogFile=$LOGS/slurmdbd.log
 PidFile=$RUN/slurmdbd.pid
@@ -99,58 +177,59 @@ StorageType=accounting_storage/mysql
 StorageHost=localhost
 StorageUser=slurm
 StoragePass=$DB_PASS
-StorageLoc=slurm_acct_db
+StorageLoc=$DB
 CONF
     chown root:root "$DBD_CONF"
     chmod 600 "$DBD_CONF"
 }
 
 start_munge() {
-    alive munged && return 0
+    alive "$SHARED_RUN/munged.pid" && return 0
     if pgrep -x munged >/dev/null; then return 0; fi
     [ -s /etc/munge/munge.key ] || mungekey --create --keyfile=/etc/munge/munge.key
     chown munge:munge /etc/munge/munge.key && chmod 400 /etc/munge/munge.key
     mkdir -p /run/munge && chown munge:munge /run/munge
     runuser -u munge -- /usr/sbin/munged --pid-file=/run/munge/munged.pid
     wait_for 10 munged test -s /run/munge/munged.pid
-    cp /run/munge/munged.pid "$RUN/munged.pid"
+    cp /run/munge/munged.pid "$SHARED_RUN/munged.pid"
 }
 
 start_mariadb() {
-    if ! alive mariadb; then
+    if ! alive "$SHARED_RUN/mariadb.pid"; then
         mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld
         [ -d /var/lib/mysql/mysql ] || mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
         nohup /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock \
-            --pid-file=/run/mysqld/mysqld.pid >"$RUN/mariadb.log" 2>&1 &
-        echo $! > "$RUN/mariadb.pid"
+            --pid-file=/run/mysqld/mysqld.pid >"$SHARED_RUN/mariadb.log" 2>&1 &
+        echo $! > "$SHARED_RUN/mariadb.pid"
     fi
     wait_for 30 MariaDB mariadb -e 'select 1'
     mariadb -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$DB_PASS';
-                GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
+                GRANT ALL ON $DB.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
 }
 
 start_slurmdbd() {
-    alive slurmdbd && return 0
-    /usr/sbin/slurmdbd
+    alive "$RUN/slurmdbd.pid" && return 0
+    "$SBIN/slurmdbd"
     wait_for 30 slurmdbd sacctmgr -n list cluster
 }
 
 start_slurmctld() {
-    alive slurmctld && return 0
-    /usr/sbin/slurmctld
+    alive "$RUN/slurmctld.pid" && return 0
+    "$SBIN/slurmctld"
     wait_for 30 slurmctld scontrol ping
 }
 
 start_slurmd() {
-    alive slurmd && return 0
-    /usr/sbin/slurmd
+    alive "$RUN/slurmd.pid" && return 0
+    "$SBIN/slurmd"
 }
 
 node_idle() { sinfo -h -n "$NODE" -o %T | grep -Eq '^(idle|mixed|allocated)'; }
 
 up() {
-    if alive munged && alive mariadb && alive slurmdbd && alive slurmctld && alive slurmd \
-        && node_idle && sacct -n -X -j 1 >/dev/null 2>&1; then
+    if alive "$SHARED_RUN/munged.pid" && alive "$SHARED_RUN/mariadb.pid" && alive "$RUN/slurmdbd.pid" \
+        && alive "$RUN/slurmctld.pid" && alive "$RUN/slurmd.pid" && node_idle \
+        && sacct -n -X -j 1 >/dev/null 2>&1; then
         log "already up"
         return 0
     fi
@@ -165,32 +244,56 @@ up() {
     wait_for 30 "slurmd registration (node idle)" node_idle
     scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true
     wait_for 30 "sacct" sacct -n -X -S now
-    log "up: $(sinfo -h -o '%P %a %D %T' | tr '\n' ';')"
+    log "up: $(sinfo -h -o '%P %a %D %T' | tr '\n' ';') $(sbatch --version)"
+}
+
+other_release_runs() {
+    local other
+    for other in /run/local-slurm /run/local-slurm-26.05; do
+        [ "$other" = "$RUN" ] && continue
+        alive "$other/slurmctld.pid" || alive "$other/slurmd.pid" || alive "$other/slurmdbd.pid" \
+            && return 0
+    done
+    return 1
+}
+
+stop_pidfile() {  # stop_pidfile NAME PIDFILE
+    if alive "$2"; then
+        kill "$(cat "$2")" 2>/dev/null || true
+        for _ in $(seq 40); do alive "$2" || break; sleep 0.25; done
+        log "stopped $1"
+    fi
+    rm -f "$2"
 }
 
 down() {
-    for daemon in slurmd slurmctld slurmdbd mariadb munged; do
-        if alive "$daemon"; then
-            kill "$(cat "$RUN/$daemon.pid")" 2>/dev/null || true
-            for _ in $(seq 40); do alive "$daemon" || break; sleep 0.25; done
-            log "stopped $daemon"
-        fi
-        rm -f "$RUN/$daemon.pid"
+    local daemon
+    for daemon in slurmd slurmctld slurmdbd; do
+        stop_pidfile "$daemon" "$RUN/$daemon.pid"
     done
+    if other_release_runs; then
+        log "munged and MariaDB kept: the other release still uses them"
+        return 0
+    fi
+    stop_pidfile mariadb "$SHARED_RUN/mariadb.pid"
+    stop_pidfile munged "$SHARED_RUN/munged.pid"
 }
 
 status() {
+    local daemon file
     for daemon in munged mariadb slurmdbd slurmctld slurmd; do
-        if alive "$daemon"; then echo "$daemon: running (pid $(cat "$RUN/$daemon.pid"))"; else echo "$daemon: stopped"; fi
+        file=$RUN/$daemon.pid
+        case "$daemon" in munged|mariadb) file=$SHARED_RUN/$daemon.pid ;; esac
+        if alive "$file"; then echo "$daemon: running (pid $(cat "$file"))"; else echo "$daemon: stopped"; fi
     done
     sinfo -h -o '%P %a %D %T' 2>&1 | sed 's/^/sinfo: /'
     if sacct -n -X -S now >/dev/null 2>&1; then echo "sacct: answers"; else echo "sacct: not answering"; fi
 }
 
 stop_dbd() {  # for the accounting-outage tests: slurmctld queues records and replays them later
-    if alive slurmdbd; then
+    if alive "$RUN/slurmdbd.pid"; then
         kill "$(cat "$RUN/slurmdbd.pid")"
-        for _ in $(seq 40); do alive slurmdbd || break; sleep 0.25; done
+        for _ in $(seq 40); do alive "$RUN/slurmdbd.pid" || break; sleep 0.25; done
     fi
 }
 
@@ -200,5 +303,7 @@ case "${1:-}" in
     status) status ;;
     dbd-stop) stop_dbd ;;
     dbd-start) start_slurmdbd ;;
-    *) echo "usage: $0 up|down|status|dbd-stop|dbd-start" >&2; exit 2 ;;
+    env) printf 'export PATH=%s\nexport SLURM_CONF=%s\n' \
+             "$([ "$RELEASE" = 26.05 ] && echo "$PREFIX/bin:")\$PATH" "$CONF" ;;
+    *) echo "usage: $0 [--release 22.05|26.05] up|down|status|dbd-stop|dbd-start|env" >&2; exit 2 ;;
 esac

@@ -22,7 +22,7 @@ def pytest_terminal_summary(terminalreporter):
     e2e = sys.modules.get("test_slurm_e2e")
     if not e2e or not e2e.REPORT:
         return
-    terminalreporter.section("real Slurm chains")
+    terminalreporter.section("real Slurm chains (%s)" % e2e.RELEASE)
     for name, jobs in e2e.REPORT:
-        terminalreporter.write_line("%s: %s" % (name, ", ".join(
+        terminalreporter.write_line("[%s] %s: %s" % (e2e.RELEASE, name, ", ".join(
             "%s %s (%d s)" % job for job in jobs)))

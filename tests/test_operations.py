@@ -3,6 +3,7 @@ import json
 import os
 import stat
 import subprocess
+import threading
 import sys
 
 import pytest
@@ -483,3 +484,148 @@ def test_status_retries_line_says_what_the_cap_was(cluster, run_dir, capsys, mon
     failed_chain(cluster, run_dir)
     out = run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1]
     assert "retries: 1 (at most 0 allowed, exceeded)" in out
+
+# --------------------------------------------------------------------------- a shared budget
+
+
+def make_budget(cluster, capsys, monkeypatch, budget_dir, cap):
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "budget", budget_dir,
+                               "--max-walltime", cap, "--json")
+    assert status == 0, err
+    return json.loads(out)
+
+
+def budget_chain(cluster, root, name, budget_dir, **render_options):
+    run_dir = os.path.join(root, name)
+    return cluster.write_script(run_dir, name=name + ".sh", budget_dir=budget_dir,
+                                **render_options), run_dir
+
+
+def test_budget_command_creates_changes_and_reports(cluster, tmp_path, capsys, monkeypatch):
+    budget_dir = str(tmp_path / "collection")
+    report = make_budget(cluster, capsys, monkeypatch, budget_dir, "200:00:00")
+    assert (report["cap"], report["used"], report["reserved"], report["left"]) == (
+        720000, 0, 0, 720000)
+    assert make_budget(cluster, capsys, monkeypatch, budget_dir, "100")["cap"] == 6000
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "budget", budget_dir)
+    assert status == 0 and out == ("budget in %s: cap 01:40:00, used 00:00:00, reserved "
+                                   "00:00:00 by 0 link(s), left 01:40:00\n" % budget_dir)
+
+
+@pytest.mark.parametrize("words,message", [
+    (["budget", "{dir}"], "no shared budget in"),
+    (["budget", "{dir}", "--max-walltime", "0:30"], "1-minute minimum"),
+    (["budget", "{dir}", "--max-walltime", "soon"], "invalid walltime"),
+    (["render", "run", "--budget-dir", "{dir}"], "no shared budget in"),
+], ids=["missing", "under a minute", "not a duration", "render without a budget"])
+def test_budget_refuses_bad_input(cluster, tmp_path, capsys, monkeypatch, words, message):
+    words = [word.replace("{dir}", str(tmp_path / "b")) for word in words]
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *words)
+    assert status == 2 and message in err and err.count("\n") == 1 and out == ""
+
+
+def test_a_corrupt_budget_is_never_reset_and_stops_links(cluster, tmp_path, capsys, monkeypatch):
+    budget_dir = str(tmp_path / "b")
+    make_budget(cluster, capsys, monkeypatch, budget_dir, "1:00:00")
+    script, run_dir = budget_chain(cluster, str(tmp_path), "a", budget_dir)
+    path = os.path.join(budget_dir, rc.BUDGET_FILE)
+    with open(path, "w") as handle:
+        handle.write('{"cap": "lots"}\n')
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "budget", budget_dir,
+                               "--max-walltime", "2:00:00")
+    assert status == 2 and "corrupt state file %s" % path in err
+    assert read(budget_dir, rc.BUDGET_FILE) == '{"cap": "lots"}\n'
+    result = cluster.run_link(script, 100)
+    assert result.returncode == 2 and "corrupt state file %s" % path in result.stderr
+    assert cluster.work_done() == [] and cluster.calls("sbatch") == []
+
+
+@pytest.mark.parametrize("chains", [2, 3])
+def test_chains_sharing_a_budget_never_exceed_it(cluster, tmp_path, capsys, monkeypatch, chains):
+    budget_dir = str(tmp_path / "b")
+    cap = 600
+    make_budget(cluster, capsys, monkeypatch, budget_dir, str(cap // 60))
+    scripts = [budget_chain(cluster, str(tmp_path), "c%d" % n, budget_dir)[0]
+               for n in range(chains)]
+    queue = [(n, str(100 * (n + 1)), None) for n in range(chains)]  # first links at once
+    total, links = 0, 0
+    while queue:
+        number, job, predecessor = queue.pop(0)
+        cluster.set_job(job, time_limit="4")  # every link asks for 4 minutes
+        result = cluster.run_link(scripts[number], job, predecessor=predecessor)
+        assert result.returncode == 0, result.stderr
+        if "%s: stop" % job in result.stderr:
+            assert "shared budget" in result.stderr
+            cluster.finish(job, "COMPLETED", 1)
+            continue
+        elapsed = int(cluster.job(job)["time_limit"]) * 60  # runs until its (lowered) limit
+        cluster.finish(job, "TIMEOUT", elapsed)
+        total, links = total + elapsed, links + 1
+        [successor] = [j for j, data in cluster.load()["jobs"].items()
+                       if data.get("dependency") == "afternotok:%s" % job]
+        queue.append((number, successor, job))
+    assert cap - 60 < total <= cap and links >= chains
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "budget", budget_dir, "--json")[1])
+    assert (report["used"], report["reserved"]) == (total, 0)
+
+
+def test_unused_reservations_return_to_the_others(cluster, tmp_path, capsys, monkeypatch):
+    budget_dir = str(tmp_path / "b")
+    make_budget(cluster, capsys, monkeypatch, budget_dir, "10")
+    script, run_dir = budget_chain(cluster, str(tmp_path), "a", budget_dir)
+    cluster.set_job(100, time_limit="8")
+    assert cluster.run_link(script, 100).returncode == 0
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "budget", budget_dir, "--json")[1])
+    assert (report["reserved"], report["left"]) == (480, 120)
+    cluster.finish(100, "COMPLETED", 30)  # done early; its successor never runs a prologue
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "budget", budget_dir, "--json")[1])
+    assert (report["used"], report["reserved"], report["left"]) == (30, 0, 570)
+    other, _ = budget_chain(cluster, str(tmp_path), "b", budget_dir)
+    cluster.set_job(200, time_limit="20")
+    result = cluster.run_link(other, 200)
+    assert result.returncode == 0 and cluster.job(200)["time_limit"] == "9"  # 570 s: 9 minutes
+    status = json.loads(run_cli(cluster, capsys, monkeypatch, "status",
+                                os.path.join(str(tmp_path), "b"), "--json")[1])
+    assert status["budget"]["reserved"] == 540 and status["budget"]["used"] == 30
+
+
+def test_concurrent_first_links_never_over_reserve(cluster, tmp_path, capsys, monkeypatch):
+    budget_dir = str(tmp_path / "b")
+    make_budget(cluster, capsys, monkeypatch, budget_dir, "10")
+    scripts = [budget_chain(cluster, str(tmp_path), "c%d" % n, budget_dir)[0] for n in range(8)]
+    for n in range(8):
+        cluster.set_job(100 + n, state="RUNNING", time_limit="2")
+    results = [None] * 8
+
+    def start(n):
+        results[n] = cluster.run_link(scripts[n], 100 + n, mark_running=False)
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(result.returncode == 0 for result in results), [r.stderr for r in results]
+    worked = [n for n, result in enumerate(results) if ": start |" in result.stderr]
+    assert len(worked) == 5  # 5 x 2 minutes fill the 10 minutes; 3 chains stop at once
+    budget = json.loads(read(budget_dir, rc.BUDGET_FILE))
+    assert sum(budget["reservations"].values()) == 600
+
+
+def test_a_requeued_link_keeps_its_one_reservation(cluster, tmp_path, capsys, monkeypatch):
+    budget_dir = str(tmp_path / "b")
+    make_budget(cluster, capsys, monkeypatch, budget_dir, "10")
+    script, run_dir = budget_chain(cluster, str(tmp_path), "a", budget_dir)
+    cluster.set_job(100, time_limit="3")
+    assert cluster.run_link(script, 100).returncode == 0
+    assert cluster.run_link(script, 100, SLURM_RESTART_COUNT="1").returncode == 0
+    assert json.loads(read(budget_dir, rc.BUDGET_FILE))["reservations"] == {"100": 180}
+    cluster.set_job(100, runs=[{"state": "REQUEUED", "elapsed": 50, "submit": "2026-11-30T00:00:00",
+                                "start": "2026-11-30T00:00:00", "end": "2026-11-30T00:00:50"}],
+                    submit="2026-11-30T00:00:50")
+    cluster.finish(100, "TIMEOUT", 180)
+    successor = cluster.pending()[-1]
+    cluster.set_job(successor, time_limit="3")
+    assert cluster.run_link(script, successor, predecessor=100).returncode == 0
+    budget = json.loads(read(budget_dir, rc.BUDGET_FILE))
+    assert budget["settled"] == 230 and budget["settled_jobs"] == {"100": 230}

@@ -55,6 +55,10 @@ def cluster_problem():
 
 
 PROBLEM = cluster_problem()
+RELEASE = None if PROBLEM else run(["sbatch", "--version"], check=False).stdout.strip()
+if RELEASE and os.environ.get("RESUMABLE_CHAIN_REQUIRE_RELEASE", RELEASE) not in RELEASE:
+    raise RuntimeError("RESUMABLE_CHAIN_REQUIRE_RELEASE=%s but sbatch is %s"
+                       % (os.environ["RESUMABLE_CHAIN_REQUIRE_RELEASE"], RELEASE))
 if PROBLEM and os.environ.get("RESUMABLE_CHAIN_REQUIRE_SLURM") == "1":
     raise RuntimeError("RESUMABLE_CHAIN_REQUIRE_SLURM=1 but no Slurm cluster: %s" % PROBLEM)
 pytestmark = pytest.mark.skipif(
@@ -78,8 +82,9 @@ class Chain(object):
         with open(self.script, "w") as handle:
             handle.write("#!/bin/bash\n#SBATCH --job-name=%s\n#SBATCH --output=%s/slurm-%%j.out\n"
                          "#SBATCH --time=%s\n#SBATCH -c 1\n%sset -euo pipefail\n"
-                         "export RESUMABLE_CHAIN_LOOKUP_SECONDS=%d\n"
-                         % (self.name, self.dir, time_limit, header, lookup))
+                         "export RESUMABLE_CHAIN_LOOKUP_SECONDS=%d\nRUN_DIR=%s\n"
+                         % (self.name, self.dir, time_limit, header, lookup,
+                            shlex.quote(self.run_dir)))
             handle.write("" if plain else prologue)
             handle.write('echo "$SLURM_JOB_ID ${SLURM_RESTART_COUNT:-0}" >> %s\n'
                          'n=$(wc -l < %s)\n' % (shlex.quote(self.worklog), shlex.quote(self.worklog)))
@@ -178,6 +183,29 @@ def by_id(jobs):
     return merged
 
 
+def shared_budget(root, cap):
+    budget_dir = os.path.join(root, "budget")
+    cli("budget", budget_dir, "--max-walltime", cap)
+    return budget_dir
+
+
+def hostile_python_environment(root):
+    """Header lines that export a Python setup which breaks a naive `python3 -c` step."""
+    shadow = os.path.join(root, "shadow")
+    os.makedirs(shadow)
+    for module in ("json", "subprocess", "re", "importlib"):
+        with open(os.path.join(shadow, module + ".py"), "w") as handle:
+            handle.write("raise SystemExit('shadowed %s imported')\n" % module)
+    site = os.path.join(root, "userbase", "lib", "python%d.%d" % sys.version_info[:2],
+                        "site-packages")
+    os.makedirs(site)
+    with open(os.path.join(site, "broken.pth"), "w") as handle:
+        handle.write("import sys; sys.exit('broken .pth ran')\n")
+    return ("export PYTHONPATH=%s PYTHONUSERBASE=%s PYTHONWARNINGS=error\n"
+            % (shlex.quote(shadow), shlex.quote(os.path.dirname(os.path.dirname(
+                os.path.dirname(site))))))
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
     return str(tmp_path_factory.mktemp("e2e"))
@@ -203,7 +231,18 @@ def phase_a(root):
                              time_limit="5", header="#SBATCH --export=NONE\n"),
         "requeue": Chain(root, "requeue", 'if [ "$n" -le 1 ]; then sleep 600; fi\n'
                          'if [ "$n" -le 2 ]; then sleep 5; exit 3; fi', time_limit="5"),
+        "resume-fix": Chain(root, "resume-fix", 'if [ ! -e "$RUN_DIR/../FIXED" ]; then sleep 3; '
+                            'exit 3; fi', time_limit="5", max_retries=1),
+        "broken": Chain(root, "broken", 'if [ "$n" -le 1 ]; then sleep 600; fi'),
+        "cap-resume": Chain(root, "cap-resume", 'if [ "$n" -le 1 ]; then sleep 600; fi',
+                            max_walltime="1:30"),
+        "hostile": Chain(root, "hostile", 'if [ "$n" -le 1 ]; then exit 3; fi', time_limit="5",
+                         header=hostile_python_environment(root)),
+        "force": Chain(root, "force", "sleep 600", time_limit="10", plain=True),
     }
+    budget_dir = shared_budget(root, "3:00")
+    for name in ("budget-a", "budget-b"):  # two chains at once on one 3-minute budget
+        chains[name] = Chain(root, name, "sleep 600", time_limit="2", budget_dir=budget_dir)
 
     stale = [line.split("|")[0] for line in run(["squeue", "-h", "-o", "%i|%j"]).stdout.split()
              if line.split("|")[1].startswith("rce2e-")]
@@ -216,6 +255,8 @@ def phase_a(root):
             chain.submit("--requeue")
         elif name == "submit":
             chain.submit_with_cli("--max-retries", "1")
+        elif name == "force":
+            chain.submit_with_cli()
         else:
             chain.submit("--no-requeue")
     return chains
@@ -253,6 +294,61 @@ def test_cancel_command_stops_a_running_chain_for_good(phase_a):
     assert cli("cancel", chain.run_dir).startswith("cancelled: nothing")
     status = json.loads(cli("status", chain.run_dir, "--json"))
     assert status["verdict"].startswith("stopped: cancelled")
+
+
+def test_a_chain_whose_pending_successor_was_cancelled_is_broken_and_resumes(phase_a):
+    chain = phase_a["broken"]
+    chain.wait_running(chain.first)
+    successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
+                               "a pending successor")[0]
+    run(["scancel", successor])  # as an admin or a QOS change would
+    jobs = chain.wait_done()
+    assert [job["state"].split()[0] for job in jobs] == ["TIMEOUT", "CANCELLED"], jobs
+    status = json.loads(cli("status", chain.run_dir, "--json"))
+    assert status["verdict"].startswith("broken: job %s ended TIMEOUT" % chain.first), status
+    resumed = cli("resume", chain.run_dir).strip()
+    jobs = chain.wait_done()
+    assert [job["id"] for job in jobs if job["state"] == "COMPLETED"] == [resumed]
+    assert int(chain.state_file(rc.WALLTIME_FILE)) == jobs[0]["elapsed"]  # counted once, now
+    assert chain.work() == [chain.first, resumed]
+
+
+def test_submit_force_cancels_the_live_chain_and_a_refused_submit_changes_nothing(phase_a):
+    chain = phase_a["force"]
+    chain.wait_running(chain.first)
+    old_successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
+                                   "a pending successor")[0]
+    quick = os.path.join(chain.dir, "quick.sh")
+    with open(quick, "w") as handle:
+        handle.write("#!/bin/bash\n#SBATCH --job-name=%s\n#SBATCH --time=5\n"
+                     "echo quick >> %s\n" % (chain.name, shlex.quote(chain.worklog)))
+    refused = run([sys.executable, os.path.join(ROOT, "resumable_chain.py"), "submit",
+                   chain.run_dir, quick], check=False)
+    assert refused.returncode == 2 and "live chain" in refused.stderr
+    result = run([sys.executable, os.path.join(ROOT, "resumable_chain.py"), "submit",
+                  chain.run_dir, "--force", "--python", sys.executable, quick])
+    assert "cancelled the live chain's jobs %s %s" % (old_successor, chain.first) in result.stderr
+    new_first = result.stdout.strip()
+    chain.first = new_first
+    jobs = chain.wait_done()
+    states = {job["id"]: job["state"].split()[0] for job in jobs}
+    assert states[new_first] == "COMPLETED" and states[old_successor] == "CANCELLED"
+    assert chain.state_file(rc.CHAIN_FILE) == new_first + "\n"
+    assert chain.state_file(rc.CHAIN_FILE + ".prev").split()[0] == jobs[0]["id"]
+    # A submit that sbatch refuses leaves every file as it was.
+    before = {name: chain.state_file(name) for name in sorted(os.listdir(chain.run_dir))
+              if os.path.isfile(os.path.join(chain.run_dir, name))}
+    refused = run([sys.executable, os.path.join(ROOT, "resumable_chain.py"), "submit",
+                   chain.run_dir, "--partition", "nosuch", quick], check=False)
+    assert refused.returncode == 2 and "Invalid partition" in refused.stderr
+    after = {name: chain.state_file(name) for name in sorted(os.listdir(chain.run_dir))
+             if os.path.isfile(os.path.join(chain.run_dir, name))}
+    assert after == before
+    # A corrupt state file: status still shows the chain and names the file.
+    with open(os.path.join(chain.run_dir, rc.RETRIES_FILE), "w") as handle:
+        handle.write("garbage\n")
+    out = cli("status", chain.run_dir)
+    assert "corrupt state file" in out and rc.RETRIES_FILE in out and new_first in out
 
 
 def test_requeued_link_keeps_one_successor_and_counts_walltime_once(phase_a):
@@ -354,6 +450,62 @@ def test_successor_srun_is_not_broken_by_stale_memory_variables(phase_a):
     assert [job["state"] for job in jobs] == ["FAILED", "COMPLETED", "CANCELLED"], (jobs, chain.log())
     with open(os.path.join(chain.dir, "..", "srun.log")) as handle:  # written after srun worked
         assert [line.split()[2] for line in handle] == [jobs[0]["id"], jobs[1]["id"]]
+
+
+def test_hostile_python_environment_does_not_break_the_chain(phase_a):
+    chain = phase_a["hostile"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["FAILED", "COMPLETED", "CANCELLED"], (jobs, chain.log())
+    assert "shadowed" not in chain.log() and "Traceback" not in chain.log()
+    assert chain.state_file(rc.RETRIES_FILE) == "1\n"
+
+
+def test_resume_after_fixing_a_script_that_exhausted_its_retries(phase_a):
+    chain = phase_a["resume-fix"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["FAILED", "FAILED", "FAILED"], jobs
+    assert "failed:" in json.loads(cli("status", chain.run_dir, "--json"))["verdict"]
+    walltime = int(chain.state_file(rc.WALLTIME_FILE))
+    assert walltime == jobs[0]["elapsed"] + jobs[1]["elapsed"]
+    open(os.path.join(chain.dir, "FIXED"), "w").close()
+    resumed = cli("resume", chain.run_dir).strip()
+    jobs = chain.wait_done()
+    assert [(job["id"], job["state"]) for job in jobs][-2:-1] == [(resumed, "COMPLETED")], jobs
+    assert jobs[-1]["state"] == "CANCELLED"  # its successor: cancelled by Slurm, as expected
+    assert chain.work() == [jobs[0]["id"], jobs[1]["id"], resumed]
+    assert int(chain.state_file(rc.WALLTIME_FILE)) == walltime  # the earlier walltime is kept
+    assert chain.state_file(rc.RETRIES_FILE) == "0\n"
+    assert json.loads(cli("status", chain.run_dir, "--json"))["verdict"].startswith("finished")
+
+
+def test_resume_with_a_larger_cap_after_a_real_chain_stopped_at_its_cap(phase_a):
+    chain = phase_a["cap-resume"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["TIMEOUT", "COMPLETED"], jobs
+    assert json.loads(cli("status", chain.run_dir, "--json"))["verdict"].startswith("stopped")
+    refused = run([sys.executable, os.path.join(ROOT, "resumable_chain.py"), "resume",
+                   chain.run_dir], check=False)
+    assert refused.returncode == 2 and "--max-walltime" in refused.stderr
+    resumed = cli("resume", chain.run_dir, "--max-walltime", "10:00").strip()
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["TIMEOUT", "COMPLETED", "COMPLETED", "CANCELLED"]
+    assert jobs[2]["id"] == resumed and jobs[2]["limit"] == "00:01:00"  # its own limit fits
+    assert chain.work() == [chain.first, resumed]
+
+
+def test_two_chains_on_one_shared_budget_stay_within_it(phase_a):
+    jobs = phase_a["budget-a"].wait_done(timeout=600) + phase_a["budget-b"].wait_done(timeout=600)
+    worked = [job for job in jobs if job["state"] == "TIMEOUT"]
+    total = sum(job["elapsed"] for job in worked)
+    # Each link's limit was lowered to its reservation; Slurm checks limits every 30 s and
+    # then waits KillWait (2 s): that is all a link may run past it.
+    assert 0 < total <= 180 + 35 * len(worked), jobs
+    assert all(job["state"] in ("TIMEOUT", "COMPLETED", "CANCELLED") for job in jobs), jobs
+    budget_dir = os.path.join(os.path.dirname(phase_a["budget-a"].dir), "budget")
+    report = json.loads(cli("budget", budget_dir, "--json"))
+    assert report["reserved"] == 0 and report["used"] == total, (report, jobs)
+    logs = phase_a["budget-a"].log() + phase_a["budget-b"].log()
+    assert "shared budget" in logs
 
 
 # --------------------------------------------------------------------------- phase B: alone
