@@ -1369,7 +1369,8 @@ def draw_on_budget(budget_dir, record, observation, warnings):
     """Reserve this link's time from the shared budget; return (record, this job from scontrol).
 
     Settles the predecessor (its elapsed time is known now) and every other
-    link that ended. Under a minute left: the record becomes a stop.
+    link that ended, whatever the decision. A link that works reserves; with
+    under a minute left its record becomes a stop.
     """
     store = StateStore(budget_dir)
     with store.locked(name=BUDGET_LOCK):
@@ -1380,9 +1381,13 @@ def draw_on_budget(budget_dir, record, observation, warnings):
             budget = settle_ended(budget, keep=(record.job,))
         except StateError as error:
             warnings.append("WARNING: cannot settle the shared budget's ended links: %s" % error)
-        own = controller_job(record.job).job
-        budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
+        own = seconds = None
+        if record.action in WORK_ACTIONS:
+            own = controller_job(record.job).job
+            budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
         store.write_budget(budget)
+    if record.action not in WORK_ACTIONS:
+        return record, None
     if seconds is None:
         return record._replace(action="stop", reason=(
             "only %d s left of the shared budget in %s (cap %d s): less than Slurm's 1-minute "
@@ -1441,7 +1446,7 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
         record = plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link,
                            now(), budget_dir)
         own = None
-        if record.budget_dir and record.action in WORK_ACTIONS:
+        if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
         store.commit(snapshot, record)
         if record.action not in WORK_ACTIONS:
@@ -1510,6 +1515,9 @@ def describe_link(outcome):
     cap = record.max_walltime
     clamp = (" | time limit lowered to %d min" % (record.time_limit // 60)
              if record.time_limit else "")
+    if record.reserved:
+        clamp += " | reserved %d s of the shared budget in %s" % (record.reserved,
+                                                                  record.budget_dir)
     note = observation.note if observation is not None else ""
     return ("job %s: %s | predecessor %s | walltime %d/%s s | retries %d/%s | successor %s%s | %s%s"
             % (record.job, record.action, seen, record.walltime,

@@ -226,6 +226,8 @@ def recorded(name):
     return command, status, "\n".join(lines[2:split]), "\n".join(lines[split + 1:])
 
 
+TIMEOUT_26_05 = 85  # RunTime of the recorded --time=1 job
+
 RECORDED_SCONTROL = [
     # (file, state, elapsed, time limit, restarts)
     ("22.05/scontrol-completed", "COMPLETED", 2, None, 0),
@@ -235,6 +237,12 @@ RECORDED_SCONTROL = [
     ("22.05/scontrol-dependency-cancelled", "CANCELLED", 0, None, 0),
     ("22.05/scontrol-held", "PENDING", 0, None, 0),
     ("22.05/scontrol-running", "RUNNING", 9, 60, 0),
+    ("26.05/scontrol-completed", "COMPLETED", 2, 365 * 86400, 0),  # backfill's default limit
+    ("26.05/scontrol-failed", "FAILED", 0, 365 * 86400, 0),
+    ("26.05/scontrol-timeout", "TIMEOUT", TIMEOUT_26_05, 60, 0),
+    ("26.05/scontrol-dependency-cancelled", "CANCELLED", 0, None, 0),
+    ("26.05/scontrol-held", "PENDING", 0, None, 0),
+    ("26.05/scontrol-running", "RUNNING", 8, 60, 0),
 ]
 
 
@@ -248,24 +256,64 @@ def test_parse_recorded_scontrol(name, state, elapsed, limit, restarts):
         command.split()[-1], state, elapsed, limit, restarts)
 
 
-def test_recorded_unknown_job_is_forgotten_by_the_controller():
-    _, status, stdout, stderr = recorded("22.05/scontrol-unknown")
+@pytest.mark.parametrize("release", ["22.05", "26.05"])
+def test_recorded_unknown_job_is_forgotten_by_the_controller(release):
+    _, status, stdout, stderr = recorded(release + "/scontrol-unknown")
     assert status == 1 and rc.parse_scontrol(stdout) is None
     assert rc.last_line(stderr) == "slurm_load_jobs error: Invalid job id specified"
-    _, status, stdout, _ = recorded("22.05/sacct-unknown")
+    answer_error = rc.last_line(stderr)
+    assert "Invalid job id" in answer_error  # what controller_job() reads as "forgotten"
+    _, status, stdout, _ = recorded(release + "/sacct-unknown")
     assert status == 0 and rc.parse_sacct(stdout) == {}
 
 
-def test_parse_recorded_sacct():
-    command, status, stdout, _ = recorded("22.05/sacct-chain")
+def test_recorded_26_05_refuses_a_dependency_on_an_unknown_job():
+    # Why resume queues its link held and without a dependency (Slurm 23.02 and later).
+    command, status, stdout, stderr = recorded("26.05/sbatch-unknown-dependency")
+    assert "--dependency=afternotok:999999" in command and status == 1
+    assert rc.parse_sbatch_output(stdout) is None
+    assert rc.last_line(stderr) == "sbatch: error: Batch job submission failed: Job dependency problem"
+
+
+@pytest.mark.parametrize("release", ["22.05", "26.05"])
+def test_recorded_flag_field_spelling_does_not_matter(release):
+    # 22.05 prints KillOInInvalidDependent= (sic), 26.05 KillOnInvalidDependent=: never read.
+    _, _, stdout, _ = recorded(release + "/scontrol-dependency-cancelled")
+    assert ("KillOInInvalidDependent=" if release == "22.05" else "KillOnInvalidDependent=") in stdout
+    assert rc.parse_scontrol(stdout).state == "CANCELLED"
+
+
+RECORDED_SACCT = {  # job ID: (state, elapsed) in tests/slurm_outputs/<release>/sacct-chain.txt
+    "22.05": {"117": ("COMPLETED", 2), "118": ("FAILED", 0), "119": ("PREEMPTED", 40),
+              "120": ("CANCELLED", 0), "121": ("PENDING", 0), "122": ("COMPLETED", 2)},
+    "26.05": {"42": ("COMPLETED", 2), "43": ("FAILED", 0), "44": ("TIMEOUT", 85),
+              "45": ("CANCELLED", 0), "47": ("PENDING", 0), "48": ("COMPLETED", 2)},
+}
+
+
+@pytest.mark.parametrize("release", sorted(RECORDED_SACCT))
+def test_parse_recorded_sacct(release):
+    command, status, stdout, _ = recorded(release + "/sacct-chain")
     assert command.endswith("-X -D -P -n -o " + rc.SACCT_FIELDS) and status == 0
     jobs = {job_id: rc.summarize_sacct(records) for job_id, records in rc.parse_sacct(stdout).items()}
-    assert {job_id: (job.state, job.elapsed) for job_id, job in jobs.items()} == {
-        "117": ("COMPLETED", 2), "118": ("FAILED", 0), "119": ("PREEMPTED", 40),
-        "120": ("CANCELLED", 0), "121": ("PENDING", 0), "122": ("COMPLETED", 2)}
-    assert jobs["121"].start is None and jobs["122"].end == "2026-11-30T16:10:05"
+    assert {job_id: (job.state, job.elapsed) for job_id, job in jobs.items()} == RECORDED_SACCT[release]
+    pending = [job for job in jobs.values() if job.state == "PENDING"]
+    assert pending[0].start is None and pending[0].end is None
+
+
+def test_parse_recorded_sacct_steps():
     _, _, stdout, _ = recorded("22.05/sacct-steps")  # without -X: step lines are not the job
     assert [job.state for job in rc.parse_sacct(stdout)["119"]] == ["PREEMPTED"]
+
+
+@pytest.mark.parametrize("release", ["22.05", "26.05"])
+def test_parse_recorded_squeue_pending_dependents(release):
+    _, _, stdout, _ = recorded(release + "/squeue-pending-dependents")
+    jobs = rc.parse_squeue(stdout)
+    assert jobs and all(job.state == "PENDING" for job in jobs)
+    assert [job.predecessor for job in jobs if job.predecessor] == [
+        line.split("afternotok:")[1].split("(")[0] for line in stdout.splitlines()
+        if "afternotok:" in line]
 
 
 def test_parse_recorded_squeue():
@@ -278,10 +326,11 @@ def test_parse_recorded_squeue():
         ("115", "104"), ("122", "119"), ("121", None)]
 
 
-def test_parse_recorded_sbatch():
-    _, status, stdout, _ = recorded("22.05/sbatch-parsable")
+@pytest.mark.parametrize("release", ["22.05", "26.05"])
+def test_parse_recorded_sbatch(release):
+    _, status, stdout, _ = recorded(release + "/sbatch-parsable")
     assert status == 0 and rc.parse_sbatch_output(stdout) == stdout.strip()
-    _, status, stdout, stderr = recorded("22.05/sbatch-refused")
+    _, status, stdout, stderr = recorded(release + "/sbatch-refused")
     assert status == 1 and rc.parse_sbatch_output(stdout) is None
     assert rc.last_line(stderr) == ("sbatch: error: Batch job submission failed: Invalid "
                                     "partition name specified")

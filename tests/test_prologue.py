@@ -1,8 +1,10 @@
 """The rendered prologue run by real bash inside a temporary directory, against fake Slurm
-commands (testing/fake_slurm.py) that record their argv and environment."""
+commands (tests/fake_slurm.py) that record their argv and environment."""
 import glob
+import json
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -534,3 +536,53 @@ def test_a_huge_max_retries_accepted_at_render_time_works_in_the_job(cluster, ru
     result = cluster.run_link(script, successor, predecessor=100)
     assert result.returncode == 0, result.stderr
     assert "retries 1/1000000" in result.stderr
+
+# --------------------------------------------------------------------------- the hot path's reads
+
+AUDIT = r'''
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+import resumable_chain as rc
+run_dir = sys.argv[2]
+store = rc.StateStore(run_dir)
+os.makedirs(run_dir)
+store.write_text(rc.CHAIN_FILE, "".join("%d\n" % (100 + n) for n in range(1000)))
+store.write_counter(rc.WALLTIME_FILE, 500)
+store.write_counter(rc.RETRIES_FILE, 1)
+store.write_record(rc.Record(job="1099", action="resume", walltime=500, retries=1, link=1000,
+                             max_retries=3, successor="2000", phase="queued"))
+
+def slurm(argv, timeout=None, submit=False, cwd=None):
+    if argv[0] == "scontrol":
+        return rc.SlurmResult(0, "JobId=1099 JobState=TIMEOUT RunTime=00:01:13 Restarts=0 "
+                              "TimeLimit=01:00:00 StartTime=2026-11-30T00:00:00\n", "")
+    return rc.SlurmResult(0, "2001\n", "")
+
+rc.run_slurm = slurm
+reads = {}
+
+def hook(event, args):
+    if event == "open" and isinstance(args[0], str) and os.path.dirname(args[0]) == run_dir:
+        flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+        if args[1] in ("r", "rb", None) and flags & os.O_ACCMODE == os.O_RDONLY:
+            name = os.path.basename(args[0])
+            reads[name] = reads.get(name, 0) + 1
+
+sys.addaudithook(hook)
+outcome = rc.run_link(run_dir, rc.Settings(3, 86400), rc.NextLink("/bin/true"),
+                      {"SLURM_JOB_ID": "2000", "SLURM_JOB_DEPENDENCY": "afternotok:1099"})
+print(json.dumps({"status": outcome.status, "reads": reads}))
+'''
+
+
+def test_a_resuming_link_reads_each_state_file_once(tmp_path):
+    result = subprocess.run([sys.executable, "-c", AUDIT, os.path.dirname(rc.__file__),
+                             str(tmp_path / "run")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, universal_newlines=True)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["status"] == 0
+    state_files = (rc.CHAIN_FILE, rc.WALLTIME_FILE, rc.RETRIES_FILE, rc.JOURNAL_FILE)
+    assert {name: report["reads"].get(name, 0) for name in state_files} == {
+        name: 1 for name in state_files}, report
+    assert max(report["reads"].values()) == 1, report  # the cancel mark: tried once (missing)
