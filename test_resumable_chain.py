@@ -82,7 +82,7 @@ WALLTIMES = [
     ("minutes", "90", 5400), ("minutes and seconds", "1:30", 90), ("hours", "48:00:00", 172800),
     ("days and hours", "0-06", 21600), ("days hours minutes", "1-02:03", 93780),
     ("days hours minutes seconds", "1-00:00:01", 86401), ("padded", " 10 ", 600),
-    ("seconds as int", 3600, 3600),
+    ("seconds as int", 3600, 3600), ("seconds with s", "5400s", 5400),
 ]
 
 
@@ -92,7 +92,8 @@ def test_parse_walltime(text, seconds):
 
 
 BAD_WALLTIMES = ["", "0", "00:00:00", "0-0", "abc", "1:2:3:4", "-1", "INFINITE", "UNLIMITED",
-                 "1.5", "١٢", "48h", "1-", "-5", "1:-2", "48:00:00\nx", 0, -5, True, None, 1.5]
+                 "1.5", "١٢", "48h", "1-", "-5", "1:-2", "48:00:00\nx", 0, -5, True, None, 1.5, "0s",
+                 "s", "1:00s"]
 
 
 @pytest.mark.parametrize("text", BAD_WALLTIMES, ids=[repr(t) for t in BAD_WALLTIMES])

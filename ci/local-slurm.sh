@@ -22,7 +22,12 @@ if [ "${1:-}" = --release ]; then RELEASE=${2:?--release needs 22.05 or 26.05}; 
 SHARED_RUN=/run/local-slurm             # PID files of munged and MariaDB (shared)
 NODE=$(hostname -s)
 DB_PASS=local-slurm-test
-TARBALL=${SLURM_TARBALL:-$HERE/../../shared/slurm/slurm-26.05.3.tar.xz}
+TARBALL=${SLURM_TARBALL:-}
+for candidate in "$HERE/../../shared/slurm" /work/shared/slurm; do  # beside the checkout
+    [ -n "$TARBALL" ] || [ ! -f "$candidate/slurm-26.05.3.tar.xz" ] \
+        || TARBALL=$candidate/slurm-26.05.3.tar.xz
+done
+TARBALL=${TARBALL:-$HERE/../../shared/slurm/slurm-26.05.3.tar.xz}
 
 case "$RELEASE" in
     22.05)

@@ -586,3 +586,19 @@ def test_a_resuming_link_reads_each_state_file_once(tmp_path):
     assert {name: report["reads"].get(name, 0) for name in state_files} == {
         name: 1 for name in state_files}, report
     assert max(report["reads"].values()) == 1, report  # the cancel mark: tried once (missing)
+
+
+def test_c_locale_and_a_non_ascii_run_directory_on_the_oldest_python(tmp_path):
+    interpreters = find_interpreters()
+    if not interpreters:
+        pytest.skip("no CPython 3.6-3.13 found besides the one running the tests")
+    oldest = interpreters[min(interpreters, key=lambda version: int(version.split(".")[1]))]
+    cluster = FakeCluster(str(tmp_path), python=oldest)
+    run_dir = str(tmp_path / "rün dïr")
+    script = cluster.write_script(run_dir, work=EXPORTS)
+    assert cluster.run_link(script, 100, LANG="C", LC_ALL="C").returncode == 0
+    cluster.finish(100, "TIMEOUT", 73)
+    result = cluster.run_link(script, 1000, predecessor=100, LANG="C", LC_ALL="C")
+    assert result.returncode == 0, (oldest, result.stderr)
+    assert exported(cluster)[1]["RESUMABLE_CHAIN_DIR"] == run_dir
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n1000\n"

@@ -8,6 +8,7 @@ failure. Independent chains run side by side (phase A); chains that disturb the 
 """
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -475,6 +476,8 @@ def test_resume_after_fixing_a_script_that_exhausted_its_retries(phase_a):
     assert jobs[-1]["state"] == "CANCELLED"  # its successor: cancelled by Slurm, as expected
     assert chain.work() == [jobs[0]["id"], jobs[1]["id"], resumed]
     assert int(chain.state_file(rc.WALLTIME_FILE)) == walltime  # the earlier walltime is kept
+    shown = run(["scontrol", "show", "job", "-o", resumed], check=False).stdout
+    assert "Dependency=(null)" in shown or not shown  # no dependency on an old job
     assert chain.state_file(rc.RETRIES_FILE) == "0\n"
     assert json.loads(cli("status", chain.run_dir, "--json"))["verdict"].startswith("finished")
 
@@ -492,6 +495,23 @@ def test_resume_with_a_larger_cap_after_a_real_chain_stopped_at_its_cap(phase_a)
     assert [job["state"] for job in jobs] == ["TIMEOUT", "COMPLETED", "COMPLETED", "CANCELLED"]
     assert jobs[2]["id"] == resumed and jobs[2]["limit"] == "00:01:00"  # its own limit fits
     assert chain.work() == [chain.first, resumed]
+
+
+def test_this_release_and_a_dependency_on_a_forgotten_job():
+    """Slurm 23.02+ refuses afternotok on a job the controller does not know; 22.05 accepts it.
+
+    resume never relies on one (its link is queued held, without a dependency).
+    """
+    result = run(["sbatch", "--parsable", "--hold", "--job-name=rce2e-dep-%s" % TAG,
+                  "--dependency=afternotok:999999", "-o", "/dev/null", "--wrap", "true"],
+                 check=False)
+    if result.returncode == 0:
+        run(["scancel", result.stdout.strip().split(";")[0]], check=False)
+    major = int(re.search(r"([0-9]+)\.[0-9]+", RELEASE).group(1))
+    if major >= 23:
+        assert result.returncode != 0 and "Job dependency problem" in result.stderr, result
+    else:
+        assert result.returncode == 0, result.stderr
 
 
 def test_two_chains_on_one_shared_budget_stay_within_it(phase_a):
