@@ -28,14 +28,10 @@ Use it three ways:
 """
 
 import collections
-import contextlib
 import errno
 import fcntl
-import json
 import os
-import re
 import select
-import signal
 import stat
 import sys
 import time
@@ -162,11 +158,7 @@ SBATCH_LONG_WITH_VALUE = frozenset((
     "priority profile qos reservation signal sockets-per-node switches thread-spec "
     "threads-per-core time time-min tmp tres-per-task uid wckey wrap").split())
 
-JOB_ID_PATTERN = re.compile(r"[1-9][0-9]{0,9}")  # a plain Slurm job ID (federated ones included)
-DURATION_PATTERN = re.compile(
-    r"(?:(?P<days>[0-9]+)-(?P<dh>[0-9]+)(?::(?P<dm>[0-9]+)(?::(?P<ds>[0-9]+))?)?"
-    r"|(?P<a>[0-9]+)(?::(?P<b>[0-9]+)(?::(?P<c>[0-9]+))?)?)"
-)  # M, M:S, H:M:S, D-H, D-H:M, D-H:M:S
+SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
 DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes, 48:00:00, "
                   "2-00), or seconds as 5400s")
 SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End"  # what sacct is asked for (-P -n)
@@ -257,22 +249,41 @@ class Settings(dict):
 # ---------------------------------------------------------------------------
 
 
+def is_digits(text, longest=None):
+    """Whether text is 1 to ``longest`` ASCII digits (str or bytes)."""
+    if isinstance(text, bytes):
+        text = text.decode("latin-1")
+    return (isinstance(text, str) and 0 < len(text) <= (longest or len(text))
+            and all("0" <= char <= "9" for char in text))
+
+
+def is_job_id(text):
+    """Whether text is a plain Slurm job ID (1 to 4294967295, no leading zero)."""
+    return is_digits(text, 10) and text[0] != "0" and int(text) < 2 ** 32
+
+
 def parse_duration(text):
-    """Return the seconds of a Slurm duration (zero allowed), or None if it is not one."""
-    match = DURATION_PATTERN.fullmatch(text.strip()) if isinstance(text, str) else None
-    if not match:
+    """Return the seconds of a Slurm duration (zero allowed), or None if it is not one.
+
+    M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
+    """
+    if not isinstance(text, str):
         return None
-    parts = match.groupdict()
-    if parts["days"] is not None:
-        days, hours = int(parts["days"]), int(parts["dh"])
-        minutes, seconds = int(parts["dm"] or 0), int(parts["ds"] or 0)
-        return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-    fields = [int(parts[name]) for name in ("a", "b", "c") if parts[name] is not None]
-    if len(fields) == 1:  # M
-        return fields[0] * 60
-    if len(fields) == 2:  # M:S
-        return fields[0] * 60 + fields[1]
-    return (fields[0] * 60 + fields[1]) * 60 + fields[2]  # H:M:S
+    days, dash, clock = text.strip().rpartition("-")
+    if dash and not is_digits(days):
+        return None
+    parts = clock.split(":")
+    if len(parts) > 3 or not all(is_digits(part) for part in parts):
+        return None
+    numbers = [int(part) for part in parts]
+    if dash:  # D-H, D-H:M, D-H:M:S
+        hours, minutes, seconds = (numbers + [0, 0])[:3]
+        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
+    if len(numbers) == 1:  # M
+        return numbers[0] * 60
+    if len(numbers) == 2:  # M:S
+        return numbers[0] * 60 + numbers[1]
+    return (numbers[0] * 60 + numbers[1]) * 60 + numbers[2]  # H:M:S
 
 
 def format_duration(seconds):
@@ -294,7 +305,7 @@ def parse_walltime(text):
         raise ValueError("walltime %r must be positive; accepted forms: %s"
                          % (text, DURATION_FORMS))
     seconds = parse_duration(text) if isinstance(text, str) else None
-    if isinstance(text, str) and re.fullmatch(r"\s*[0-9]{1,12}s\s*", text):
+    if isinstance(text, str) and text.strip().endswith("s") and is_digits(text.strip()[:-1], 12):
         seconds = int(text.strip()[:-1])
     if not seconds:
         raise ValueError("invalid walltime %r: use a positive %s" % (text, DURATION_FORMS))
@@ -349,7 +360,7 @@ def parse_resumable(value):
 
 def parse_job_id(text, what="job ID"):
     """Return a validated Slurm job ID string; raise ValueError for anything else."""
-    if isinstance(text, str) and JOB_ID_PATTERN.fullmatch(text) and int(text) < 2 ** 32:
+    if is_job_id(text):
         return text
     raise ValueError("malformed %s %r: expected a plain number such as 12345" % (what, text))
 
@@ -357,7 +368,7 @@ def parse_job_id(text, what="job ID"):
 def parse_dependency(text):
     """Return the predecessor ID named by ``afternotok:<id>`` in SLURM_JOB_DEPENDENCY, or None."""
     predecessors = []
-    for clause in re.split(r"[,?]", text or ""):
+    for clause in (text or "").replace("?", ",").split(","):
         kind, _, ids = clause.strip().partition(":")
         if kind.strip().lower() == "afternotok":
             for job_id in ids.split(":"):
@@ -397,10 +408,11 @@ def _known_time(text):
 
 def parse_sbatch_output(text):
     """Return the job ID sbatch printed (``--parsable``: ``ID[;cluster]``), or None."""
-    match = re.fullmatch(r"(?:Submitted batch job )?([0-9]+)(?:;\S*)?", first_line(text))
-    if match and JOB_ID_PATTERN.fullmatch(match.group(1)) and int(match.group(1)) < 2 ** 32:
-        return match.group(1)
-    return None
+    line = first_line(text)
+    if line.startswith("Submitted batch job "):
+        line = line[len("Submitted batch job "):]
+    job_id, _, cluster = line.partition(";")
+    return job_id if is_job_id(job_id) and not any(char.isspace() for char in cluster) else None
 
 
 def parse_sacct(text):
@@ -415,11 +427,11 @@ def parse_sacct(text):
         values = [value.strip() for value in line.split("|")]
         field = dict(zip(names, values))
         job_id, state = field.get("JobID", ""), field.get("State", "")
-        if not JOB_ID_PATTERN.fullmatch(job_id) or not state or state[0].isdigit():
+        if not is_job_id(job_id) or not state or state[0].isdigit():
             continue
         elapsed = field.get("ElapsedRaw", "")
         records.setdefault(job_id, []).append(Job(
-            job_id, state, int(elapsed) if re.fullmatch(r"[0-9]{1,12}", elapsed) else 0,
+            job_id, state, int(elapsed) if is_digits(elapsed, 12) else 0,
             start=_known_time(field.get("Start")), end=_known_time(field.get("End")),
             submit=_known_time(field.get("Submit"))))
     return records
@@ -462,8 +474,12 @@ def parse_scontrol(text):
     RunTime for a job cancelled by its dependency) has run 0 s; an UNLIMITED
     time limit is None.
     """
-    fields = dict(re.findall(r"(?:^|\s)(JobId|JobState|RunTime|TimeLimit|Restarts|StartTime|"
-                             r"EndTime)=(\S+)", text or ""))
+    wanted = ("JobId", "JobState", "RunTime", "TimeLimit", "Restarts", "StartTime", "EndTime")
+    fields = {}
+    for word in (text or "").split():
+        name, _, value = word.partition("=")
+        if name in wanted and value:  # the last one wins, as Slurm prints the real field last
+            fields[name] = value
     if "JobState" not in fields:
         return None
     start = _known_time(fields.get("StartTime"))
@@ -481,11 +497,11 @@ def parse_squeue(text):
     jobs = []
     for line in (text or "").splitlines():
         fields = line.strip().split("|")
-        if len(fields) != 6 or not JOB_ID_PATTERN.fullmatch(fields[0]):
+        if len(fields) != 6 or not is_job_id(fields[0]):
             continue
         job_id, state, elapsed, start, limit, dependency = fields
         try:
-            predecessor = parse_dependency(re.sub(r"\([a-z]*\)", "", dependency))
+            predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
         except ValueError:
             predecessor = None
         jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known_time(start),
@@ -503,8 +519,7 @@ def check_sbatch_args(sbatch_args):
         if not isinstance(argument, str) or "\0" in argument:
             raise ValueError("sbatch argument %r is not a string" % (argument,))
         option = argument.split("=", 1)[0]
-        if option in REFUSED_SBATCH_OPTIONS or (
-                re.fullmatch(r"-[ad].*", argument) and not argument.startswith("--")):
+        if option in REFUSED_SBATCH_OPTIONS or argument[:2] in ("-a", "-d"):
             reason = REFUSED_SBATCH_OPTIONS.get(option) or REFUSED_SBATCH_OPTIONS[argument[:2]]
             raise ValueError("sbatch option %r is not allowed in a chain: %s" % (argument, reason))
         checked.append(argument)
@@ -541,16 +556,18 @@ def script_directives(header):
     import shlex
     options = []
     for line in header.splitlines():
-        match = re.match(r"#SBATCH\s+(.*)", line.strip())
-        if match:
-            with contextlib.suppress(ValueError):
-                options += shlex.split(match.group(1), comments=True)
+        words = line.strip().split(None, 1)
+        if len(words) == 2 and words[0] == "#SBATCH":
+            try:
+                options += shlex.split(words[1], comments=True)
+            except ValueError:
+                pass  # sbatch ignores what it cannot parse too
     return options
 
 
 def retries_from_text(text, name="max_retries"):
     """A command line's max_retries: digits only, then the one rule of check_max_retries."""
-    return check_max_retries(int(text) if re.fullmatch(r"[0-9]{1,13}", text) else text, name)
+    return check_max_retries(int(text) if is_digits(text, 13) else text, name)
 
 
 def parse_prologue_args(argv):
@@ -597,7 +614,7 @@ def parse_budget(data):
 
     def table(value):
         return isinstance(value, dict) and all(
-            JOB_ID_PATTERN.fullmatch(str(key)) and seconds(item) for key, item in value.items())
+            is_job_id(str(key)) and seconds(item) for key, item in value.items())
 
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
@@ -609,9 +626,71 @@ def parse_budget(data):
     return budget
 
 
+def load_json(text):
+    """``json.loads`` for the state files, by the C scanner json itself uses.
+
+    Importing the json module imports re and enum: about 5 ms that every link
+    would pay for two small files. Falls back to json where _json is missing.
+    """
+    try:
+        import _json
+        scanner = _json.make_scanner(_JsonSettings)
+    except (ImportError, AttributeError, TypeError):
+        import json
+        return json.loads(text)
+    text = text.strip()
+    try:
+        value, end = scanner(text, 0)
+    except _NotJson:
+        raise
+    except Exception:  # not JSON: json says why (imported on this rare path only)
+        import json
+        return json.loads(text)
+    if end != len(text):
+        raise ValueError("extra data after the JSON value")
+    return value
+
+
+class _NotJson(ValueError):
+    """NaN and Infinity: Python's json reads them, JSON has no such values."""
+
+
+class _JsonSettings(object):
+    """What json.JSONDecoder gives its C scanner: strict, no hooks, plain numbers."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+
+    @staticmethod
+    def parse_constant(name):
+        raise _NotJson("%s is not JSON" % name)
+
+
+def dump_json(value):
+    """``json.dumps(value, sort_keys=True)`` for dicts, lists, str, int, bool and None."""
+    try:
+        from _json import encode_basestring_ascii as quote
+    except ImportError:
+        import json
+        return json.dumps(value, sort_keys=True)
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, str):
+        return quote(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(dump_json(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join("%s: %s" % (quote(str(key)), dump_json(value[key]))
+                               for key in sorted(value)) + "}"
+    raise TypeError("cannot write %r as JSON" % (value,))
+
+
 def shell_quote(text):
     """Quote a string for bash (what shlex.quote does, without importing shlex in the job)."""
-    if text and re.fullmatch(r"[A-Za-z0-9_@%+=:,./-]+", text):
+    if text and all(char in SHELL_SAFE for char in text):
         return text
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
@@ -794,21 +873,26 @@ def _checkpoint():
     if target:
         _checkpoints_passed[0] += 1
         if str(_checkpoints_passed[0]) == target:
+            import signal
             os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _fsync_directory(directory):
-    with contextlib.suppress(OSError):
+    try:
         descriptor = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(descriptor)
-        finally:
-            os.close(descriptor)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass  # some file systems cannot sync a directory: the rename is still atomic
+    finally:
+        os.close(descriptor)
 
 
 def record_from_json(data):
     """Return the Record a journal holds (unknown keys ignored), or None if it is not one."""
-    if not isinstance(data, dict) or not JOB_ID_PATTERN.fullmatch(str(data.get("job"))):
+    if not isinstance(data, dict) or not is_job_id(str(data.get("job"))):
         return None
     fields = {name: data.get(name) for name in RECORD_FIELDS}
     if fields["action"] not in ACTIONS:
@@ -867,10 +951,10 @@ class StateStore(object):
         raw = self.read_bytes(name, tail=64)
         if raw is None:
             return None
-        match = re.fullmatch(rb"\s*([0-9]{1,13})\s*", raw)
-        if not match or int(match.group(1)) > MAX_COUNTER:
+        digits = raw.strip(b" \t\n\r\x0b\x0c")
+        if not is_digits(digits, 13) or int(digits) > MAX_COUNTER:
             raise self.corrupt(name, raw, "a whole number of at most %d" % MAX_COUNTER)
-        return int(match.group(1))
+        return int(digits)
 
     def last_job(self):
         """Return the last job ID of the chain file (read from its tail), or None if missing."""
@@ -879,7 +963,7 @@ class StateStore(object):
             return None
         lines = raw.rstrip(b"\r\n").split(b"\n")
         last = lines[-1].strip().decode("ascii", "replace")
-        if (len(lines) < 2 and len(raw) == 64) or not JOB_ID_PATTERN.fullmatch(last):
+        if (len(lines) < 2 and len(raw) == 64) or not is_job_id(last):
             raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
         return last
 
@@ -889,7 +973,7 @@ class StateStore(object):
         if raw is None:
             return []
         jobs = raw.decode("ascii", "replace").split()
-        if not jobs or not all(JOB_ID_PATTERN.fullmatch(job) for job in jobs):
+        if not jobs or not all(is_job_id(job) for job in jobs):
             raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
         return jobs
 
@@ -898,7 +982,7 @@ class StateStore(object):
         if raw is None:
             return None
         try:
-            return json.loads(raw.decode("utf-8"))
+            return load_json(raw.decode("utf-8"))
         except ValueError:
             raise self.corrupt(name, raw, expected)
 
@@ -949,13 +1033,15 @@ class StateStore(object):
             _fsync_directory(self.directory)
             _checkpoint()
         except OSError as error:
-            with contextlib.suppress(OSError):
+            try:
                 os.unlink(temporary)
+            except OSError:
+                pass
             raise StateError("cannot write %s: %s (old content kept)"
                              % (path, error.strerror or error))
 
     def write_record(self, record):
-        self.write_text(JOURNAL_FILE, json.dumps(record._asdict(), sort_keys=True) + "\n")
+        self.write_text(JOURNAL_FILE, dump_json(record._asdict()) + "\n")
 
     def write_counter(self, name, value):
         self.write_text(name, "%d\n" % value)
@@ -978,8 +1064,10 @@ class StateStore(object):
                              % (self.path(CHAIN_FILE), error.strerror or error))
 
     def remove(self, name):
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.unlink(self.path(name))
+        except FileNotFoundError:
+            pass
 
     def apply(self, snapshot, record, chain=True):
         """Write a decided Record into the user-visible files, only what differs (idempotent).
@@ -1020,32 +1108,42 @@ class StateStore(object):
                                "a resumable_chain budget (cap, settled, reservations)")
 
     def write_budget(self, budget):
-        self.write_text(BUDGET_FILE, json.dumps(budget._asdict(), sort_keys=True) + "\n")
+        self.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
 
-    @contextlib.contextmanager
     def locked(self, wait=LOCK_WAIT_SECONDS, name=LOCK_FILE):
-        """Hold the directory's lock (POSIX record lock: works on NFS with lockd)."""
-        path = self.path(name)
+        """``with store.locked():`` holds the directory's lock (POSIX record lock, NFS-safe)."""
+        return _Lock(self.path(name), wait)
+
+
+class _Lock(object):
+    """An exclusive lockf lock on a file, waited for at most ``wait`` seconds."""
+
+    def __init__(self, path, wait):
+        self.path, self.wait, self.descriptor = path, wait, None
+
+    def __enter__(self):
         try:
-            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            self.descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
-            raise StateError("cannot open lock file %s: %s" % (path, error.strerror or error))
-        try:
-            deadline = time.monotonic() + wait
-            while True:
-                try:
-                    fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as error:
-                    if error.errno not in (errno.EACCES, errno.EAGAIN):
-                        raise StateError("cannot lock %s: %s" % (path, error.strerror))
-                    if time.monotonic() > deadline:
-                        raise StateError("another process has held %s for over %d s; is "
-                                         "another job of this chain stuck?" % (path, wait))
-                    time.sleep(0.2)
-            yield self
-        finally:
-            os.close(descriptor)
+            raise StateError("cannot open lock file %s: %s" % (self.path,
+                                                               error.strerror or error))
+        deadline = time.monotonic() + self.wait
+        while True:
+            try:
+                fcntl.lockf(self.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return self
+            except OSError as error:
+                if error.errno not in (errno.EACCES, errno.EAGAIN):
+                    self.__exit__()
+                    raise StateError("cannot lock %s: %s" % (self.path, error.strerror))
+                if time.monotonic() > deadline:
+                    self.__exit__()
+                    raise StateError("another process has held %s for over %d s; is another "
+                                     "job of this chain stuck?" % (self.path, self.wait))
+                time.sleep(0.2)
+
+    def __exit__(self, *exception):
+        os.close(self.descriptor)
 
 
 def make_run_dir(run_dir):
@@ -1117,9 +1215,11 @@ def run_slurm(argv, timeout=None, submit=False, cwd=None):
                 os.chdir(cwd)
             os.execvpe(argv[0], argv, environment)
         except BaseException as error:
-            with contextlib.suppress(BaseException):
+            try:
                 os.write(2, ("%s: %s" % (argv[0], getattr(error, "strerror", None) or error))
                          .encode("utf-8", "replace"))
+            finally:
+                os._exit(127)
         os._exit(127)
     for _, write_end in pipes:
         os.close(write_end)
@@ -1140,8 +1240,11 @@ def run_slurm(argv, timeout=None, submit=False, cwd=None):
     for read_end in chunks:
         os.close(read_end)
     if open_ends:  # timed out: kill the command and all it started
-        with contextlib.suppress(OSError):
+        import signal  # (not at the top: it imports enum, which costs every link 3 ms)
+        try:
             os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
         os.waitpid(pid, 0)
         return SlurmResult(None, "", "%s timed out after %g s" % (argv[0], timeout))
     status = os.waitpid(pid, 0)[1]
@@ -1444,10 +1547,12 @@ def save_script(store, next_link):
     """
     if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
         return  # already kept in the run directory (submit's copy)
-    with contextlib.suppress(OSError, StateError):
+    try:
         with open(next_link.script, "rb") as handle:
             text = handle.read().decode("utf-8", "surrogateescape")
         store.write_text(SCRIPT_COPY, text, mode=0o755)
+    except (OSError, StateError):
+        pass
 
 
 def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=None):
@@ -1579,9 +1684,9 @@ def describe_link(outcome):
 BOOTSTRAP = ('import os, sys; p = sys.argv.pop(1); c = os.path.join(os.path.dirname(p), '
              '"__pycache__"); sys.pycache_prefix = None if os.access(c if os.path.isdir(c) else '
              'os.path.dirname(c), os.W_OK) else os.path.expanduser("~/.cache/resumable_chain"); '
-             'import importlib.util as u; s = u.spec_from_file_location("resumable_chain", p); '
-             'm = u.module_from_spec(s); sys.modules[s.name] = m; s.loader.exec_module(m); '
-             'sys.exit(m.main(sys.argv[1:]))')
+             'from importlib.machinery import SourceFileLoader; m = type(sys)("resumable_chain"); '
+             'm.__file__ = p; sys.modules[m.__name__] = m; '
+             'SourceFileLoader(m.__name__, p).exec_module(m); sys.exit(m.main(sys.argv[1:]))')
 
 PROLOGUE_TEMPLATE = """\
 # >>> resumable_chain {version}: decide, record and queue the successor before any work >>>
@@ -1658,7 +1763,7 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         record = self.record or Record()
         ids = self.jobs[-2:] + [record.job, record.successor,
                                 (self.submitted or {}).get("first_job")]
-        return sorted(set(job for job in ids if job and JOB_ID_PATTERN.fullmatch(str(job))),
+        return sorted(set(job for job in ids if job and is_job_id(str(job))),
                       key=int)
 
 
@@ -1694,17 +1799,20 @@ def query_jobs(job_ids):
     found, _ = sacct_jobs(job_ids)
     unsettled = [job_id for job_id in job_ids
                  if job_id not in found or not is_final(found[job_id].state)]
-    with contextlib.suppress(StateError):
+    try:
         for job in queued_jobs(unsettled):
             found[job.job_id] = job
+    except StateError:
+        pass  # squeue unreachable: what accounting said stands
     return found
 
 
 def _state_words(state):
     """``CANCELLED by 0`` -> ``CANCELLED by root (uid 0)``: say whose cancel it was."""
-    match = re.match(r"CANCELLED by ([0-9]+)$", state or "")
-    return "CANCELLED by %s (uid %s)" % (uid_name(match.group(1)), match.group(1)) if match \
-        else state
+    words = (state or "").split()
+    if len(words) == 3 and words[:2] == ["CANCELLED", "by"] and is_digits(words[2]):
+        return "CANCELLED by %s (uid %s)" % (uid_name(words[2]), words[2])
+    return state
 
 
 def chain_status(run_dir):
@@ -1971,12 +2079,12 @@ def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAU
     for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE, SCRIPT_COPY):
         if os.path.isfile(store.path(name)):
             os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
-    store.write_text(SUBMIT_FILE, json.dumps({
+    store.write_text(SUBMIT_FILE, dump_json({
         "first_job": first_job, "script": copy_path, "original": os.path.abspath(script),
         "sbatch_options": sbatch_options, "script_args": list(script_args),
         "max_retries": max_retries, "max_walltime": max_walltime, "workdir": os.getcwd(),
         "budget_dir": budget_dir and os.path.abspath(budget_dir),
-        "time": int(time.time())}, sort_keys=True) + "\n")
+        "time": int(time.time())}) + "\n")
     error = release_job(first_job)
     if error:
         raise StateError("job %s was submitted held and could not be released (%s): run "
@@ -2338,6 +2446,11 @@ example (inside a batch job):
 """
 
 
+def _pretty_json(value):
+    import json
+    return json.dumps(value, indent=2, sort_keys=True) + "\n"
+
+
 def _log(message):
     sys.stderr.write("resumable-chain: %s\n" % message)
     sys.stderr.flush()
@@ -2409,7 +2522,7 @@ def main(argv=None):
             raise StateError("%s takes no arguments after --" % arguments.command)
         if arguments.command == "status":
             status = chain_status(arguments.run_dir)
-            _write(json.dumps(status, indent=2, sort_keys=True) + "\n" if arguments.json
+            _write(_pretty_json(status) if arguments.json
                    else format_status(status))
             return 0
         if arguments.command == "cancel":
@@ -2427,7 +2540,7 @@ def main(argv=None):
         if arguments.command == "budget":
             report = (set_budget(arguments.run_dir, arguments.max_walltime)
                       if arguments.max_walltime is not None else budget_report(arguments.run_dir))
-            _write(json.dumps(report, indent=2, sort_keys=True) + "\n" if arguments.json else
+            _write(_pretty_json(report) if arguments.json else
                    "budget in %s: cap %s, used %s, reserved %s by %d link(s), left %s\n" % (
                        report["dir"], format_duration(report["cap"]),
                        format_duration(report["used"]), format_duration(report["reserved"]),

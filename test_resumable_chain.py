@@ -1,10 +1,13 @@
-"""Unit and in-job tests for resumable_chain: the decision table, parsers and the prologue
-run by real bash against fake Slurm commands that print what Slurm 22.05-24.x prints."""
+"""Unit tests for resumable_chain: the decision table, parsers fed by real Slurm outputs
+(tests/slurm_outputs), validators, the state JSON, rendering and the command line. The
+rendered prologue against a fake Slurm and real clusters is tested under tests/."""
 import json
+import random
 import shlex
 import shutil
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -486,3 +489,53 @@ def test_cli_render_creates_the_run_directory_for_output_files(tmp_path, capsys)
     run_dir = tmp_path / "runs" / "gpqa"
     assert rc.main(["render", str(run_dir)]) == 0
     assert run_dir.is_dir() and "created the run directory" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- JSON without json
+
+
+def _random_value(rng, depth=0):
+    kind = rng.randrange(7 if depth < 3 else 5)
+    if kind == 0:
+        return None
+    if kind == 1:
+        return rng.choice([True, False])
+    if kind == 2:
+        return rng.randrange(-10 ** 13, 10 ** 13)
+    if kind == 3:
+        return "".join(rng.choice('ab"\\\n\tü€\U0001F600\x00/') for _ in range(rng.randrange(6)))
+    if kind == 4:
+        return rng.choice(["", "x", "\udcc3"])
+    if kind == 5:
+        return [_random_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return {"k%d" % rng.randrange(9): _random_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+
+
+def test_state_json_matches_the_json_module():
+    # The in-job step reads and writes its JSON without importing json (5 ms per link).
+    rng = random.Random(20261130)
+    for _ in range(3000):
+        value = _random_value(rng)
+        text = rc.dump_json(value)
+        assert text == json.dumps(value, sort_keys=True)
+        assert rc.load_json(text + "\n") == json.loads(text)
+
+
+@pytest.mark.parametrize("text", ["", "{", "{}x", "[1,]", "[1, 2", "true false", "NaN",
+                                  '{"a": Infinity}', "\x00"])
+def test_state_json_refuses_what_is_not_json(text):
+    with pytest.raises(ValueError):
+        rc.load_json(text)
+
+
+def test_the_in_job_step_imports_only_what_it_needs():
+    code = ("import sys; before = set(sys.modules); %s; sys.argv = ['x', %r]; "
+            "import importlib.machinery\n" % ("p = None", rc.module_path()) +
+            "m = type(sys)('resumable_chain'); m.__file__ = sys.argv[1]; "
+            "sys.modules[m.__name__] = m; "
+            "importlib.machinery.SourceFileLoader(m.__name__, sys.argv[1]).exec_module(m); "
+            "print(' '.join(sorted(set(sys.modules) - before)))")
+    loaded = subprocess.run([sys.executable, "-I", "-S", "-c", code], stdout=subprocess.PIPE,
+                            universal_newlines=True, check=True).stdout.split()
+    heavy = {"re", "json", "subprocess", "argparse", "enum", "contextlib", "locale", "threading"}
+    assert not heavy & set(loaded), sorted(heavy & set(loaded))

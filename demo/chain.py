@@ -19,13 +19,13 @@ sys.path.insert(0, ROOT)
 import resumable_chain as rc  # noqa: E402
 
 WORK = """\
-echo "link $SLURM_JOB_ID starts work (restart ${SLURM_RESTART_COUNT:-0})"
-links=$(wc -l < "$RUN_DIR/.gym_job_chain")
-if [ "$links" -le 2 ]; then
-    echo "link $links: working past the one-minute limit..."
+link=$RESUMABLE_CHAIN_LINK  # exported by the prologue, with RESUMABLE_CHAIN_RESUMING and others
+echo "link $link (job $SLURM_JOB_ID) starts work; resuming: $RESUMABLE_CHAIN_RESUMING"
+if [ "$link" -le 2 ]; then
+    echo "link $link: working past the one-minute limit..."
     sleep 600
 fi
-echo "link $links: done"
+echo "link $link: done"
 """
 
 
@@ -48,7 +48,7 @@ def main():
     script = os.path.join(base, "demo.sbatch")
     with open(script, "w") as handle:
         handle.write("#!/bin/bash\n#SBATCH --job-name=resumable-demo\n#SBATCH --time=1\n"
-                     "#SBATCH -c 1\nRUN_DIR=%s\n" % rc.shell_quote(run_dir) + WORK)
+                     "#SBATCH -c 1\n" + WORK)
     argv = ["submit", run_dir, "--python", sys.executable]
     if options.partition:
         argv.append("--partition=" + options.partition)
@@ -64,7 +64,7 @@ def main():
         if summary != shown:
             print("%s  %s | %s" % (time.strftime("%H:%M:%S"), summary, report["verdict"]))
             shown = summary
-        if report["verdict"].split(":")[0] in ("finished", "stopped", "failed", "ended"):
+        if report["verdict"].split(":")[0] in ("finished", "stopped", "failed", "broken"):
             time.sleep(3)
             break
         time.sleep(5)
