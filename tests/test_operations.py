@@ -569,10 +569,15 @@ def test_chains_sharing_a_budget_never_exceed_it(cluster, tmp_path, capsys, monk
     assert (report["used"], report["reserved"]) == (total, 0)
 
 
-def test_unused_reservations_return_to_the_others(cluster, tmp_path, capsys, monkeypatch):
+def one_chain_on_a_budget(cluster, tmp_path, capsys, monkeypatch, minutes="10"):
+    """A shared budget in tmp_path/b and one chain "a" drawing on it: (budget dir, script)."""
     budget_dir = str(tmp_path / "b")
-    make_budget(cluster, capsys, monkeypatch, budget_dir, "10")
-    script, run_dir = budget_chain(cluster, str(tmp_path), "a", budget_dir)
+    make_budget(cluster, capsys, monkeypatch, budget_dir, minutes)
+    return budget_dir, budget_chain(cluster, str(tmp_path), "a", budget_dir)[0]
+
+
+def test_unused_reservations_return_to_the_others(cluster, tmp_path, capsys, monkeypatch):
+    budget_dir, script = one_chain_on_a_budget(cluster, tmp_path, capsys, monkeypatch)
     cluster.set_job(100, time_limit="8")
     assert cluster.run_link(script, 100).returncode == 0
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "budget", budget_dir, "--json")[1])
@@ -613,9 +618,7 @@ def test_concurrent_first_links_never_over_reserve(cluster, tmp_path, capsys, mo
 
 
 def test_a_requeued_link_keeps_its_one_reservation(cluster, tmp_path, capsys, monkeypatch):
-    budget_dir = str(tmp_path / "b")
-    make_budget(cluster, capsys, monkeypatch, budget_dir, "10")
-    script, run_dir = budget_chain(cluster, str(tmp_path), "a", budget_dir)
+    budget_dir, script = one_chain_on_a_budget(cluster, tmp_path, capsys, monkeypatch)
     cluster.set_job(100, time_limit="3")
     assert cluster.run_link(script, 100).returncode == 0
     assert cluster.run_link(script, 100, SLURM_RESTART_COUNT="1").returncode == 0

@@ -32,28 +32,29 @@ def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
 
 
 LINKS = [
-    # (situation, predecessor state, elapsed, retries before, max_retries, max_walltime,
-    #  exit status, work runs, successor queued, walltime after, retries after)
-    ("timeout resumes", "TIMEOUT", 73, 0, 3, None, 0, True, True, 73, 0),
-    ("preempted resumes", "PREEMPTED", 3, 2, 3, None, 0, True, True, 3, 2),
-    ("node fail resumes", "NODE_FAIL", 3, 0, 3, None, 0, True, True, 3, 0),
-    ("completed ends the chain", "COMPLETED", 2, 0, 3, None, 0, False, False, 2, 0),
-    ("user cancel stops", "CANCELLED by 0", 2, 0, 3, None, 0, False, False, 2, 0),
-    ("failed counts a retry", "FAILED", 0, 0, 3, None, 0, True, True, 0, 1),
-    ("out of memory counts a retry", "OUT_OF_MEMORY", 5, 1, 3, None, 0, True, True, 5, 2),
-    ("failed at max_retries fails", "FAILED", 0, 3, 3, None, 1, False, False, 0, 4),
-    ("failed with max_retries 0", "FAILED", 0, 0, 0, None, 1, False, False, 0, 1),
-    ("timeout at max_walltime stops", "TIMEOUT", 60, 0, 3, 60, 0, False, False, 60, 0),
-    ("timeout a minute under max_walltime", "TIMEOUT", 140, 0, 3, 200, 0, True, True, 140, 0),
-    ("timeout under a minute left stops", "TIMEOUT", 141, 0, 3, 200, 0, False, False, 141, 0),
-    ("failure with under a minute left stops", "FAILED", 141, 0, 3, 200, 0, False, False, 141, 1),
+    # situation: (predecessor state, its elapsed s), (retries before, max_retries, max_walltime),
+    #            (exit status, works and queues a successor, walltime after, retries after)
+    ("timeout resumes", ("TIMEOUT", 73), (0, 3, None), (0, True, 73, 0)),
+    ("preempted resumes", ("PREEMPTED", 3), (2, 3, None), (0, True, 3, 2)),
+    ("node fail resumes", ("NODE_FAIL", 3), (0, 3, None), (0, True, 3, 0)),
+    ("completed ends the chain", ("COMPLETED", 2), (0, 3, None), (0, False, 2, 0)),
+    ("user cancel stops", ("CANCELLED by 0", 2), (0, 3, None), (0, False, 2, 0)),
+    ("failed counts a retry", ("FAILED", 0), (0, 3, None), (0, True, 0, 1)),
+    ("out of memory counts a retry", ("OUT_OF_MEMORY", 5), (1, 3, None), (0, True, 5, 2)),
+    ("failed at max_retries fails", ("FAILED", 0), (3, 3, None), (1, False, 0, 4)),
+    ("failed with max_retries 0", ("FAILED", 0), (0, 0, None), (1, False, 0, 1)),
+    ("timeout at max_walltime stops", ("TIMEOUT", 60), (0, 3, 60), (0, False, 60, 0)),
+    ("timeout a minute under max_walltime", ("TIMEOUT", 140), (0, 3, 200), (0, True, 140, 0)),
+    ("timeout under a minute left stops", ("TIMEOUT", 141), (0, 3, 200), (0, False, 141, 0)),
+    ("failure with under a minute left stops", ("FAILED", 141), (0, 3, 200), (0, False, 141, 1)),
 ]
 
 
-@pytest.mark.parametrize("situation,state,elapsed,retries,max_retries,max_walltime,status,works,"
-                         "queues,walltime_after,retries_after", LINKS, ids=[r[0] for r in LINKS])
-def test_second_link(cluster, run_dir, situation, state, elapsed, retries, max_retries,
-                     max_walltime, status, works, queues, walltime_after, retries_after):
+@pytest.mark.parametrize("situation,predecessor,before,expected", LINKS,
+                         ids=[row[0] for row in LINKS])
+def test_second_link(cluster, run_dir, situation, predecessor, before, expected):
+    (state, elapsed), (retries, max_retries, max_walltime) = predecessor, before
+    status, works, walltime_after, retries_after = expected
     script, successor = start_chain(cluster, run_dir, max_retries=max_retries,
                                     max_walltime=max_walltime)
     with open(os.path.join(run_dir, rc.RETRIES_FILE), "w") as handle:
@@ -63,7 +64,7 @@ def test_second_link(cluster, run_dir, situation, state, elapsed, retries, max_r
     assert result.returncode == status, result.stderr
     assert "Traceback" not in result.stderr
     assert cluster.work_done() == (["100", successor] if works else ["100"])
-    assert len(cluster.calls("sbatch")) == (2 if queues else 1)
+    assert len(cluster.calls("sbatch")) == (2 if works else 1)
     assert read(run_dir, rc.CHAIN_FILE) == ("100\n%s\n" % successor if works else "100\n")
     assert int(read(run_dir, rc.WALLTIME_FILE)) == walltime_after
     assert int(read(run_dir, rc.RETRIES_FILE)) == retries_after

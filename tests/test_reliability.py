@@ -478,7 +478,21 @@ def test_fuzz_decide_returns_only_its_five_actions():
     for _ in range(FUZZ_CASES * 3):
         state = rng.choice([None, rc.NOT_VISIBLE, fuzz_text(rng)] + TOKENS)
         max_walltime = rng.choice([None, rng.randint(1, 10 ** 6)])
-        decision = rc.decide(state, retries=rng.randint(0, 10), walltime=rng.randint(0, 10 ** 6),
-                             max_retries=rng.randint(0, 5), max_walltime=max_walltime)
-        assert decision.action in rc.ACTIONS and isinstance(decision.reason, str)
-        assert decision.retries >= 0
+        retries, walltime, max_retries = rng.randint(0, 10), rng.randint(0, 10 ** 6), rng.randint(0, 5)
+        decision = rc.decide(state, retries=retries, walltime=walltime, max_retries=max_retries,
+                             max_walltime=max_walltime)
+        assert decision.action in rc.ACTIONS and decision.reason
+        # The invariants of the table: a retry is counted exactly for the retry category, only
+        # a counted retry past the cap fails, a first job starts at 0, the cap only stops.
+        meaning = (None if state in (None, rc.NOT_VISIBLE) else
+                   rc.STATE_MEANING.get(rc.base_state(state), rc.RETRY))
+        if state is None:
+            assert decision == ("start", 0, decision.reason)
+        elif meaning == rc.RETRY:
+            assert decision.retries == retries + 1
+            assert decision.action == ("fail" if retries + 1 > max_retries else "resume")
+        else:
+            assert decision.retries == retries and decision.action != "fail"
+        if meaning == rc.INTERRUPTED:
+            capped = max_walltime is not None and walltime >= max_walltime
+            assert decision.action == ("stop" if capped else "resume")
