@@ -41,7 +41,10 @@ def main():
     options = parser.parse_args()
     if not _has("sinfo") or sh("sinfo", "-h").returncode != 0:
         print("no Slurm cluster answers: starting the local one (ci/local-slurm.sh up)")
-        subprocess.run(["bash", os.path.join(ROOT, "ci", "local-slurm.sh"), "up"], check=True)
+        if subprocess.run(["bash", os.path.join(ROOT, "ci", "local-slurm.sh"), "up"]).returncode:
+            print("demo: the local cluster did not start (see above; it needs root on "
+                  "Debian/Ubuntu): run `sudo ci/local-slurm.sh up`, then the demo again")
+            return 2
     base = options.dir or tempfile.mkdtemp(prefix="resumable-demo-")
     os.makedirs(base, exist_ok=True)
     run_dir = os.path.join(base, "run")

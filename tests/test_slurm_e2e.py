@@ -493,8 +493,10 @@ def test_resume_with_a_larger_cap_after_a_real_chain_stopped_at_its_cap(phase_a)
     resumed = cli("resume", chain.run_dir, "--max-walltime", "10:00").strip()
     jobs = chain.wait_done()
     assert [job["state"] for job in jobs] == ["TIMEOUT", "COMPLETED", "COMPLETED", "CANCELLED"]
-    assert jobs[2]["id"] == resumed and jobs[2]["limit"] == "00:01:00"  # its own limit fits
-    assert chain.work() == [chain.first, resumed]
+    assert jobs[2]["id"] == resumed and chain.work() == [chain.first, resumed]
+    # The new cap applies from the resumed link on; the walltime so far is kept.
+    assert "job %s: resume | predecessor" % resumed in chain.log()
+    assert "walltime %d/600 s" % jobs[0]["elapsed"] in chain.log()
 
 
 def test_this_release_and_a_dependency_on_a_forgotten_job():
