@@ -2025,10 +2025,11 @@ def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAU
                  max_walltime=None, force=False, python="python3", budget_dir=None):
     """Make SCRIPT resumable in run_dir and submit its first job; all or nothing.
 
-    The first job is submitted held; only once sbatch accepted it are the
-    files written (the previous chain's moved to ``*.prev``) and the job
-    released. With ``force`` a live chain in run_dir is cancelled first.
-    Returns {"job": first job ID, "script": the copy, "cancelled": [...]}.
+    The first job is submitted held; only once sbatch accepted it is a live
+    chain in run_dir cancelled (with ``force``; without, one is refused), are
+    the files written (the previous chain's moved to ``*.prev``) and is the
+    job released. Returns {"job": first job ID, "script": the copy,
+    "cancelled": [the live chain's jobs that --force cancelled]}.
     """
     try:
         with open(script, "rb") as handle:
@@ -2047,18 +2048,10 @@ def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAU
         raise StateError("run directory %s exists and is not a directory" % run_dir)
     chain = open_chain(run_dir, must_exist=False)
     live = queued_jobs(chain.candidates())
-    cancelled = []
     if live and not force:
         raise StateError("%s holds a live chain (%s): cancel it first (resumable-chain cancel %s) "
                          "or pass --force to cancel it and start anew" % (run_dir, ", ".join(
                              "job %s %s" % (job.job_id, job.state) for job in live), run_dir))
-    if live:
-        result = cancel_chain(run_dir)
-        if result["leftover"]:
-            raise StateError("--force: could not cancel the live chain (still there: %s; it is "
-                             "marked cancelled, so its links stop when they start); nothing "
-                             "submitted" % " ".join(result["leftover"]))
-        cancelled = result["cancelled"]
     if not has_option(directives + sbatch_options, "-o", "--output"):
         sbatch_options = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_options
     copy_name = "resumable-" + os.path.basename(script)
@@ -2072,7 +2065,17 @@ def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAU
         staged.write(header + prologue + body)
         staged.flush()
         first_job = sbatch(["--hold", "--no-requeue"] + sbatch_options, staged.name, script_args)
-    # sbatch accepted the held job: now the files, then release it.
+    # sbatch accepted the held job: now the live chain (--force), the files, then release it.
+    cancelled = []
+    if live:
+        result = cancel_chain(run_dir)
+        if result["leftover"]:
+            scancel([first_job])
+            raise StateError("--force: could not cancel the live chain (still there: %s; it is "
+                             "marked cancelled, so its links stop when they start); the new job "
+                             "%s was cancelled, nothing else changed"
+                             % (" ".join(result["leftover"]), first_job))
+        cancelled = result["cancelled"]
     make_run_dir(run_dir)
     store = StateStore(run_dir)
     store.write_text(copy_name, header + prologue + body, mode=0o755)

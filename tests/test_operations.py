@@ -209,8 +209,22 @@ def test_submit_force_does_nothing_when_the_live_chain_will_not_die(
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--force", script)
     assert status == 2 and "could not cancel the live chain" in err and out == ""
     assert "marked cancelled" in err  # what --force did do: its links stop when they start
-    assert len(cluster.calls("sbatch")) == 2
+    held = cluster.calls("sbatch")[-1]
+    assert len(cluster.calls("sbatch")) == 3 and "--hold" in held["argv"]
+    assert cluster.calls("scancel")[-1]["argv"] == ["1002"]  # the new job, never released
+    assert "the new job 1002 was cancelled" in err
     assert sorted(os.listdir(run_dir)) == sorted(before + [rc.CANCEL_FILE])
+
+
+def test_submit_force_refused_by_sbatch_leaves_the_live_chain_alone(
+        cluster, run_dir, running_chain, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    cluster.update(sbatch_error="Batch job submission failed: Invalid partition name specified")
+    before = {name: read(run_dir, name) for name in os.listdir(run_dir)}
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--force", script)
+    assert status == 2 and "Invalid partition name specified" in err
+    assert cluster.calls("scancel") == [] and cluster.pending() == ["1001"]
+    assert {name: read(run_dir, name) for name in os.listdir(run_dir)} == before
 
 
 def test_submit_refused_by_sbatch_changes_nothing(cluster, run_dir, tmp_path, capsys, monkeypatch):
