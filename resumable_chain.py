@@ -1680,13 +1680,16 @@ def describe_link(outcome):
 # PYTHON* variables, user site or current directory; -S: no site-packages or .pth files). Loading
 # by path keeps the module's directory off sys.path (a vendoring driver's json.py next to it must
 # not shadow the standard library) and still caches bytecode; when the module's directory is
-# read-only the cache goes to ~/.cache (Python 3.8+).
-BOOTSTRAP = ('import os, sys; p = sys.argv.pop(1); c = os.path.join(os.path.dirname(p), '
-             '"__pycache__"); sys.pycache_prefix = None if os.access(c if os.path.isdir(c) else '
-             'os.path.dirname(c), os.W_OK) else os.path.expanduser("~/.cache/resumable_chain"); '
+# read-only, its bytecode (only its own: the modules it imports are loaded first) goes to
+# ~/.cache/resumable_chain (Python 3.8+).
+BOOTSTRAP = ('import collections, errno, fcntl, os, select, stat, sys, time; p = sys.argv.pop(1); '
+             'c = os.path.join(os.path.dirname(p), "__pycache__"); '
+             'w = os.access(c if os.path.isdir(c) else os.path.dirname(c), os.W_OK); '
              'from importlib.machinery import SourceFileLoader; m = type(sys)("resumable_chain"); '
              'm.__file__ = p; sys.modules[m.__name__] = m; '
-             'SourceFileLoader(m.__name__, p).exec_module(m); sys.exit(m.main(sys.argv[1:]))')
+             'sys.pycache_prefix = None if w else os.path.expanduser("~/.cache/resumable_chain"); '
+             'SourceFileLoader(m.__name__, p).exec_module(m); sys.pycache_prefix = None; '
+             'sys.exit(m.main(sys.argv[1:]))')
 
 PROLOGUE_TEMPLATE = """\
 # >>> resumable_chain {version}: decide, record and queue the successor before any work >>>

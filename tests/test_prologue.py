@@ -3,8 +3,10 @@ commands (tests/fake_slurm.py) that record their argv and environment."""
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -512,23 +514,39 @@ def test_in_job_step_is_immune_to_the_jobs_python_environment(cluster, tmp_path,
     assert len(cluster.calls("sbatch")) == 2
 
 
-def test_read_only_module_directory_still_caches_bytecode(cluster, tmp_path):
-    if os.getuid() == 0:
-        pytest.skip("root ignores directory permissions")
-    module_dir = tmp_path / "ro"
-    module_dir.mkdir()
-    copy = module_dir / "resumable_chain.py"
-    copy.write_text(open(rc.__file__).read())
-    os.chmod(str(module_dir), 0o555)
-    home = tmp_path / "home"
-    home.mkdir()
-    snippet = rc.render_prologue(str(tmp_path / "run"), python=cluster.python)
-    snippet = snippet.replace(rc.module_path(), str(copy))
-    script = tmp_path / "job.sh"
-    script.write_text("#!/bin/bash\n" + snippet)
-    result = cluster.run_link(str(script), 100, HOME=str(home))
-    assert result.returncode == 0, result.stderr
-    assert glob.glob(str(home / ".cache" / "resumable_chain" / "**" / "*.pyc"), recursive=True)
+def test_read_only_module_directory_still_caches_bytecode():
+    """A vendored copy in a read-only directory: bytecode goes to ~/.cache (Python 3.8+)."""
+    system_python = "/usr/bin/python3"
+    if os.geteuid() != 0 or not os.path.exists("/usr/bin/setpriv") or \
+            not os.access(system_python, os.X_OK):
+        pytest.skip("needs root, setpriv and %s to act as user nobody" % system_python)
+    root = tempfile.mkdtemp(prefix="rc-readonly-")
+    try:
+        module_dir, home = os.path.join(root, "ro"), os.path.join(root, "home")
+        os.makedirs(module_dir)
+        os.makedirs(home)
+        shutil.copy(rc.module_path(), module_dir)
+        os.chown(home, 65534, 65534)
+        for path in (root, module_dir):
+            os.chmod(path, 0o755 if path == root else 0o555)
+        argv = ["/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--",
+                system_python, "-I", "-S", "-c", rc.BOOTSTRAP,
+                os.path.join(module_dir, "resumable_chain.py"), "prologue", "--help"]
+        written = []
+        for _ in range(2):
+            result = subprocess.run(argv, env={"HOME": home, "PATH": "/usr/bin:/bin"},
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    universal_newlines=True, timeout=60)
+            assert result.returncode == 0 and "example" in result.stdout, result.stderr
+            cached = glob.glob(os.path.join(home, ".cache", "resumable_chain", "**", "*.pyc"),
+                               recursive=True)
+            assert len(cached) == 1, cached
+            written.append(os.stat(cached[0]).st_mtime_ns)
+        assert written[0] == written[1]  # the second link compiled nothing
+        assert not os.path.exists(os.path.join(module_dir, "__pycache__"))
+    finally:
+        os.chmod(os.path.join(root, "ro"), 0o755)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_a_huge_max_retries_accepted_at_render_time_works_in_the_job(cluster, run_dir):
