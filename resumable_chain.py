@@ -598,7 +598,7 @@ def parse_prologue_args(argv):
             positional.append(word)
     if len(positional) != 1 or len(values["--script"]) != 1:
         raise ValueError("prologue: usage: prologue [--max-retries N] [--max-walltime T] "
-                         "[--sbatch-arg ARG]... --script PATH DIR [-- ARGS...]")
+                         "[--sbatch-arg ARG]... [--budget-dir B] --script PATH DIR [-- ARGS...]")
     retries = (values["--max-retries"] or [str(DEFAULT_MAX_RETRIES)])[-1]
     settings = Settings(retries_from_text(retries),
                         check_max_walltime((values["--max-walltime"] or [None])[-1]))
@@ -2440,7 +2440,7 @@ def format_status(status):
 
 PROLOGUE_HELP = """\
 usage: resumable-chain prologue [--max-retries N] [--max-walltime T] [--sbatch-arg ARG]...
-                                --script PATH DIR [-- SCRIPT_ARGS...]
+                                [--budget-dir B] --script PATH DIR [-- SCRIPT_ARGS...]
 
 The in-job step that the rendered prologue runs (see render): decide from the predecessor's
 final state, record it in DIR and queue the successor. Prints the RESUMABLE_CHAIN_* exports for
