@@ -2111,17 +2111,23 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time):
     if max_retries is not None:
         max_retries = check_max_retries(max_retries)
     max_walltime = check_max_walltime(max_walltime)
-    chain = open_chain(run_dir)  # a corrupt file raises: fix it first
-    store = chain.store
+    if not os.path.isdir(run_dir):
+        raise StateError("%s is not a directory" % run_dir)
+    store = StateStore(run_dir)
     with store.locked():
-        snapshot = store.snapshot()
+        snapshot = store.snapshot()  # a corrupt file raises: fix it first
+        submitted = store.read_submitted()
+        if snapshot.record is None and snapshot.last_job is None:
+            raise StateError("%s is not a chain: it has no %s" % (run_dir, CHAIN_FILE))
         if snapshot.record and snapshot.record.phase == "counted":
             snapshot = store.apply(snapshot, snapshot.record)
         previous = snapshot.record
         if previous is None:
             raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
                              "or later; use submit to start a new chain" % (run_dir, JOURNAL_FILE))
-        live = queued_jobs(chain.candidates() + [previous.job])
+        live = queued_jobs(sorted(set(job for job in (
+            previous.job, previous.successor, snapshot.last_job,
+            (submitted or {}).get("first_job")) if job and is_job_id(str(job))), key=int))
         if live:
             raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
                              "resumable-chain cancel first" % (run_dir, ", ".join(
@@ -2140,7 +2146,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time):
                 raise StateError("the chain in %s finished (job %s COMPLETED): nothing to resume; "
                                  "submit starts a new run" % (run_dir, previous.job))
             counted, state = found.elapsed, found.state
-        next_spec = _resume_spec(store, previous, chain.submitted)
+        next_spec = _resume_spec(store, previous, submitted)
         walltime = (snapshot.walltime or 0) + counted
         caps = Settings(previous.max_retries if max_retries is None else max_retries,
                         previous.max_walltime if max_walltime is None else max_walltime)
