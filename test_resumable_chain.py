@@ -403,7 +403,8 @@ def test_render_rejects(options, message):
     assert message in str(error.value)
 
 
-def test_cli_render_matches_the_function(capsys):
+def test_cli_render_matches_the_function(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(str(tmp_path))  # render creates the run directory
     assert rc.main(["render", "runs/a", "--max-walltime", "48:00:00", "--", "-p", "gpu"]) == 0
     assert capsys.readouterr().out == rc.render_prologue("runs/a", max_walltime=172800,
                                                          sbatch_args=["-p", "gpu"])
