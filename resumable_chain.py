@@ -30,6 +30,7 @@ Use it three ways:
 import collections
 import errno
 import fcntl
+import itertools
 import os
 import select
 import stat
@@ -820,8 +821,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     previous = snapshot.record
     observed = observation.job if observation else None
     if predecessor_id is None:
-        decision, elapsed, walltime = decide(None), 0, 0
-        settings_from, link = "prologue", 1
+        decision, elapsed, walltime, settings_from = decide(None), 0, 0, "prologue"
     else:
         if previous is not None and previous.settings_from == "resume":
             settings = Settings(previous.max_retries, previous.max_walltime)
@@ -835,9 +835,9 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
         if snapshot.cancelled and decision.action in WORK_ACTIONS:
             decision = Decision("stop", decision.retries, "the chain was cancelled with "
                                 "resumable-chain cancel (%s): stopping" % snapshot.cancelled)
-        length = chain_length(snapshot)
-        link = None if length is None else length + (decision.action in WORK_ACTIONS)
     decision = apply_walltime_budget(decision, walltime, settings.max_walltime)
+    length = 0 if predecessor_id is None else chain_length(snapshot)
+    link = None if length is None else length + (decision.action in WORK_ACTIONS)
     return Record(job=job_id, predecessor=predecessor_id,
                   state=observed.state if observed else None, elapsed=elapsed,
                   source=observation.source if observation else None,
@@ -1362,7 +1362,7 @@ def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monoto
     ask_controller = not final and not controller.forgotten
     notes = {"scontrol": "scontrol: %s" % (controller.error or "shows %s" % (
         controller.job.state if controller.job else "nothing"))}
-    for attempt in range(10 ** 6):
+    for attempt in itertools.count():
         timeout = min(command_timeout(), max(deadline - clock(), MIN_COMMAND_TIMEOUT))
         jobs, error = sacct_jobs([job_id], timeout=timeout)
         job = jobs.get(job_id)
@@ -1531,8 +1531,8 @@ def draw_on_budget(budget_dir, record, observation, warnings):
         store.write_budget(budget)
     if record.action not in WORK_ACTIONS:
         return record, None
-    if seconds is None:
-        return record._replace(action="stop", reason=(
+    if seconds is None:  # not a working link after all: the chain's length stays as it was
+        return record._replace(action="stop", link=record.link and record.link - 1, reason=(
             "only %d s left of the shared budget in %s (cap %d s): less than Slurm's 1-minute "
             "minimum time limit: stopping the chain" % (budget_left(budget), budget_dir,
                                                        budget.cap))), own
@@ -1682,7 +1682,8 @@ def describe_link(outcome):
 # not shadow the standard library) and still caches bytecode; when the module's directory is
 # read-only, its bytecode (only its own: the modules it imports are loaded first) goes to
 # ~/.cache/resumable_chain (Python 3.8+).
-BOOTSTRAP = ('import collections, errno, fcntl, os, select, stat, sys, time; p = sys.argv.pop(1); '
+BOOTSTRAP = ('import collections, errno, fcntl, itertools, os, select, stat, sys, time; '
+             'p = sys.argv.pop(1); '
              'c = os.path.join(os.path.dirname(p), "__pycache__"); '
              'w = os.access(c if os.path.isdir(c) else os.path.dirname(c), os.W_OK); '
              'from importlib.machinery import SourceFileLoader; m = type(sys)("resumable_chain"); '
@@ -1757,17 +1758,20 @@ def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_wallt
 # ---------------------------------------------------------------------------
 
 
+def live_candidates(last_links, record, submitted):
+    """Job IDs that may still be queued or running: last links, journal's job and successor,
+    the submitted first job."""
+    record = record or Record()
+    ids = list(last_links) + [record.job, record.successor, (submitted or {}).get("first_job")]
+    return sorted(set(job for job in ids if job and is_job_id(str(job))), key=int)
+
+
 class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
                                             "retries problems")):
     """What a run directory says about its chain; ``problems``: the files it could not read."""
 
     def candidates(self):
-        """Job IDs that may still be queued or running: last links, successor, first job."""
-        record = self.record or Record()
-        ids = self.jobs[-2:] + [record.job, record.successor,
-                                (self.submitted or {}).get("first_job")]
-        return sorted(set(job for job in ids if job and is_job_id(str(job))),
-                      key=int)
+        return live_candidates(self.jobs[-2:], self.record, self.submitted)
 
 
 def open_chain(run_dir, must_exist=True, strict=True):
@@ -2125,9 +2129,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time):
         if previous is None:
             raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
                              "or later; use submit to start a new chain" % (run_dir, JOURNAL_FILE))
-        live = queued_jobs(sorted(set(job for job in (
-            previous.job, previous.successor, snapshot.last_job,
-            (submitted or {}).get("first_job")) if job and is_job_id(str(job))), key=int))
+        live = queued_jobs(live_candidates([snapshot.last_job], previous, submitted))
         if live:
             raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
                              "resumable-chain cancel first" % (run_dir, ", ".join(

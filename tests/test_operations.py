@@ -382,6 +382,7 @@ def test_resume_with_a_larger_cap_after_the_chain_stopped_at_it(cluster, run_dir
     assert result.returncode == 0, result.stderr
     assert cluster.job(job)["time_limit"] == "8"  # 600 - 100 s left: whole minutes
     assert "walltime 100/600 s | retries 0/7" in result.stderr
+    assert json.loads(read(run_dir, rc.JOURNAL_FILE))["link"] == 2  # 100 ran, then this one
     next_link = cluster.pending()[-1]
     cluster.finish(job, "FAILED", 30)
     result = cluster.run_link(script, next_link, predecessor=job)  # the new caps hold on
