@@ -31,15 +31,18 @@ import collections
 import errno
 import fcntl
 import itertools
+import json
 import os
-import select
+import signal
 import stat
+import subprocess
 import sys
 import time
 
 __version__ = "0.2.0"
 __all__ = [
     "NOT_VISIBLE",
+    "STOP_CAUSES",
     "RECORD_FIELDS",
     "Record",
     "ACTIONS",
@@ -69,6 +72,7 @@ ACTIONS = ("start", "resume", "complete", "stop", "fail")  # every action decide
 WORK_ACTIONS = ("start", "resume")  # the link runs its work and queues a successor
 DEFAULT_MAX_RETRIES = 3  # failures retried before the chain fails
 MAX_COUNTER = 10 ** 12  # larger counter values are corruption, not history
+COUNTER_BYTES = 64  # a longer counter file is corruption (it is read whole up to this size)
 MAX_RETRIES_LIMIT = MAX_COUNTER - 1  # the retries counter must still fit after one more retry
 MIN_TIME_LIMIT = 60  # Slurm's smallest time limit: a link needs at least this much budget
 
@@ -137,6 +141,19 @@ STATE_MEANING = {
 }
 LIVE_STATES = frozenset(state for state, meaning in STATE_MEANING.items() if meaning == LAG)
 
+# Why a chain ended, as data on its record (``cause``): status and resume switch on it.
+STOP_CAUSES = {
+    "completed": "the predecessor COMPLETED: the work is done",
+    "cancelled": "the predecessor was cancelled (by a person, or by Slurm for its dependency)",
+    "max_walltime": "the accumulated walltime reached max_walltime",
+    "max_retries": "failures exceeded max_retries",
+    "cancel": "the chain was cancelled with resumable-chain cancel",
+    "budget": "the shared walltime budget is spent",
+}
+# The cause when decide() ends the chain, by what the predecessor's state means (LAG never does).
+CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_walltime",
+                    RETRY: "max_retries"}
+
 # Options that would break the chain if a user passed them to every successor.
 REFUSED_SBATCH_OPTIONS = {
     "-d": "the chain sets the dependency itself",
@@ -188,11 +205,13 @@ Job.__new__.__defaults__ = (0, None, None, None, None, None, None)
 RECORD_FIELDS = collections.OrderedDict((
     ("job", "this record's job ID"),
     ("predecessor", "the job this link continues (None for a first job)"),
-    ("state", "the predecessor's state as seen (NOT_VISIBLE, or None for a first job)"),
-    ("elapsed", "the predecessor's seconds this record adds to the walltime"),
-    ("source", "where the state came from: scontrol, sacct, resume, or None"),
+    ("predecessor_state", "the predecessor's state as seen (NOT_VISIBLE, or None for a first "
+                          "job and for a link resume queued after a link that did no work)"),
+    ("predecessor_elapsed", "the predecessor's seconds this record adds to the walltime"),
+    ("source", "where the predecessor's state came from: scontrol, sacct, resume, or None"),
     ("action", "one of ACTIONS"),
-    ("reason", "why, in words"),
+    ("cause", "why a chain ended (a key of STOP_CAUSES), None while it goes on"),
+    ("reason", "why, in words (for people: nothing parses it)"),
     ("walltime", "accumulated seconds of finished links after this decision"),
     ("retries", "retried failures after this decision"),
     ("max_retries", "the retry cap in force"),
@@ -210,6 +229,8 @@ RECORD_FIELDS = collections.OrderedDict((
 Record = collections.namedtuple("Record", list(RECORD_FIELDS))
 Record.__doc__ = "The journal: the last decision in a run directory. Fields: RECORD_FIELDS."
 Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
+# Journals written before 0.3 named two fields differently.
+OLD_RECORD_NAMES = {"predecessor_state": "state", "predecessor_elapsed": "elapsed"}
 
 NextLink = collections.namedtuple("NextLink", "script sbatch_args script_args job_name workdir")
 NextLink.__doc__ = "How a link's successor is queued (the script, its options and arguments)."
@@ -428,7 +449,7 @@ def parse_sacct(text):
         values = [value.strip() for value in line.split("|")]
         field = dict(zip(names, values))
         job_id, state = field.get("JobID", ""), field.get("State", "")
-        if not is_job_id(job_id) or not state or state[0].isdigit():
+        if not is_job_id(job_id) or not state or is_digits(state[0]):
             continue
         elapsed = field.get("ElapsedRaw", "")
         records.setdefault(job_id, []).append(Job(
@@ -490,7 +511,7 @@ def parse_scontrol(text):
                0 if never_started else parse_duration(fields.get("RunTime")) or 0,
                start=start, end=_known_time(fields.get("EndTime")),
                time_limit=parse_duration(fields.get("TimeLimit")),
-               restarts=int(restarts) if restarts.isdigit() else None)
+               restarts=int(restarts) if is_digits(restarts, 9) else None)
 
 
 def parse_squeue(text):
@@ -571,6 +592,18 @@ def retries_from_text(text, name="max_retries"):
     return check_max_retries(int(text) if is_digits(text, 13) else text, name)
 
 
+PROLOGUE_USAGE = """\
+usage: resumable-chain prologue [--max-retries N] [--max-walltime T] [--sbatch-arg ARG]...
+                                [--budget-dir B] --script PATH DIR [-- SCRIPT_ARGS...]"""
+
+
+def check_path(value, name):
+    """Return value if it can be a path (a non-empty string without NUL); ValueError otherwise."""
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ValueError("%s must be a non-empty path, got %r" % (name, value))
+    return value
+
+
 def parse_prologue_args(argv):
     """Parse the in-job step's command line as render_prologue writes it.
 
@@ -598,8 +631,7 @@ def parse_prologue_args(argv):
         else:
             positional.append(word)
     if len(positional) != 1 or len(values["--script"]) != 1:
-        raise ValueError("prologue: usage: prologue [--max-retries N] [--max-walltime T] "
-                         "[--sbatch-arg ARG]... [--budget-dir B] --script PATH DIR [-- ARGS...]")
+        raise ValueError("prologue: " + " ".join(PROLOGUE_USAGE.split()))
     retries = (values["--max-retries"] or [str(DEFAULT_MAX_RETRIES)])[-1]
     settings = Settings(retries_from_text(retries),
                         check_max_walltime((values["--max-walltime"] or [None])[-1]))
@@ -627,66 +659,18 @@ def parse_budget(data):
     return budget
 
 
+def _refuse_constant(name):
+    raise ValueError("%s is not JSON" % name)
+
+
 def load_json(text):
-    """``json.loads`` for the state files, by the C scanner json itself uses.
-
-    Importing the json module imports re and enum: about 5 ms that every link
-    would pay for two small files. Falls back to json where _json is missing.
-    """
-    try:
-        import _json
-        scanner = _json.make_scanner(_JsonSettings)
-    except (ImportError, AttributeError, TypeError):
-        import json
-        return json.loads(text)
-    text = text.strip()
-    try:
-        value, end = scanner(text, 0)
-    except _NotJson:
-        raise
-    except Exception:  # not JSON: json says why (imported on this rare path only)
-        import json
-        return json.loads(text)
-    if end != len(text):
-        raise ValueError("extra data after the JSON value")
-    return value
-
-
-class _NotJson(ValueError):
-    """NaN and Infinity: Python's json reads them, JSON has no such values."""
-
-
-class _JsonSettings(object):
-    """What json.JSONDecoder gives its C scanner: strict, no hooks, plain numbers."""
-
-    strict = True
-    object_hook = object_pairs_hook = None
-    parse_float, parse_int = float, int
-
-    @staticmethod
-    def parse_constant(name):
-        raise _NotJson("%s is not JSON" % name)
+    """``json.loads`` for the state files, refusing NaN and Infinity (JSON has no such values)."""
+    return json.loads(text, parse_constant=_refuse_constant)
 
 
 def dump_json(value):
-    """``json.dumps(value, sort_keys=True)`` for dicts, lists, str, int, bool and None."""
-    try:
-        from _json import encode_basestring_ascii as quote
-    except ImportError:
-        import json
-        return json.dumps(value, sort_keys=True)
-    if value is None or isinstance(value, bool):
-        return {None: "null", True: "true", False: "false"}[value]
-    if isinstance(value, int):
-        return str(int(value))
-    if isinstance(value, str):
-        return quote(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(dump_json(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join("%s: %s" % (quote(str(key)), dump_json(value[key]))
-                               for key in sorted(value)) + "}"
-    raise TypeError("cannot write %r as JSON" % (value,))
+    """The state files' JSON: one line, keys sorted (the same bytes for the same value)."""
+    return json.dumps(value, sort_keys=True, allow_nan=False)
 
 
 def shell_quote(text):
@@ -744,7 +728,7 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
                     % (state, retries + 1, max_retries))
 
 
-def apply_walltime_budget(decision, walltime, max_walltime):
+def stop_at_cap(decision, walltime, max_walltime):
     """Stop instead of starting a link that could not get Slurm's minimum time limit.
 
     A link's time limit is clamped to what is left of ``max_walltime``; when
@@ -801,13 +785,25 @@ cancelled (the cancel mark's text or None).
 
 
 def chain_length(snapshot):
-    """Links that ran their work, from the journal (None: unknown, an old chain)."""
+    """Links that ran their work, from the journal (None: a chain started before 0.2)."""
     record = snapshot.record
     if record is None or record.link is None:
         return None
     if record.action in WORK_ACTIONS and record.job != snapshot.last_job:
-        return record.link - 1  # a resumed link that has not run yet
+        return record.link - 1  # a link that resume queued, which has not run yet
     return record.link
+
+
+def link_number(length, action):
+    """The ``link`` a record carries: links that ran, this one included if it works."""
+    return None if length is None else length + (action in WORK_ACTIONS)
+
+
+def restate(record, action, reason, cause):
+    """The record with another decision; its link number follows the decision."""
+    length = None if record.link is None else record.link - (record.action in WORK_ACTIONS)
+    return record._replace(action=action, reason=reason, cause=cause,
+                           link=link_number(length, action))
 
 
 def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, now,
@@ -820,31 +816,35 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     """
     previous = snapshot.record
     observed = observation.job if observation else None
+    cause, settings_from = None, "prologue"
     if predecessor_id is None:
-        decision, elapsed, walltime, settings_from = decide(None), 0, 0, "prologue"
+        decision, elapsed, walltime = decide(None), 0, 0
     else:
         if previous is not None and previous.settings_from == "resume":
-            settings = Settings(previous.max_retries, previous.max_walltime)
-            settings_from = "resume"
-        else:
-            settings_from = "prologue"
+            settings, settings_from = Settings(previous.max_retries, previous.max_walltime), "resume"
         elapsed = observed.elapsed
         walltime = (snapshot.walltime or 0) + elapsed
         decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
                           max_retries=settings.max_retries, max_walltime=settings.max_walltime)
-        if snapshot.cancelled and decision.action in WORK_ACTIONS:
-            decision = Decision("stop", decision.retries, "the chain was cancelled with "
-                                "resumable-chain cancel (%s): stopping" % snapshot.cancelled)
-    decision = apply_walltime_budget(decision, walltime, settings.max_walltime)
+        if decision.action not in WORK_ACTIONS:
+            cause = CAUSE_OF_MEANING[STATE_MEANING.get(base_state(observed.state), RETRY)]
+        elif snapshot.cancelled:
+            decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
+                                       "resumable-chain cancel (%s): stopping"
+                                       % snapshot.cancelled), "cancel"
+    capped = stop_at_cap(decision, walltime, settings.max_walltime)
+    if capped is not decision:
+        decision, cause = capped, "max_walltime"
     length = 0 if predecessor_id is None else chain_length(snapshot)
-    link = None if length is None else length + (decision.action in WORK_ACTIONS)
     return Record(job=job_id, predecessor=predecessor_id,
-                  state=observed.state if observed else None, elapsed=elapsed,
+                  predecessor_state=observed.state if observed else None,
+                  predecessor_elapsed=elapsed,
                   source=observation.source if observation else None,
-                  action=decision.action, reason=decision.reason, walltime=walltime,
+                  action=decision.action, cause=cause, reason=decision.reason, walltime=walltime,
                   retries=decision.retries, max_retries=settings.max_retries,
-                  max_walltime=settings.max_walltime, settings_from=settings_from, link=link,
-                  next=next_link._asdict(), phase="counted", time=int(now), budget_dir=budget_dir)
+                  max_walltime=settings.max_walltime, settings_from=settings_from,
+                  link=link_number(length, decision.action), next=next_link._asdict(),
+                  phase="counted", time=int(now), budget_dir=budget_dir)
 
 
 def link_exports(record, run_dir):
@@ -894,7 +894,7 @@ def record_from_json(data):
     """Return the Record a journal holds (unknown keys ignored), or None if it is not one."""
     if not isinstance(data, dict) or not is_job_id(str(data.get("job"))):
         return None
-    fields = {name: data.get(name) for name in RECORD_FIELDS}
+    fields = {name: data.get(name, data.get(OLD_RECORD_NAMES.get(name))) for name in RECORD_FIELDS}
     if fields["action"] not in ACTIONS:
         return None
     return Record(**fields)
@@ -910,8 +910,13 @@ class StateStore(object):
         return os.path.join(self.directory, name)
 
     # -- reading -----------------------------------------------------------
-    def read_bytes(self, name, tail=None):
-        """Return a state file's bytes (the last ``tail`` bytes if given), or None if missing."""
+    def read_bytes(self, name, tail=None, most=None):
+        """Return a state file's bytes, or None if missing.
+
+        ``tail``: only the last that many bytes (the chain file, which grows
+        for ever); ``most``: a small file, read whole up to one byte more than
+        that (so that the caller can tell it is too long).
+        """
         path = self.path(name)
         try:  # O_NOFOLLOW: a planted symlink is refused; O_NONBLOCK: a FIFO must not hang the job
             descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
@@ -934,7 +939,7 @@ class StateStore(object):
                     handle.seek(0, os.SEEK_END)
                     handle.seek(max(0, handle.tell() - tail))
                     return handle.read(tail)
-                return handle.read()
+                return handle.read() if most is None else handle.read(most + 1)
             except OSError as error:
                 raise StateError("cannot read state file %s: %s (nothing was changed)"
                                  % (path, error.strerror or error))
@@ -948,11 +953,11 @@ class StateStore(object):
 
     def read_counter(self, name):
         """Return an integer counter file's value; None when the file does not exist."""
-        raw = self.read_bytes(name, tail=64)
+        raw = self.read_bytes(name, most=COUNTER_BYTES)
         if raw is None:
             return None
         digits = raw.strip(b" \t\n\r\x0b\x0c")
-        if not is_digits(digits, 13) or int(digits) > MAX_COUNTER:
+        if len(raw) > COUNTER_BYTES or not is_digits(digits, 13) or int(digits) > MAX_COUNTER:
             raise self.corrupt(name, raw, "a whole number of at most %d" % MAX_COUNTER)
         return int(digits)
 
@@ -1005,14 +1010,22 @@ class StateStore(object):
 
     def read_cancelled(self):
         """Return when the chain was cancelled (the mark's text), or None."""
-        raw = self.read_bytes(CANCEL_FILE, tail=200)
-        return None if raw is None else (raw.decode("utf-8", "replace").strip() or "yes")
+        raw = self.read_bytes(CANCEL_FILE, most=200)
+        return None if raw is None else (raw[:200].decode("utf-8", "replace").strip() or "yes")
 
     def snapshot(self):
-        """Read every file the in-job step needs, each once (call under the lock)."""
-        return Snapshot(walltime=self.read_counter(WALLTIME_FILE),
-                        retries=self.read_counter(RETRIES_FILE), last_job=self.last_job(),
-                        record=self.read_record(), cancelled=self.read_cancelled())
+        """Read every file a writer needs, each once, and finish what a killed writer decided.
+
+        Call it under the lock. A journal in phase ``counted`` means its
+        writer was killed between the journal and the files: they are rolled
+        forward here, so every writer starts from the same consistent state.
+        """
+        snapshot = Snapshot(walltime=self.read_counter(WALLTIME_FILE),
+                            retries=self.read_counter(RETRIES_FILE), last_job=self.last_job(),
+                            record=self.read_record(), cancelled=self.read_cancelled())
+        if snapshot.record and snapshot.record.phase == "counted":
+            snapshot = self.apply(snapshot, snapshot.record)
+        return snapshot
 
     # -- writing -----------------------------------------------------------
     def write_text(self, name, text, mode=0o644):
@@ -1194,64 +1207,37 @@ def slurm_environment(environ, submit=False):
 def run_slurm(argv, timeout=None, submit=False, cwd=None):
     """Run one Slurm command with a timeout and a clean environment; never raises.
 
-    ``returncode`` is None when the command timed out and 127 when it is missing.
-    ``submit`` keeps the user's SBATCH_* defaults for sbatch; the allocation's
-    SLURM_* variables (except SLURM_CONF) are always dropped. The command runs
-    in a session of its own, so a timeout kills all it started. (fork and exec,
-    not the subprocess module: importing that costs every link about 6 ms.)
+    ``returncode`` is None when the command timed out and 127 when it cannot
+    be run. ``submit`` keeps the user's SBATCH_* defaults for sbatch; the
+    allocation's SLURM_* variables (except SLURM_CONF) are always dropped. The
+    command runs in a session of its own, so a timeout kills all it started.
     """
     _checkpoint()
     timeout = timeout or command_timeout()
-    environment = slurm_environment(os.environ, submit)
-    pipes = [os.pipe(), os.pipe()]  # stdout, stderr
-    pid = os.fork()
-    if pid == 0:  # the child: become the command, or say why not and exit 127
+    try:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
+                                   env=slurm_environment(os.environ, submit))
+    except OSError as error:
+        return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
+    with process:
         try:
-            os.setsid()
-            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-            os.dup2(pipes[0][1], 1)
-            os.dup2(pipes[1][1], 2)
-            if cwd:
-                os.chdir(cwd)
-            os.execvpe(argv[0], argv, environment)
-        except BaseException as error:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
             try:
-                os.write(2, ("%s: %s" % (argv[0], getattr(error, "strerror", None) or error))
-                         .encode("utf-8", "replace"))
-            finally:
-                os._exit(127)
-        os._exit(127)
-    for _, write_end in pipes:
-        os.close(write_end)
-    chunks = {read_end: [] for read_end, _ in pipes}
-    deadline = time.monotonic() + timeout
-    open_ends = list(chunks)
-    while open_ends:
-        remaining = deadline - time.monotonic()
-        ready = select.select(open_ends, [], [], remaining)[0] if remaining > 0 else []
-        if not ready:
-            break
-        for read_end in ready:
-            chunk = os.read(read_end, 65536)
-            if chunk:
-                chunks[read_end].append(chunk)
-            else:
-                open_ends.remove(read_end)
-    for read_end in chunks:
-        os.close(read_end)
-    if open_ends:  # timed out: kill the command and all it started
-        import signal  # (not at the top: it imports enum, which costs every link 3 ms)
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        os.waitpid(pid, 0)
-        return SlurmResult(None, "", "%s timed out after %g s" % (argv[0], timeout))
-    status = os.waitpid(pid, 0)[1]
-    returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
-    stdout, stderr = (b"".join(chunks[read_end]).decode("utf-8", "replace")
-                      for read_end, _ in pipes)
-    return SlurmResult(returncode, stdout, stderr)
+                os.killpg(process.pid, signal.SIGKILL)
+            except OSError:
+                pass  # it ended meanwhile
+            process.wait()
+            return SlurmResult(None, "", "%s timed out after %g s" % (argv[0], timeout))
+    return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
+                       stderr.decode("utf-8", "replace"))
+
+
+def slurm_error(argv):
+    """Run a Slurm command whose output does not matter; return its error text or None."""
+    result = run_slurm(argv)
+    return None if result.returncode == 0 else last_line(result.stderr)
 
 
 def sacct_jobs(job_ids, timeout=None):
@@ -1320,20 +1306,25 @@ def sbatch(options, script, script_args, cwd=None):
 
 def scancel(job_ids):
     """Cancel jobs; return the error text or None."""
-    result = run_slurm(["scancel"] + list(job_ids))
-    return None if result.returncode == 0 else last_line(result.stderr)
+    return slurm_error(["scancel"] + list(job_ids))
 
 
 def release_job(job_id):
     """Release a job submitted with --hold; return the error text or None."""
-    result = run_slurm(["scontrol", "release", job_id])
-    return None if result.returncode == 0 else last_line(result.stderr)
+    return slurm_error(["scontrol", "release", job_id])
 
 
 def lower_time_limit(job_id, minutes):
     """Set a job's time limit to whole minutes (users may lower, never raise); error or None."""
-    result = run_slurm(["scontrol", "update", "JobId=%s" % job_id, "TimeLimit=%d" % minutes])
-    return None if result.returncode == 0 else last_line(result.stderr)
+    return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "TimeLimit=%d" % minutes])
+
+
+def release_or_explain(job_id):
+    """Release a job queued held; StateError saying how to do it by hand if Slurm refuses."""
+    error = release_job(job_id)
+    if error:
+        raise StateError("job %s was queued held and could not be released (%s): run "
+                         "scontrol release %s" % (job_id, error, job_id))
 
 
 Observation = collections.namedtuple("Observation", "job source note")
@@ -1444,16 +1435,20 @@ def check_no_live_chain(record, job_id):
     return None
 
 
-def queue_successor(job_id, next_link, warnings):
-    """Queue this job's successor; return its ID, or None with a warning.
+def successor_options(next_link, *extra):
+    """The sbatch options a link of the chain is queued with: job name, the chain's, ``extra``.
 
     The job name is passed on because the default script, Slurm's spool copy,
     would otherwise rename every successor to ``slurm_script``.
     """
-    options = ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
-               + list(next_link.sbatch_args)
-               + ["--dependency=afternotok:%s" % job_id, "--kill-on-invalid-dep=yes",
-                  "--no-requeue"])
+    return ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
+            + list(next_link.sbatch_args) + list(extra))
+
+
+def queue_successor(job_id, next_link, warnings):
+    """Queue this job's successor; return its ID, or None with a warning."""
+    options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
+                                "--kill-on-invalid-dep=yes", "--no-requeue")
     try:
         return sbatch(options, next_link.script, next_link.script_args)
     except StateError as error:
@@ -1462,20 +1457,29 @@ def queue_successor(job_id, next_link, warnings):
         return None
 
 
-def clamp_time_limit(job_id, budget, warnings, own=None):
-    """Lower this job's own time limit to whole minutes of ``budget``; return the new limit.
+def queued_successor(job_id, warnings):
+    """The successor a killed run of this job already queued (sbatch, then no journal), or None."""
+    try:
+        return (pending_dependents().get(job_id) or [None])[0]
+    except StateError as error:
+        warnings.append("WARNING: cannot look for a successor already queued (%s)" % error)
+        return None
+
+
+def clamp_time_limit(job_id, seconds, warnings, own=None):
+    """Lower this job's own time limit to the whole minutes in ``seconds``; return the new limit.
 
     Users may lower (never raise) their running job's limit, so a chain ends
     within a minute of its caps instead of up to a whole allocation past
     them. Returns None when the limit already fits or Slurm refused (warned).
     ``own`` is this job as the controller showed it, if already asked.
     """
-    minutes = int(budget) // 60
+    minutes = int(seconds) // 60
     if own is None:
         answer = controller_job(job_id)
         if answer.job is None:
             warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the "
-                            "%d s left of its caps" % (job_id, answer.error, budget))
+                            "%d s left of its caps" % (job_id, answer.error, seconds))
             return None
         own = answer.job
     if own.time_limit is not None and own.time_limit <= minutes * 60:
@@ -1531,11 +1535,10 @@ def draw_on_budget(budget_dir, record, observation, warnings):
         store.write_budget(budget)
     if record.action not in WORK_ACTIONS:
         return record, None
-    if seconds is None:  # not a working link after all: the chain's length stays as it was
-        return record._replace(action="stop", link=record.link and record.link - 1, reason=(
-            "only %d s left of the shared budget in %s (cap %d s): less than Slurm's 1-minute "
-            "minimum time limit: stopping the chain" % (budget_left(budget), budget_dir,
-                                                       budget.cap))), own
+    if seconds is None:
+        return restate(record, "stop", "only %d s left of the shared budget in %s (cap %d s): "
+                       "less than Slurm's 1-minute minimum time limit: stopping the chain"
+                       % (budget_left(budget), budget_dir, budget.cap), "budget"), own
     return record._replace(reserved=seconds), own
 
 
@@ -1558,9 +1561,9 @@ def save_script(store, next_link):
 def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=None):
     """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*).
 
-    Identify, lock, snapshot, roll a killed job's decision forward, handle a
-    rerun of the same job, check, observe the predecessor, plan, commit,
-    queue the successor, clamp the time limit.
+    Identify, lock, snapshot (which rolls a killed job's decision forward),
+    handle the same job ID again, check, observe the predecessor, plan,
+    commit, queue the successor, lower the time limit to the caps.
     """
     job_id, predecessor_id = identify(environ)
     if predecessor_id is None:
@@ -1571,21 +1574,17 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
     store, warnings = StateStore(run_dir), []
     with store.locked():
         snapshot = store.snapshot()
-        if snapshot.record and snapshot.record.phase == "counted":
-            snapshot = store.apply(snapshot, snapshot.record)  # finish what a killed job decided
         previous = snapshot.record
-        if (previous and previous.job == job_id) or (not previous and snapshot.last_job == job_id):
-            return _rerun(store, snapshot, job_id, next_link, environ, warnings)
+        if previous and previous.job == job_id:
+            if previous.source == "resume" and snapshot.last_job != job_id:
+                return _first_run_of_resumed_link(store, snapshot, next_link, warnings)
+            return _same_link_again(store, snapshot, next_link, environ, warnings)
         if predecessor_id is None and previous and previous.successor == job_id:
             predecessor_id = previous.job  # SLURM_JOB_DEPENDENCY lost: the journal knows
         check_link_belongs(previous, job_id, predecessor_id, run_dir)
+        observation = None
         if predecessor_id is None:
-            warning = check_no_live_chain(previous, job_id)
-            warnings += [warning] if warning else []
-            store.remove(CANCEL_FILE)  # a new chain in this directory
-            snapshot = snapshot._replace(cancelled=None)
-            save_script(store, next_link)
-            observation = None
+            snapshot = _start_chain(store, snapshot, job_id, next_link, warnings)
         else:
             observation = observe_predecessor(predecessor_id)
         record = plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link,
@@ -1594,16 +1593,26 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
         store.commit(snapshot, record)
-        if record.action not in WORK_ACTIONS:
-            record = record._replace(phase="done")
-            store.write_record(record)
-            return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
-        record = _queue_and_clamp(store, record, next_link, warnings, None, own)
-        return Outcome(EXIT_WORK, record, observation, warnings)
+        return _finish_link(store, record, observation, next_link, warnings, own=own)
 
 
-def _queue_and_clamp(store, record, next_link, warnings, successor, own=None):
-    """Queue the successor unless one is known, lower the time limit to the caps, journal it."""
+def _start_chain(store, snapshot, job_id, next_link, warnings):
+    """A first job: no live chain beside it, no cancel mark, a copy of its script."""
+    warning = check_no_live_chain(snapshot.record, job_id)
+    warnings += [warning] if warning else []
+    store.remove(CANCEL_FILE)  # a new chain in this directory
+    save_script(store, next_link)
+    return snapshot._replace(cancelled=None)
+
+
+def _finish_link(store, record, observation, next_link, warnings, successor=None, own=None):
+    """Journal the end of the prologue; a working link first queues its successor (unless
+    ``successor`` is already known) and lowers its own time limit to the caps."""
+    if record.action not in WORK_ACTIONS:
+        record = record._replace(phase="done")
+        store.write_record(record)
+        return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
+    next_link = NextLink(**record.next) if record.next else next_link
     successor = successor or queue_successor(record.job, next_link, warnings)
     caps = [seconds for seconds in (
         None if record.max_walltime is None else record.max_walltime - record.walltime,
@@ -1611,41 +1620,43 @@ def _queue_and_clamp(store, record, next_link, warnings, successor, own=None):
     limit = clamp_time_limit(record.job, min(caps), warnings, own) if caps else None
     record = record._replace(successor=successor, time_limit=limit, phase="queued")
     store.write_record(record)
-    return record
-
-
-def _rerun(store, snapshot, job_id, next_link, environ, warnings):
-    """The same job ID again (requeue, rerun after a crash, a resumed link): never count twice."""
-    restarts = environ.get("SLURM_RESTART_COUNT", "0")
-    record = snapshot.record or Record(  # a chain written before the journal existed
-        job=job_id, action="resume", reason="", walltime=snapshot.walltime or 0,
-        retries=snapshot.retries or 0, phase="queued", next=next_link._asdict())
-    note = ("job %s already ran its prologue (restart %s): predecessor not counted again"
-            % (job_id, restarts))
-    observation = Observation(Job(record.predecessor or "", record.state), "journal", note)
-    if record.action not in WORK_ACTIONS:
-        return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
-    if record.source == "resume" and snapshot.last_job != job_id:
-        observation = Observation(observation.job, "resume", "resumed with resumable-chain resume")
-    own = None
-    if record.budget_dir and record.reserved is None:  # a resumed link draws on the budget now
-        record, own = draw_on_budget(record.budget_dir, record, None, warnings)
-        if record.action not in WORK_ACTIONS:
-            store.write_record(record._replace(phase="done"))
-            return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
-    store.apply(snapshot, record)  # a resumed link joins the chain file now
-    if record.successor and record.phase == "queued" and record.max_walltime is None \
-            and record.reserved is None:
-        return Outcome(EXIT_WORK, record, observation, warnings)
-    successor = record.successor
-    if not successor:  # killed between sbatch and the journal? Then it is in the queue.
-        try:
-            successor = (pending_dependents().get(job_id) or [None])[0]
-        except StateError as error:
-            warnings.append("WARNING: cannot look for a successor already queued (%s)" % error)
-    next_spec = NextLink(**record.next) if record.next else next_link
-    record = _queue_and_clamp(store, record, next_spec, warnings, successor, own)
     return Outcome(EXIT_WORK, record, observation, warnings)
+
+
+def _same_link_again(store, snapshot, next_link, environ, warnings):
+    """The same job ID again (Slurm requeued it, or it reruns after a crash): count nothing twice.
+
+    A link whose journal says ``queued`` with a successor has nothing left to
+    do: its lowered time limit survives a requeue (Slurm resets only a limit
+    it set itself). Otherwise the successor is queued now, unless a killed
+    run already queued it (sbatch answered, the journal was never written).
+    """
+    record = snapshot.record
+    observation = Observation(Job(record.predecessor or "", record.predecessor_state), "journal",
+                              "job %s already ran its prologue (restart %s): predecessor not "
+                              "counted again" % (record.job,
+                                                 environ.get("SLURM_RESTART_COUNT", "0")))
+    if record.action not in WORK_ACTIONS or (record.phase == "queued" and record.successor):
+        return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
+    return _finish_link(store, record, observation, next_link, warnings,
+                        successor=queued_successor(record.job, warnings))
+
+
+def _first_run_of_resumed_link(store, snapshot, next_link, warnings):
+    """The first run of a link that ``resume`` queued: the journal already holds its decision.
+
+    It draws on the shared budget now, joins the chain file and queues its
+    successor. Nothing can have queued a successor for it yet: a run that
+    got that far has joined the chain file.
+    """
+    record = snapshot.record
+    observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
+    own = None
+    if record.budget_dir:
+        record, own = draw_on_budget(record.budget_dir, record, None, warnings)
+    if record.action in WORK_ACTIONS:
+        store.apply(snapshot, record)
+    return _finish_link(store, record, observation, next_link, warnings, own=own)
 
 
 def describe_link(outcome):
@@ -1653,8 +1664,10 @@ def describe_link(outcome):
     record, observation = outcome.record, outcome.observation
     if record.predecessor is None:
         seen = "none (first job)"
+    elif observation is not None and observation.source == "resume":
+        seen = "%s (queued by resumable-chain resume)" % record.predecessor
     else:
-        seen = "%s %s" % (record.predecessor, record.state or NOT_VISIBLE)
+        seen = "%s %s" % (record.predecessor, record.predecessor_state or NOT_VISIBLE)
         if observation is not None and observation.source in ("sacct", "scontrol"):
             seen += " (elapsed %d s, from %s)" % (observation.job.elapsed, observation.source)
     cap = record.max_walltime
@@ -1682,7 +1695,8 @@ def describe_link(outcome):
 # not shadow the standard library) and still caches bytecode; when the module's directory is
 # read-only, its bytecode (only its own: the modules it imports are loaded first) goes to
 # ~/.cache/resumable_chain (Python 3.8+).
-BOOTSTRAP = ('import collections, errno, fcntl, itertools, os, select, stat, sys, time; '
+BOOTSTRAP = ('import collections, errno, fcntl, itertools, json, os, signal, stat, subprocess, '
+             'sys, time; '
              'p = sys.argv.pop(1); '
              'c = os.path.join(os.path.dirname(p), "__pycache__"); '
              'w = os.access(c if os.path.isdir(c) else os.path.dirname(c), os.W_OK); '
@@ -1709,8 +1723,9 @@ def module_path():
     return os.path.realpath(__file__)
 
 
-def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
-                    script=None, sbatch_args=(), python="python3", budget_dir=None):
+def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
+                    script=None, sbatch_args=(), python="python3", budget_dir=None,
+                    benchmark_dir=None):
     """Return the bash snippet a job script puts after its #SBATCH lines, before any work.
 
     It runs this module's in-job step and exits the job when the chain ends
@@ -1718,12 +1733,14 @@ def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_wallt
     exports RESUMABLE_CHAIN_* variables to the work. ``budget_dir`` names a
     walltime budget shared with other chains (``resumable-chain budget``); it
     must exist. Works with and without ``set -euo pipefail``; every value is
-    shell-quoted.
+    shell-quoted. ``benchmark_dir`` is the older name of ``run_dir``.
     """
-    if not isinstance(benchmark_dir, str) or not benchmark_dir or "\0" in benchmark_dir:
-        raise ValueError("benchmark_dir must be a non-empty path, got %r" % (benchmark_dir,))
-    if os.path.exists(benchmark_dir) and not os.path.isdir(benchmark_dir):
-        raise ValueError("run directory %s exists and is not a directory" % benchmark_dir)
+    if (run_dir is None) == (benchmark_dir is None):
+        raise ValueError("render_prologue needs the run directory: run_dir (or benchmark_dir, "
+                         "its older name), not both")
+    run_dir = check_path(benchmark_dir if run_dir is None else run_dir, "run_dir")
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise ValueError("run directory %s exists and is not a directory" % run_dir)
     if not isinstance(python, str) or not python.strip() or "\0" in python:
         raise ValueError("python must be an interpreter command such as python3, got %r"
                          % (python,))
@@ -1735,17 +1752,13 @@ def render_prologue(benchmark_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_wallt
         argv.append("--max-walltime=" + format_duration(max_walltime))
     argv += ["--sbatch-arg=" + argument for argument in check_sbatch_args(sbatch_args)]
     if script is not None:
-        if not isinstance(script, str) or not script or "\0" in script:
-            raise ValueError("script must be a path, got %r" % (script,))
-        argv.append("--script=" + os.path.abspath(script))
+        argv.append("--script=" + os.path.abspath(check_path(script, "script")))
     if budget_dir is not None:
-        if not isinstance(budget_dir, str) or not budget_dir or "\0" in budget_dir:
-            raise ValueError("budget_dir must be a path, got %r" % (budget_dir,))
-        if not os.path.isfile(os.path.join(budget_dir, BUDGET_FILE)):
+        if not os.path.isfile(os.path.join(check_path(budget_dir, "budget_dir"), BUDGET_FILE)):
             raise ValueError("no shared budget in %s: create it first with resumable-chain "
                              "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
         argv.append("--budget-dir=" + os.path.abspath(budget_dir))
-    argv.append(os.path.abspath(benchmark_dir))
+    argv.append(os.path.abspath(run_dir))
     command = " ".join(shell_quote(argument) for argument in argv)
     if script is None:
         command += ' --script="$0"'  # the running batch script (Slurm's spool copy)
@@ -1898,10 +1911,29 @@ def _uncounted_row(rows, record, chain):
                  and base_state(row["state"]) not in ("PENDING", "UNKNOWN")), None)
 
 
+def stop_cause(record):
+    """Why a chain ended (a key of STOP_CAUSES), or None.
+
+    Journals before 0.3 did not record it: their cause is read from their data.
+    """
+    if record.cause in STOP_CAUSES:
+        return record.cause
+    if record.action == "complete":
+        return "completed"
+    if record.action == "fail":
+        return "max_retries"
+    if record.action != "stop":
+        return None
+    if base_state(record.predecessor_state) == "CANCELLED":
+        return "cancelled"
+    if record.max_walltime is not None and record.max_walltime - record.walltime < MIN_TIME_LIMIT:
+        return "max_walltime"
+    return "budget" if record.budget_dir else None
+
+
 def _verdict(record, rows, status, chain):
     """Return (verdict, what to do next or None)."""
-    run_dir = status["run_dir"]
-    resume = "resumable-chain resume %s" % shell_quote(run_dir)
+    resume = "resumable-chain resume %s" % shell_quote(status["run_dir"])
     live = [row for row in rows if base_state(row["state"]) in LIVE_STATES]
     running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if chain.problems and record.job is None:
@@ -1910,26 +1942,8 @@ def _verdict(record, rows, status, chain):
     if status["cancelled"] and not live:
         return ("stopped: cancelled with resumable-chain cancel (%s)" % status["cancelled"],
                 "%s continues it (the walltime so far is kept)" % resume)
-    if record.action == "complete":
-        return "finished: job %s found its predecessor COMPLETED" % record.job, None
-    if record.action == "fail":
-        return ("failed: %s" % record.reason,
-                "fix the job script or its input, then %s (retries start again at 0)" % resume)
-    if record.action == "stop":
-        if "shared budget" in (record.reason or ""):
-            return ("stopped: %s" % record.reason, "raise the budget (resumable-chain budget %s "
-                    "--max-walltime T), then %s" % (shell_quote(record.budget_dir or "DIR"),
-                                                    resume))
-        if "max_walltime" in (record.reason or ""):
-            return ("stopped: %s" % record.reason,
-                    "%s --max-walltime T with a larger cap continues it" % resume)
-        predecessor = next((row for row in rows if row["job"] == record.predecessor), None)
-        if base_state(record.state) == "CANCELLED" and predecessor:
-            # sacct says who cancelled it (the controller, which the link asked, does not)
-            return ("stopped: job %s was %s" % (record.predecessor,
-                                                _state_words(predecessor["state"])),
-                    "%s continues it" % resume)
-        return "stopped: %s" % record.reason, "%s continues it" % resume
+    if record.action in ("complete", "fail", "stop"):
+        return _ended_verdict(record, rows, resume)
     if running:
         row = running[-1]
         left = (" (%s of its time limit left)" % format_duration(row["time_left"])
@@ -1937,6 +1951,34 @@ def _verdict(record, rows, status, chain):
         return "running: job %s is %s%s" % (row["job"], row["state"], left), None
     if live:
         return "waiting: job %s is pending" % live[-1]["job"], None
+    return _idle_verdict(rows, resume)
+
+
+def _ended_verdict(record, rows, resume):
+    """The verdict of a chain whose last record ended it, by its cause."""
+    cause = stop_cause(record)
+    if cause == "completed":
+        return "finished: job %s found its predecessor COMPLETED" % record.job, None
+    if cause == "max_retries":
+        return ("failed: %s" % record.reason,
+                "fix the job script or its input, then %s (retries start again at 0)" % resume)
+    if cause == "budget":
+        return ("stopped: %s" % record.reason, "raise the budget (resumable-chain budget %s "
+                "--max-walltime T), then %s" % (shell_quote(record.budget_dir or "DIR"), resume))
+    if cause == "max_walltime":
+        return ("stopped: %s" % record.reason,
+                "%s --max-walltime T with a larger cap continues it" % resume)
+    predecessor = next((row for row in rows if row["job"] == record.predecessor), None)
+    if cause == "cancelled" and predecessor:
+        # sacct says who cancelled it (the controller, which the link asked, does not)
+        return ("stopped: job %s was %s" % (record.predecessor,
+                                            _state_words(predecessor["state"])),
+                "%s continues it" % resume)
+    return "stopped: %s" % record.reason, "%s continues it" % resume
+
+
+def _idle_verdict(rows, resume):
+    """The verdict of a chain with nothing queued or running and no record that ended it."""
     links = [row for row in rows if row["link"]]
     if not links:
         return "unknown: no job recorded yet", None
@@ -1994,24 +2036,42 @@ def cancel_chain(run_dir, dry_run=False):
 
     The mark makes any link that still starts stop without work. Verifies that
     nothing of the chain is left, cancelling again what started meanwhile.
-    Returns {"cancelled": [...], "leftover": [...], "dry_run": bool}.
+    Returns {"cancelled": [...], "leftover": [...], "dry_run": bool, "errors": [...]}.
     """
     chain = open_chain(run_dir)
-    if not dry_run:
-        chain.store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
-    links, cancelled, leftover, errors = chain.candidates(), [], [], []
+    if dry_run:
+        return _cancel_jobs(chain.candidates(), dry_run=True)
+    with chain.store.locked():
+        return _cancel_locked(chain.store)
+
+
+def _cancel_locked(store):
+    """Mark the chain in store cancelled and cancel its jobs (the caller holds the lock)."""
+    links = open_chain(store.directory, must_exist=False).candidates()
+    store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
+    return _cancel_jobs(links)
+
+
+def _queued_chain_jobs(links):
+    """Return (pending, running) job IDs of a chain: its links and their successors, however
+    deep, that squeue shows."""
+    dependents = pending_dependents()
+    pending, frontier = set(), list(links)
+    while frontier:  # successors of successors, queued while we looked
+        for successor in dependents.get(frontier.pop(), ()):
+            if successor not in pending:
+                pending.add(successor)
+                frontier.append(successor)
+    live = queued_jobs(sorted(set(links) | pending, key=int))
+    pending |= set(job.job_id for job in live if base_state(job.state) == "PENDING")
+    return pending, set(job.job_id for job in live) - pending
+
+
+def _cancel_jobs(links, dry_run=False):
+    """Cancel pending successors first (a cancelled link releases them), then running links."""
+    cancelled, leftover, errors = [], [], []
     for _round in range(CANCEL_ROUNDS):
-        dependents = pending_dependents()
-        pending, frontier = set(), list(links)
-        while frontier:  # successors of successors, queued while we looked
-            job = frontier.pop()
-            for successor in dependents.get(job, ()):
-                if successor not in pending:
-                    pending.add(successor)
-                    frontier.append(successor)
-        live = queued_jobs(sorted(set(links) | pending, key=int))
-        pending |= set(job.job_id for job in live if base_state(job.state) == "PENDING")
-        running = set(job.job_id for job in live) - pending
+        pending, running = _queued_chain_jobs(links)
         leftover = sorted(pending | running, key=int)
         if not leftover or dry_run:
             break
@@ -2028,16 +2088,19 @@ def cancel_chain(run_dir, dry_run=False):
     return {"cancelled": cancelled, "leftover": leftover, "dry_run": dry_run, "errors": errors}
 
 
-def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAULT_MAX_RETRIES,
-                 max_walltime=None, force=False, python="python3", budget_dir=None):
-    """Make SCRIPT resumable in run_dir and submit its first job; all or nothing.
+def cancel_if_unfinished(job_id, install):
+    """Run ``install()`` for a job queued held; if it fails, cancel the job (nothing half-made
+    stays in the queue) and say so."""
+    try:
+        return install()
+    except (StateError, OSError) as error:
+        scancel([job_id])
+        raise StateError("%s; the new job %s was cancelled, nothing else changed"
+                         % (getattr(error, "strerror", None) or error, job_id))
 
-    The first job is submitted held; only once sbatch accepted it is a live
-    chain in run_dir cancelled (with ``force``; without, one is refused), are
-    the files written (the previous chain's moved to ``*.prev``) and is the
-    job released. Returns {"job": first job ID, "script": the copy,
-    "cancelled": [the live chain's jobs that --force cancelled]}.
-    """
+
+def read_batch_script(script):
+    """Return (header, body) of a batch script that can be chained; StateError otherwise."""
     try:
         with open(script, "rb") as handle:
             text = handle.read().decode("utf-8")
@@ -2045,61 +2108,76 @@ def submit_chain(run_dir, script, script_args, sbatch_options, max_retries=DEFAU
         raise StateError("cannot read batch script %s: %s" % (script, getattr(
             error, "strerror", None) or error))
     header, body = split_batch_script(text)
-    directives = script_directives(header)
-    if has_option(directives, "-a", "--array"):
+    if has_option(script_directives(header), "-a", "--array"):
         raise StateError("%s has an #SBATCH --array line: array jobs cannot be chained" % script)
-    sbatch_options = check_sbatch_args(sbatch_options)
+    return header, body
+
+
+def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_MAX_RETRIES,
+                 max_walltime=None, force=False, python="python3", budget_dir=None):
+    """Make SCRIPT resumable in run_dir and submit its first job; all or nothing.
+
+    The first job is submitted held; only once sbatch accepted it is a live
+    chain in run_dir cancelled (with ``force``; without, one is refused), are
+    the files written (the previous chain's moved to ``*.prev``) and is the
+    job released; if any of that fails, the held job is cancelled. Returns
+    {"job": first job ID, "script": the copy, "cancelled": [the live chain's
+    jobs that --force cancelled]}.
+    """
+    header, body = read_batch_script(script)
+    sbatch_args = check_sbatch_args(sbatch_args)
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     run_dir = os.path.abspath(run_dir)
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
-    chain = open_chain(run_dir, must_exist=False)
-    live = queued_jobs(chain.candidates())
+    live = queued_jobs(open_chain(run_dir, must_exist=False).candidates())
     if live and not force:
         raise StateError("%s holds a live chain (%s): cancel it first (resumable-chain cancel %s) "
                          "or pass --force to cancel it and start anew" % (run_dir, ", ".join(
                              "job %s %s" % (job.job_id, job.state) for job in live), run_dir))
-    if not has_option(directives + sbatch_options, "-o", "--output"):
-        sbatch_options = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_options
-    copy_name = "resumable-" + os.path.basename(script)
-    copy_path = os.path.join(run_dir, copy_name)
-    prologue = render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
-                               script=copy_path, sbatch_args=sbatch_options, python=python,
-                               budget_dir=budget_dir)
+    if not has_option(script_directives(header) + sbatch_args, "-o", "--output"):
+        sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
+    copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
+    text = header + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
+                                    script=copy_path, sbatch_args=sbatch_args, python=python,
+                                    budget_dir=budget_dir) + body
     import tempfile
     with tempfile.NamedTemporaryFile("w", prefix="resumable-chain-", suffix=".sbatch",
                                      encoding="utf-8") as staged:
-        staged.write(header + prologue + body)
+        staged.write(text)
         staged.flush()
-        first_job = sbatch(["--hold", "--no-requeue"] + sbatch_options, staged.name, script_args)
-    # sbatch accepted the held job: now the live chain (--force), the files, then release it.
-    cancelled = []
-    if live:
-        result = cancel_chain(run_dir)
-        if result["leftover"]:
-            scancel([first_job])
-            raise StateError("--force: could not cancel the live chain (still there: %s; it is "
-                             "marked cancelled, so its links stop when they start); the new job "
-                             "%s was cancelled, nothing else changed"
-                             % (" ".join(result["leftover"]), first_job))
-        cancelled = result["cancelled"]
-    make_run_dir(run_dir)
-    store = StateStore(run_dir)
-    store.write_text(copy_name, header + prologue + body, mode=0o755)
-    for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE, SCRIPT_COPY):
-        if os.path.isfile(store.path(name)):
-            os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
-    store.write_text(SUBMIT_FILE, dump_json({
-        "first_job": first_job, "script": copy_path, "original": os.path.abspath(script),
-        "sbatch_options": sbatch_options, "script_args": list(script_args),
-        "max_retries": max_retries, "max_walltime": max_walltime, "workdir": os.getcwd(),
-        "budget_dir": budget_dir and os.path.abspath(budget_dir),
-        "time": int(time.time())}) + "\n")
-    error = release_job(first_job)
-    if error:
-        raise StateError("job %s was submitted held and could not be released (%s): run "
-                         "scontrol release %s" % (first_job, error, first_job))
+        first_job = sbatch(["--hold", "--no-requeue"] + sbatch_args, staged.name, script_args)
+    submitted = {"first_job": first_job, "script": copy_path, "original": os.path.abspath(script),
+                 "sbatch_args": sbatch_args, "script_args": list(script_args),
+                 "max_retries": max_retries, "max_walltime": max_walltime,
+                 "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
+                 "time": int(time.time())}
+    cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
+        run_dir, bool(live), copy_path, text, submitted))
+    release_or_explain(first_job)
     return {"job": first_job, "script": copy_path, "cancelled": cancelled}
+
+
+def _install_chain(run_dir, force, copy_path, text, submitted):
+    """Under the lock: cancel the live chain (``force``), keep its files as ``*.prev`` and write
+    the new chain's script copy and submit record. Returns the jobs cancelled."""
+    make_run_dir(run_dir)
+    store, cancelled = StateStore(run_dir), []
+    with store.locked():
+        if force:
+            result = _cancel_locked(store)
+            if result["leftover"]:
+                raise StateError("--force: could not cancel the live chain (still there: %s; it "
+                                 "is marked cancelled, so its links stop when they start)"
+                                 % " ".join(result["leftover"]))
+            cancelled = result["cancelled"]
+        store.write_text(os.path.basename(copy_path), text, mode=0o755)
+        for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
+                     SCRIPT_COPY):
+            if os.path.isfile(store.path(name)):
+                os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
+        store.write_text(SUBMIT_FILE, dump_json(submitted) + "\n")
+    return cancelled
 
 
 def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time):
@@ -2120,35 +2198,9 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time):
     store = StateStore(run_dir)
     with store.locked():
         snapshot = store.snapshot()  # a corrupt file raises: fix it first
-        submitted = store.read_submitted()
-        if snapshot.record is None and snapshot.last_job is None:
-            raise StateError("%s is not a chain: it has no %s" % (run_dir, CHAIN_FILE))
-        if snapshot.record and snapshot.record.phase == "counted":
-            snapshot = store.apply(snapshot, snapshot.record)
-        previous = snapshot.record
-        if previous is None:
-            raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
-                             "or later; use submit to start a new chain" % (run_dir, JOURNAL_FILE))
-        live = queued_jobs(live_candidates([snapshot.last_job], previous, submitted))
-        if live:
-            raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
-                             "resumable-chain cancel first" % (run_dir, ", ".join(
-                                 "job %s %s" % (job.job_id, job.state) for job in live)))
-        if previous.action == "complete":
-            raise StateError("the chain in %s finished (job %s found its predecessor COMPLETED): "
-                             "nothing to resume; submit starts a new run" % (run_dir, previous.job))
-        counted, state = 0, previous.state
-        if previous.action in WORK_ACTIONS and previous.job == snapshot.last_job:
-            # The last link ran, and no successor ever counted it: count it now, once.
-            found = observe_predecessor(previous.job, window=0).job
-            if found.state == NOT_VISIBLE:
-                raise StateError("cannot find job %s's final state in accounting yet; try again "
-                                 "in a minute" % previous.job)
-            if base_state(found.state) == "COMPLETED":
-                raise StateError("the chain in %s finished (job %s COMPLETED): nothing to resume; "
-                                 "submit starts a new run" % (run_dir, previous.job))
-            counted, state = found.elapsed, found.state
-        next_spec = _resume_spec(store, previous, submitted)
+        previous = _resumable_record(store, snapshot)
+        counted, state = _count_last_link(store, snapshot, previous)
+        next_link = _recorded_next_link(store, previous)
         walltime = (snapshot.walltime or 0) + counted
         caps = Settings(previous.max_retries if max_retries is None else max_retries,
                         previous.max_walltime if max_walltime is None else max_walltime)
@@ -2157,33 +2209,65 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time):
                              "a larger cap (at least %s)" % (
                                  format_duration(walltime), format_duration(caps.max_walltime),
                                  format_duration(walltime + MIN_TIME_LIMIT)))
-        options = ((["--job-name=" + next_spec.job_name] if next_spec.job_name else [])
-                   + list(next_spec.sbatch_args) + ["--hold", "--no-requeue"])
-        job = sbatch(options, next_spec.script, next_spec.script_args, cwd=next_spec.workdir)
-        length = chain_length(snapshot)
-        record = Record(job=job, predecessor=previous.job, state=state, elapsed=counted,
-                        source="resume", action="resume",
+        job = sbatch(successor_options(next_link, "--hold", "--no-requeue"), next_link.script,
+                     next_link.script_args, cwd=next_link.workdir)
+        record = Record(job=job, predecessor=previous.job, predecessor_state=state,
+                        predecessor_elapsed=counted, source="resume", action="resume",
                         reason="resumed with resumable-chain resume after %s" % previous.action,
                         walltime=walltime, retries=0, max_retries=caps.max_retries,
                         max_walltime=caps.max_walltime, settings_from="resume",
                         budget_dir=previous.budget_dir,
-                        link=None if length is None else length + 1, successor=None,
-                        next=next_spec._asdict(), phase="queued", time=int(now()))
-        store.apply(snapshot, record, chain=False)
-        store.remove(CANCEL_FILE)
-        store.write_record(record)
-    error = release_job(job)
-    if error:
-        raise StateError("job %s was queued held and could not be released (%s): run scontrol "
-                         "release %s" % (job, error, job))
+                        link=link_number(chain_length(snapshot), "resume"), successor=None,
+                        next=next_link._asdict(), phase="queued", time=int(now()))
+
+        def install():
+            store.apply(snapshot, record, chain=False)
+            store.remove(CANCEL_FILE)
+            store.write_record(record)
+        cancel_if_unfinished(job, install)
+    release_or_explain(job)
     return {"job": job, "walltime": walltime, "counted": counted}
 
 
-def _resume_spec(store, previous, submitted):
-    spec = dict(previous.next or {})
-    if not spec and submitted:
-        spec = {"script": submitted.get("script"), "sbatch_args": submitted.get("sbatch_options"),
-                "script_args": submitted.get("script_args"), "workdir": submitted.get("workdir")}
+def _resumable_record(store, snapshot):
+    """The journal's last record, if the chain it describes can be resumed; StateError if not."""
+    previous = snapshot.record
+    if previous is None and snapshot.last_job is None:
+        raise StateError("%s is not a chain: it has no %s" % (store.directory, CHAIN_FILE))
+    if previous is None:
+        raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
+                         "or later; use submit to start a new chain"
+                         % (store.directory, JOURNAL_FILE))
+    live = queued_jobs(live_candidates([snapshot.last_job], previous, store.read_submitted()))
+    if live:
+        raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
+                         "resumable-chain cancel first" % (store.directory, ", ".join(
+                             "job %s %s" % (job.job_id, job.state) for job in live)))
+    if previous.action == "complete":
+        raise StateError("the chain in %s finished (job %s found its predecessor COMPLETED): "
+                         "nothing to resume; submit starts a new run"
+                         % (store.directory, previous.job))
+    return previous
+
+
+def _count_last_link(store, snapshot, previous):
+    """Return (seconds, state) of the last link if it ran and no successor counted it, else
+    (0, None): a resumed link continues it and counts it now, once."""
+    if previous.action not in WORK_ACTIONS or previous.job != snapshot.last_job:
+        return 0, None
+    found = observe_predecessor(previous.job, window=0).job
+    if found.state == NOT_VISIBLE:
+        raise StateError("cannot find job %s's final state in accounting yet; try again "
+                         "in a minute" % previous.job)
+    if base_state(found.state) == "COMPLETED":
+        raise StateError("the chain in %s finished (job %s COMPLETED): nothing to resume; "
+                         "submit starts a new run" % (store.directory, previous.job))
+    return found.elapsed, found.state
+
+
+def _recorded_next_link(store, previous):
+    """How the chain's links are queued, as its journal recorded it (script, options, ...)."""
+    spec = previous.next or {}
     if not spec.get("script"):
         raise StateError("the chain did not record how to queue its next link (started before "
                          "resumable_chain 0.2); use submit to start a new chain")
@@ -2251,8 +2335,8 @@ def split_submit_argv(argv):
         before, after = argv[:index], argv[index + 1:]
         if not after:
             raise ValueError("submit: give SCRIPT after --")
-        ours, sbatch_options = _split_options(before)
-        return ours, sbatch_options, after[0], after[1:]
+        ours, sbatch_args = _split_options(before)
+        return ours, sbatch_args, after[0], after[1:]
     index, value_next = 1, False
     while index < len(argv):
         word = argv[index]
@@ -2273,25 +2357,25 @@ def split_submit_argv(argv):
         raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
                          "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
                          % (ours[0], script))
-    ours, sbatch_options = _split_options(argv[:index])
-    return ours, sbatch_options, script, script_args
+    ours, sbatch_args = _split_options(argv[:index])
+    return ours, sbatch_args, script, script_args
 
 
 def _split_options(words):
     """DIR and our options (with their values) apart from the sbatch options, order kept."""
-    ours, sbatch_options, words = words[:1], [], iter(words[1:])
+    ours, sbatch_args, words = words[:1], [], iter(words[1:])
     for word in words:
         name = word.split("=", 1)[0]
-        target = ours if name in OWN_SUBMIT_OPTIONS else sbatch_options
+        target = ours if name in OWN_SUBMIT_OPTIONS else sbatch_args
         target.append(word)
         if "=" not in word and (name in OWN_SUBMIT_VALUES or (
-                target is sbatch_options and sbatch_option_takes_value(word))):
+                target is sbatch_args and sbatch_option_takes_value(word))):
             value = next(words, None)
             if value is not None:
                 target.append(value)
     if ours and ours[0].startswith("-"):
         raise ValueError("submit: give DIR first, then the options (see submit --help)")
-    return ours, sbatch_options
+    return ours, sbatch_args
 
 
 def _build_parser():
@@ -2446,9 +2530,7 @@ def format_status(status):
     return "\n".join(lines) + "\n"
 
 
-PROLOGUE_HELP = """\
-usage: resumable-chain prologue [--max-retries N] [--max-walltime T] [--sbatch-arg ARG]...
-                                [--budget-dir B] --script PATH DIR [-- SCRIPT_ARGS...]
+PROLOGUE_HELP = PROLOGUE_USAGE + """
 
 The in-job step that the rendered prologue runs (see render): decide from the predecessor's
 final state, record it in DIR and queue the successor. Prints the RESUMABLE_CHAIN_* exports for
@@ -2461,7 +2543,6 @@ example (inside a batch job):
 
 
 def _pretty_json(value):
-    import json
     return json.dumps(value, indent=2, sort_keys=True) + "\n"
 
 
@@ -2477,8 +2558,11 @@ def _write(text):
     sys.stdout.flush()
 
 
-def _in_job(argv):
+def prologue_command(argv):
     """The rendered prologue's entry: run the in-job step, print the exports for the work."""
+    if set(argv[:1]) & {"-h", "--help"}:
+        _write(PROLOGUE_HELP)
+        return 0
     run_dir, settings, script, sbatch_args, script_args, budget_dir = parse_prologue_args(argv)
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.getcwd())
@@ -2493,84 +2577,101 @@ def _in_job(argv):
     return outcome.status
 
 
+def submit_command(argv):
+    """``submit DIR [options] [sbatch options] SCRIPT [ARGS]``: its words are split by hand."""
+    ours, sbatch_args, script, script_args = split_submit_argv(argv)
+    arguments = _build_parser().parse_args(["submit"] + ours)
+    result = submit_chain(arguments.run_dir, script, script_args, sbatch_args,
+                          arguments.max_retries, arguments.max_walltime, arguments.force,
+                          arguments.python, arguments.budget_dir)
+    if result["cancelled"]:
+        _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
+    _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
+                                                             result["script"]))
+    _write(result["job"] + "\n")
+    return 0
+
+
+def render_command(arguments, sbatch_args):
+    if arguments.script is not None and not os.path.isfile(arguments.script):
+        raise StateError("--script %s: no such file (the successor is submitted with it)"
+                         % arguments.script)
+    text = render_prologue(arguments.run_dir, max_retries=arguments.max_retries,
+                           max_walltime=arguments.max_walltime, script=arguments.script,
+                           sbatch_args=sbatch_args, python=arguments.python,
+                           budget_dir=arguments.budget_dir)
+    if not os.path.isdir(arguments.run_dir):
+        make_run_dir(arguments.run_dir)
+        _log("created the run directory %s (so that #SBATCH --output into it works)"
+             % arguments.run_dir)
+    _write(text)
+    return 0
+
+
+def status_command(arguments):
+    status = chain_status(arguments.run_dir)
+    _write(_pretty_json(status) if arguments.json else format_status(status))
+    return 0
+
+
+def cancel_command(arguments):
+    result = cancel_chain(arguments.run_dir, arguments.dry_run)
+    for error in result["errors"]:
+        _log(error)
+    if result["dry_run"]:
+        _write("would cancel: %s\n" % (" ".join(result["leftover"]) or "nothing"))
+        return 0
+    _write("cancelled: %s\n" % (" ".join(result["cancelled"]) or "nothing"))
+    if result["leftover"]:
+        _write("still pending or running: %s\n" % " ".join(result["leftover"]))
+        return 1
+    return 0
+
+
+def budget_command(arguments):
+    report = (set_budget(arguments.run_dir, arguments.max_walltime)
+              if arguments.max_walltime is not None else budget_report(arguments.run_dir))
+    _write(_pretty_json(report) if arguments.json else
+           "budget in %s: cap %s, used %s, reserved %s by %d link(s), left %s\n" % (
+               report["dir"], format_duration(report["cap"]), format_duration(report["used"]),
+               format_duration(report["reserved"]), len(report["reservations"]),
+               format_duration(report["left"])))
+    return 0
+
+
+def resume_command(arguments):
+    result = resume_chain(arguments.run_dir, arguments.max_walltime, arguments.max_retries)
+    _log("resumed: job %s continues the chain (walltime so far %s%s)" % (
+        result["job"], format_duration(result["walltime"]),
+        ", of which %d s of the last link counted now" % result["counted"]
+        if result["counted"] else ""))
+    _write(result["job"] + "\n")
+    return 0
+
+
+COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget_command,
+            "resume": resume_command}  # render takes the words after --; submit its own split
+
+
 def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if argv[:1] == ["prologue"]:
-            if set(argv[1:2]) & {"-h", "--help"}:
-                _write(PROLOGUE_HELP)
-                return 0
-            return _in_job(argv[1:])
-        extra, parser = [], _build_parser()
+            return prologue_command(argv[1:])
         if argv[:1] == ["submit"] and not set(argv) & {"-h", "--help"}:
-            ours, sbatch_options, script, script_args = split_submit_argv(argv[1:])
-            arguments = parser.parse_args(["submit"] + ours)
-            result = submit_chain(arguments.run_dir, script, script_args, sbatch_options,
-                                  arguments.max_retries, arguments.max_walltime, arguments.force,
-                                  arguments.python, arguments.budget_dir)
-            if result["cancelled"]:
-                _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
-            _log("submitted job %s: a resumable copy of %s is %s"
-                 % (result["job"], script, result["script"]))
-            _write(result["job"] + "\n")
-            return 0
-        if "--" in argv:
-            argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
-        arguments = parser.parse_args(argv)
+            return submit_command(argv[1:])
+        after = argv.index("--") if "--" in argv else len(argv)
+        parser = _build_parser()
+        arguments = parser.parse_args(argv[:after])
         if arguments.command == "render":
-            if arguments.script is not None and not os.path.isfile(arguments.script):
-                raise StateError("--script %s: no such file (the successor is submitted with "
-                                 "it)" % arguments.script)
-            text = render_prologue(arguments.run_dir, max_retries=arguments.max_retries,
-                                   max_walltime=arguments.max_walltime, script=arguments.script,
-                                   sbatch_args=extra, python=arguments.python,
-                                   budget_dir=arguments.budget_dir)
-            if not os.path.isdir(arguments.run_dir):
-                make_run_dir(arguments.run_dir)
-                _log("created the run directory %s (so that #SBATCH --output into it works)"
-                     % arguments.run_dir)
-            _write(text)
-            return 0
-        if extra:
+            return render_command(arguments, argv[after + 1:])
+        if arguments.command not in COMMANDS:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        if argv[after + 1:]:
             raise StateError("%s takes no arguments after --" % arguments.command)
-        if arguments.command == "status":
-            status = chain_status(arguments.run_dir)
-            _write(_pretty_json(status) if arguments.json
-                   else format_status(status))
-            return 0
-        if arguments.command == "cancel":
-            result = cancel_chain(arguments.run_dir, arguments.dry_run)
-            for error in result["errors"]:
-                _log(error)
-            if result["dry_run"]:
-                _write("would cancel: %s\n" % (" ".join(result["leftover"]) or "nothing"))
-                return 0
-            _write("cancelled: %s\n" % (" ".join(result["cancelled"]) or "nothing"))
-            if result["leftover"]:
-                _write("still pending or running: %s\n" % " ".join(result["leftover"]))
-                return 1
-            return 0
-        if arguments.command == "budget":
-            report = (set_budget(arguments.run_dir, arguments.max_walltime)
-                      if arguments.max_walltime is not None else budget_report(arguments.run_dir))
-            _write(_pretty_json(report) if arguments.json else
-                   "budget in %s: cap %s, used %s, reserved %s by %d link(s), left %s\n" % (
-                       report["dir"], format_duration(report["cap"]),
-                       format_duration(report["used"]), format_duration(report["reserved"]),
-                       len(report["reservations"]), format_duration(report["left"])))
-            return 0
-        if arguments.command == "resume":
-            result = resume_chain(arguments.run_dir, arguments.max_walltime,
-                                  arguments.max_retries)
-            _log("resumed: job %s continues the chain (walltime so far %s%s)" % (
-                result["job"], format_duration(result["walltime"]),
-                ", of which %d s of the last link counted now" % result["counted"]
-                if result["counted"] else ""))
-            _write(result["job"] + "\n")
-            return 0
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+        return COMMANDS[arguments.command](arguments)
     except SystemExit as exit_request:  # --help and --version
         return exit_request.code if isinstance(exit_request.code, int) else 0
     except (StateError, ValueError) as error:

@@ -11,6 +11,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 
+import fake_slurm  # noqa: E402
 import resumable_chain  # noqa: E402
 
 FAKE = os.path.join(HERE, "fake_slurm.py")
@@ -38,12 +39,10 @@ class FakeCluster(object):
 
     # -- cluster state -------------------------------------------------------
     def load(self):
-        with open(self.state_path) as handle:
-            return json.load(handle)
+        return fake_slurm.load(self.state_path)
 
     def save(self, cluster):
-        with open(self.state_path, "w") as handle:
-            json.dump(cluster, handle)
+        fake_slurm.save(self.state_path, cluster)
 
     def update(self, **settings):
         cluster = self.load()

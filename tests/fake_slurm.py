@@ -1,9 +1,15 @@
-"""Fake Slurm commands for tests: sbatch, sacct, scontrol, squeue, scancel.
+"""The fake Slurm of the tests and the benchmark: sbatch, sacct, scontrol, squeue, scancel.
+
+One fake, used two ways: as commands on PATH (``fake_slurm.py COMMAND ...``,
+for jobs run by bash) and in-process as a replacement of
+``resumable_chain.run_slurm`` (``InProcess``: forked crash-injection children,
+a fake clock, the benchmark's scale figures), both over the same cluster.
+Its output is checked against the real outputs recorded in
+tests/slurm_outputs (test_resumable_chain.py's contract test).
 
 One JSON file (``$FAKE_SLURM_STATE``) is the cluster; every call is appended
 to ``$FAKE_SLURM_STATE.calls`` (argv and the SLURM_*/SBATCH_* environment)
-so tests can check what was run. Output copies Slurm 22.05-24.x formats as
-recorded in shared/slurm-facts.md. Knobs a test may set on the cluster:
+so tests can check what was run. Knobs a test may set on the cluster:
 
 * ``jobs[ID]``: state, elapsed, start, end, runs (earlier runs of a requeued
   ID), dependency, time_limit, held (sbatch --hold until scontrol release), in_controller, sacct_hidden_calls (sacct
@@ -16,29 +22,36 @@ recorded in shared/slurm-facts.md. Knobs a test may set on the cluster:
 * ``hang``: {command: seconds} sleeps before answering;
 * ``latency``: seconds every command sleeps before answering.
 """
+import collections
 import fcntl
 import json
 import os
 import sys
 import time
 
+Result = collections.namedtuple("Result", "returncode stdout stderr")  # as run_slurm returns
+
 FIELDS_ALL = {"JobIDRaw", "JobID", "State", "ElapsedRaw", "Start", "End", "ExitCode", "Submit"}
 
 
-def load(handle):
-    handle.seek(0)
-    text = handle.read()
+def load(path):
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        text = ""
     cluster = json.loads(text) if text.strip() else {}
     cluster.setdefault("jobs", {})
     cluster.setdefault("next_id", 1000)
     return cluster
 
 
-def save(handle, cluster):
-    handle.seek(0)
-    handle.truncate()
-    handle.write(json.dumps(cluster, indent=1, sort_keys=True))
-    handle.flush()
+def save(path, cluster):
+    # Atomically: a forked test child may be killed at any instant, also while it answers.
+    temporary = "%s.%d" % (path, os.getpid())
+    with open(temporary, "w") as handle:
+        handle.write(json.dumps(cluster, indent=1, sort_keys=True))
+    os.replace(temporary, path)
 
 
 def option(argv, short, long_name):
@@ -58,7 +71,7 @@ def seconds_to_clock(seconds):
     return "%d-%s" % (days, text) if days else text
 
 
-def sbatch(argv, cluster):
+def sbatch(argv, cluster, now):
     if cluster.get("sbatch_error"):
         return 1, "", "sbatch: error: %s\n" % cluster["sbatch_error"]
     job_id = str(cluster["next_id"])
@@ -70,14 +83,14 @@ def sbatch(argv, cluster):
         "time_limit": option(argv, "-t", "--time"), "script": argv[script_index],
         "args": argv[script_index + 1:], "options": argv[:script_index], "in_controller": True,
         "cwd": os.getcwd(), "held": "--hold" in argv or "-H" in argv}
-    with open(argv[script_index]) as handle:  # Slurm keeps the script's text, not its path
-        cluster["jobs"][job_id]["script_text"] = handle.read()
+    with open(argv[script_index], "rb") as handle:  # Slurm keeps the script's text, not its path
+        cluster["jobs"][job_id]["script_text"] = handle.read().decode("utf-8", "replace")
     if "--parsable" in argv:
         return 0, job_id + "\n", ""
     return 0, "Submitted batch job %s\n" % job_id, ""
 
 
-def sacct(argv, cluster):
+def sacct(argv, cluster, now):
     if cluster.get("sacct_down"):
         return 1, "", ("sacct: error: slurm_persist_conn_open_without_init: failed to open persistent "
                        "connection to host:localhost:6819: Connection refused\n"
@@ -93,7 +106,7 @@ def sacct(argv, cluster):
         if not job:
             continue
         job["sacct_calls"] = job.get("sacct_calls", 0) + 1
-        if job.get("visible_at", 0) > time.time() or job.get("sacct_hidden_calls", 0) >= job["sacct_calls"]:
+        if job.get("visible_at", 0) > now or job.get("sacct_hidden_calls", 0) >= job["sacct_calls"]:
             if job.get("sacct_lag_state"):
                 lines.append(render(job_id, dict(job, state=job["sacct_lag_state"]), fields))
             continue
@@ -118,7 +131,7 @@ def render(job_id, job, fields):
     return "|".join(values[field] for field in fields)
 
 
-def scontrol(argv, cluster):
+def scontrol(argv, cluster, now):
     if argv and argv[0] == "release":
         job = cluster["jobs"].get(argv[1])
         if not job:
@@ -160,7 +173,7 @@ def scontrol(argv, cluster):
     return 0, text + "\n", ""
 
 
-def squeue(argv, cluster):
+def squeue(argv, cluster, now):
     states = option(argv, "-t", "--states")
     ids = option(argv, "-j", "--jobs")
     fmt = option(argv, "-o", "--format") or "%i %T"
@@ -189,7 +202,7 @@ def squeue(argv, cluster):
     return 0, "".join(line + "\n" for line in lines), ""
 
 
-def scancel(argv, cluster):
+def scancel(argv, cluster, now):
     if cluster.get("scancel_ignored"):
         return 0, "", ""
     for job_id in argv:
@@ -202,24 +215,56 @@ def scancel(argv, cluster):
 COMMANDS = {"sbatch": sbatch, "sacct": sacct, "scontrol": scontrol, "squeue": squeue, "scancel": scancel}
 
 
+def answer(command, argv, path, now=None, environ=None):
+    """Record one call and answer it from the cluster in ``path``: (status, stdout, stderr)."""
+    now = time.time() if now is None else now
+    with open(path + ".calls", "a") as calls:
+        calls.write(json.dumps({"command": command, "argv": argv, "cwd": os.getcwd(),
+                                "time": now, "env": {
+                                    k: v for k, v in (environ or {}).items()
+                                    if k.startswith(("SLURM_", "SBATCH_", "SACCT_", "SQUEUE_"))
+                                    or k == "LC_ALL"}}) + "\n")
+    with open(path + ".lock", "a") as lock:
+        fcntl.lockf(lock, fcntl.LOCK_EX)
+        cluster = load(path)
+        result = COMMANDS[command](argv, cluster, now)
+        save(path, cluster)
+    return result
+
+
+class InProcess(object):
+    """The fake as a replacement of ``resumable_chain.run_slurm`` (same arguments, same result).
+
+    ``clock`` is what ``visible_at`` is compared with (a test's fake clock);
+    ``after_submit`` runs once sbatch has queued a job, before the caller
+    hears back (crash injection kills the caller there).
+    """
+
+    def __init__(self, path, clock=time.time, after_submit=None):
+        self.path, self.clock, self.after_submit = path, clock, after_submit
+
+    def __call__(self, argv, timeout=None, submit=False, cwd=None):
+        status, out, err = answer(argv[0], list(argv[1:]), self.path, self.clock())
+        if argv[0] == "sbatch" and status == 0 and self.after_submit:
+            self.after_submit()
+        return Result(status, out, err)
+
+    def jobs(self):
+        return load(self.path)["jobs"]
+
+    def successors_of(self, job_id):
+        return sorted((successor for successor, job in self.jobs().items()
+                       if job.get("dependency") == "afternotok:%s" % job_id), key=int)
+
+
 def main():
     command, argv = sys.argv[1], sys.argv[2:]
     path = os.environ["FAKE_SLURM_STATE"]
-    with open(path + ".calls", "a") as calls:
-        calls.write(json.dumps({"command": command, "argv": argv, "cwd": os.getcwd(), "time": time.time(),
-                                "env": {k: v for k, v in os.environ.items()
-                                        if k.startswith(("SLURM_", "SBATCH_", "SACCT_", "SQUEUE_")) or k == "LC_ALL"}}) + "\n")
-    with open(path, "a+") as handle:
-        fcntl.lockf(handle, fcntl.LOCK_EX)
-        cluster = load(handle)
-        delay = cluster.get("latency", 0) + cluster.get("hang", {}).get(command, 0)
+    cluster = load(path)
+    delay = cluster.get("latency", 0) + cluster.get("hang", {}).get(command, 0)
     if delay:
         time.sleep(delay)
-    with open(path, "a+") as handle:
-        fcntl.lockf(handle, fcntl.LOCK_EX)
-        cluster = load(handle)
-        status, out, err = COMMANDS[command](argv, cluster)
-        save(handle, cluster)
+    status, out, err = answer(command, argv, path, environ=os.environ)
     sys.stdout.write(out)
     sys.stderr.write(err)
     return status

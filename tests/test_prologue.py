@@ -10,6 +10,7 @@ import tempfile
 
 import pytest
 
+import fake_slurm
 import resumable_chain as rc
 from fake_cluster import BASH, FakeCluster, find_interpreters, read, start_chain
 from resumable_chain import NOT_VISIBLE
@@ -398,19 +399,16 @@ class FakeClock(object):
     (60, 2.0, "TIMEOUT", 5),
     (0, None, NOT_VISIBLE, 1),
 ], ids=["never visible", "visible after 2 s", "no window"])
-def test_lookup_backoff_bounds_sacct_calls(monkeypatch, window, visible_at, expected_state, max_calls):
-    clock, calls = FakeClock(), []
-
-    def fake_slurm(argv, timeout=None, submit=False, cwd=None):
-        calls.append((argv[0], clock.now))
-        if argv[0] == "sacct" and visible_at is not None and clock.now >= visible_at:
-            return rc.SlurmResult(0, "7|TIMEOUT|60|x|x|x\n", "")
-        if argv[0] == "sacct":
-            return rc.SlurmResult(0, "", "")
-        return rc.SlurmResult(1, "", "slurm_load_jobs error: Invalid job id specified")
-
-    monkeypatch.setattr(rc, "run_slurm", fake_slurm)
+def test_lookup_backoff_bounds_sacct_calls(tmp_path, monkeypatch, window, visible_at,
+                                           expected_state, max_calls):
+    clock, path = FakeClock(), str(tmp_path / "cluster.json")
+    fake_slurm.save(path, {"jobs": {"7": {  # the controller forgot it; accounting lags
+        "state": "TIMEOUT", "elapsed": 60, "in_controller": False,
+        "visible_at": 10 ** 9 if visible_at is None else visible_at}}})
+    monkeypatch.setattr(rc, "run_slurm", fake_slurm.InProcess(path, clock=clock))
     found = rc.observe_predecessor("7", window=window, sleep=clock.sleep, clock=clock)
+    with open(path + ".calls") as handle:
+        calls = [(call["command"], call["time"]) for call in map(json.loads, handle)]
     sacct_times = [when for command, when in calls if command == "sacct"]
     assert found.job.state == expected_state
     assert len(sacct_times) <= max_calls and sacct_times[-1] <= window
@@ -560,7 +558,8 @@ def test_a_huge_max_retries_accepted_at_render_time_works_in_the_job(cluster, ru
 
 AUDIT = r'''
 import json, os, sys
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests")]
+import fake_slurm
 import resumable_chain as rc
 run_dir = sys.argv[2]
 store = rc.StateStore(run_dir)
@@ -571,13 +570,11 @@ store.write_counter(rc.RETRIES_FILE, 1)
 store.write_record(rc.Record(job="1099", action="resume", walltime=500, retries=1, link=1000,
                              max_retries=3, successor="2000", phase="queued"))
 
-def slurm(argv, timeout=None, submit=False, cwd=None):
-    if argv[0] == "scontrol":
-        return rc.SlurmResult(0, "JobId=1099 JobState=TIMEOUT RunTime=00:01:13 Restarts=0 "
-                              "TimeLimit=01:00:00 StartTime=2026-11-30T00:00:00\n", "")
-    return rc.SlurmResult(0, "2001\n", "")
-
-rc.run_slurm = slurm
+cluster = run_dir + ".cluster.json"
+fake_slurm.save(cluster, {"next_id": 2001, "jobs": {
+    "1099": {"state": "TIMEOUT", "elapsed": 73, "start": "2026-11-30T00:00:00"},
+    "2000": {"state": "RUNNING", "elapsed": 1, "start": "2026-11-30T01:00:00"}}})
+rc.run_slurm = fake_slurm.InProcess(cluster)
 reads = {}
 
 def hook(event, args):
@@ -588,7 +585,7 @@ def hook(event, args):
             reads[name] = reads.get(name, 0) + 1
 
 sys.addaudithook(hook)
-outcome = rc.run_link(run_dir, rc.Settings(3, 86400), rc.NextLink("/bin/true"),
+outcome = rc.run_link(run_dir, rc.Settings(3, 86400), rc.NextLink(sys.argv[1] + "/README.md"),
                       {"SLURM_JOB_ID": "2000", "SLURM_JOB_DEPENDENCY": "afternotok:1099"})
 print(json.dumps({"status": outcome.status, "reads": reads}))
 '''
@@ -621,3 +618,26 @@ def test_c_locale_and_a_non_ascii_run_directory_on_the_oldest_python(tmp_path):
     assert result.returncode == 0, (oldest, result.stderr)
     assert exported(cluster)[1]["RESUMABLE_CHAIN_DIR"] == run_dir
     assert read(run_dir, rc.CHAIN_FILE) == "100\n1000\n"
+
+
+# The command line's modules: a link must not pay for them (tempfile alone imports random).
+COMMAND_LINE_ONLY = {"argparse", "gettext", "tempfile", "random", "shlex", "copy", "calendar",
+                     "pwd", "_strptime"}
+
+
+def test_the_in_job_step_imports_none_of_the_command_lines_modules(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(successor, "RUNNING", 0)
+    cluster.finish(100, "TIMEOUT", 73)
+    report = rc.BOOTSTRAP.replace("sys.exit(m.main(sys.argv[1:]))", (
+        "s = m.main(sys.argv[1:]); "
+        "sys.stderr.write('MODULES %s\\n' % ' '.join(sorted(sys.modules))); sys.exit(s)"))
+    assert report != rc.BOOTSTRAP
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", report, rc.module_path(), "prologue",
+         "--script=" + script, run_dir], env=cluster.env(successor, "afternotok:100"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert result.returncode == 0, result.stderr
+    assert "predecessor 100 TIMEOUT" in result.stderr  # it did the whole step
+    loaded = set(result.stderr.split("MODULES ")[1].split())
+    assert "json" in loaded and not COMMAND_LINE_ONLY & loaded, sorted(COMMAND_LINE_ONLY & loaded)

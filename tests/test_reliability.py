@@ -13,54 +13,27 @@ import time
 import pytest
 
 import resumable_chain as rc
+import fake_slurm
 from fake_cluster import BASH, FakeCluster, read, start_chain
 
 SEED = 20261130
 RANDOM_KILLS = 1200  # random SIGKILL instants per crash-injection variant
+TRUE_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conftest.py")  # any file
 FAST_DIR = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 # --------------------------------------------------------------------------- crash injection
 
 
-class InProcessSlurm(object):
-    """A fake of run_slurm for forked children: predecessor states fixed, submissions on disk."""
-
-    def __init__(self, root, states):
-        self.submitted = os.path.join(root, "submitted")
-        self.states = states  # {job ID: (state, elapsed)}
-
-    def __call__(self, argv, timeout=None, submit=False, cwd=None):
-        command = argv[0]
-        if command == "sacct":
-            job_id = argv[argv.index("-j") + 1]
-            state, elapsed = self.states[job_id]
-            return rc.SlurmResult(0, "%s|%s|%d|2026-11-30T00:00:00|2026-11-30T00:00:00|"
-                                  "2026-11-30T01:00:00\n" % (job_id, state, elapsed), "")
-        if command == "sbatch":
-            dependency = [a for a in argv if a.startswith("--dependency=")][0].split(":")[1]
-            with open(self.submitted, "a") as handle:
-                successor = str(5000 + sum(1 for _ in open(self.submitted)) if os.path.exists(
-                    self.submitted) else 5000)
-                handle.write("%s %s\n" % (successor, dependency))
-                handle.flush()
-            rc._checkpoint()  # killed here: Slurm queued it, the job never heard back
-            return rc.SlurmResult(0, successor + "\n", "")
-        if command == "squeue":
-            return rc.SlurmResult(0, "".join("%s|PENDING|0:00|N/A|1:00:00|afternotok:%s(unfulfilled)\n"
-                                             % tuple(line.split())
-                                             for line in self.lines()), "")
-        if command == "scontrol":
-            return rc.SlurmResult(0, "JobId=%s JobState=RUNNING TimeLimit=UNLIMITED\n" % argv[-1], "")
-        return rc.SlurmResult(1, "", "unexpected %s" % command)
-
-    def lines(self):
-        if not os.path.exists(self.submitted):
-            return []
-        with open(self.submitted) as handle:
-            return [line for line in handle if line.strip()]
-
-    def successors_of(self, job_id):
-        return [line.split()[0] for line in self.lines() if line.split()[1] == job_id]
+def in_process_slurm(root, states):
+    """The fake Slurm in-process, its cluster under root: predecessors {job ID: (state,
+    elapsed)} as accounting shows them (the controller forgot them), and a job killed right after
+    sbatch queued its successor at one of the crash-injection checkpoints."""
+    path = os.path.join(root, "cluster.json")
+    fake_slurm.save(path, {"next_id": 5000, "jobs": {
+        job_id: {"state": state, "elapsed": elapsed, "start": "2026-11-30T00:00:00",
+                 "end": "2026-11-30T01:00:00", "in_controller": False}
+        for job_id, (state, elapsed) in states.items()}})
+    return fake_slurm.InProcess(path, after_submit=rc._checkpoint)
 
 
 def run_in_child(run_dir, job_id, predecessor, slurm, kill_at=None, kill_after=None, restart=0):
@@ -79,7 +52,7 @@ def run_in_child(run_dir, job_id, predecessor, slurm, kill_at=None, kill_after=N
                        "SLURM_RESTART_COUNT": str(restart)}
             if predecessor:
                 environ["SLURM_JOB_DEPENDENCY"] = "afternotok:%s" % predecessor
-            spec = rc.NextLink("/bin/true", [], [], "crash")
+            spec = rc.NextLink(TRUE_SCRIPT, [], [], "crash")
             try:
                 status = rc.run_link(run_dir, rc.Settings(3, None), spec, environ).status
             except rc.StateError:
@@ -118,7 +91,7 @@ def check_after_recovery(run_dir, slurm, next_link):
         assert store.chain_jobs() == ["100", "200"] + slurm.successors_of("200")
     ran = ["200"] + (slurm.successors_of("200") if next_link == "successor" else [])
     for job in ran:  # every link that ran queued exactly one successor
-        assert len(slurm.successors_of(job)) == 1, slurm.lines()
+        assert len(slurm.successors_of(job)) == 1, slurm.jobs()
 
 
 @pytest.mark.parametrize("next_link", ["rerun", "successor"])
@@ -131,7 +104,7 @@ def test_crash_injection(tmp_path_factory, next_link, capsys):
     # Count the checkpoints of one clean run, then kill at each of them and at random instants.
     probe = os.path.join(root, "probe")
     seed_chain(probe)
-    assert run_in_child(probe, "200", "100", InProcessSlurm(probe, states)) == 0
+    assert run_in_child(probe, "200", "100", in_process_slurm(probe, states)) == 0
     checkpoints = rc_checkpoints_of(probe, states)
     trials = [("checkpoint", point) for point in range(1, checkpoints + 1)]
     trials += [("instant", rng.uniform(0, 0.004)) for _ in range(RANDOM_KILLS)]
@@ -139,7 +112,7 @@ def test_crash_injection(tmp_path_factory, next_link, capsys):
     for number, (kind, point) in enumerate(trials):
         run_dir = os.path.join(root, "t%d" % number)
         seed_chain(run_dir)
-        slurm = InProcessSlurm(run_dir, states)
+        slurm = in_process_slurm(run_dir, states)
         status = run_in_child(run_dir, "200", "100", slurm,
                               kill_at=point if kind == "checkpoint" else None,
                               kill_after=point if kind == "instant" else None)
@@ -167,7 +140,7 @@ def rc_checkpoints_of(run_dir, states):
     for point in range(1, 200):
         fresh = run_dir + "-count%d" % point
         seed_chain(fresh)
-        if run_in_child(fresh, "200", "100", InProcessSlurm(fresh, states), kill_at=point) == 0:
+        if run_in_child(fresh, "200", "100", in_process_slurm(fresh, states), kill_at=point) == 0:
             return point - 1
     raise AssertionError("no end of checkpoints")
 
@@ -364,8 +337,8 @@ def test_full_disk_keeps_the_old_state(tmp_path, monkeypatch):
         return real_write(descriptor, payload)
 
     monkeypatch.setattr(os, "write", full_disk)
-    monkeypatch.setattr(rc, "run_slurm", InProcessSlurm(str(tmp_path), {"100": ("FAILED", 50)}))
-    spec = rc.NextLink("/bin/true", [], [], "disk")
+    monkeypatch.setattr(rc, "run_slurm", in_process_slurm(str(tmp_path), {"100": ("FAILED", 50)}))
+    spec = rc.NextLink(TRUE_SCRIPT, [], [], "disk")
     with pytest.raises(rc.StateError) as error:
         rc.run_link(run_dir, rc.Settings(3, None), spec, {"SLURM_JOB_ID": "200",
                                                           "SLURM_JOB_DEPENDENCY": "afternotok:100"})
