@@ -647,3 +647,48 @@ def test_a_requeued_link_keeps_its_one_reservation(cluster, tmp_path, capsys, mo
     assert cluster.run_link(script, successor, predecessor=100).returncode == 0
     budget = json.loads(read(budget_dir, rc.BUDGET_FILE))
     assert budget["settled"] == 230 and budget["settled_jobs"] == {"100": 230}
+
+
+def test_a_resumed_link_says_so_once_and_looks_for_no_queued_successor(cluster, run_dir, capsys,
+                                                                        monkeypatch):
+    script = failed_chain(cluster, run_dir)
+    job = resume(cluster, capsys, monkeypatch, run_dir)[1].strip()
+    squeue_calls = len(cluster.calls("squeue"))
+    result = cluster.run_link(script, job, args=["--lr", "3e-4"])
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.count("resumed with resumable-chain resume") == 1, result.stderr
+    assert "predecessor 1000 (queued by resumable-chain resume)" in result.stderr
+    assert len(cluster.calls("squeue")) == squeue_calls  # nothing can have queued one yet
+
+
+HOLD_LOCK = """
+import fcntl, os, sys, time
+descriptor = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.lockf(descriptor, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(1)
+with open(sys.argv[2], "w") as handle:
+    handle.write(repr(time.time()))
+"""
+
+
+@pytest.mark.parametrize("command", ["cancel", "submit --force"])
+def test_cancel_and_submit_write_only_under_the_lock(cluster, run_dir, running_chain, tmp_path,
+                                                     capsys, monkeypatch, command):
+    released = str(tmp_path / "released")
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, os.path.join(run_dir, rc.LOCK_FILE),
+                               released], stdout=subprocess.PIPE, universal_newlines=True)
+    assert holder.stdout.readline() == "locked\n"
+    script = str(tmp_path / "new.sh")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\ntrue\n")
+    words = command.split()
+    argv = [words[0], run_dir] + words[1:] + ([script] if words[0] == "submit" else [])
+    status, _, err = run_cli(cluster, capsys, monkeypatch, *argv)
+    holder.wait()
+    assert status == 0, err
+    with open(released) as handle:
+        released_at = float(handle.read())
+    written = rc.CANCEL_FILE if command == "cancel" else rc.SUBMIT_FILE
+    assert os.stat(os.path.join(run_dir, written)).st_mtime >= released_at
+

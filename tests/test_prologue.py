@@ -641,3 +641,29 @@ def test_the_in_job_step_imports_none_of_the_command_lines_modules(cluster, run_
     assert "predecessor 100 TIMEOUT" in result.stderr  # it did the whole step
     loaded = set(result.stderr.split("MODULES ")[1].split())
     assert "json" in loaded and not COMMAND_LINE_ONLY & loaded, sorted(COMMAND_LINE_ONLY & loaded)
+
+
+def test_a_link_that_lost_its_dependency_variable_continues_its_predecessor(cluster, run_dir):
+    # The journal names the successor the predecessor queued: that is enough to continue.
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 73)
+    result = cluster.run_link(script, successor)  # no SLURM_JOB_DEPENDENCY
+    assert result.returncode == 0, result.stderr
+    assert "predecessor 100 TIMEOUT" in result.stderr
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n%s\n" % successor
+    assert read(run_dir, rc.WALLTIME_FILE) == "73\n"
+
+
+def test_a_chain_from_before_link_numbers_goes_on_without_them(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir, work=EXPORTS)
+    journal = json.loads(read(run_dir, rc.JOURNAL_FILE))
+    del journal["link"]  # as 0.1 wrote it
+    with open(os.path.join(run_dir, rc.JOURNAL_FILE), "w") as handle:
+        json.dump(journal, handle)
+    cluster.finish(100, "TIMEOUT", 73)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 0, result.stderr
+    assert exported(cluster)[1]["RESUMABLE_CHAIN_LINK"] == ""
+    assert json.loads(read(run_dir, rc.JOURNAL_FILE))["link"] is None
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n%s\n" % successor
+
