@@ -28,6 +28,7 @@ Use it three ways:
 """
 
 import collections
+import contextlib
 import errno
 import fcntl
 import itertools
@@ -982,31 +983,29 @@ class StateStore(object):
             raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
         return jobs
 
-    def read_json(self, name, expected):
+    def read_json(self, name, expected, convert=lambda data: data):
+        """Return ``convert(the file's JSON)``, or None if missing; corrupt when convert gives
+        None (or the JSON is not ``expected``'s shape: a JSON object)."""
         raw = self.read_bytes(name)
         if raw is None:
             return None
         try:
-            return load_json(raw.decode("utf-8"))
+            data = load_json(raw.decode("utf-8"))
+            value = convert(data) if isinstance(data, dict) else None
         except ValueError:
+            value = None
+        if value is None:
             raise self.corrupt(name, raw, expected)
+        return value
 
     def read_record(self):
         """Return the journal's Record, or None if there is none yet."""
-        data = self.read_json(JOURNAL_FILE, "a resumable_chain journal (JSON object)")
-        record = None if data is None else record_from_json(data)
-        if data is not None and record is None:
-            raise self.corrupt(JOURNAL_FILE, self.read_bytes(JOURNAL_FILE),
-                               "a resumable_chain journal (JSON object)")
-        return record
+        return self.read_json(JOURNAL_FILE, "a resumable_chain journal (JSON object)",
+                              record_from_json)
 
     def read_submitted(self):
         """Return what ``submit`` recorded (a dict), or None."""
-        record = self.read_json(SUBMIT_FILE, "a resumable_chain submit record (JSON object)")
-        if record is not None and not isinstance(record, dict):
-            raise self.corrupt(SUBMIT_FILE, self.read_bytes(SUBMIT_FILE),
-                               "a resumable_chain submit record (JSON object)")
-        return record
+        return self.read_json(SUBMIT_FILE, "a resumable_chain submit record (JSON object)")
 
     def read_cancelled(self):
         """Return when the chain was cancelled (the mark's text), or None."""
@@ -1109,54 +1108,46 @@ class StateStore(object):
 
     def read_budget(self):
         """Return the shared Budget kept in this directory; StateError if missing or corrupt."""
-        data = self.read_json(BUDGET_FILE, "a resumable_chain budget (JSON object)")
-        if data is None:
+        budget = self.read_json(BUDGET_FILE, "a resumable_chain budget (cap, settled, "
+                                "reservations)", parse_budget)
+        if budget is None:
             raise StateError("no shared budget in %s (%s is missing): create it with "
                              "resumable-chain budget %s --max-walltime T"
                              % (self.directory, BUDGET_FILE, shell_quote(self.directory)))
-        try:
-            return parse_budget(data)
-        except ValueError:
-            raise self.corrupt(BUDGET_FILE, self.read_bytes(BUDGET_FILE),
-                               "a resumable_chain budget (cap, settled, reservations)")
+        return budget
 
     def write_budget(self, budget):
         self.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
 
+    @contextlib.contextmanager
     def locked(self, wait=LOCK_WAIT_SECONDS, name=LOCK_FILE):
-        """``with store.locked():`` holds the directory's lock (POSIX record lock, NFS-safe)."""
-        return _Lock(self.path(name), wait)
-
-
-class _Lock(object):
-    """An exclusive lockf lock on a file, waited for at most ``wait`` seconds."""
-
-    def __init__(self, path, wait):
-        self.path, self.wait, self.descriptor = path, wait, None
-
-    def __enter__(self):
+        """``with store.locked():`` holds the directory's lock (a POSIX record lock, NFS-safe),
+        waited for at most ``wait`` seconds."""
+        path = self.path(name)
         try:
-            self.descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
-            raise StateError("cannot open lock file %s: %s" % (self.path,
-                                                               error.strerror or error))
-        deadline = time.monotonic() + self.wait
-        while True:
-            try:
-                fcntl.lockf(self.descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return self
-            except OSError as error:
-                if error.errno not in (errno.EACCES, errno.EAGAIN):
-                    self.__exit__()
-                    raise StateError("cannot lock %s: %s" % (self.path, error.strerror))
+            raise StateError("cannot open lock file %s: %s" % (path, error.strerror or error))
+        try:
+            deadline = time.monotonic() + wait
+            while not _try_lock(descriptor, path):
                 if time.monotonic() > deadline:
-                    self.__exit__()
                     raise StateError("another process has held %s for over %d s; is another "
-                                     "job of this chain stuck?" % (self.path, self.wait))
+                                     "job of this chain stuck?" % (path, wait))
                 time.sleep(0.2)
+            yield
+        finally:
+            os.close(descriptor)
 
-    def __exit__(self, *exception):
-        os.close(self.descriptor)
+
+def _try_lock(descriptor, path):
+    try:
+        fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError as error:
+        if error.errno not in (errno.EACCES, errno.EAGAIN):
+            raise StateError("cannot lock %s: %s" % (path, error.strerror))
+        return False
 
 
 def make_run_dir(run_dir):
@@ -1912,23 +1903,17 @@ def _uncounted_row(rows, record, chain):
 
 
 def stop_cause(record):
-    """Why a chain ended (a key of STOP_CAUSES), or None.
-
-    Journals before 0.3 did not record it: their cause is read from their data.
-    """
-    if record.cause in STOP_CAUSES:
+    """Why a chain ended (a key of STOP_CAUSES), or None. Journals before 0.3 did not record
+    it: theirs is read from their data."""
+    if record.cause or record.action in WORK_ACTIONS:
         return record.cause
-    if record.action == "complete":
-        return "completed"
-    if record.action == "fail":
-        return "max_retries"
     if record.action != "stop":
-        return None
+        return {"complete": "completed", "fail": "max_retries"}[record.action]
     if base_state(record.predecessor_state) == "CANCELLED":
         return "cancelled"
-    if record.max_walltime is not None and record.max_walltime - record.walltime < MIN_TIME_LIMIT:
-        return "max_walltime"
-    return "budget" if record.budget_dir else None
+    capped = (record.max_walltime is not None
+              and record.max_walltime - record.walltime < MIN_TIME_LIMIT)
+    return "max_walltime" if capped else "budget" if record.budget_dir else None
 
 
 def _verdict(record, rows, status, chain):
@@ -2330,52 +2315,34 @@ def split_submit_argv(argv):
     ``--partition debug``, ``--partition=debug``). Without ``--``, options of
     ours after SCRIPT are refused: they would silently go to the script.
     """
-    if "--" in argv:
-        index = argv.index("--")
-        before, after = argv[:index], argv[index + 1:]
-        if not after:
-            raise ValueError("submit: give SCRIPT after --")
-        ours, sbatch_args = _split_options(before)
-        return ours, sbatch_args, after[0], after[1:]
-    index, value_next = 1, False
-    while index < len(argv):
-        word = argv[index]
-        if value_next:
-            value_next = False
-        elif word.startswith("-"):
-            name = word.split("=", 1)[0]
-            value_next = "=" not in word and (name in OWN_SUBMIT_VALUES
-                                              or sbatch_option_takes_value(word))
-        else:
-            break
-        index += 1
-    if index >= len(argv) or not argv:
-        raise ValueError("submit: give DIR first and SCRIPT after the options (see submit --help)")
-    script, script_args = argv[index], argv[index + 1:]
-    ours = [word for word in script_args if word.split("=", 1)[0] in OWN_SUBMIT_OPTIONS]
-    if ours:
+    dashes = argv.index("--") if "--" in argv else len(argv)
+    ours, sbatch_args, index = _split_options(argv[:dashes])
+    words = argv[dashes + 1:] if dashes < len(argv) else argv[index:]
+    if not ours or ours[0].startswith("-") or (index < dashes < len(argv)):
+        raise ValueError("submit: give DIR first, then the options (see submit --help)")
+    if not words:
+        raise ValueError("submit: give SCRIPT after --" if dashes < len(argv) else
+                         "submit: give DIR first and SCRIPT after the options (see submit --help)")
+    misplaced = [word for word in words[1:] if word.split("=", 1)[0] in OWN_SUBMIT_OPTIONS]
+    if misplaced and dashes == len(argv):
         raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
                          "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
-                         % (ours[0], script))
-    ours, sbatch_args = _split_options(argv[:index])
-    return ours, sbatch_args, script, script_args
+                         % (misplaced[0], words[0]))
+    return ours, sbatch_args, words[0], words[1:]
 
 
 def _split_options(words):
-    """DIR and our options (with their values) apart from the sbatch options, order kept."""
-    ours, sbatch_args, words = words[:1], [], iter(words[1:])
-    for word in words:
-        name = word.split("=", 1)[0]
+    """DIR and our options (with their values) apart from the sbatch options, order kept, up
+    to the first word that is neither; returns (ours, sbatch options, that word's index)."""
+    ours, sbatch_args, index = words[:1], [], 1
+    while index < len(words) and words[index].startswith("-"):
+        name = words[index].split("=", 1)[0]
         target = ours if name in OWN_SUBMIT_OPTIONS else sbatch_args
-        target.append(word)
-        if "=" not in word and (name in OWN_SUBMIT_VALUES or (
-                target is sbatch_args and sbatch_option_takes_value(word))):
-            value = next(words, None)
-            if value is not None:
-                target.append(value)
-    if ours and ours[0].startswith("-"):
-        raise ValueError("submit: give DIR first, then the options (see submit --help)")
-    return ours, sbatch_args
+        takes_value = "=" not in words[index] and (name in OWN_SUBMIT_VALUES or (
+            target is sbatch_args and sbatch_option_takes_value(words[index])))
+        target += words[index:index + 1 + takes_value]
+        index += 1 + takes_value
+    return ours, sbatch_args, index
 
 
 def _build_parser():

@@ -114,32 +114,6 @@ def test_a_journal_from_before_the_cause_field_gets_its_cause_from_its_data(
     assert rc.stop_cause(record) == cause
 
 
-def test_decide_keeps_the_table_invariants_on_random_inputs():
-    # Properties any correct table has, checked without restating the table.
-    rng = random.Random(20261201)
-    states = [None, NOT_VISIBLE, "COMPLETED", "CANCELLED by 5", "TIMEOUT", "PREEMPTED", "FAILED",
-              "NODE_FAIL", "OUT_OF_MEMORY", "RUNNING", "PENDING", "WEIRD_NEW_STATE", ""]
-    for _ in range(5000):
-        state, retries, max_retries = rng.choice(states), rng.randrange(9), rng.randrange(6)
-        walltime, cap = rng.randrange(10 ** 6), rng.choice([None, rng.randrange(1, 10 ** 6)])
-        decision = decide(state, retries=retries, walltime=walltime, max_retries=max_retries,
-                          max_walltime=cap)
-        assert decision.action in rc.ACTIONS and decision.reason
-        if state is None:
-            assert decision[:2] == ("start", 0)
-            continue
-        assert decision.retries in (retries, retries + 1)  # at most one retry per link
-        counted = decision.retries == retries + 1
-        assert (decision.action == "fail") == (counted and decision.retries > max_retries)
-        uncapped = decide(state, retries=retries, walltime=walltime, max_retries=max_retries)
-        if decision != uncapped:  # a cap only ever turns a resume into a stop
-            assert (uncapped.action, decision.action) == ("resume", "stop")
-        later = decide(state, retries=retries, walltime=walltime + rng.randrange(10 ** 6),
-                       max_retries=max_retries, max_walltime=cap)
-        if decision.action == "stop":  # more walltime never resumes a stopped chain
-            assert later.action == "stop"
-
-
 # --------------------------------------------------------------------------- parsers
 
 WALLTIMES = [

@@ -5,8 +5,11 @@
     python3 bench/run.py --real     # adds link-to-link latency on the local Slurm cluster
 
 Timings are medians of repeated runs and are reported as ratios measured in the same run.
-The Slurm commands are tiny shell fakes (bench/fakes, written at start) that answer at once,
-or L seconds late for the lag figures, and count every call. Standard library only.
+For the timed links the Slurm commands are one tiny sh script that replays what the tests'
+fake Slurm (tests/fake_slurm.py, itself checked against real recorded outputs) prints for a
+predecessor that timed out: a Python process per call would cost ~20 ms and swamp the ratios.
+It answers at once, or L seconds late for the lag figures, and counts every call. The in-process
+scale figures use tests/fake_slurm.py itself. Standard library only.
 """
 import argparse
 import os
@@ -20,15 +23,16 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
+import fake_slurm  # noqa: E402
 import resumable_chain as rc  # noqa: E402
 
 BASELINE = os.path.join(HERE, "baseline_prologue.sh")
 BASH = shutil.which("bash") or "/bin/bash"
 
-# One sh fake for every Slurm command: counts the call, answers sacct after BENCH_VISIBLE_AT.
-FAKE = r"""#!/bin/sh
+PLACEHOLDER = "4000000001"  # the predecessor's ID in the replayed output
+REPLAY = r"""#!/bin/sh
 command=$(basename "$0")
 echo "$command" >> "$BENCH_CALLS"
 case "$command" in
@@ -37,32 +41,46 @@ squeue) ;;
 scancel) ;;
 scontrol)
     if [ "$1" = show ] && [ "${BENCH_CONTROLLER_KNOWS:-0}" = 1 ]; then
-        echo "JobId=${BENCH_PREDECESSOR} JobState=TIMEOUT Reason=TimeLimit Restarts=0 RunTime=00:01:13 TimeLimit=00:01:00 StartTime=2026-11-30T00:00:00 EndTime=2026-11-30T00:01:13"
+        printf '%s' "__SCONTROL__"
     else
-        echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1
+        printf '%s' "__FORGOTTEN__" >&2; exit 1
     fi ;;
 sacct)
     if [ -n "${BENCH_VISIBLE_AT:-}" ]; then
         now=$(date +%s.%N)
         awk "BEGIN { exit !($now < $BENCH_VISIBLE_AT) }" && exit 0
     fi
-    fields=JobID
     while [ $# -gt 0 ]; do
-        case "$1" in -j) id=$2 ;; -o) fields=$2 ;; esac
+        [ "$1" = -o ] && fields=$2
         shift
     done
-    line=""
-    for field in $(echo "$fields" | tr ',' ' '); do
-        case "$field" in
-            JobIDRaw|JobID) value=$id ;; State) value=TIMEOUT ;; ElapsedRaw) value=73 ;;
-            Submit|Start) value=2026-11-30T00:00:00 ;; End) value=2026-11-30T00:01:13 ;;
-            *) value=x ;;
-        esac
-        line="${line:+$line|}$value"
-    done
-    echo "$line" ;;
+    case "$fields" in
+__SACCT__
+    esac ;;
 esac
 """
+
+
+def replay_script():
+    """The sh fake: what tests/fake_slurm.py prints for a predecessor that TIMEOUT after 73 s."""
+    def quoted(text):  # inside "...", the predecessor's ID expanded by sh
+        for char in '\\"$`':
+            text = text.replace(char, "\\" + char)
+        return text.replace(PLACEHOLDER, "${BENCH_PREDECESSOR}")
+
+    cluster = {"jobs": {PLACEHOLDER: {
+        "state": "TIMEOUT", "elapsed": 73, "start": "2026-11-30T00:00:00", "time_limit": 1,
+        "end": "2026-11-30T00:01:13", "submit": "2026-11-30T00:00:00"}}}
+    scontrol = fake_slurm.scontrol(["show", "job", "-o", PLACEHOLDER], cluster, 0)[1]
+    forgotten = fake_slurm.scontrol(["show", "job", "-o", "1"], cluster, 0)[2]
+    cases = []
+    for fields in (rc.SACCT_FIELDS, "State", "ElapsedRaw"):  # ours, then the baseline's two
+        line = fake_slurm.sacct(["-j", PLACEHOLDER, "-X", "-D", "-P", "-n", "-o", fields],
+                                cluster, 0)[1]
+        cases.append('    %s) printf \'%%s\' "%s" ;;' % (fields, quoted(line)))
+    return (REPLAY.replace("__SCONTROL__", quoted(scontrol))
+            .replace("__FORGOTTEN__", quoted(forgotten)).replace("__SACCT__", "\n".join(cases)))
+
 
 LAGS = (0, 1, 3, 8, 20)  # seconds the predecessor's record appears late in sacct
 
@@ -74,10 +92,11 @@ class Harness(object):
         self.root = root
         self.bin = os.path.join(root, "fakes")
         os.makedirs(self.bin)
+        replay = replay_script()
         for command in ("sacct", "sbatch", "scontrol", "squeue", "scancel"):
             path = os.path.join(self.bin, command)
             with open(path, "w") as handle:
-                handle.write(FAKE)
+                handle.write(replay)
             os.chmod(path, 0o755)
         self.calls = os.path.join(root, "calls")
         self.next_job = {"ours": 100, "baseline": 500000}  # two chains: job IDs apart
@@ -143,12 +162,9 @@ def median_of(function, repeats):
 
 def time_to_work(harness, repeats):
     """Median seconds to the work of a resumed link (predecessor just ended), side by side."""
-    samples = {"ours": [], "ours, PYTHONDONTWRITEBYTECODE=1": [], "baseline": [], "bare": [],
-               "bare -I -S": []}
+    samples = {"ours": [], "baseline": [], "bare": [], "bare -I -S": []}
     for _ in range(repeats):  # interleaved, so drift hits all alike
         samples["ours"].append(harness.link("ours", controller_knows=True)[0])
-        samples["ours, PYTHONDONTWRITEBYTECODE=1"].append(harness.link(
-            "ours", controller_knows=True, PYTHONDONTWRITEBYTECODE="1")[0])
         samples["baseline"].append(harness.link("baseline")[0])
         samples["bare"].append(bare_start())
         samples["bare -I -S"].append(bare_start("-I", "-S"))
@@ -177,35 +193,32 @@ def controller_load(harness):
 
 
 def scale(root, sizes, repeats, directories):
-    """Median in-job step time (in-process, instant fake Slurm) by chain length and by dirs."""
-    def fake_slurm(argv, timeout=None, submit=False, cwd=None):
-        if argv[0] == "sacct":
-            job = argv[argv.index("-j") + 1]
-            return rc.SlurmResult(0, "%s|TIMEOUT|73|2026-11-30T00:00:00|2026-11-30T00:00:00|"
-                                  "2026-11-30T00:01:13\n" % job, "")
-        if argv[0] == "sbatch":
-            return rc.SlurmResult(0, "%d\n" % (int(argv[argv.index("--no-requeue") - 2]
-                                                   .split(":")[1]) + 1), "")
-        return rc.SlurmResult(0, "", "")
+    """Median in-job step time (in-process, tests/fake_slurm.py) by chain length and by dirs."""
+    real_run_slurm = rc.run_slurm
+    script = os.path.join(root, "successor.sh")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\ntrue\n")
+    spec = rc.NextLink(script, [], [], "bench")
 
-    real_run_slurm, rc.run_slurm = rc.run_slurm, fake_slurm
-    spec = rc.NextLink("/bin/true", [], [], "bench")
+    def prepare(run_dir, lines):
+        os.makedirs(run_dir)
+        with open(os.path.join(run_dir, rc.CHAIN_FILE), "w") as handle:
+            handle.write("".join("%d\n" % (10 ** 6 + i) for i in range(lines - 1)))
+            handle.write("1\n")
+        return [1]
+
+    def step(run_dir, last):
+        job, cluster = last[0] + 1, run_dir + ".cluster.json"
+        fake_slurm.save(cluster, {"next_id": job + 1, "jobs": {str(last[0]): {  # just ended
+            "state": "TIMEOUT", "elapsed": 73, "start": "2026-11-30T00:00:00"}}})
+        rc.run_slurm = fake_slurm.InProcess(cluster)
+        started = time.perf_counter()
+        rc.run_link(run_dir, rc.Settings(3, None), spec, {
+            "SLURM_JOB_ID": str(job), "SLURM_JOB_DEPENDENCY": "afternotok:%d" % last[0]})
+        last[0] = job
+        return time.perf_counter() - started
+
     try:
-        def prepare(run_dir, lines):
-            os.makedirs(run_dir)
-            with open(os.path.join(run_dir, rc.CHAIN_FILE), "w") as handle:
-                handle.write("".join("%d\n" % (10 ** 6 + i) for i in range(lines - 1)))
-                handle.write("1\n")
-            return [1]
-
-        def step(run_dir, last):
-            job = last[0] + 1
-            started = time.perf_counter()
-            rc.run_link(run_dir, rc.Settings(3, None), spec, {
-                "SLURM_JOB_ID": str(job), "SLURM_JOB_DEPENDENCY": "afternotok:%d" % last[0]})
-            last[0] = job
-            return time.perf_counter() - started
-
         dirs = {size: os.path.join(root, "chain-%d" % size) for size in sizes}
         last = {size: prepare(dirs[size], size) for size in sizes}
         samples = {size: [] for size in sizes}
@@ -331,7 +344,7 @@ def main(argv=None):
     lines += ["## 1. Time to work of a resumed link (instant fake Slurm, predecessor just ended)",
               "", "| | median | ratio to the baseline (seed-style bash prologue) |",
               "| --- | --- | --- |"]
-    for kind in ("ours", "ours, PYTHONDONTWRITEBYTECODE=1", "baseline", "bare", "bare -I -S"):
+    for kind in ("ours", "baseline", "bare", "bare -I -S"):
         lines.append("| %s | %.1f ms | %.2fx |" % (kind, work[kind] * 1000,
                                                    work[kind] / work["baseline"]))
     lines += ["", "`bare` is `python -c pass`; `bare -I -S` is the floor of any isolated Python "
