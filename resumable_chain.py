@@ -142,14 +142,18 @@ STATE_MEANING = {
 }
 LIVE_STATES = frozenset(state for state, meaning in STATE_MEANING.items() if meaning == LAG)
 
-# Why a chain ended, as data on its record (``cause``): status and resume switch on it.
+# Why a chain ended, as data on its record (``cause``), and what status says of it: the verdict
+# and what to do next (filled in from the record, ``resume`` and ``budget`` commands).
 STOP_CAUSES = {
-    "completed": "the predecessor COMPLETED: the work is done",
-    "cancelled": "the predecessor was cancelled (by a person, or by Slurm for its dependency)",
-    "max_walltime": "the accumulated walltime reached max_walltime",
-    "max_retries": "failures exceeded max_retries",
-    "cancel": "the chain was cancelled with resumable-chain cancel",
-    "budget": "the shared walltime budget is spent",
+    "completed": ("finished: job {job} found its predecessor COMPLETED", None),
+    "cancelled": ("stopped: job {predecessor} was {cancelled_by}", "{resume} continues it"),
+    "max_walltime": ("stopped: {reason}",
+                     "{resume} --max-walltime T with a larger cap continues it"),
+    "max_retries": ("failed: {reason}",
+                    "fix the job script or its input, then {resume} (retries start again at 0)"),
+    "cancel": ("stopped: {reason}", "{resume} continues it"),  # resumable-chain cancel
+    "budget": ("stopped: {reason}", "raise the budget ({budget} --max-walltime T), then {resume}"),
+    None: ("stopped: {reason}", "{resume} continues it"),  # an old journal's unknown cause
 }
 # The cause when decide() ends the chain, by what the predecessor's state means (LAG never does).
 CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_walltime",
@@ -822,7 +826,8 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
         decision, elapsed, walltime = decide(None), 0, 0
     else:
         if previous is not None and previous.settings_from == "resume":
-            settings, settings_from = Settings(previous.max_retries, previous.max_walltime), "resume"
+            settings = Settings(previous.max_retries, previous.max_walltime)
+            settings_from = "resume"
         elapsed = observed.elapsed
         walltime = (snapshot.walltime or 0) + elapsed
         decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
@@ -874,7 +879,6 @@ def _checkpoint():
     if target:
         _checkpoints_passed[0] += 1
         if str(_checkpoints_passed[0]) == target:
-            import signal
             os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -912,12 +916,8 @@ class StateStore(object):
 
     # -- reading -----------------------------------------------------------
     def read_bytes(self, name, tail=None, most=None):
-        """Return a state file's bytes, or None if missing.
-
-        ``tail``: only the last that many bytes (the chain file, which grows
-        for ever); ``most``: a small file, read whole up to one byte more than
-        that (so that the caller can tell it is too long).
-        """
+        """Return a state file's bytes, or None if missing. ``tail``: only the last bytes (the
+        chain file grows for ever); ``most``: a small file, read up to one byte more."""
         path = self.path(name)
         try:  # O_NOFOLLOW: a planted symlink is refused; O_NONBLOCK: a FIFO must not hang the job
             descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
@@ -1458,13 +1458,10 @@ def queued_successor(job_id, warnings):
 
 
 def clamp_time_limit(job_id, seconds, warnings, own=None):
-    """Lower this job's own time limit to the whole minutes in ``seconds``; return the new limit.
-
-    Users may lower (never raise) their running job's limit, so a chain ends
-    within a minute of its caps instead of up to a whole allocation past
-    them. Returns None when the limit already fits or Slurm refused (warned).
-    ``own`` is this job as the controller showed it, if already asked.
-    """
+    """Lower this job's own time limit (users may, never raise it) to the whole minutes in
+    ``seconds``, so that a chain ends within a minute of its caps; return the new limit, or None
+    when it already fits or Slurm refused (warned). ``own``: this job, if the controller was
+    already asked."""
     minutes = int(seconds) // 60
     if own is None:
         answer = controller_job(job_id)
@@ -1550,12 +1547,8 @@ def save_script(store, next_link):
 
 
 def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=None):
-    """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*).
-
-    Identify, lock, snapshot (which rolls a killed job's decision forward),
-    handle the same job ID again, check, observe the predecessor, plan,
-    commit, queue the successor, lower the time limit to the caps.
-    """
+    """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*): identify,
+    lock, snapshot, handle the same job ID again, check, observe, plan, commit, finish."""
     job_id, predecessor_id = identify(environ)
     if predecessor_id is None:
         make_run_dir(run_dir)
@@ -1617,11 +1610,9 @@ def _finish_link(store, record, observation, next_link, warnings, successor=None
 def _same_link_again(store, snapshot, next_link, environ, warnings):
     """The same job ID again (Slurm requeued it, or it reruns after a crash): count nothing twice.
 
-    A link whose journal says ``queued`` with a successor has nothing left to
-    do: its lowered time limit survives a requeue (Slurm resets only a limit
-    it set itself). Otherwise the successor is queued now, unless a killed
-    run already queued it (sbatch answered, the journal was never written).
-    """
+    Journaled ``queued`` with a successor: nothing to redo (a lowered time limit survives a
+    requeue; Slurm resets only a limit it set). Otherwise queue the successor now, unless a
+    killed run already did (sbatch answered, the journal was never written)."""
     record = snapshot.record
     observation = Observation(Job(record.predecessor or "", record.predecessor_state), "journal",
                               "job %s already ran its prologue (restart %s): predecessor not "
@@ -1634,12 +1625,8 @@ def _same_link_again(store, snapshot, next_link, environ, warnings):
 
 
 def _first_run_of_resumed_link(store, snapshot, next_link, warnings):
-    """The first run of a link that ``resume`` queued: the journal already holds its decision.
-
-    It draws on the shared budget now, joins the chain file and queues its
-    successor. Nothing can have queued a successor for it yet: a run that
-    got that far has joined the chain file.
-    """
+    """The first run of a link that ``resume`` queued (the journal holds its decision): draw on
+    the budget, join the chain file, queue the successor (none can exist: no run got that far)."""
     record = snapshot.record
     observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
     own = None
@@ -1905,7 +1892,7 @@ def _uncounted_row(rows, record, chain):
 def stop_cause(record):
     """Why a chain ended (a key of STOP_CAUSES), or None. Journals before 0.3 did not record
     it: theirs is read from their data."""
-    if record.cause or record.action in WORK_ACTIONS:
+    if record.cause is not None or record.action in WORK_ACTIONS:
         return record.cause
     if record.action != "stop":
         return {"complete": "completed", "fail": "max_retries"}[record.action]
@@ -1941,25 +1928,15 @@ def _verdict(record, rows, status, chain):
 
 def _ended_verdict(record, rows, resume):
     """The verdict of a chain whose last record ended it, by its cause."""
+    # sacct says who cancelled the predecessor (the controller, which the link asked, does not)
+    predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
     cause = stop_cause(record)
-    if cause == "completed":
-        return "finished: job %s found its predecessor COMPLETED" % record.job, None
-    if cause == "max_retries":
-        return ("failed: %s" % record.reason,
-                "fix the job script or its input, then %s (retries start again at 0)" % resume)
-    if cause == "budget":
-        return ("stopped: %s" % record.reason, "raise the budget (resumable-chain budget %s "
-                "--max-walltime T), then %s" % (shell_quote(record.budget_dir or "DIR"), resume))
-    if cause == "max_walltime":
-        return ("stopped: %s" % record.reason,
-                "%s --max-walltime T with a larger cap continues it" % resume)
-    predecessor = next((row for row in rows if row["job"] == record.predecessor), None)
-    if cause == "cancelled" and predecessor:
-        # sacct says who cancelled it (the controller, which the link asked, does not)
-        return ("stopped: job %s was %s" % (record.predecessor,
-                                            _state_words(predecessor["state"])),
-                "%s continues it" % resume)
-    return "stopped: %s" % record.reason, "%s continues it" % resume
+    if cause not in STOP_CAUSES or (cause == "cancelled" and not predecessor):
+        cause = None  # a cause of a newer version, or who cancelled is unknown
+    words = dict(record._asdict(), resume=resume, cancelled_by=_state_words(
+        predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
+            record.budget_dir or "DIR"))
+    return tuple(text and text.format(**words) for text in STOP_CAUSES[cause])
 
 
 def _idle_verdict(rows, resume):
@@ -2352,17 +2329,15 @@ def _build_parser():
         def error(self, message):  # main() stays the only place that exits
             raise StateError("%s: %s (see --help)" % (self.prog, message))
 
-    def walltime(text):
-        try:
-            return check_max_walltime(text)
-        except ValueError as error:
-            raise argparse.ArgumentTypeError(str(error))
+    def checked(check):  # our validators' messages, as argparse shows a bad value
+        def convert(text):
+            try:
+                return check(text)
+            except ValueError as error:
+                raise argparse.ArgumentTypeError(str(error))
+        return convert
 
-    def retries(text):
-        try:
-            return retries_from_text(text)
-        except ValueError as error:
-            raise argparse.ArgumentTypeError(str(error))
+    walltime, retries = checked(check_max_walltime), checked(retries_from_text)
 
     formatter = argparse.RawDescriptionHelpFormatter
     parser = Parser(prog="resumable-chain", formatter_class=formatter, description=__doc__)
@@ -2385,7 +2360,9 @@ def _build_parser():
                          if default_retries is not None else
                          "a new cap on the accumulated walltime (default: the chain's own)")
 
-    def budget_option(sub):
+    def link_options(sub):  # render's and submit's
+        sub.add_argument("--python", default="python3", metavar="PY",
+                         help="interpreter on the compute nodes (default python3)")
         sub.add_argument("--budget-dir", default=None, metavar="B",
                          help="draw every link's time from the shared walltime budget in B "
                               "(created with: resumable-chain budget B --max-walltime T)")
@@ -2398,9 +2375,7 @@ def _build_parser():
     caps(render)
     render.add_argument("--script", default=None, metavar="PATH",
                         help="script the successor is submitted with (default: the job's own)")
-    render.add_argument("--python", default="python3", metavar="PY",
-                        help="interpreter on the compute nodes (default python3)")
-    budget_option(render)
+    link_options(render)
 
     submit = command("submit", "make any batch script resumable and submit it",
                      "Write a resumable copy of SCRIPT into DIR (the prologue after its\n"
@@ -2417,9 +2392,7 @@ def _build_parser():
     submit.add_argument("--force", action="store_true",
                         help="if DIR holds a live chain, cancel it (printing its job IDs) and "
                              "start a new one; its files are kept as *.prev")
-    submit.add_argument("--python", default="python3", metavar="PY",
-                        help="interpreter on the compute nodes (default python3)")
-    budget_option(submit)
+    link_options(submit)
 
     resume = command("resume", "continue a chain that failed, stopped or broke",
                      "Queue one link that continues the chain in DIR: keeps its history and\n"
