@@ -85,6 +85,7 @@ LOCK_FILE = ".resumable_chain.lock"  # serializes every writer of one run direct
 CANCEL_FILE = ".resumable_chain.cancelled"  # written by cancel: any link that still starts stops
 SUBMIT_FILE = ".resumable_chain.submit.json"  # written by submit: first job, script, options
 SCRIPT_COPY = ".resumable_chain.script"  # the job script saved by a first job, for resume
+STAGED_SCRIPT = ".resumable_chain.staged"  # submit's script before sbatch accepted it
 BUDGET_FILE = ".resumable_chain.budget.json"  # a walltime budget shared by several chains
 BUDGET_LOCK = ".resumable_chain.budget.lock"  # serializes every link drawing on one budget
 PREVIOUS_SUFFIX = ".prev"  # submit keeps the previous chain's files under this suffix
@@ -1151,10 +1152,16 @@ def _try_lock(descriptor, path):
 
 
 def make_run_dir(run_dir):
+    """Create run_dir and its missing parents; return those it created, outermost first."""
+    created, path = [], os.path.abspath(run_dir)
+    while not os.path.lexists(path) and path != os.path.dirname(path):
+        created.insert(0, path)
+        path = os.path.dirname(path)
     try:
         os.makedirs(run_dir, exist_ok=True)
     except OSError as error:
         raise StateError("cannot create run directory %s: %s" % (run_dir, error.strerror or error))
+    return created
 
 
 # ---------------------------------------------------------------------------
@@ -1711,7 +1718,8 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
     exports RESUMABLE_CHAIN_* variables to the work. ``budget_dir`` names a
     walltime budget shared with other chains (``resumable-chain budget``); it
     must exist. Works with and without ``set -euo pipefail``; every value is
-    shell-quoted. ``benchmark_dir`` is the older name of ``run_dir``.
+    shell-quoted. Creates the run directory (Slurm opens ``--output`` files
+    in it before the prologue runs). ``benchmark_dir`` is run_dir's older name.
     """
     if (run_dir is None) == (benchmark_dir is None):
         raise ValueError("render_prologue needs the run directory: run_dir (or benchmark_dir, "
@@ -1737,6 +1745,10 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
                              "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
         argv.append("--budget-dir=" + os.path.abspath(budget_dir))
     argv.append(os.path.abspath(run_dir))
+    try:  # Slurm opens #SBATCH --output=<run dir>/... before the prologue could create it
+        make_run_dir(run_dir)
+    except StateError as error:
+        raise ValueError(str(error))
     command = " ".join(shell_quote(argument) for argument in argv)
     if script is None:
         command += ' --script="$0"'  # the running batch script (Slurm's spool copy)
@@ -2097,48 +2109,66 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
         raise StateError("%s holds a live chain (%s): cancel it first (resumable-chain cancel %s) "
                          "or pass --force to cancel it and start anew" % (run_dir, ", ".join(
                              "job %s %s" % (job.job_id, job.state) for job in live), run_dir))
-    if not has_option(script_directives(header) + sbatch_args, "-o", "--output"):
+    directives = script_directives(header) + sbatch_args
+    if not has_option(directives, "-o", "--output"):
         sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
+    if not has_option(directives, "-J", "--job-name"):  # sbatch would name it after our copy
+        sbatch_args = ["--job-name=" + os.path.basename(script)] + sbatch_args
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
-    text = header + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
-                                    script=copy_path, sbatch_args=sbatch_args, python=python,
-                                    budget_dir=budget_dir) + body
-    import tempfile
-    with tempfile.NamedTemporaryFile("w", prefix="resumable-chain-", suffix=".sbatch",
-                                     encoding="utf-8") as staged:
-        staged.write(text)
-        staged.flush()
-        first_job = sbatch(["--hold", "--no-requeue"] + sbatch_args, staged.name, script_args)
+    first_job = _submit_staged(run_dir, script_args, ["--hold", "--no-requeue"] + sbatch_args,
+                               lambda: header + render_prologue(
+                                   run_dir, max_retries=max_retries, max_walltime=max_walltime,
+                                   script=copy_path, sbatch_args=sbatch_args, python=python,
+                                   budget_dir=budget_dir) + body)
     submitted = {"first_job": first_job, "script": copy_path, "original": os.path.abspath(script),
                  "sbatch_args": sbatch_args, "script_args": list(script_args),
                  "max_retries": max_retries, "max_walltime": max_walltime,
                  "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
                  "time": int(time.time())}
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
-        run_dir, bool(live), copy_path, text, submitted))
+        run_dir, bool(live), copy_path, submitted))
     release_or_explain(first_job)
     return {"job": first_job, "script": copy_path, "cancelled": cancelled}
 
 
-def _install_chain(run_dir, force, copy_path, text, submitted):
-    """Under the lock: cancel the live chain (``force``), keep its files as ``*.prev`` and write
-    the new chain's script copy and submit record. Returns the jobs cancelled."""
-    make_run_dir(run_dir)
+def _submit_staged(run_dir, script_args, options, render):
+    """Create the run directory, write the script ``render()`` returns into it (staged) and
+    submit it; if any of that fails, remove what it made (nothing changes unless sbatch
+    accepts the job). Returns the job ID."""
+    created = make_run_dir(run_dir)
+    store = StateStore(run_dir)
+    try:
+        store.write_text(STAGED_SCRIPT, render(), mode=0o755)
+        return sbatch(options, store.path(STAGED_SCRIPT), script_args)
+    except (StateError, ValueError):
+        store.remove(STAGED_SCRIPT)
+        for directory in reversed(created):
+            os.rmdir(directory)
+        raise
+
+
+def _install_chain(run_dir, force, copy_path, submitted):
+    """Under the lock: cancel the live chain (``force``), keep its files as ``*.prev``, put the
+    staged script copy in place and write the submit record. Returns the jobs cancelled."""
     store, cancelled = StateStore(run_dir), []
-    with store.locked():
-        if force:
-            result = _cancel_locked(store)
-            if result["leftover"]:
-                raise StateError("--force: could not cancel the live chain (still there: %s; it "
-                                 "is marked cancelled, so its links stop when they start)"
-                                 % " ".join(result["leftover"]))
-            cancelled = result["cancelled"]
-        store.write_text(os.path.basename(copy_path), text, mode=0o755)
-        for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
-                     SCRIPT_COPY):
-            if os.path.isfile(store.path(name)):
-                os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
-        store.write_text(SUBMIT_FILE, dump_json(submitted) + "\n")
+    try:
+        with store.locked():
+            if force:
+                result = _cancel_locked(store)
+                if result["leftover"]:
+                    raise StateError("--force: could not cancel the live chain (still there: %s; "
+                                     "it is marked cancelled, so its links stop when they start)"
+                                     % " ".join(result["leftover"]))
+                cancelled = result["cancelled"]
+            os.replace(store.path(STAGED_SCRIPT), copy_path)
+            for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
+                         SCRIPT_COPY):
+                if os.path.isfile(store.path(name)):
+                    os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
+            store.write_text(SUBMIT_FILE, dump_json(submitted) + "\n")
+    except (StateError, OSError):
+        store.remove(STAGED_SCRIPT)  # its job is cancelled: the script goes too
+        raise
     return cancelled
 
 
@@ -2536,12 +2566,12 @@ def render_command(arguments, sbatch_args):
     if arguments.script is not None and not os.path.isfile(arguments.script):
         raise StateError("--script %s: no such file (the successor is submitted with it)"
                          % arguments.script)
+    existed = os.path.isdir(arguments.run_dir)
     text = render_prologue(arguments.run_dir, max_retries=arguments.max_retries,
                            max_walltime=arguments.max_walltime, script=arguments.script,
                            sbatch_args=sbatch_args, python=arguments.python,
                            budget_dir=arguments.budget_dir)
-    if not os.path.isdir(arguments.run_dir):
-        make_run_dir(arguments.run_dir)
+    if not existed:
         _log("created the run directory %s (so that #SBATCH --output into it works)"
              % arguments.run_dir)
     _write(text)

@@ -691,3 +691,12 @@ def test_render_prologue_takes_run_dir_by_name_and_by_its_older_name(tmp_path):
         with pytest.raises(ValueError, match="run_dir"):
             rc.render_prologue(**wrong)
 
+
+def test_render_prologue_creates_the_run_directory_for_output_files(tmp_path):
+    # Slurm opens #SBATCH --output=<run dir>/slurm-%j.out before the prologue runs.
+    run_dir = tmp_path / "runs" / "gpqa"
+    rc.render_prologue(str(run_dir))
+    assert run_dir.is_dir()
+    with pytest.raises(ValueError, match="cannot create run directory"):
+        rc.render_prologue("/proc/resumable-chain-%d/run" % os.getpid())
+

@@ -692,3 +692,36 @@ def test_cancel_and_submit_write_only_under_the_lock(cluster, run_dir, running_c
     written = rc.CANCEL_FILE if command == "cancel" else rc.SUBMIT_FILE
     assert os.stat(os.path.join(run_dir, written)).st_mtime >= released_at
 
+
+def test_submit_names_the_jobs_after_the_script_unless_told(cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "eval-gpqa.sh"), "#!/bin/bash\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)
+    assert status == 0, err
+    assert "--job-name=eval-gpqa.sh" in cluster.calls("sbatch")[-1]["argv"]
+    prologue = read(str(tmp_path / "r"), "resumable-eval-gpqa.sh")
+    assert "--sbatch-arg=--job-name=eval-gpqa.sh" in prologue  # every successor too
+    named = write(str(tmp_path / "named.sh"), "#!/bin/bash\n#SBATCH -J mine\ntrue\n")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "s"), named)[0] == 0
+    assert not any(word.startswith("--job-name") for word in cluster.calls("sbatch")[-1]["argv"])
+
+
+@pytest.mark.parametrize("where", ["under /proc", "under a file"])
+def test_submit_where_the_run_directory_cannot_be_made_queues_nothing(
+        cluster, tmp_path, capsys, monkeypatch, where):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    parent = "/proc/resumable-chain-%d" % os.getpid() if where == "under /proc" else script
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", parent + "/run", script)
+    assert status == 2 and "cannot create run directory" in err and err.count("\n") == 1
+    assert cluster.calls("sbatch") == [] and out == ""
+
+
+def test_a_submit_that_sbatch_refuses_leaves_no_new_directory(cluster, tmp_path, capsys,
+                                                              monkeypatch):
+    cluster.update(sbatch_error="Batch job submission failed: Invalid partition name specified")
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    status, _, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "new" / "run"),
+                             script)
+    assert status == 2 and "Invalid partition name specified" in err
+    assert sorted(os.listdir(str(tmp_path))) == sorted(["s.sh", "bin", "cluster.json",
+                                                        "cluster.json.calls", "cluster.json.lock"])
+
