@@ -167,20 +167,37 @@ REFUSED_SBATCH_OPTIONS = {
     "-a": "array jobs cannot be chained (each task would queue a successor)",
     "--array": "array jobs cannot be chained (each task would queue a successor)",
     "--wrap": "the successor is submitted with the job script",
+    "-H": "every successor would wait held (submit --hold holds the first job only)",
+    "--hold": "every successor would wait held (submit --hold holds the first job only)",
 }
-# sbatch options that take a value, so that `submit DIR -p debug SCRIPT` reads like sbatch.
-SBATCH_SHORT_WITH_VALUE = frozenset("-A -B -b -C -c -D -d -e -F -G -i -J -L -M -m -N -n -o -p -q "
-                                    "-S -t -w -x -a".split())
-SBATCH_LONG_WITH_VALUE = frozenset((
-    "account acctg-freq array batch bb bbf begin chdir cluster-constraint clusters comment "
-    "constraint container core-spec cores-per-socket cpu-freq cpus-per-gpu cpus-per-task "
-    "deadline delay-boot dependency distribution error exclude export export-file "
-    "extra-node-info gid gpu-bind gpu-freq gpus gpus-per-node gpus-per-socket gpus-per-task "
-    "gres gres-flags input job-name licenses mail-type mail-user mcs-label mem mem-bind "
-    "mem-per-cpu mem-per-gpu mincpus network nodefile nodelist nodes ntasks ntasks-per-core "
-    "ntasks-per-gpu ntasks-per-node ntasks-per-socket open-mode output partition power prefer "
-    "priority profile qos reservation signal sockets-per-node switches thread-spec "
-    "threads-per-core time time-min tmp tres-per-task uid wckey wrap").split())
+
+
+def _option_names(text):
+    """``"-A -B account"`` -> ``["-A", "-B", "--account"]``: short options, then long ones."""
+    return [word if word.startswith("-") else "--" + word for word in text.split()]
+
+
+# sbatch's options in Slurm 22.05 and 26.05, as each release's sbatch accepts them (recorded in
+# tests/slurm_outputs/<release>/sbatch-options.txt by probe_sbatch_options.py): those that take
+# a value in the next word (``-p debug``), and the others (flags, and values only after '=').
+SBATCH_VALUE_OPTIONS = frozenset(_option_names(
+    "-A -B -C -D -F -G -J -L -M -N -S -a -b -c -d -e -i -m -n -o -p -q -t -w -x account "
+    "acctg-freq array autocomplete batch bb bbf begin chdir cluster cluster-constraint "
+    "clusters comment constraint container container-id container-type context core-spec "
+    "cores-per-socket cpu-freq cpus-per-gpu cpus-per-task deadline delay-boot dependency "
+    "distribution error exclude export export-file extra extra-node-info gid gpu-bind "
+    "gpu-freq gpus gpus-per-node gpus-per-socket gpus-per-task gres gres-flags hint input "
+    "job-name kill-on-invalid-dep licenses mail-type mail-user mcs-label mem mem-bind "
+    "mem-per-cpu mem-per-gpu mem-update mincpus network nodefile nodelist nodes ntasks "
+    "ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket ntasks-per-tres "
+    "open-mode output partition power prefer priority profile qos reservation resources "
+    "segment signal sockets-per-node switches tasks-per-node thread-spec threads "
+    "threads-per-core time time-min tmp tres-bind tres-per-task uid wait-all-nodes wckey wrap "))
+SBATCH_OTHER_OPTIONS = frozenset(_option_names(
+    "-H -O -Q -V -W -h -k -s -v consolidate-segments contiguous exclusive external "
+    "get-user-env help hold ignore-pbs nice no-kill no-requeue oom-kill-step overcommit "
+    "oversubscribe parsable propagate quiet reboot requeue resv-ports spread-job "
+    "spread-segments stepmgr test-only usage use-min-nodes verbose version wait "))
 
 SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
 DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes, 48:00:00, "
@@ -414,8 +431,10 @@ def first_line(text):
 
 
 def last_line(text):
-    """The telling line of a Slurm error: the last one (earlier ones are often plugin noise)."""
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    """The telling line of a Slurm error: the last one (earlier ones are often plugin noise),
+    but not getopt's closing hint (``Try "sbatch --help" for more information``)."""
+    lines = [line.strip() for line in (text or "").splitlines()
+             if line.strip() and not line.strip().startswith('Try "')]
     return lines[-1] if lines else "no output"
 
 
@@ -537,28 +556,69 @@ def parse_squeue(text):
     return jobs
 
 
+def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
+                   other_options=SBATCH_OTHER_OPTIONS):
+    """Return (the option's name as written in full, whether the next word is its value).
+
+    Read as sbatch's getopt_long reads it: a short option by its letter (its
+    value attached or in the next word), a long one by its exact name or a
+    unique prefix (``--part`` is ``--partition``), its value after '=' or, if
+    it takes one, in the next word. ValueError names an unknown or ambiguous
+    option; an unknown long option written ``--name=value`` is let through (a
+    site plugin's option: sbatch judges it).
+    """
+    if not word.startswith("--"):
+        if word[:2] in value_options:
+            return word[:2], len(word) == 2
+        if word[:2] in other_options:
+            return word[:2], False
+        raise ValueError("unknown option %s: sbatch (22.05, 26.05) has no such short option"
+                         % word[:2])
+    name, equals, _ = word.partition("=")
+    known = value_options | other_options
+    matches = [name] if name in known else sorted(full for full in known if full.startswith(name))
+    if len(matches) > 1:
+        raise ValueError("ambiguous option %s: it could be %s" % (name, ", ".join(matches)))
+    if not matches:
+        if equals:
+            return name, False
+        raise ValueError("unknown option %s: neither sbatch (22.05, 26.05) nor resumable-chain "
+                         "has it (a site plugin's option can be written %s=VALUE or go in the "
+                         "script's #SBATCH lines)" % (name, name))
+    return matches[0], not equals and matches[0] in value_options
+
+
 def check_sbatch_args(sbatch_args):
-    """Return sbatch_args as a list of strings; raise ValueError for options that break a chain."""
+    """Return sbatch arguments with every long option's name written in full; ValueError for an
+    unknown or ambiguous option, a word that is no option's value, and options that would
+    break a chain (REFUSED_SBATCH_OPTIONS)."""
     if isinstance(sbatch_args, str):
         raise ValueError("sbatch_args must be a list of arguments, not the string %r"
                          % sbatch_args)
-    checked = []
+    checked, value_next = [], False
     for argument in sbatch_args:
         if not isinstance(argument, str) or "\0" in argument:
             raise ValueError("sbatch argument %r is not a string" % (argument,))
-        option = argument.split("=", 1)[0]
-        if option in REFUSED_SBATCH_OPTIONS or argument[:2] in ("-a", "-d"):
-            reason = REFUSED_SBATCH_OPTIONS.get(option) or REFUSED_SBATCH_OPTIONS[argument[:2]]
-            raise ValueError("sbatch option %r is not allowed in a chain: %s" % (argument, reason))
-        checked.append(argument)
+        if value_next:
+            checked.append(argument)
+            value_next = False
+            continue
+        if not argument.startswith("-") or argument in ("-", "--"):
+            raise ValueError("sbatch argument %r is not an option (or a value after one)"
+                             % argument)
+        name, value_next = resolve_option(argument)
+        if name in REFUSED_SBATCH_OPTIONS:
+            raise ValueError("sbatch option %r is not allowed in a chain: %s"
+                             % (argument, REFUSED_SBATCH_OPTIONS[name]))
+        checked.append(spelled_out(name, argument))
+    if value_next:
+        raise ValueError("sbatch option %r needs a value" % checked[-1])
     return checked
 
 
-def sbatch_option_takes_value(argument):
-    """Whether an sbatch option written without '=' consumes the next word (``-p debug``)."""
-    if argument.startswith("--"):
-        return "=" not in argument and argument[2:] in SBATCH_LONG_WITH_VALUE
-    return argument in SBATCH_SHORT_WITH_VALUE
+def spelled_out(name, word):
+    """A long option as written (``--part=debug``) with its full name (``--partition=debug``)."""
+    return name + "".join(word.partition("=")[1:]) if name.startswith("--") else word
 
 
 def has_option(arguments, short, long_name):
@@ -590,7 +650,14 @@ def script_directives(header):
                 options += shlex.split(words[1], comments=True)
             except ValueError:
                 pass  # sbatch ignores what it cannot parse too
-    return options
+    return [spelled_out(_resolved_or_not(word), word) for word in options]
+
+
+def _resolved_or_not(word):
+    try:
+        return resolve_option(word)[0] if word.startswith("--") else word
+    except ValueError:
+        return word.partition("=")[0]  # sbatch will say what is wrong with it
 
 
 def retries_from_text(text, name="max_retries"):
@@ -2311,8 +2378,8 @@ def resumable_run_overrides(benchmark, executor):
 # 10. Command line: one argparse parser for the user's commands; all printing is here
 # ---------------------------------------------------------------------------
 
-OWN_SUBMIT_VALUES = ("--max-retries", "--max-walltime", "--python", "--budget-dir")
-OWN_SUBMIT_OPTIONS = OWN_SUBMIT_VALUES + ("--force",)
+OWN_SUBMIT_VALUES = frozenset(("--max-retries", "--max-walltime", "--python", "--budget-dir"))
+OWN_SUBMIT_OPTIONS = OWN_SUBMIT_VALUES | {"--force"}
 
 
 def split_submit_argv(argv):
@@ -2340,14 +2407,16 @@ def split_submit_argv(argv):
 
 def _split_options(words):
     """DIR and our options (with their values) apart from the sbatch options, order kept, up
-    to the first word that is neither; returns (ours, sbatch options, that word's index)."""
+    to the first word that is neither; returns (ours, sbatch options, that word's index).
+    Options are read as sbatch reads them (unique prefixes too); ours are spelled out."""
     ours, sbatch_args, index = words[:1], [], 1
     while index < len(words) and words[index].startswith("-"):
-        name = words[index].split("=", 1)[0]
-        target = ours if name in OWN_SUBMIT_OPTIONS else sbatch_args
-        takes_value = "=" not in words[index] and (name in OWN_SUBMIT_VALUES or (
-            target is sbatch_args and sbatch_option_takes_value(words[index])))
-        target += words[index:index + 1 + takes_value]
+        name, takes_value = resolve_option(words[index], SBATCH_VALUE_OPTIONS | OWN_SUBMIT_VALUES,
+                                           SBATCH_OTHER_OPTIONS | {"--force"})
+        if name in OWN_SUBMIT_OPTIONS:
+            ours += [spelled_out(name, words[index])] + words[index + 1:index + 1 + takes_value]
+        else:
+            sbatch_args += words[index:index + 1 + takes_value]
         index += 1 + takes_value
     return ours, sbatch_args, index
 

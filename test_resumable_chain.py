@@ -700,3 +700,68 @@ def test_render_prologue_creates_the_run_directory_for_output_files(tmp_path):
     with pytest.raises(ValueError, match="cannot create run directory"):
         rc.render_prologue("/proc/resumable-chain-%d/run" % os.getpid())
 
+
+def recorded_sbatch_options():
+    """{option: {kinds}} from both releases' recorded sbatch-options.txt."""
+    kinds = {}
+    for release in ("22.05", "26.05"):
+        with open(os.path.join(OUTPUTS, release, "sbatch-options.txt")) as handle:
+            for line in handle:
+                if not line.startswith("#"):
+                    name, kind = line.split()
+                    kinds.setdefault(name, set()).add(kind)
+    return kinds
+
+
+def test_the_sbatch_option_table_is_what_both_releases_accept():
+    kinds = recorded_sbatch_options()
+    assert rc.SBATCH_VALUE_OPTIONS == {name for name, kind in kinds.items() if "value" in kind}
+    assert rc.SBATCH_OTHER_OPTIONS == {name for name, kind in kinds.items() if "value" not in kind}
+    for name in ("--hint", "--wait-all-nodes", "--kill-on-invalid-dep", "--segment", "-J"):
+        assert name in rc.SBATCH_VALUE_OPTIONS
+
+
+@pytest.mark.parametrize("word,expected", [
+    ("--part", ("--partition", True)), ("--part=debug", ("--partition", False)),
+    ("--arr=1-4", ("--array", False)), ("--dep", ("--dependency", True)),
+    ("--hint", ("--hint", True)), ("--kill-on-invalid-dep", ("--kill-on-invalid-dep", True)),
+    ("--exclusive", ("--exclusive", False)), ("--requeue", ("--requeue", False)),
+    ("-p", ("-p", True)), ("-pdebug", ("-p", False)), ("-H", ("-H", False)),
+    ("--container-image=nvcr.io/x", ("--container-image", False)),  # a site plugin's option
+], ids=lambda value: value if isinstance(value, str) else "")
+def test_resolve_option_reads_options_as_sbatch_does(word, expected):
+    assert rc.resolve_option(word) == expected
+
+
+@pytest.mark.parametrize("word,message", [
+    ("--p", "ambiguous option --p: it could be --parsable, --partition"),
+    ("--nosuch", "unknown option --nosuch"), ("-Z", "unknown option -Z"),
+])
+def test_resolve_option_names_an_unknown_or_ambiguous_option(word, message):
+    with pytest.raises(ValueError) as error:
+        rc.resolve_option(word)
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["-J", "-accuracy-run", "--part=debug"], ["-J", "-accuracy-run", "--partition=debug"]),
+    (["--hint", "nomultithread", "--wait-all-nodes", "1"],
+     ["--hint", "nomultithread", "--wait-all-nodes", "1"]),
+    (["--arr=1-4"], "array jobs cannot be chained"), (["--dep=afterok:1"], "sets the dependency"),
+    (["--ho"], "every successor would wait held"), (["-J"], "needs a value"),
+    (["debug"], "is not an option"),
+])
+def test_check_sbatch_args_spells_options_out_and_refuses_what_breaks_a_chain(args, expected):
+    if isinstance(expected, list):
+        assert rc.check_sbatch_args(args) == expected
+        return
+    with pytest.raises(ValueError) as error:
+        rc.check_sbatch_args(args)
+    assert expected in str(error.value)
+
+
+@pytest.mark.parametrize("release", ["22.05", "26.05"])
+def test_sbatch_s_own_error_line_is_kept(release):
+    _, status, _, stderr = recorded(release + "/sbatch-unknown-option")
+    assert status != 0 and rc.last_line(stderr) == "sbatch: unrecognized option '--nosuch'"
+

@@ -251,6 +251,14 @@ SUBMIT_WORDS = [
      (["d", "--max-walltime=1:00:00", "--force", "--python", "/py"], ["--exclusive"], "t.sh", [])),
     ("script args look like options", ["d", "--", "t.sh", "--force", "--", "-x"],
      (["d"], [], "t.sh", ["--force", "--", "-x"])),
+    ("options the old table did not know", ["d", "--hint", "nomultithread", "--wait-all-nodes",
+                                             "1", "--kill-on-invalid-dep", "no", "t.sh"],
+     (["d"], ["--hint", "nomultithread", "--wait-all-nodes", "1", "--kill-on-invalid-dep", "no"],
+      "t.sh", [])),
+    ("prefixes as sbatch reads them", ["d", "--part", "debug", "--max-retr", "3", "t.sh"],
+     (["d", "--max-retries", "3"], ["--part", "debug"], "t.sh", [])),
+    ("a job name that starts with a dash", ["d", "-J", "-accuracy-run", "t.sh"],
+     (["d"], ["-J", "-accuracy-run"], "t.sh", [])),
 ]
 
 
@@ -266,7 +274,11 @@ def test_split_submit_words(words, expected):
     (["-p", "gpu", "--", "t.sh"], "give DIR first"),
     (["d", "t.sh", "--max-walltime", "10"], "--max-walltime comes after the script t.sh"),
     (["d", "--"], "give SCRIPT after --"),
-], ids=["nothing", "no script", "no dir", "our option after the script", "nothing after --"])
+    (["d", "--max", "3", "t.sh"], "ambiguous option --max: it could be --max-retries, --max-walltime"),
+    (["d", "--nosuch", "3", "t.sh"], "unknown option --nosuch"),
+    (["d", "--max-retry", "3", "t.sh"], "unknown option --max-retry"),
+], ids=["nothing", "no script", "no dir", "our option after the script", "nothing after --",
+        "ambiguous", "unknown", "a typo of ours"])
 def test_split_submit_words_refuses(words, message):
     with pytest.raises(ValueError) as error:
         rc.split_submit_argv(words)
@@ -724,4 +736,13 @@ def test_a_submit_that_sbatch_refuses_leaves_no_new_directory(cluster, tmp_path,
     assert status == 2 and "Invalid partition name specified" in err
     assert sorted(os.listdir(str(tmp_path))) == sorted(["s.sh", "bin", "cluster.json",
                                                         "cluster.json.calls", "cluster.json.lock"])
+
+
+def test_submit_refuses_an_array_written_as_a_prefix_before_sbatch(cluster, tmp_path, capsys,
+                                                                   monkeypatch):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    status, _, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
+                             "--arr=1-4", script)
+    assert status == 2 and "array jobs cannot be chained" in err
+    assert cluster.calls("sbatch") == []
 
