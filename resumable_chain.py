@@ -170,6 +170,7 @@ REFUSED_SBATCH_OPTIONS = {
     "-H": "every successor would wait held (submit --hold holds the first job only)",
     "--hold": "every successor would wait held (submit --hold holds the first job only)",
 }
+HOLD_OPTIONS = frozenset(("-H", "--hold"))
 
 
 def _option_names(text):
@@ -203,7 +204,7 @@ SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123
 DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes, 48:00:00, "
                   "2-00), or seconds as 5400s")
 SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End"  # what sacct is asked for (-P -n)
-SQUEUE_FORMAT = "%i|%T|%M|%S|%l|%E"  # JobID|State|elapsed|start|time limit|dependency
+SQUEUE_FORMAT = "%i|%T|%M|%S|%l|%E|%r"  # JobID|State|elapsed|start|limit|dependency|reason
 UNKNOWN_TIMES = ("", "Unknown", "None", "N/A", "(null)")  # Slurm's ways to say "no time"
 
 
@@ -215,15 +216,16 @@ Decision = collections.namedtuple("Decision", "action retries reason")
 Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, and why."
 
 Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
-                                    "predecessor submit")
+                                    "predecessor submit reason")
 Job.__doc__ = """One job as Slurm shows it, whichever command answered.
 
 job_id, state (as printed, e.g. "CANCELLED by 0"), elapsed seconds, start and
 end (Slurm's timestamps or None), time_limit seconds (None: unlimited or
 unknown), restarts (None: not reported), predecessor (the afternotok job
-squeue shows, or None), submit (sacct's submit time, or None).
+squeue shows, or None), submit (sacct's submit time, or None), reason (why
+squeue says a pending job waits, e.g. JobHeldUser, Dependency; or None).
 """
-Job.__new__.__defaults__ = (0, None, None, None, None, None, None)
+Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None)
 
 RECORD_FIELDS = collections.OrderedDict((
     ("job", "this record's job ID"),
@@ -543,16 +545,17 @@ def parse_squeue(text):
     """Return the Jobs in ``squeue -h -o SQUEUE_FORMAT`` output (malformed lines skipped)."""
     jobs = []
     for line in (text or "").splitlines():
-        fields = line.strip().split("|")
-        if len(fields) != 6 or not is_job_id(fields[0]):
+        fields = line.strip().split("|") + [""]  # recorded before %r was asked: no reason
+        if len(fields) not in (7, 8) or not is_job_id(fields[0]):
             continue
-        job_id, state, elapsed, start, limit, dependency = fields
+        job_id, state, elapsed, start, limit, dependency, reason = fields[:7]
         try:
             predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
         except ValueError:
             predecessor = None
         jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known_time(start),
-                        time_limit=parse_duration(limit), predecessor=predecessor))
+                        time_limit=parse_duration(limit), predecessor=predecessor,
+                        reason=None if reason in ("", "None", "(null)") else reason))
     return jobs
 
 
@@ -588,10 +591,10 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
     return matches[0], not equals and matches[0] in value_options
 
 
-def check_sbatch_args(sbatch_args):
+def check_sbatch_args(sbatch_args, allowed=()):
     """Return sbatch arguments with every long option's name written in full; ValueError for an
     unknown or ambiguous option, a word that is no option's value, and options that would
-    break a chain (REFUSED_SBATCH_OPTIONS)."""
+    break a chain (REFUSED_SBATCH_OPTIONS, except those ``allowed``)."""
     if isinstance(sbatch_args, str):
         raise ValueError("sbatch_args must be a list of arguments, not the string %r"
                          % sbatch_args)
@@ -607,7 +610,7 @@ def check_sbatch_args(sbatch_args):
             raise ValueError("sbatch argument %r is not an option (or a value after one)"
                              % argument)
         name, value_next = resolve_option(argument)
-        if name in REFUSED_SBATCH_OPTIONS:
+        if name in REFUSED_SBATCH_OPTIONS and name not in allowed:
             raise ValueError("sbatch option %r is not allowed in a chain: %s"
                              % (argument, REFUSED_SBATCH_OPTIONS[name]))
         checked.append(spelled_out(name, argument))
@@ -1950,8 +1953,10 @@ def _status_row(job, role, record):
         note = "queued by resumable-chain resume"
     elif state.startswith("CANCELLED") and job.state != "CANCELLED":
         note = _state_words(job.state)
+    elif state == "PENDING" and job.reason:
+        note = "pending: %s" % job.reason
     row = {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
-           "end": job.end if is_final(job.state) else None, "role": role,
+           "end": job.end if is_final(job.state) else None, "role": role, "reason": job.reason,
            "link": role == "link", "note": note, "time_limit": None, "time_left": None}
     if state in LIVE_STATES and state != "PENDING":
         row["time_limit"] = job.time_limit
@@ -2001,7 +2006,12 @@ def _verdict(record, rows, status, chain):
                 if row["time_left"] is not None else "")
         return "running: job %s is %s%s" % (row["job"], row["state"], left), None
     if live:
-        return "waiting: job %s is pending" % live[-1]["job"], None
+        row = live[-1]
+        if row["reason"] == "JobHeldUser":
+            return ("waiting: job %s is held (JobHeldUser)" % row["job"],
+                    "scontrol release %s starts it" % row["job"])
+        return "waiting: job %s is pending%s" % (row["job"], " (%s)" % row["reason"]
+                                                  if row["reason"] else ""), None
     return _idle_verdict(rows, resume)
 
 
@@ -2149,8 +2159,13 @@ def read_batch_script(script):
         raise StateError("cannot read batch script %s: %s" % (script, getattr(
             error, "strerror", None) or error))
     header, body = split_batch_script(text)
-    if has_option(script_directives(header), "-a", "--array"):
+    directives = script_directives(header)
+    if has_option(directives, "-a", "--array"):
         raise StateError("%s has an #SBATCH --array line: array jobs cannot be chained" % script)
+    if HOLD_OPTIONS & set(directives):
+        raise StateError("%s has an #SBATCH --hold line, which would hold every successor too: "
+                         "remove it and pass --hold to submit (it holds the first job only)"
+                         % script)
     return header, body
 
 
@@ -2166,7 +2181,9 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
     jobs that --force cancelled]}.
     """
     header, body = read_batch_script(script)
-    sbatch_args = check_sbatch_args(sbatch_args)
+    sbatch_args = check_sbatch_args(sbatch_args, allowed=HOLD_OPTIONS)
+    hold = bool(HOLD_OPTIONS & set(sbatch_args))  # the first job only
+    sbatch_args = [argument for argument in sbatch_args if argument not in HOLD_OPTIONS]
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     run_dir = os.path.abspath(run_dir)
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -2194,8 +2211,9 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
                  "time": int(time.time())}
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
         run_dir, bool(live), copy_path, submitted))
-    release_or_explain(first_job)
-    return {"job": first_job, "script": copy_path, "cancelled": cancelled}
+    if not hold:
+        release_or_explain(first_job)
+    return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold}
 
 
 def _submit_staged(run_dir, script_args, options, render):
@@ -2471,6 +2489,8 @@ def _build_parser():
                      "Options after -- are given to sbatch for every successor. Creates DIR\n"
                      "if missing, so that #SBATCH --output=DIR/... works from the first job.",
                      "resumable-chain render runs/gpqa --max-walltime 48:00:00 -- -p gpu")
+    render.usage = ("resumable-chain render DIR [--max-retries N] [--max-walltime T] "
+                    "[--script PATH] [--python PY] [--budget-dir B] [-- SBATCH_ARGS...]")
     caps(render)
     render.add_argument("--script", default=None, metavar="PATH",
                         help="script the successor is submitted with (default: the job's own)")
@@ -2486,7 +2506,7 @@ def _build_parser():
                      "is still queued or running (see --force).",
                      "resumable-chain submit runs/a -p gpu --time=4:00:00 train.sbatch --lr 3e-4")
     submit.usage = ("resumable-chain submit DIR [--max-retries N] [--max-walltime T] [--force] "
-                    "[--python PY] [SBATCH_OPTIONS...] [--] SCRIPT [ARGS...]")
+                    "[--python PY] [--budget-dir B] [SBATCH_OPTIONS...] [--] SCRIPT [ARGS...]")
     caps(submit)
     submit.add_argument("--force", action="store_true",
                         help="if DIR holds a live chain, cancel it (printing its job IDs) and "
@@ -2627,6 +2647,9 @@ def submit_command(argv):
         _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
     _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
                                                              result["script"]))
+    if result["held"]:
+        _log("job %s is held as asked: scontrol release %s starts it (its successors are not "
+             "held)" % (result["job"], result["job"]))
     _write(result["job"] + "\n")
     return 0
 

@@ -453,6 +453,7 @@ def as_fake_job(job, earlier=()):
             "end": job.end or "Unknown", "submit": job.submit or "2026-11-30T00:00:00",
             "time_limit": "UNLIMITED" if job.time_limit is None else job.time_limit // 60,
             "dependency": "afternotok:%s" % job.predecessor if job.predecessor else "",
+            "held": job.reason == "JobHeldUser",
             "runs": [as_fake_job(run) for run in earlier] or [{}] * (job.restarts or 0)}
 
 
@@ -764,4 +765,12 @@ def test_check_sbatch_args_spells_options_out_and_refuses_what_breaks_a_chain(ar
 def test_sbatch_s_own_error_line_is_kept(release):
     _, status, _, stderr = recorded(release + "/sbatch-unknown-option")
     assert status != 0 and rc.last_line(stderr) == "sbatch: unrecognized option '--nosuch'"
+
+
+@pytest.mark.parametrize("release", ["22.05", "26.05"])
+def test_parse_recorded_squeue_reasons(release):
+    _, _, stdout, _ = recorded(release + "/squeue-reasons")
+    assert sorted((job.state, job.reason, job.predecessor) for job in rc.parse_squeue(stdout)) == [
+        ("PENDING", "Dependency", "135"), ("PENDING", "JobHeldUser", None),
+        ("RUNNING", None, None)]
 

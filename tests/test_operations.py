@@ -143,7 +143,7 @@ def test_submit_writes_a_resumable_copy_and_submits_it(cluster, tmp_path, capsys
     record = json.loads(read(run_dir, rc.SUBMIT_FILE))
     assert record["first_job"] == "1000" and record["max_walltime"] == 36000
     report = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")
-    assert json.loads(report[1])["verdict"] == "waiting: job 1000 is pending"
+    assert json.loads(report[1])["verdict"] == "waiting: job 1000 is pending (Priority)"
 
 
 def test_submitted_copy_runs_as_a_chain(cluster, tmp_path, capsys, monkeypatch):
@@ -745,4 +745,33 @@ def test_submit_refuses_an_array_written_as_a_prefix_before_sbatch(cluster, tmp_
                              "--arr=1-4", script)
     assert status == 2 and "array jobs cannot be chained" in err
     assert cluster.calls("sbatch") == []
+
+
+def test_submit_hold_holds_the_first_job_only(cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    run_dir = str(tmp_path / "r")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--hold",
+                               "-p", "debug", script)
+    assert status == 0 and "held as asked: scontrol release 1000 starts it" in err, err
+    assert cluster.calls("scontrol") == [] and cluster.job(1000)["held"] is True
+    prologue = read(run_dir, "resumable-s.sh")
+    assert "--sbatch-arg=-p --sbatch-arg=debug" in prologue and "--hold" not in prologue
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["verdict"] == "waiting: job 1000 is held (JobHeldUser)"
+    assert report["next"] == "scontrol release 1000 starts it"
+    assert report["jobs"][0]["note"] == "pending: JobHeldUser"
+
+
+def test_a_script_that_holds_itself_is_refused(cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH --hold\ntrue\n")
+    status, _, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)
+    assert status == 2 and "would hold every successor too" in err
+    assert cluster.calls("sbatch") == []
+
+
+def test_status_says_why_a_pending_successor_waits(cluster, run_dir, capsys, monkeypatch):
+    script, successor = start_chain(cluster, run_dir)
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    row = next(row for row in report["jobs"] if row["job"] == successor)
+    assert (row["reason"], row["note"]) == ("Dependency", "pending: Dependency")
 
