@@ -1873,18 +1873,20 @@ def open_chain(run_dir, must_exist=True, strict=True):
 
 
 def query_jobs(job_ids):
-    """Return {job ID: Job}: one sacct call, then squeue for jobs not final there."""
+    """Return ({job ID: Job}, [what did not answer]): one sacct call, then squeue for the jobs
+    not final there."""
     if not job_ids:
-        return {}
-    found, _ = sacct_jobs(job_ids)
+        return {}, []
+    found, error = sacct_jobs(job_ids)
+    errors = ["sacct: %s" % error] if error else []
     unsettled = [job_id for job_id in job_ids
                  if job_id not in found or not is_final(found[job_id].state)]
     try:
         for job in queued_jobs(unsettled):
             found[job.job_id] = job
-    except StateError:
-        pass  # squeue unreachable: what accounting said stands
-    return found
+    except StateError as error:
+        errors.append(str(error))  # "squeue failed: ..."
+    return found, errors
 
 
 def _state_words(state):
@@ -1911,7 +1913,7 @@ def chain_status(run_dir):
         roles[record.job] = "decided" if record.action not in WORK_ACTIONS else "resumed link"
     if record.successor and record.successor not in roles:
         roles[record.successor] = "successor"
-    known = query_jobs(list(roles))
+    known, unanswered = query_jobs(list(roles))
     rows = []
     for job_id, role in roles.items():
         job = known.get(job_id) or Job(job_id, "UNKNOWN", 0)
@@ -1930,7 +1932,8 @@ def chain_status(run_dir):
               "successor": record.successor,
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
-              "cancelled": chain.cancelled, "problems": chain.problems, "budget": None}
+              "cancelled": chain.cancelled, "problems": chain.problems, "budget": None,
+              "slurm_errors": unanswered}
     budget_dir = record.budget_dir or submitted.get("budget_dir")
     if budget_dir:
         try:
@@ -2012,7 +2015,7 @@ def _verdict(record, rows, status, chain):
                     "scontrol release %s starts it" % row["job"])
         return "waiting: job %s is pending%s" % (row["job"], " (%s)" % row["reason"]
                                                   if row["reason"] else ""), None
-    return _idle_verdict(rows, resume)
+    return _idle_verdict(rows, resume, status["slurm_errors"])
 
 
 def _ended_verdict(record, rows, resume):
@@ -2028,8 +2031,11 @@ def _ended_verdict(record, rows, resume):
     return tuple(text and text.format(**words) for text in STOP_CAUSES[cause])
 
 
-def _idle_verdict(rows, resume):
+def _idle_verdict(rows, resume, unanswered):
     """The verdict of a chain with nothing queued or running and no record that ended it."""
+    if unanswered:  # what Slurm did not say cannot make a chain look ended
+        return ("unknown: Slurm did not answer (%s); the state files say what is shown"
+                % "; ".join(unanswered), "try again when Slurm answers")
     links = [row for row in rows if row["link"]]
     if not links:
         return "unknown: no job recorded yet", None
@@ -2552,6 +2558,7 @@ def format_status(status):
     """The text ``status`` prints."""
     lines = ["chain in %s: %d link(s) ran" % (status["run_dir"], status["links"])]
     lines += ["WARNING: %s" % problem for problem in status["problems"]]
+    lines += ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
     lines.append("%-12s %-24s %10s  %-19s  %-19s  %s" % ("JOBID", "STATE", "ELAPSED", "START",
                                                           "END", "NOTE"))
     for row in status["jobs"]:
@@ -2673,7 +2680,7 @@ def render_command(arguments, sbatch_args):
 def status_command(arguments):
     status = chain_status(arguments.run_dir)
     _write(_pretty_json(status) if arguments.json else format_status(status))
-    return 0
+    return 1 if status["slurm_errors"] else 0  # what it shows is incomplete
 
 
 def cancel_command(arguments):

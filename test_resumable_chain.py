@@ -475,7 +475,8 @@ def test_the_fake_slurm_prints_what_the_recorded_slurm_printed(name, tmp_path, m
     command, status, stdout, stderr = recorded(name)
     argv = shlex.split(command)
     real = understood(argv[0], status, stdout, stderr)
-    cluster = {"jobs": {}, "next_id": 1000}
+    cluster = {"jobs": {}, "next_id": 1000,
+               argv[0] + "_down": status != 0 and "Unable to contact" in stderr}
     if argv[0] == "scontrol" and real[1]:
         cluster["jobs"][real[1].job_id] = as_fake_job(real[1])
     elif argv[0] == "sacct":

@@ -17,7 +17,8 @@ so tests can check what was run. Knobs a test may set on the cluster:
   instead while hidden), sacct_state (what sacct shows once visible, when the
   controller shows another state), visible_at (epoch seconds before which sacct
   prints nothing);
-* ``sacct_down``, ``scontrol_down``, ``sbatch_error``: make a command fail as Slurm does;
+* ``sacct_down``, ``scontrol_down`` (squeue too), ``squeue_down``, ``sbatch_error``: make a
+  command fail as Slurm does;
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
 * ``hang``: {command: seconds} sleeps before answering;
 * ``latency``: seconds every command sleeps before answering.
@@ -174,6 +175,8 @@ def scontrol(argv, cluster, now):
 
 
 def squeue(argv, cluster, now):
+    if cluster.get("squeue_down") or cluster.get("scontrol_down"):  # the controller is down
+        return 1, "", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
     states = option(argv, "-t", "--states")
     ids = option(argv, "-j", "--jobs")
     fmt = option(argv, "-o", "--format") or "%i %T"

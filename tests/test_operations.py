@@ -775,3 +775,20 @@ def test_status_says_why_a_pending_successor_waits(cluster, run_dir, capsys, mon
     row = next(row for row in report["jobs"] if row["job"] == successor)
     assert (row["reason"], row["note"]) == ("Dependency", "pending: Dependency")
 
+
+@pytest.mark.parametrize("down", [("squeue_down", "sacct_down"), ("scontrol_down",)])
+def test_status_says_when_slurm_did_not_answer(cluster, run_dir, running_chain, capsys,
+                                               monkeypatch, down):
+    cluster.update(**{knob: True for knob in down})
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
+    assert status == 1, err
+    assert "WARNING: Slurm did not answer: squeue failed: slurm_load_jobs error: Unable to " \
+           "contact slurm controller" in out
+    verdict = [line for line in out.splitlines() if line.startswith("verdict:")][0]
+    if "sacct_down" in down:  # nothing says what the jobs are doing: no verdict from silence
+        assert verdict.startswith("verdict: unknown: Slurm did not answer")
+        assert "resume" not in out and "broken" not in out
+    else:  # accounting still answers: it shows the running link
+        assert verdict.startswith("verdict: running: job 1000")
+    assert "100\n" in read(run_dir, rc.CHAIN_FILE) and "1000" in out  # what the files say
+
