@@ -162,15 +162,11 @@ CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_
 
 # Options that would break the chain if a user passed them to every successor.
 REFUSED_SBATCH_OPTIONS = {
-    "-d": "the chain sets the dependency itself",
     "--dependency": "the chain sets the dependency itself",
-    "-a": "array jobs cannot be chained (each task would queue a successor)",
     "--array": "array jobs cannot be chained (each task would queue a successor)",
     "--wrap": "the successor is submitted with the job script",
-    "-H": "every successor would wait held (submit --hold holds the first job only)",
     "--hold": "every successor would wait held (submit --hold holds the first job only)",
 }
-HOLD_OPTIONS = frozenset(("-H", "--hold"))
 
 
 def _option_names(text):
@@ -199,6 +195,14 @@ SBATCH_OTHER_OPTIONS = frozenset(_option_names(
     "get-user-env help hold ignore-pbs nice no-kill no-requeue oom-kill-step overcommit "
     "oversubscribe parsable propagate quiet reboot requeue resv-ports spread-job "
     "spread-segments stepmgr test-only usage use-min-nodes verbose version wait "))
+# Short options and the long ones they stand for, as `sbatch --help` pairs them.
+SBATCH_SHORT_NAMES = dict(pair.split("=") for pair in (
+    "-A=--account -B=--extra-node-info -C=--constraint -D=--chdir -F=--nodefile -G=--gpus "
+    "-H=--hold -J=--job-name -L=--licenses -M=--clusters -N=--nodes -O=--overcommit "
+    "-Q=--quiet -S=--core-spec -V=--version -W=--wait -a=--array -b=--begin "
+    "-c=--cpus-per-task -d=--dependency -e=--error -h=--help -i=--input -k=--no-kill "
+    "-m=--distribution -n=--ntasks -o=--output -p=--partition -q=--qos -s=--oversubscribe "
+    "-t=--time -v=--verbose -w=--nodelist -x=--exclude ").split())
 
 SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
 DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes, 48:00:00, "
@@ -591,6 +595,36 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
     return matches[0], not equals and matches[0] in value_options
 
 
+def option_groups(arguments, strict=True):
+    """Return sbatch arguments as [(the option's long name, its words)], a value in the next
+    word kept with its option, long names spelled out (``--part=x`` -> ``--partition=x``).
+
+    ``strict``: ValueError for an unknown or ambiguous option, a word that is no option's
+    value and a missing value; otherwise such words are kept as their own name.
+    """
+    groups = []
+    for argument in arguments:
+        if not isinstance(argument, str) or "\0" in argument:
+            raise ValueError("sbatch argument %r is not a string" % (argument,))
+        if groups and groups[-1][2]:  # the value of the option before
+            groups[-1] = (groups[-1][0], groups[-1][1] + [argument], False)
+            continue
+        try:
+            if not argument.startswith("-") or argument in ("-", "--"):
+                raise ValueError("sbatch argument %r is not an option (or a value after one)"
+                                 % argument)
+            name, value_next = resolve_option(argument)
+        except ValueError:
+            if strict:
+                raise
+            name, value_next = argument.partition("=")[0], False
+        groups.append((SBATCH_SHORT_NAMES.get(name, name), [spelled_out(name, argument)],
+                       value_next))
+    if strict and groups and groups[-1][2]:
+        raise ValueError("sbatch option %r needs a value" % groups[-1][1][0])
+    return [(name, words) for name, words, _ in groups]
+
+
 def check_sbatch_args(sbatch_args, allowed=()):
     """Return sbatch arguments with every long option's name written in full; ValueError for an
     unknown or ambiguous option, a word that is no option's value, and options that would
@@ -598,25 +632,12 @@ def check_sbatch_args(sbatch_args, allowed=()):
     if isinstance(sbatch_args, str):
         raise ValueError("sbatch_args must be a list of arguments, not the string %r"
                          % sbatch_args)
-    checked, value_next = [], False
-    for argument in sbatch_args:
-        if not isinstance(argument, str) or "\0" in argument:
-            raise ValueError("sbatch argument %r is not a string" % (argument,))
-        if value_next:
-            checked.append(argument)
-            value_next = False
-            continue
-        if not argument.startswith("-") or argument in ("-", "--"):
-            raise ValueError("sbatch argument %r is not an option (or a value after one)"
-                             % argument)
-        name, value_next = resolve_option(argument)
+    groups = option_groups(sbatch_args)
+    for name, words in groups:
         if name in REFUSED_SBATCH_OPTIONS and name not in allowed:
             raise ValueError("sbatch option %r is not allowed in a chain: %s"
-                             % (argument, REFUSED_SBATCH_OPTIONS[name]))
-        checked.append(spelled_out(name, argument))
-    if value_next:
-        raise ValueError("sbatch option %r needs a value" % checked[-1])
-    return checked
+                             % (words[0], REFUSED_SBATCH_OPTIONS[name]))
+    return [word for _, words in groups for word in words]
 
 
 def spelled_out(name, word):
@@ -624,11 +645,15 @@ def spelled_out(name, word):
     return name + "".join(word.partition("=")[1:]) if name.startswith("--") else word
 
 
-def has_option(arguments, short, long_name):
-    """Whether sbatch arguments set an option, in any of its spellings."""
-    return any(argument == long_name or argument.startswith(long_name + "=")
-               or (argument.startswith(short) and not argument.startswith("--"))
-               for argument in arguments)
+def option_names(arguments):
+    """The long names of the options sbatch arguments set (a #SBATCH line's words too)."""
+    return set(name for name, _ in option_groups(arguments, strict=False))
+
+
+def without_options(arguments, names):
+    """sbatch arguments without the options named (and their values)."""
+    return [word for name, words in option_groups(arguments, strict=False)
+            if name not in names for word in words]
 
 
 def split_batch_script(text):
@@ -653,14 +678,7 @@ def script_directives(header):
                 options += shlex.split(words[1], comments=True)
             except ValueError:
                 pass  # sbatch ignores what it cannot parse too
-    return [spelled_out(_resolved_or_not(word), word) for word in options]
-
-
-def _resolved_or_not(word):
-    try:
-        return resolve_option(word)[0] if word.startswith("--") else word
-    except ValueError:
-        return word.partition("=")[0]  # sbatch will say what is wrong with it
+    return options
 
 
 def retries_from_text(text, name="max_retries"):
@@ -2165,10 +2183,10 @@ def read_batch_script(script):
         raise StateError("cannot read batch script %s: %s" % (script, getattr(
             error, "strerror", None) or error))
     header, body = split_batch_script(text)
-    directives = script_directives(header)
-    if has_option(directives, "-a", "--array"):
+    directives = option_names(script_directives(header))
+    if "--array" in directives:
         raise StateError("%s has an #SBATCH --array line: array jobs cannot be chained" % script)
-    if HOLD_OPTIONS & set(directives):
+    if "--hold" in directives:
         raise StateError("%s has an #SBATCH --hold line, which would hold every successor too: "
                          "remove it and pass --hold to submit (it holds the first job only)"
                          % script)
@@ -2187,9 +2205,9 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
     jobs that --force cancelled]}.
     """
     header, body = read_batch_script(script)
-    sbatch_args = check_sbatch_args(sbatch_args, allowed=HOLD_OPTIONS)
-    hold = bool(HOLD_OPTIONS & set(sbatch_args))  # the first job only
-    sbatch_args = [argument for argument in sbatch_args if argument not in HOLD_OPTIONS]
+    sbatch_args = check_sbatch_args(sbatch_args, allowed=("--hold",))
+    hold = "--hold" in option_names(sbatch_args)  # the first job only
+    sbatch_args = without_options(sbatch_args, ("--hold",))
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     run_dir = os.path.abspath(run_dir)
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -2199,10 +2217,10 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
         raise StateError("%s holds a live chain (%s): cancel it first (resumable-chain cancel %s) "
                          "or pass --force to cancel it and start anew" % (run_dir, ", ".join(
                              "job %s %s" % (job.job_id, job.state) for job in live), run_dir))
-    directives = script_directives(header) + sbatch_args
-    if not has_option(directives, "-o", "--output"):
+    given = option_names(script_directives(header) + sbatch_args)
+    if "--output" not in given:
         sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
-    if not has_option(directives, "-J", "--job-name"):  # sbatch would name it after our copy
+    if "--job-name" not in given:  # sbatch would name it after our copy
         sbatch_args = ["--job-name=" + os.path.basename(script)] + sbatch_args
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     first_job = _submit_staged(run_dir, script_args, ["--hold", "--no-requeue"] + sbatch_args,

@@ -704,21 +704,23 @@ def test_render_prologue_creates_the_run_directory_for_output_files(tmp_path):
 
 
 def recorded_sbatch_options():
-    """{option: {kinds}} from both releases' recorded sbatch-options.txt."""
-    kinds = {}
+    """({option: {kinds}}, {short option: its long name}) from both releases' recordings."""
+    kinds, pairs = {}, {}
     for release in ("22.05", "26.05"):
         with open(os.path.join(OUTPUTS, release, "sbatch-options.txt")) as handle:
             for line in handle:
                 if not line.startswith("#"):
-                    name, kind = line.split()
-                    kinds.setdefault(name, set()).add(kind)
-    return kinds
+                    words = line.split()
+                    kinds.setdefault(words[0], set()).add(words[1])
+                    pairs.update([words[::2]] if len(words) == 3 else [])
+    return kinds, pairs
 
 
 def test_the_sbatch_option_table_is_what_both_releases_accept():
-    kinds = recorded_sbatch_options()
+    kinds, pairs = recorded_sbatch_options()
     assert rc.SBATCH_VALUE_OPTIONS == {name for name, kind in kinds.items() if "value" in kind}
     assert rc.SBATCH_OTHER_OPTIONS == {name for name, kind in kinds.items() if "value" not in kind}
+    assert rc.SBATCH_SHORT_NAMES == pairs and pairs["-p"] == "--partition"
     for name in ("--hint", "--wait-all-nodes", "--kill-on-invalid-dep", "--segment", "-J"):
         assert name in rc.SBATCH_VALUE_OPTIONS
 

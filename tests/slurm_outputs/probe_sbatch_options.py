@@ -1,6 +1,7 @@
 """Derive sbatch's option table from a real sbatch: every long and short option it accepts and
 whether it takes a value, as getopt_long sees it (exact name or unique prefix; a value after
-'=' or, when required, in the next word).
+'=' or, when required, in the next word); a short option's line names its long one when
+`sbatch --help` pairs them.
 
     python3 probe_sbatch_options.py SBATCH SLURM_TARBALL > RELEASE/sbatch-options.txt
 
@@ -55,10 +56,12 @@ def main(sbatch, tarball):
         kind = long_kind(sbatch, name)
         if kind:
             print("--%s %s" % (name, kind))
+    pairs = dict(re.findall(r"^\s+-([A-Za-z]), (--[a-z][a-z0-9-]*)", probe(sbatch, "--help"),
+                            re.MULTILINE))
     for letter in string.ascii_letters:
         kind = short_kind(sbatch, letter)
         if kind:
-            print("-%s %s" % (letter, kind))
+            print(("-%s %s %s" % (letter, kind, pairs.get(letter, ""))).rstrip())
 
 
 if __name__ == "__main__":
