@@ -245,9 +245,11 @@ RECORD_FIELDS = collections.OrderedDict((
     ("retries", "retried failures after this decision"),
     ("max_retries", "the retry cap in force"),
     ("max_walltime", "the walltime cap in force (seconds or None)"),
-    ("settings_from", "'prologue' or 'resume' (then the caps above win over the prologue's)"),
+    ("settings_from", "'prologue' or 'resume' (then the caps above and next's sbatch_args win "
+                      "over the prologue's)"),
     ("link", "links that ran their work, this one included if it works"),
     ("successor", "the job queued to continue, or None"),
+    ("successor_error", "sbatch's error when the successor could not be queued, or None"),
     ("time_limit", "seconds this link lowered its own time limit to, or None"),
     ("budget_dir", "the shared walltime budget the chain draws on, or None"),
     ("reserved", "seconds this link reserved from the shared budget, or None"),
@@ -916,7 +918,9 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     else:
         if previous is not None and previous.settings_from == "resume":
             settings = Settings(previous.max_retries, previous.max_walltime)
-            settings_from = "resume"
+            settings_from = "resume"  # and the options resume may have replaced
+            next_link = next_link._replace(sbatch_args=list(
+                (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
         elapsed = observed.elapsed
         walltime = (snapshot.walltime or 0) + elapsed
         decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
@@ -1532,15 +1536,15 @@ def successor_options(next_link, *extra):
 
 
 def queue_successor(job_id, next_link, warnings):
-    """Queue this job's successor; return its ID, or None with a warning."""
+    """Queue this job's successor; return (its ID, None), or (None, sbatch's error) warned."""
     options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
                                 "--kill-on-invalid-dep=yes", "--no-requeue")
     try:
-        return sbatch(options, next_link.script, next_link.script_args)
+        return sbatch(options, next_link.script, next_link.script_args), None
     except StateError as error:
         warnings.append("WARNING: could not queue a successor of job %s (%s). Chain will NOT "
                         "continue on failure." % (job_id, error))
-        return None
+        return None, str(error)
 
 
 def queued_successor(job_id, warnings):
@@ -1692,12 +1696,14 @@ def _finish_link(store, record, observation, next_link, warnings, successor=None
         store.write_record(record)
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
     next_link = NextLink(**record.next) if record.next else next_link
-    successor = successor or queue_successor(record.job, next_link, warnings)
+    successor, error = (successor, None) if successor else queue_successor(
+        record.job, next_link, warnings)
     caps = [seconds for seconds in (
         None if record.max_walltime is None else record.max_walltime - record.walltime,
         record.reserved) if seconds is not None]
     limit = clamp_time_limit(record.job, min(caps), warnings, own) if caps else None
-    record = record._replace(successor=successor, time_limit=limit, phase="queued")
+    record = record._replace(successor=successor, successor_error=error, time_limit=limit,
+                             phase="queued")
     store.write_record(record)
     return Outcome(EXIT_WORK, record, observation, warnings)
 
@@ -1959,6 +1965,8 @@ def chain_status(run_dir):
         except StateError as error:
             status["problems"].append(str(error))
     status["verdict"], status["next"] = _verdict(record, rows, status, chain)
+    if chain.problems and status["next"] and record.job is not None:  # resume refuses till then
+        status["next"] = "fix or delete the file named above, then: " + status["next"]
     return status
 
 
@@ -2018,6 +2026,7 @@ def _verdict(record, rows, status, chain):
                 "fix or delete the named file, then run status again")
     if status["cancelled"] and not live:
         return ("stopped: cancelled with resumable-chain cancel (%s)" % status["cancelled"],
+                _submit_again(chain.submitted, status["run_dir"]) if record.job is None else
                 "%s continues it (the walltime so far is kept)" % resume)
     if record.action in ("complete", "fail", "stop"):
         return _ended_verdict(record, rows, resume)
@@ -2033,7 +2042,22 @@ def _verdict(record, rows, status, chain):
                     "scontrol release %s starts it" % row["job"])
         return "waiting: job %s is pending%s" % (row["job"], " (%s)" % row["reason"]
                                                   if row["reason"] else ""), None
-    return _idle_verdict(rows, resume, status["slurm_errors"])
+    return _idle_verdict(record, rows, resume, status["slurm_errors"])
+
+
+def _submit_again(submitted, run_dir):
+    """The command that submits again a chain whose first job never ran (nothing to resume)."""
+    if not submitted or not submitted.get("original"):
+        return "submit a new chain (resumable-chain submit DIR ... SCRIPT)"
+    words = ["resumable-chain", "submit", run_dir, "--force",
+             "--max-retries", str(submitted.get("max_retries", DEFAULT_MAX_RETRIES))]
+    if submitted.get("max_walltime"):
+        words += ["--max-walltime", "%ds" % submitted["max_walltime"]]
+    if submitted.get("budget_dir"):
+        words += ["--budget-dir", submitted["budget_dir"]]
+    words += list(submitted.get("sbatch_args") or submitted.get("sbatch_options") or [])
+    words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
+    return "its first job never ran: " + " ".join(shell_quote(word) for word in words)
 
 
 def _ended_verdict(record, rows, resume):
@@ -2049,7 +2073,7 @@ def _ended_verdict(record, rows, resume):
     return tuple(text and text.format(**words) for text in STOP_CAUSES[cause])
 
 
-def _idle_verdict(rows, resume, unanswered):
+def _idle_verdict(record, rows, resume, unanswered):
     """The verdict of a chain with nothing queued or running and no record that ended it."""
     if unanswered:  # what Slurm did not say cannot make a chain look ended
         return ("unknown: Slurm did not answer (%s); the state files say what is shown"
@@ -2063,10 +2087,14 @@ def _idle_verdict(rows, resume, unanswered):
     if last["state"] == "UNKNOWN":
         return "unknown: Slurm no longer knows job %s" % last["job"], None
     successor = next((row for row in rows if row["role"] == "successor"), None)
-    how = ("its successor %s ended %s without running" % (successor["job"], successor["state"])
-           if successor else "no successor was queued")
-    return ("broken: job %s ended %s and %s" % (last["job"], _state_words(last["state"]), how),
-            "%s continues the chain" % resume)
+    broken = "broken: job %s ended %s and " % (last["job"], _state_words(last["state"]))
+    if successor:
+        return (broken + "its successor %s ended %s without running" % (
+            successor["job"], successor["state"]), "%s continues the chain" % resume)
+    if record.successor_error and record.job == last["job"]:
+        return (broken + "its successor could not be queued (%s)" % record.successor_error,
+                "%s [sbatch options that fix it, e.g. -p PARTITION] continues the chain" % resume)
+    return broken + "no successor was queued", "%s continues the chain" % resume
 
 
 def budget_report(budget_dir):
@@ -2281,16 +2309,19 @@ def _install_chain(run_dir, force, copy_path, submitted):
     return cancelled
 
 
-def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time):
+def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sbatch_args=None):
     """Queue one link that continues a chain that ended (failed, stopped, cancelled, broken).
 
     Keeps the history and the walltime (the last link's time is counted now if
     no successor ever did), starts the retries afresh, and applies new caps
     from this link on. The link is submitted held and without a dependency
     (Slurm 23.02+ refuses one on a job it forgot); the journal tells it what
-    it continues. Returns {"job": ID, "walltime": seconds, "counted": seconds}.
+    it continues. ``sbatch_args`` replace the recorded options of the same
+    name, for this link and every later one. Returns {"job": ID, "walltime":
+    seconds, "counted": seconds}.
     """
     run_dir = os.path.abspath(run_dir)
+    given = check_sbatch_args(sbatch_args or ())
     if max_retries is not None:
         max_retries = check_max_retries(max_retries)
     max_walltime = check_max_walltime(max_walltime)
@@ -2302,6 +2333,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time):
         previous = _resumable_record(store, snapshot)
         counted, state = _count_last_link(store, snapshot, previous)
         next_link = _recorded_next_link(store, previous)
+        next_link = next_link._replace(sbatch_args=without_options(
+            next_link.sbatch_args, option_names(given)) + given)
         walltime = (snapshot.walltime or 0) + counted
         caps = Settings(previous.max_retries if max_retries is None else max_retries,
                         previous.max_walltime if max_walltime is None else max_walltime)
@@ -2422,6 +2455,7 @@ def resumable_run_overrides(benchmark, executor):
 
 OWN_SUBMIT_VALUES = frozenset(("--max-retries", "--max-walltime", "--python", "--budget-dir"))
 OWN_SUBMIT_OPTIONS = OWN_SUBMIT_VALUES | {"--force"}
+RESUME_VALUES = frozenset(("--max-retries", "--max-walltime"))
 
 
 def split_submit_argv(argv):
@@ -2447,15 +2481,15 @@ def split_submit_argv(argv):
     return ours, sbatch_args, words[0], words[1:]
 
 
-def _split_options(words):
+def _split_options(words, own_values=OWN_SUBMIT_VALUES, own_flags=frozenset(("--force",))):
     """DIR and our options (with their values) apart from the sbatch options, order kept, up
     to the first word that is neither; returns (ours, sbatch options, that word's index).
     Options are read as sbatch reads them (unique prefixes too); ours are spelled out."""
     ours, sbatch_args, index = words[:1], [], 1
     while index < len(words) and words[index].startswith("-"):
-        name, takes_value = resolve_option(words[index], SBATCH_VALUE_OPTIONS | OWN_SUBMIT_VALUES,
-                                           SBATCH_OTHER_OPTIONS | {"--force"})
-        if name in OWN_SUBMIT_OPTIONS:
+        name, takes_value = resolve_option(words[index], SBATCH_VALUE_OPTIONS | own_values,
+                                           SBATCH_OTHER_OPTIONS | own_flags)
+        if name in own_values | own_flags:
             ours += [spelled_out(name, words[index])] + words[index + 1:index + 1 + takes_value]
         else:
             sbatch_args += words[index:index + 1 + takes_value]
@@ -2539,8 +2573,12 @@ def _build_parser():
 
     resume = command("resume", "continue a chain that failed, stopped or broke",
                      "Queue one link that continues the chain in DIR: keeps its history and\n"
-                     "walltime, starts the retries afresh. Refuses a live or COMPLETED chain.",
-                     "resumable-chain resume runs/gpqa --max-walltime 72:00:00")
+                     "walltime, starts the retries afresh. Refuses a live or COMPLETED chain.\n"
+                     "SBATCH_OPTIONS replace the recorded ones of the same name for this link\n"
+                     "and every later one (-p debug replaces a refused partition).",
+                     "resumable-chain resume runs/gpqa --max-walltime 72:00:00 -p gpu2")
+    resume.usage = ("resumable-chain resume DIR [--max-walltime T] [--max-retries N] "
+                    "[SBATCH_OPTIONS...]")
     caps(resume, default_retries=None, what="default: the chain's own")
 
     status = command("status", "show a chain's jobs, counters and verdict",
@@ -2726,8 +2764,15 @@ def budget_command(arguments):
     return 0
 
 
-def resume_command(arguments):
-    result = resume_chain(arguments.run_dir, arguments.max_walltime, arguments.max_retries)
+def resume_command(argv):
+    """``resume DIR [--max-walltime T] [--max-retries N] [SBATCH_OPTIONS...]``."""
+    ours, sbatch_args, index = _split_options(argv, RESUME_VALUES, frozenset())
+    if index < len(argv) or not ours or ours[0].startswith("-"):
+        raise ValueError("resume: give DIR first, then options (%s is neither ours nor an "
+                         "sbatch option; see resume --help)" % (argv[index:] or ours or ["?"])[0])
+    arguments = _build_parser().parse_args(["resume"] + ours)
+    result = resume_chain(arguments.run_dir, arguments.max_walltime, arguments.max_retries,
+                          sbatch_args=sbatch_args or None)
     _log("resumed: job %s continues the chain (walltime so far %s%s)" % (
         result["job"], format_duration(result["walltime"]),
         ", of which %d s of the last link counted now" % result["counted"]
@@ -2736,8 +2781,8 @@ def resume_command(arguments):
     return 0
 
 
-COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget_command,
-            "resume": resume_command}  # render takes the words after --; submit its own split
+COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget_command}
+# render takes the words after --; submit and resume split their own words (sbatch options)
 
 
 def main(argv=None):
@@ -2748,6 +2793,8 @@ def main(argv=None):
             return prologue_command(argv[1:])
         if argv[:1] == ["submit"] and not set(argv) & {"-h", "--help"}:
             return submit_command(argv[1:])
+        if argv[:1] == ["resume"] and not set(argv) & {"-h", "--help"}:
+            return resume_command(argv[1:])
         after = argv.index("--") if "--" in argv else len(argv)
         parser = _build_parser()
         arguments = parser.parse_args(argv[:after])

@@ -1,6 +1,7 @@
 """status, cancel and submit against the fake Slurm commands, with the calls they make checked."""
 import json
 import os
+import shlex
 import stat
 import subprocess
 import threading
@@ -791,4 +792,65 @@ def test_status_says_when_slurm_did_not_answer(cluster, run_dir, running_chain, 
     else:  # accounting still answers: it shows the running link
         assert verdict.startswith("verdict: running: job 1000")
     assert "100\n" in read(run_dir, rc.CHAIN_FILE) and "1000" in out  # what the files say
+
+
+def test_resume_replaces_sbatch_options_for_the_resumed_link_and_every_later_one(
+        cluster, run_dir, capsys, monkeypatch):
+    script = failed_chain(cluster, run_dir, sbatch_args=["-p", "gpu", "--time=10"])
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir, "--max-retries", "2",
+                              "--part", "debug")
+    assert status == 0, err
+    job = out.strip()
+    assert cluster.calls("sbatch")[-1]["argv"][:6] == [
+        "--parsable", "--job-name=job.sh", "--time=10", "--partition", "debug", "--hold"]
+    assert cluster.run_link(script, job, args=["--lr", "3e-4"]).returncode == 0
+    successor = cluster.pending()[-1]
+    cluster.finish(job, "TIMEOUT", 60)
+    assert cluster.run_link(script, successor, predecessor=job).returncode == 0  # -p gpu inside
+    for call in cluster.calls("sbatch")[-2:]:  # the resumed link's successor, and the next one
+        assert "gpu" not in call["argv"] and "debug" in call["argv"], call["argv"]
+
+
+def test_a_successor_sbatch_refused_tells_what_to_resume_with(cluster, run_dir, capsys,
+                                                              monkeypatch):
+    script = cluster.write_script(run_dir)
+    cluster.update(sbatch_error="Batch job submission failed: Invalid partition name specified")
+    assert cluster.run_link(script, 100).returncode == 0  # works without a successor
+    cluster.update(sbatch_error=None)
+    cluster.finish(100, "TIMEOUT", 70)
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["verdict"] == ("broken: job 100 ended TIMEOUT and its successor could not be "
+                                 "queued (sbatch: error: Batch job submission failed: Invalid "
+                                 "partition name specified)")
+    assert "[sbatch options that fix it, e.g. -p PARTITION]" in report["next"]
+    assert json.loads(read(run_dir, rc.JOURNAL_FILE))["successor_error"].endswith(
+        "Invalid partition name specified")
+
+
+def test_a_chain_cancelled_before_its_first_job_ran_says_how_to_submit_it_again(
+        cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "train.sh"), "#!/bin/bash\ntrue\n")
+    run_dir = str(tmp_path / "r")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "-p", "debug",
+                   "--max-walltime", "2:00:00", script, "x y")[0] == 0
+    assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    prefix = "its first job never ran: resumable-chain "
+    assert report["next"].startswith(prefix), report["next"]
+    status, out, err = run_cli(cluster, capsys, monkeypatch,
+                               *shlex.split(report["next"][len(prefix):]))
+    assert status == 0, err
+    call = cluster.calls("sbatch")[-1]["argv"]
+    assert "debug" in call and call[-1] == "x y"
+    assert json.loads(read(run_dir, rc.SUBMIT_FILE))["max_walltime"] == 7200
+
+
+def test_status_next_line_says_to_fix_a_corrupt_file_first(cluster, run_dir, capsys,
+                                                           monkeypatch):
+    failed_chain(cluster, run_dir)
+    with open(os.path.join(run_dir, rc.WALLTIME_FILE), "w") as handle:
+        handle.write("garbage\n")
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["next"].startswith("fix or delete the file named above, then: ")
+    assert resume(cluster, capsys, monkeypatch, run_dir)[0] == 2  # indeed refused till then
 
