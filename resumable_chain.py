@@ -233,6 +233,7 @@ Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None)
 
 RECORD_FIELDS = collections.OrderedDict((
     ("job", "this record's job ID"),
+    ("cluster", "the Slurm cluster the chain's jobs run on (SLURM_CLUSTER_NAME), or None"),
     ("predecessor", "the job this link continues (None for a first job)"),
     ("predecessor_state", "the predecessor's state as seen (NOT_VISIBLE, or None for a first "
                           "job and for a link resume queued after a link that did no work)"),
@@ -461,13 +462,21 @@ def _known_time(text):
     return None if text in UNKNOWN_TIMES else text
 
 
-def parse_sbatch_output(text):
-    """Return the job ID sbatch printed (``--parsable``: ``ID[;cluster]``), or None."""
+def parse_sbatch_reply(text):
+    """Return (job ID, cluster or None) of what sbatch printed (``--parsable``: ``ID[;cluster]``,
+    the cluster only with ``-M``), or (None, None)."""
     line = first_line(text)
     if line.startswith("Submitted batch job "):
         line = line[len("Submitted batch job "):]
     job_id, _, cluster = line.partition(";")
-    return job_id if is_job_id(job_id) and not any(char.isspace() for char in cluster) else None
+    if not is_job_id(job_id) or any(char.isspace() for char in cluster):
+        return None, None
+    return job_id, cluster or None
+
+
+def parse_sbatch_output(text):
+    """Return the job ID sbatch printed, or None."""
+    return parse_sbatch_reply(text)[0]
 
 
 def parse_sacct(text):
@@ -1330,10 +1339,24 @@ def slurm_error(argv):
     return None if result.returncode == 0 else last_line(result.stderr)
 
 
-def sacct_jobs(job_ids, timeout=None):
+def on_cluster(cluster):
+    """The option that points a Slurm command at another cluster than its environment's."""
+    return ["-M", cluster] if cluster else []
+
+
+def current_cluster():
+    """The cluster this environment's Slurm commands reach (ClusterName), or None."""
+    for line in run_slurm(["scontrol", "show", "config"]).stdout.splitlines():
+        name, _, value = line.partition("=")
+        if name.strip() == "ClusterName":
+            return value.strip() or None
+    return None
+
+
+def sacct_jobs(job_ids, timeout=None, cluster=None):
     """Ask accounting: ({job ID: Job summarizing every run}, error text or None)."""
-    result = run_slurm(["sacct", "-j", ",".join(job_ids), "-X", "-D", "-P", "-n",
-                        "-o", SACCT_FIELDS], timeout=timeout)
+    result = run_slurm(["sacct"] + on_cluster(cluster) + [
+        "-j", ",".join(job_ids), "-X", "-D", "-P", "-n", "-o", SACCT_FIELDS], timeout=timeout)
     if result.returncode != 0:
         return {}, last_line(result.stderr)
     return {job_id: summarize_sacct(records)
@@ -1345,9 +1368,10 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
                             "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
 
 
-def controller_job(job_id, timeout=None):
+def controller_job(job_id, timeout=None, cluster=None):
     """Ask the controller (``scontrol show job -o``) about one job."""
-    result = run_slurm(["scontrol", "show", "job", "-o", job_id], timeout=timeout)
+    result = run_slurm(["scontrol"] + on_cluster(cluster) + ["show", "job", "-o", job_id],
+                       timeout=timeout)
     job = parse_scontrol(result.stdout) if result.returncode == 0 else None
     if job is not None:
         return ControllerAnswer(job, None, False)
@@ -1355,9 +1379,9 @@ def controller_job(job_id, timeout=None):
     return ControllerAnswer(None, error, result.returncode is None or "Invalid job id" in error)
 
 
-def queued_jobs(job_ids=None, user=None, pending_only=False):
+def queued_jobs(job_ids=None, user=None, pending_only=False, cluster=None):
     """Return the Jobs squeue shows (of job_ids, or of user); StateError if squeue fails."""
-    argv = ["squeue", "-h", "-o", SQUEUE_FORMAT]
+    argv = ["squeue"] + on_cluster(cluster) + ["-h", "-o", SQUEUE_FORMAT]
     if job_ids is not None:
         if not job_ids:
             return []
@@ -1373,35 +1397,37 @@ def queued_jobs(job_ids=None, user=None, pending_only=False):
             if job_ids is None or job.job_id in job_ids]
 
 
-def pending_dependents():
+def pending_dependents(cluster=None):
     """Return {predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
     import pwd
     dependents = {}
-    for job in queued_jobs(user=pwd.getpwuid(os.getuid()).pw_name, pending_only=True):
+    for job in queued_jobs(user=pwd.getpwuid(os.getuid()).pw_name, pending_only=True,
+                           cluster=cluster):
         if job.predecessor:
             dependents.setdefault(job.predecessor, []).append(job.job_id)
     return dependents
 
 
-def sbatch(options, script, script_args, cwd=None):
-    """Submit a batch job (``--parsable`` first); return its ID or raise StateError."""
-    result = run_slurm(["sbatch", "--parsable"] + list(options) + [script] + list(script_args),
-                       submit=True, cwd=cwd)
-    job_id = parse_sbatch_output(result.stdout) if result.returncode == 0 else None
+def sbatch(options, script, script_args, cwd=None, cluster=None):
+    """Submit a batch job (``--parsable`` first); return (its ID, the cluster sbatch named or
+    None) or raise StateError."""
+    result = run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options) + [script]
+                       + list(script_args), submit=True, cwd=cwd)
+    job_id, named = parse_sbatch_reply(result.stdout) if result.returncode == 0 else (None, None)
     if job_id is None:
         raise StateError(last_line(result.stderr) if result.returncode != 0
                          else "unexpected sbatch output %r" % first_line(result.stdout))
-    return job_id
+    return job_id, named
 
 
-def scancel(job_ids):
+def scancel(job_ids, cluster=None):
     """Cancel jobs; return the error text or None."""
-    return slurm_error(["scancel"] + list(job_ids))
+    return slurm_error(["scancel"] + on_cluster(cluster) + list(job_ids))
 
 
-def release_job(job_id):
+def release_job(job_id, cluster=None):
     """Release a job submitted with --hold; return the error text or None."""
-    return slurm_error(["scontrol", "release", job_id])
+    return slurm_error(["scontrol"] + on_cluster(cluster) + ["release", job_id])
 
 
 def lower_time_limit(job_id, minutes):
@@ -1409,12 +1435,13 @@ def lower_time_limit(job_id, minutes):
     return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "TimeLimit=%d" % minutes])
 
 
-def release_or_explain(job_id):
+def release_or_explain(job_id, cluster=None):
     """Release a job queued held; StateError saying how to do it by hand if Slurm refuses."""
-    error = release_job(job_id)
+    error = release_job(job_id, cluster)
     if error:
         raise StateError("job %s was queued held and could not be released (%s): run "
-                         "scontrol release %s" % (job_id, error, job_id))
+                         "scontrol %srelease %s" % (job_id, error, "-M %s " % cluster
+                                                    if cluster else "", job_id))
 
 
 Observation = collections.namedtuple("Observation", "job source note")
@@ -1422,7 +1449,8 @@ Observation.__doc__ = ("What the lookup found: the predecessor's Job (state NOT_
                        "found), which command said so, and a note on how it was found.")
 
 
-def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic):
+def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic,
+                        cluster=None):
     """Find a finished predecessor's final state and elapsed seconds.
 
     The controller first: a successor starts seconds after its predecessor
@@ -1436,7 +1464,8 @@ def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monoto
     window = lookup_window() if window is None else window
     deadline = clock() + window
     controller = controller_job(job_id, timeout=min(command_timeout(),
-                                                    max(window, MIN_COMMAND_TIMEOUT)))
+                                                    max(window, MIN_COMMAND_TIMEOUT)),
+                                cluster=cluster)
     final = controller.job if controller.job and is_final(controller.job.state) else None
     if final and not final.restarts:
         return Observation(final, "scontrol", "")
@@ -1445,14 +1474,14 @@ def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monoto
         controller.job.state if controller.job else "nothing"))}
     for attempt in itertools.count():
         timeout = min(command_timeout(), max(deadline - clock(), MIN_COMMAND_TIMEOUT))
-        jobs, error = sacct_jobs([job_id], timeout=timeout)
+        jobs, error = sacct_jobs([job_id], timeout=timeout, cluster=cluster)
         job = jobs.get(job_id)
         if job and is_final(job.state):
             return Observation(job, "sacct", "")
         notes["sacct"] = ("sacct failed: %s" % error if error else
                           "sacct still shows %s" % job.state if job else "sacct has no record")
         if ask_controller:
-            controller = controller_job(job_id, timeout=timeout)
+            controller = controller_job(job_id, timeout=timeout, cluster=cluster)
             if controller.job and is_final(controller.job.state) and not controller.job.restarts:
                 return Observation(controller.job, "scontrol", notes["sacct"])
             ask_controller = not controller.forgotten
@@ -1477,7 +1506,8 @@ Outcome.__doc__ = "What a link did: exit status, its Record, the lookup, warning
 
 
 def identify(environ):
-    """Return (this job's ID, its predecessor's ID or None) from the job's environment."""
+    """Return (this job's ID, its predecessor's ID or None) from the job's environment (its
+    cluster is SLURM_CLUSTER_NAME)."""
     job_id = environ.get("SLURM_JOB_ID")
     if not job_id:
         raise StateError("not inside a Slurm batch job (SLURM_JOB_ID is not set); nothing done")
@@ -1504,7 +1534,7 @@ def check_link_belongs(record, job_id, predecessor_id, run_dir):
                          "successor" % (job_id, predecessor_id, run_dir, record.job))
 
 
-def check_no_live_chain(record, job_id):
+def check_no_live_chain(record, job_id, cluster):
     """A first job must not start a second chain beside one whose links still run or wait.
 
     Returns a warning when squeue cannot tell (a safety net must not block a restart).
@@ -1513,7 +1543,8 @@ def check_no_live_chain(record, job_id):
         return None
     links = [job for job in (record.job, record.successor) if job]
     try:
-        live = queued_jobs(links)
+        live = queued_jobs(links, cluster=None if record.cluster in (None, cluster)
+                           else record.cluster)
     except StateError as error:
         return ("cannot check whether the previous chain (jobs %s) still runs: %s"
                 % (" ".join(links), error))
@@ -1540,7 +1571,7 @@ def queue_successor(job_id, next_link, warnings):
     options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
                                 "--kill-on-invalid-dep=yes", "--no-requeue")
     try:
-        return sbatch(options, next_link.script, next_link.script_args), None
+        return sbatch(options, next_link.script, next_link.script_args)[0], None
     except StateError as error:
         warnings.append("WARNING: could not queue a successor of job %s (%s). Chain will NOT "
                         "continue on failure." % (job_id, error))
@@ -1658,6 +1689,12 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
     with store.locked():
         snapshot = store.snapshot()
         previous = snapshot.record
+        cluster = environ.get("SLURM_CLUSTER_NAME") or (previous and previous.cluster)
+        if previous and previous.cluster not in (None, cluster) and (
+                predecessor_id or job_id in (previous.job, previous.successor)):
+            raise StateError("job %s runs on cluster %s, but the chain in %s runs on cluster %s: "
+                             "its job IDs mean other jobs here; no work, no successor"
+                             % (job_id, cluster, run_dir, previous.cluster))
         if previous and previous.job == job_id:
             if previous.source == "resume" and snapshot.last_job != job_id:
                 return _first_run_of_resumed_link(store, snapshot, next_link, warnings)
@@ -1667,11 +1704,11 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
         check_link_belongs(previous, job_id, predecessor_id, run_dir)
         observation = None
         if predecessor_id is None:
-            snapshot = _start_chain(store, snapshot, job_id, next_link, warnings)
+            snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
         else:
             observation = observe_predecessor(predecessor_id)
         record = plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link,
-                           now(), budget_dir)
+                           now(), budget_dir)._replace(cluster=cluster)
         own = None
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
@@ -1679,9 +1716,9 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
         return _finish_link(store, record, observation, next_link, warnings, own=own)
 
 
-def _start_chain(store, snapshot, job_id, next_link, warnings):
+def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     """A first job: no live chain beside it, no cancel mark, a copy of its script."""
-    warning = check_no_live_chain(snapshot.record, job_id)
+    warning = check_no_live_chain(snapshot.record, job_id, cluster)
     warnings += [warning] if warning else []
     store.remove(CANCEL_FILE)  # a new chain in this directory
     save_script(store, next_link)
@@ -1870,6 +1907,21 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
     def candidates(self):
         return live_candidates(self.jobs[-2:], self.record, self.submitted)
 
+    def cluster(self):
+        """The cluster the chain's jobs run on, as recorded (None: not recorded)."""
+        return (self.record and self.record.cluster) or (self.submitted or {}).get("cluster")
+
+
+def cluster_to_ask(recorded):
+    """Return (the cluster to name with ``-M`` for a chain recorded on ``recorded``, a note
+    naming both clusters), or (None, None) when this environment's commands reach that cluster
+    anyway (or nothing is recorded)."""
+    here = current_cluster() if recorded else None
+    if here == recorded:
+        return None, None
+    return recorded, ("the chain runs on cluster %s; this shell's Slurm commands reach cluster "
+                      "%s, so they ask with -M %s" % (recorded, here or "(unknown)", recorded))
+
 
 def open_chain(run_dir, must_exist=True, strict=True):
     """Read the chain in run_dir. ``strict``: a corrupt file raises; else it goes to problems."""
@@ -1896,17 +1948,17 @@ def open_chain(run_dir, must_exist=True, strict=True):
     return chain
 
 
-def query_jobs(job_ids):
+def query_jobs(job_ids, cluster=None):
     """Return ({job ID: Job}, [what did not answer]): one sacct call, then squeue for the jobs
     not final there."""
     if not job_ids:
         return {}, []
-    found, error = sacct_jobs(job_ids)
+    found, error = sacct_jobs(job_ids, cluster=cluster)
     errors = ["sacct: %s" % error] if error else []
     unsettled = [job_id for job_id in job_ids
                  if job_id not in found or not is_final(found[job_id].state)]
     try:
-        for job in queued_jobs(unsettled):
+        for job in queued_jobs(unsettled, cluster=cluster):
             found[job.job_id] = job
     except StateError as error:
         errors.append(str(error))  # "squeue failed: ..."
@@ -1937,7 +1989,8 @@ def chain_status(run_dir):
         roles[record.job] = "decided" if record.action not in WORK_ACTIONS else "resumed link"
     if record.successor and record.successor not in roles:
         roles[record.successor] = "successor"
-    known, unanswered = query_jobs(list(roles))
+    target, cluster_note = cluster_to_ask(chain.cluster())
+    known, unanswered = query_jobs(list(roles), cluster=target)
     rows = []
     for job_id, role in roles.items():
         job = known.get(job_id) or Job(job_id, "UNKNOWN", 0)
@@ -1957,7 +2010,8 @@ def chain_status(run_dir):
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
               "cancelled": chain.cancelled, "problems": chain.problems, "budget": None,
-              "slurm_errors": unanswered}
+              "slurm_errors": unanswered, "cluster": chain.cluster(),
+              "cluster_note": cluster_note}
     budget_dir = record.budget_dir or submitted.get("budget_dir")
     if budget_dir:
         try:
@@ -2143,61 +2197,62 @@ def cancel_chain(run_dir, dry_run=False):
     """
     chain = open_chain(run_dir)
     if dry_run:
-        return _cancel_jobs(chain.candidates(), dry_run=True)
+        return _cancel_jobs(chain.candidates(), cluster_to_ask(chain.cluster()), dry_run=True)
     with chain.store.locked():
         return _cancel_locked(chain.store)
 
 
 def _cancel_locked(store):
     """Mark the chain in store cancelled and cancel its jobs (the caller holds the lock)."""
-    links = open_chain(store.directory, must_exist=False).candidates()
+    chain = open_chain(store.directory, must_exist=False)
     store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
-    return _cancel_jobs(links)
+    return _cancel_jobs(chain.candidates(), cluster_to_ask(chain.cluster()))
 
 
-def _queued_chain_jobs(links):
+def _queued_chain_jobs(links, cluster):
     """Return (pending, running) job IDs of a chain: its links and their successors, however
     deep, that squeue shows."""
-    dependents = pending_dependents()
+    dependents = pending_dependents(cluster)
     pending, frontier = set(), list(links)
     while frontier:  # successors of successors, queued while we looked
         for successor in dependents.get(frontier.pop(), ()):
             if successor not in pending:
                 pending.add(successor)
                 frontier.append(successor)
-    live = queued_jobs(sorted(set(links) | pending, key=int))
+    live = queued_jobs(sorted(set(links) | pending, key=int), cluster=cluster)
     pending |= set(job.job_id for job in live if base_state(job.state) == "PENDING")
     return pending, set(job.job_id for job in live) - pending
 
 
-def _cancel_jobs(links, dry_run=False):
+def _cancel_jobs(links, cluster_and_note, dry_run=False):
     """Cancel pending successors first (a cancelled link releases them), then running links."""
-    cancelled, leftover, errors = [], [], []
+    (cluster, note), cancelled, leftover, errors = cluster_and_note, [], [], []
     for _round in range(CANCEL_ROUNDS):
-        pending, running = _queued_chain_jobs(links)
+        pending, running = _queued_chain_jobs(links, cluster)
         leftover = sorted(pending | running, key=int)
         if not leftover or dry_run:
             break
         for group in (sorted(pending, key=int), sorted(running, key=int)):
             if group:
-                error = scancel(group)
+                error = scancel(group, cluster)
                 if error:
                     errors.append("scancel %s: %s" % (" ".join(group), error))
                 cancelled += [job for job in group if job not in cancelled]
         links = sorted(set(links) | set(leftover), key=int)
         time.sleep(1)
     else:
-        leftover = sorted(job.job_id for job in queued_jobs(links))
+        leftover = sorted(job.job_id for job in queued_jobs(links, cluster=cluster))
+    errors += [note] if note and (errors or leftover) else []
     return {"cancelled": cancelled, "leftover": leftover, "dry_run": dry_run, "errors": errors}
 
 
-def cancel_if_unfinished(job_id, install):
+def cancel_if_unfinished(job_id, install, cluster=None):
     """Run ``install()`` for a job queued held; if it fails, cancel the job (nothing half-made
     stays in the queue) and say so."""
     try:
         return install()
     except (StateError, OSError) as error:
-        scancel([job_id])
+        scancel([job_id], cluster)
         raise StateError("%s; the new job %s was cancelled, nothing else changed"
                          % (getattr(error, "strerror", None) or error, job_id))
 
@@ -2240,7 +2295,8 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
     run_dir = os.path.abspath(run_dir)
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
-    live = queued_jobs(open_chain(run_dir, must_exist=False).candidates())
+    old = open_chain(run_dir, must_exist=False)
+    live = queued_jobs(old.candidates(), cluster=cluster_to_ask(old.cluster())[0])
     if live and not force:
         raise StateError("%s holds a live chain (%s): cancel it first (resumable-chain cancel %s) "
                          "or pass --force to cancel it and start anew" % (run_dir, ", ".join(
@@ -2251,20 +2307,21 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
     if "--job-name" not in given:  # sbatch would name it after our copy
         sbatch_args = ["--job-name=" + os.path.basename(script)] + sbatch_args
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
-    first_job = _submit_staged(run_dir, script_args, ["--hold", "--no-requeue"] + sbatch_args,
-                               lambda: header + render_prologue(
-                                   run_dir, max_retries=max_retries, max_walltime=max_walltime,
-                                   script=copy_path, sbatch_args=sbatch_args, python=python,
-                                   budget_dir=budget_dir) + body)
-    submitted = {"first_job": first_job, "script": copy_path, "original": os.path.abspath(script),
+    first_job, named = _submit_staged(
+        run_dir, script_args, ["--hold", "--no-requeue"] + sbatch_args, lambda: header
+        + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
+                          script=copy_path, sbatch_args=sbatch_args, python=python,
+                          budget_dir=budget_dir) + body)
+    submitted = {"first_job": first_job, "cluster": named or current_cluster(),
+                 "script": copy_path, "original": os.path.abspath(script),
                  "sbatch_args": sbatch_args, "script_args": list(script_args),
                  "max_retries": max_retries, "max_walltime": max_walltime,
                  "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
                  "time": int(time.time())}
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
-        run_dir, bool(live), copy_path, submitted))
+        run_dir, bool(live), copy_path, submitted), named)
     if not hold:
-        release_or_explain(first_job)
+        release_or_explain(first_job, named)
     return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold}
 
 
@@ -2330,8 +2387,14 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
     store = StateStore(run_dir)
     with store.locked():
         snapshot = store.snapshot()  # a corrupt file raises: fix it first
-        previous = _resumable_record(store, snapshot)
-        counted, state = _count_last_link(store, snapshot, previous)
+        submitted = store.read_submitted()
+        cluster = (snapshot.record and snapshot.record.cluster) or (submitted or {}).get("cluster")
+        target, note = cluster_to_ask(cluster)
+        try:
+            previous = _resumable_record(store, snapshot, submitted, target)
+        except StateError as error:
+            raise StateError("%s (%s)" % (error, note)) if note else error
+        counted, state = _count_last_link(store, snapshot, previous, target)
         next_link = _recorded_next_link(store, previous)
         next_link = next_link._replace(sbatch_args=without_options(
             next_link.sbatch_args, option_names(given)) + given)
@@ -2343,14 +2406,14 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
                              "a larger cap (at least %s)" % (
                                  format_duration(walltime), format_duration(caps.max_walltime),
                                  format_duration(walltime + MIN_TIME_LIMIT)))
-        job = sbatch(successor_options(next_link, "--hold", "--no-requeue"), next_link.script,
-                     next_link.script_args, cwd=next_link.workdir)
+        job, _ = sbatch(successor_options(next_link, "--hold", "--no-requeue"), next_link.script,
+                        next_link.script_args, cwd=next_link.workdir, cluster=target)
         record = Record(job=job, predecessor=previous.job, predecessor_state=state,
                         predecessor_elapsed=counted, source="resume", action="resume",
                         reason="resumed with resumable-chain resume after %s" % previous.action,
                         walltime=walltime, retries=0, max_retries=caps.max_retries,
                         max_walltime=caps.max_walltime, settings_from="resume",
-                        budget_dir=previous.budget_dir,
+                        budget_dir=previous.budget_dir, cluster=cluster,
                         link=link_number(chain_length(snapshot), "resume"), successor=None,
                         next=next_link._asdict(), phase="queued", time=int(now()))
 
@@ -2358,12 +2421,12 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
             store.apply(snapshot, record, chain=False)
             store.remove(CANCEL_FILE)
             store.write_record(record)
-        cancel_if_unfinished(job, install)
-    release_or_explain(job)
+        cancel_if_unfinished(job, install, target)
+    release_or_explain(job, target)
     return {"job": job, "walltime": walltime, "counted": counted}
 
 
-def _resumable_record(store, snapshot):
+def _resumable_record(store, snapshot, submitted, cluster):
     """The journal's last record, if the chain it describes can be resumed; StateError if not."""
     previous = snapshot.record
     if previous is None and snapshot.last_job is None:
@@ -2372,7 +2435,7 @@ def _resumable_record(store, snapshot):
         raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
                          "or later; use submit to start a new chain"
                          % (store.directory, JOURNAL_FILE))
-    live = queued_jobs(live_candidates([snapshot.last_job], previous, store.read_submitted()))
+    live = queued_jobs(live_candidates([snapshot.last_job], previous, submitted), cluster=cluster)
     if live:
         raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
                          "resumable-chain cancel first" % (store.directory, ", ".join(
@@ -2384,12 +2447,12 @@ def _resumable_record(store, snapshot):
     return previous
 
 
-def _count_last_link(store, snapshot, previous):
+def _count_last_link(store, snapshot, previous, cluster):
     """Return (seconds, state) of the last link if it ran and no successor counted it, else
     (0, None): a resumed link continues it and counts it now, once."""
     if previous.action not in WORK_ACTIONS or previous.job != snapshot.last_job:
         return 0, None
-    found = observe_predecessor(previous.job, window=0).job
+    found = observe_predecessor(previous.job, window=0, cluster=cluster).job
     if found.state == NOT_VISIBLE:
         raise StateError("cannot find job %s's final state in accounting yet; try again "
                          "in a minute" % previous.job)
@@ -2615,6 +2678,7 @@ def format_status(status):
     lines = ["chain in %s: %d link(s) ran" % (status["run_dir"], status["links"])]
     lines += ["WARNING: %s" % problem for problem in status["problems"]]
     lines += ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
+    lines += ["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []
     lines.append("%-12s %-24s %10s  %-19s  %-19s  %s" % ("JOBID", "STATE", "ELAPSED", "START",
                                                           "END", "NOTE"))
     for row in status["jobs"]:

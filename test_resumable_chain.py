@@ -488,7 +488,7 @@ def test_the_fake_slurm_prints_what_the_recorded_slurm_printed(name, tmp_path, m
         cluster["next_id"] = int(real[1])
         monkeypatch.chdir(tmp_path)
         (tmp_path / argv[-1]).write_text("#!/bin/bash\ntrue\n")
-    fake = understood(argv[0], *fake_slurm.COMMANDS[argv[0]](argv[1:], cluster, 0))
+    fake = understood(argv[0], *fake_slurm.respond(argv[0], argv[1:], cluster, 0))
     assert fake == real
 
 

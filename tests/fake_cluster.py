@@ -81,6 +81,7 @@ class FakeCluster(object):
         if job_id is not None:
             environ["SLURM_JOB_ID"] = str(job_id)
             environ["SLURM_JOB_NAME"] = "job.sh"
+            environ["SLURM_CLUSTER_NAME"] = self.load().get("name", "local")
         if dependency:
             environ["SLURM_JOB_DEPENDENCY"] = dependency
         environ.update({key: str(value) for key, value in extra.items()})

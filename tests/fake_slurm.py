@@ -20,6 +20,8 @@ so tests can check what was run. Knobs a test may set on the cluster:
 * ``sacct_down``, ``scontrol_down`` (squeue too), ``squeue_down``, ``sbatch_error``: make a
   command fail as Slurm does;
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
+* ``name``: the cluster's name (default ``local``); ``-M OTHER`` is refused as Slurm refuses a
+  cluster its database does not know (sacct prints nothing);
 * ``hang``: {command: seconds} sleeps before answering;
 * ``latency``: seconds every command sleeps before answering.
 """
@@ -147,6 +149,9 @@ def scontrol(argv, cluster, now):
         if "TimeLimit" in spec or "timelimit" in spec:
             job["time_limit"] = spec.get("TimeLimit") or spec.get("timelimit")
         return 0, "", ""
+    if argv[:2] == ["show", "config"]:
+        return 0, "Configuration data as of 2026-11-30T00:00:00\nClusterName             = %s\n" \
+            % cluster.get("name", "local"), ""
     job_id = argv[-1]
     job = cluster["jobs"].get(job_id)
     if cluster.get("scontrol_down"):
@@ -221,6 +226,25 @@ def scancel(argv, cluster, now):
 COMMANDS = {"sbatch": sbatch, "sacct": sacct, "scontrol": scontrol, "squeue": squeue, "scancel": scancel}
 
 
+def other_cluster(command, argv, cluster):
+    """(argv without -M/--clusters, the refusal of a cluster this one is not, or None)."""
+    named, rest, words = None, [], iter(argv)
+    for word in words:
+        if word in ("-M", "--clusters"):
+            named = next(words, "")
+        elif word.startswith(("--clusters=", "-M")):
+            named = word.split("=", 1)[1] if "=" in word else word[2:]
+        else:
+            rest.append(word)
+    if named is None or named == cluster.get("name", "local"):
+        return rest, None
+    if command == "sacct":
+        return rest, (0, "", "")
+    return rest, (1, "", "%s: error: No cluster '%s' known by database.\n%s: error: '%s' can't be "
+                  "reached now, or it is an invalid entry for --cluster.  Use 'sacctmgr list "
+                  "clusters' to see available clusters.\n" % (command, named, command, named))
+
+
 def answer(command, argv, path, now=None, environ=None):
     """Record one call and answer it from the cluster in ``path``: (status, stdout, stderr)."""
     now = time.time() if now is None else now
@@ -233,8 +257,17 @@ def answer(command, argv, path, now=None, environ=None):
     with open(path + ".lock", "a") as lock:
         fcntl.lockf(lock, fcntl.LOCK_EX)
         cluster = load(path)
-        result = COMMANDS[command](argv, cluster, now)
+        result = respond(command, argv, cluster, now)
         save(path, cluster)
+    return result
+
+
+def respond(command, argv, cluster, now):
+    """What the command prints for this cluster: (status, stdout, stderr)."""
+    rest, refused = other_cluster(command, argv, cluster)
+    result = refused or COMMANDS[command](rest, cluster, now)
+    if command == "sbatch" and result[0] == 0 and rest != argv:  # -M: "id;cluster"
+        result = (0, result[1].strip() + ";" + cluster.get("name", "local") + "\n", result[2])
     return result
 
 

@@ -133,7 +133,8 @@ def test_submit_writes_a_resumable_copy_and_submits_it(cluster, tmp_path, capsys
     with open(copy) as handle:
         text = handle.read()
     assert cluster.job(1000)["script_text"] == text and not os.path.exists(staged)
-    assert [c["argv"] for c in cluster.calls("scontrol")] == [["release", "1000"]]
+    assert [c["argv"] for c in cluster.calls("scontrol")] == [  # the cluster, then release
+        ["show", "config"], ["release", "1000"]]
     assert cluster.job(1000)["held"] is False
     header, prologue = text.split("# >>> resumable_chain")
     assert header == "#!/bin/bash\n#SBATCH --job-name=train\n\n# setup\n#SBATCH -c 2\n"
@@ -143,6 +144,7 @@ def test_submit_writes_a_resumable_copy_and_submits_it(cluster, tmp_path, capsys
     assert os.stat(copy).st_mode & stat.S_IXUSR
     record = json.loads(read(run_dir, rc.SUBMIT_FILE))
     assert record["first_job"] == "1000" and record["max_walltime"] == 36000
+    assert record["cluster"] == "local"
     report = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")
     assert json.loads(report[1])["verdict"] == "waiting: job 1000 is pending (Priority)"
 
@@ -754,7 +756,8 @@ def test_submit_hold_holds_the_first_job_only(cluster, tmp_path, capsys, monkeyp
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--hold",
                                "-p", "debug", script)
     assert status == 0 and "held as asked: scontrol release 1000 starts it" in err, err
-    assert cluster.calls("scontrol") == [] and cluster.job(1000)["held"] is True
+    assert not any(call["argv"][0] == "release" for call in cluster.calls("scontrol"))
+    assert cluster.job(1000)["held"] is True
     prologue = read(run_dir, "resumable-s.sh")
     assert "--sbatch-arg=-p --sbatch-arg=debug" in prologue and "--hold" not in prologue
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
@@ -853,4 +856,43 @@ def test_status_next_line_says_to_fix_a_corrupt_file_first(cluster, run_dir, cap
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert report["next"].startswith("fix or delete the file named above, then: ")
     assert resume(cluster, capsys, monkeypatch, run_dir)[0] == 2  # indeed refused till then
+
+
+def test_a_link_on_another_cluster_refuses_to_continue_the_chain(cluster, run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    assert json.loads(read(run_dir, rc.JOURNAL_FILE))["cluster"] == "local"
+    cluster.finish(100, "TIMEOUT", 70)
+    result = cluster.run_link(script, successor, predecessor=100, SLURM_CLUSTER_NAME="other")
+    assert result.returncode == 2
+    assert "runs on cluster other, but the chain in %s runs on cluster local" % run_dir \
+        in result.stderr
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n" and "1000" not in cluster.work_done()
+
+
+def test_from_a_shell_on_another_cluster_status_and_resume_ask_the_chains_cluster(
+        cluster, run_dir, running_chain, capsys, monkeypatch):
+    cluster.update(name="other")  # this shell's commands reach another cluster, which has
+    cluster.set_job(1000, state="FAILED")  # a job 1000 of its own, long ended
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")
+    report = json.loads(out)
+    assert status == 1 and report["cluster"] == "local"
+    assert all(call["argv"][:2] == ["-M", "local"] for call in cluster.calls("squeue")[-1:])
+    assert report["verdict"].startswith("unknown: Slurm did not answer")
+    assert "'local' can't be reached now" in report["verdict"]
+    assert report["cluster_note"] == ("the chain runs on cluster local; this shell's Slurm "
+                                      "commands reach cluster other, so they ask with -M local")
+    sbatch_calls = len(cluster.calls("sbatch"))
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 2 and "'local' can't be reached now" in err
+    assert "(the chain runs on cluster local; this shell's Slurm commands reach cluster other" in err
+    assert len(cluster.calls("sbatch")) == sbatch_calls  # nothing queued on the wrong cluster
+
+
+def test_submit_to_a_named_cluster_records_it(cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    run_dir = str(tmp_path / "r")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "-M", "local",
+                               script)
+    assert (status, out) == (0, "1000\n"), err  # sbatch printed 1000;local
+    assert json.loads(read(run_dir, rc.SUBMIT_FILE))["cluster"] == "local"
 
