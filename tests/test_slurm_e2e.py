@@ -240,6 +240,7 @@ def phase_a(root):
         "hostile": Chain(root, "hostile", 'if [ "$n" -le 1 ]; then exit 3; fi', time_limit="5",
                          header=hostile_python_environment(root)),
         "force": Chain(root, "force", "sleep 600", time_limit="10", plain=True),
+        "cluster": Chain(root, "cluster", "sleep 600", time_limit="10"),
     }
     budget_dir = shared_budget(root, "3:00")
     for name in ("budget-a", "budget-b"):  # two chains at once on one 3-minute budget
@@ -497,6 +498,45 @@ def test_resume_with_a_larger_cap_after_a_real_chain_stopped_at_its_cap(phase_a)
     # The new cap applies from the resumed link on; the walltime so far is kept.
     assert "job %s: resume | predecessor" % resumed in chain.log()
     assert "walltime %d/600 s" % jobs[0]["elapsed"] in chain.log()
+
+
+def other_cluster_environment():
+    """The environment whose Slurm commands reach the other local cluster, or None."""
+    other = "26.05" if "22.05" in RELEASE else "22.05"
+    exports = run(["bash", LOCAL_SLURM, "--release", other, "env"], check=False).stdout
+    environ = dict(os.environ)
+    for line in exports.splitlines():  # export NAME=VALUE, $PATH in it
+        name, _, value = line[len("export "):].partition("=")
+        environ[name] = value.replace("$PATH", os.environ["PATH"])
+    answers = run(["sinfo", "-h"], check=False, env=environ).returncode == 0
+    return environ if answers and "SLURM_CONF" in environ else None
+
+
+def test_from_another_clusters_shell_status_and_resume_never_take_its_jobs_for_the_chains(
+        phase_a):
+    chain = phase_a["cluster"]
+    chain.wait_running(chain.first)
+    here = json.loads(chain.state_file(rc.JOURNAL_FILE))["cluster"]
+    assert here and here == run(["scontrol", "show", "config"]).stdout.split(
+        "ClusterName")[1].split("=")[1].split()[0]
+    environ = other_cluster_environment()
+    if environ is None:
+        cli("cancel", chain.run_dir)
+        pytest.skip("the other local cluster does not answer (ci/local-slurm.sh --release ... up)")
+    module = os.path.join(ROOT, "resumable_chain.py")
+    status = run([sys.executable, module, "status", chain.run_dir, "--json"], check=False,
+                 env=environ)
+    report = json.loads(status.stdout)
+    assert status.returncode == 1, status.stderr
+    assert report["verdict"].startswith("unknown: Slurm did not answer"), report["verdict"]
+    assert report["cluster_note"].startswith("the chain runs on cluster %s;" % here)
+    queued_there = run(["squeue", "-h", "-o", "%i"], env=environ).stdout
+    resume = run([sys.executable, module, "resume", chain.run_dir], check=False, env=environ)
+    assert resume.returncode == 2 and "the chain runs on cluster %s" % here in resume.stderr
+    assert run(["squeue", "-h", "-o", "%i"], env=environ).stdout == queued_there
+    assert json.loads(cli("status", chain.run_dir, "--json"))["verdict"].startswith("running")
+    cli("cancel", chain.run_dir)
+    assert [job["state"].split()[0] for job in chain.wait_done()][0] == "CANCELLED"
 
 
 def test_this_release_and_a_dependency_on_a_forgotten_job():
