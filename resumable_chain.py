@@ -76,6 +76,7 @@ MAX_COUNTER = 10 ** 12  # larger counter values are corruption, not history
 COUNTER_BYTES = 64  # a longer counter file is corruption (it is read whole up to this size)
 MAX_RETRIES_LIMIT = MAX_COUNTER - 1  # the retries counter must still fit after one more retry
 MIN_TIME_LIMIT = 60  # Slurm's smallest time limit: a link needs at least this much budget
+MAX_TIME_LIMIT = (2 ** 32 - 3) * 60  # Slurm's largest (uint32 minutes; the top two are special)
 
 CHAIN_FILE = ".gym_job_chain"  # one job ID per line: every job that ran its work
 WALLTIME_FILE = ".gym_accumulated_walltime"  # integer seconds used by finished links
@@ -385,6 +386,10 @@ def check_max_walltime(value, name="max_walltime"):
     if seconds < MIN_TIME_LIMIT:
         raise ValueError("%s %r is %d s: under Slurm's 1-minute minimum time limit no link "
                          "could ever run; use at least 60 s (1:00)" % (name, value, seconds))
+    if seconds > MAX_TIME_LIMIT:
+        raise ValueError("%s %r is more than Slurm can represent (at most %s, %d minutes); "
+                         "leave it out for no cap" % (name, value, format_duration(
+                             MAX_TIME_LIMIT), MAX_TIME_LIMIT // 60))
     return seconds
 
 
@@ -1793,9 +1798,9 @@ def describe_link(outcome):
         clamp += " | reserved %d s of the shared budget in %s" % (record.reserved,
                                                                   record.budget_dir)
     note = observation.note if observation is not None else ""
-    return ("job %s: %s | predecessor %s | walltime %d/%s s | retries %d/%s | successor %s%s | %s%s"
+    return ("job %s: %s | predecessor %s | walltime %d s %s | retries %d/%s | successor %s%s | %s%s"
             % (record.job, record.action, seen, record.walltime,
-               cap if cap is not None else "unlimited", record.retries,
+               "of %d s" % cap if cap is not None else "(no cap)", record.retries,
                record.max_retries if record.max_retries is not None else "?",
                record.successor or "none", clamp, record.reason or "",
                (" (%s)" % note) if note else ""))
@@ -2546,10 +2551,15 @@ def split_submit_argv(argv):
 
 def _split_options(words, own_values=OWN_SUBMIT_VALUES, own_flags=frozenset(("--force",))):
     """DIR and our options (with their values) apart from the sbatch options, order kept, up
-    to the first word that is neither; returns (ours, sbatch options, that word's index).
-    Options are read as sbatch reads them (unique prefixes too); ours are spelled out."""
-    ours, sbatch_args, index = words[:1], [], 1
-    while index < len(words) and words[index].startswith("-"):
+    to the first word after DIR that is neither; returns (DIR and ours, sbatch options, that
+    word's index). Options are read as sbatch reads them (unique prefixes); ours spelled out."""
+    ours, sbatch_args, index, run_dir = [], [], 0, []
+    while index < len(words):
+        if not words[index].startswith("-"):  # DIR (options may come before it), then SCRIPT
+            if run_dir:
+                break
+            run_dir, index = [words[index]], index + 1
+            continue
         name, takes_value = resolve_option(words[index], SBATCH_VALUE_OPTIONS | own_values,
                                            SBATCH_OTHER_OPTIONS | own_flags)
         if name in own_values | own_flags:
@@ -2557,7 +2567,7 @@ def _split_options(words, own_values=OWN_SUBMIT_VALUES, own_flags=frozenset(("--
         else:
             sbatch_args += words[index:index + 1 + takes_value]
         index += 1 + takes_value
-    return ours, sbatch_args, index
+    return run_dir + ours, sbatch_args, index
 
 
 def _build_parser():
@@ -2679,15 +2689,16 @@ def format_status(status):
     lines += ["WARNING: %s" % problem for problem in status["problems"]]
     lines += ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
     lines += ["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []
-    lines.append("%-12s %-24s %10s  %-19s  %-19s  %s" % ("JOBID", "STATE", "ELAPSED", "START",
+    lines.append("%-12s %-26s %10s  %-19s  %-19s  %s" % ("JOBID", "STATE", "ELAPSED", "START",
                                                           "END", "NOTE"))
     for row in status["jobs"]:
-        note = row["note"] or ""
+        state = _state_words(row["state"])  # who cancelled it, by name
+        note = "" if row["note"] == state else row["note"] or ""
         if row["time_left"] is not None:
             note = "time limit %s, %s left" % (format_duration(row["time_limit"]),
                                                format_duration(row["time_left"]))
-        lines.append(("%-12s %-24s %10s  %-19s  %-19s  %s" % (
-            row["job"], row["state"], format_duration(row["elapsed"]), row["start"] or "-",
+        lines.append(("%-12s %-26s %10s  %-19s  %-19s  %s" % (
+            row["job"], state, format_duration(row["elapsed"]), row["start"] or "-",
             row["end"] or "-", note)).rstrip())
     cap = status["max_walltime"]
     walltime = "walltime: %s" % format_duration(status["walltime_used"])

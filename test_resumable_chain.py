@@ -777,3 +777,9 @@ def test_parse_recorded_squeue_reasons(release):
         ("PENDING", "Dependency", "135"), ("PENDING", "JobHeldUser", None),
         ("RUNNING", None, None)]
 
+
+def test_parse_resumable_refuses_a_cap_slurm_cannot_represent():
+    assert rc.parse_resumable({"max_walltime": rc.MAX_TIME_LIMIT}).max_walltime == rc.MAX_TIME_LIMIT
+    with pytest.raises(ValueError, match="more than Slurm can represent"):
+        rc.parse_resumable({"max_walltime": rc.MAX_TIME_LIMIT + 60})
+

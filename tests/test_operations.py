@@ -262,6 +262,9 @@ SUBMIT_WORDS = [
      (["d", "--max-retries", "3"], ["--part", "debug"], "t.sh", [])),
     ("a job name that starts with a dash", ["d", "-J", "-accuracy-run", "t.sh"],
      (["d"], ["-J", "-accuracy-run"], "t.sh", [])),
+    ("options before DIR, as other commands take them", ["--max-retries", "3", "-p", "gpu", "d",
+                                                         "--force", "t.sh", "x"],
+     (["d", "--max-retries", "3", "--force"], ["-p", "gpu"], "t.sh", ["x"])),
 ]
 
 
@@ -396,12 +399,12 @@ def test_resume_with_a_larger_cap_after_the_chain_stopped_at_it(cluster, run_dir
     result = cluster.run_link(script, job)
     assert result.returncode == 0, result.stderr
     assert cluster.job(job)["time_limit"] == "8"  # 600 - 100 s left: whole minutes
-    assert "walltime 100/600 s | retries 0/7" in result.stderr
+    assert "walltime 100 s of 600 s | retries 0/7" in result.stderr
     assert json.loads(read(run_dir, rc.JOURNAL_FILE))["link"] == 2  # 100 ran, then this one
     next_link = cluster.pending()[-1]
     cluster.finish(job, "FAILED", 30)
     result = cluster.run_link(script, next_link, predecessor=job)  # the new caps hold on
-    assert "walltime 130/600 s | retries 1/7" in result.stderr
+    assert "walltime 130 s of 600 s | retries 1/7" in result.stderr
 
 
 @pytest.mark.parametrize("situation", ["live", "completed", "not a chain", "corrupt"])
@@ -498,6 +501,10 @@ def test_status_of_a_chain_stopped_by_a_user_cancel(cluster, run_dir, capsys, mo
     assert rows["100"]["note"] == "CANCELLED by root (uid 0)"
     assert report["verdict"] == "stopped: job 100 was CANCELLED by root (uid 0)"
     assert "resume" in report["next"]
+    text = run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1]
+    [row] = [line for line in text.splitlines() if line.startswith("100 ")]
+    assert "CANCELLED by root (uid 0)" in row and "by 0 " not in row  # one name for one user
+    assert row.count("CANCELLED by root") == 1
 
 
 def test_status_of_a_completed_chain_explains_the_cancelled_successor(cluster, run_dir, capsys,
@@ -895,4 +902,15 @@ def test_submit_to_a_named_cluster_records_it(cluster, tmp_path, capsys, monkeyp
                                script)
     assert (status, out) == (0, "1000\n"), err  # sbatch printed 1000;local
     assert json.loads(read(run_dir, rc.SUBMIT_FILE))["cluster"] == "local"
+
+
+@pytest.mark.parametrize("command", ["submit", "render", "resume", "budget"])
+def test_a_cap_slurm_cannot_represent_is_refused_in_one_line(cluster, tmp_path, capsys,
+                                                             monkeypatch, command):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    words = [command, str(tmp_path / "r"), "--max-walltime", "99999999999999"]
+    status, out, err = run_cli(cluster, capsys, monkeypatch,
+                               *(words + [script] if command == "submit" else words))
+    assert status == 2 and "more than Slurm can represent (at most 2982616-04:13:00" in err
+    assert err.count("\n") == 1 and out == ""
 

@@ -497,7 +497,7 @@ def test_resume_with_a_larger_cap_after_a_real_chain_stopped_at_its_cap(phase_a)
     assert jobs[2]["id"] == resumed and chain.work() == [chain.first, resumed]
     # The new cap applies from the resumed link on; the walltime so far is kept.
     assert "job %s: resume | predecessor" % resumed in chain.log()
-    assert "walltime %d/600 s" % jobs[0]["elapsed"] in chain.log()
+    assert "walltime %d s of 600 s" % jobs[0]["elapsed"] in chain.log()
 
 
 def other_cluster_environment():
