@@ -270,13 +270,15 @@ NextLink.__doc__ = "How a link's successor is queued (the script, its options an
 NextLink.__new__.__defaults__ = ((), (), None, None)
 
 
-Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs")
+Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs cluster")
 Budget.__doc__ = """A walltime budget shared by chains (BUDGET_FILE), all in seconds.
 
 cap; settled (the real elapsed time of links that ended); reservations
 ({job ID: seconds} of links that may still run); settled_jobs ({job ID:
-seconds settled}, so that no job is counted twice).
+seconds settled}, so that no job is counted twice); cluster (where its
+links run, so that job IDs are asked there; None: not known yet).
 """
+Budget.__new__.__defaults__ = (None,)
 
 
 class Settings(dict):
@@ -762,9 +764,9 @@ def parse_budget(data):
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     budget = Budget(data.get("cap"), data.get("settled"), data.get("reservations"),
-                    data.get("settled_jobs"))
+                    data.get("settled_jobs"), data.get("cluster"))
     if not (seconds(budget.cap) and seconds(budget.settled) and table(budget.reservations)
-            and table(budget.settled_jobs)):
+            and table(budget.settled_jobs) and isinstance(budget.cluster, (str, type(None)))):
         raise ValueError("cap, settled, reservations or settled_jobs missing or malformed")
     return budget
 
@@ -881,8 +883,9 @@ def settle(budget, job_id, elapsed):
         return budget  # not a link of this budget
     counted = budget.settled_jobs.get(job_id, 0)
     reservations = {job: seconds for job, seconds in budget.reservations.items() if job != job_id}
-    return Budget(budget.cap, budget.settled + max(elapsed - counted, 0), reservations,
-                  dict(budget.settled_jobs, **{job_id: max(elapsed, counted)}))
+    return budget._replace(
+        settled=budget.settled + max(elapsed - counted, 0), reservations=reservations,
+        settled_jobs=dict(budget.settled_jobs, **{job_id: max(elapsed, counted)}))
 
 
 Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
@@ -1615,20 +1618,21 @@ def clamp_time_limit(job_id, seconds, warnings, own=None):
     return minutes * 60
 
 
-def settle_ended(budget, keep=()):
+def settle_ended(budget, keep=(), cluster=None):
     """Settle the reservations of links that ended, with their real elapsed time.
 
     One squeue call for every reserved job, one sacct call for those that are
     no longer queued; a job accounting does not show as final yet stays
-    reserved (a later reader settles it). Jobs in ``keep`` are left alone.
+    reserved (a later reader settles it). Jobs in ``keep`` are left alone;
+    ``cluster``: the budget's, when the commands here reach another one.
     """
     reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
     if not reserved:
         return budget
-    live = set(job.job_id for job in queued_jobs(reserved))
+    live = set(job.job_id for job in queued_jobs(reserved, cluster=cluster))
     ended = [job for job in reserved if job not in live]
     if ended:
-        found, _ = sacct_jobs(ended)
+        found, _ = sacct_jobs(ended, cluster=cluster)
         for job_id, job in found.items():
             if is_final(job.state):
                 budget = settle(budget, job_id, job.elapsed)
@@ -1645,10 +1649,13 @@ def draw_on_budget(budget_dir, record, observation, warnings):
     store = StateStore(budget_dir)
     with store.locked(name=BUDGET_LOCK):
         budget = store.read_budget()
+        if budget.cluster is None:
+            budget = budget._replace(cluster=record.cluster)
         if observation is not None and observation.source in ("scontrol", "sacct"):
             budget = settle(budget, record.predecessor, observation.job.elapsed)
         try:
-            budget = settle_ended(budget, keep=(record.job,))
+            budget = settle_ended(budget, keep=(record.job,), cluster=None if budget.cluster in (
+                None, record.cluster) else budget.cluster)
         except StateError as error:
             warnings.append("WARNING: cannot settle the shared budget's ended links: %s" % error)
         own = seconds = None
@@ -2164,7 +2171,7 @@ def budget_report(budget_dir):
     with store.locked(name=BUDGET_LOCK):
         budget = store.read_budget()
         try:
-            settled = settle_ended(budget)
+            settled = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
         except StateError:
             settled = budget  # squeue unreachable: show what is known
         if settled != budget:
@@ -2172,7 +2179,7 @@ def budget_report(budget_dir):
     reserved = sum(settled.reservations.values())
     return {"dir": os.path.abspath(budget_dir), "cap": settled.cap, "used": settled.settled,
             "reserved": reserved, "left": budget_left(settled),
-            "reservations": dict(settled.reservations)}
+            "reservations": dict(settled.reservations), "cluster": settled.cluster}
 
 
 def set_budget(budget_dir, cap):
@@ -2188,7 +2195,7 @@ def set_budget(budget_dir, cap):
         except StateError:
             if os.path.exists(store.path(BUDGET_FILE)):
                 raise  # corrupt: never silently reset what was used
-            budget = Budget(cap, 0, {}, {})
+            budget = Budget(cap, 0, {}, {}, current_cluster())
         store.write_budget(budget)
     return budget_report(budget_dir)
 

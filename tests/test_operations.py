@@ -914,3 +914,21 @@ def test_a_cap_slurm_cannot_represent_is_refused_in_one_line(cluster, tmp_path, 
     assert status == 2 and "more than Slurm can represent (at most 2982616-04:13:00" in err
     assert err.count("\n") == 1 and out == ""
 
+
+def test_a_budget_asks_its_own_cluster_about_its_links(cluster, tmp_path, capsys, monkeypatch):
+    budget_dir = str(tmp_path / "budget")
+    assert run_cli(cluster, capsys, monkeypatch, "budget", budget_dir, "--max-walltime", "1:00:00",
+                   "--json")[0] == 0
+    assert json.loads(read(budget_dir, rc.BUDGET_FILE))["cluster"] == "local"
+    script = cluster.write_script(str(tmp_path / "run"), budget_dir=budget_dir)
+    assert cluster.run_link(script, 100).returncode == 0  # reserves for job 100
+    cluster.finish(100, "TIMEOUT", 70)
+    cluster.update(name="other")  # a shell on another cluster: its job 100 is not ours
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "budget", budget_dir, "--json")
+    report = json.loads(out)
+    assert report["reserved"] > 0 and report["used"] == 0  # nothing settled from the wrong jobs
+    assert cluster.calls("squeue")[-1]["argv"][:2] == ["-M", "local"]
+    cluster.update(name="local")
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "budget", budget_dir, "--json")[1])
+    assert (report["reserved"], report["used"]) == (0, 70)
+
