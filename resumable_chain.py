@@ -643,14 +643,14 @@ def option_groups(arguments, strict=True):
     return [(name, words) for name, words, _ in groups]
 
 
-def check_sbatch_args(sbatch_args, allowed=()):
-    """Return sbatch arguments with every long option's name written in full; ValueError for an
-    unknown or ambiguous option, a word that is no option's value, and options that would
-    break a chain (REFUSED_SBATCH_OPTIONS, except those ``allowed``)."""
+def check_sbatch_args(sbatch_args, allowed=(), strict=True):
+    """Return sbatch arguments with every long option's name written in full; ValueError for
+    options that would break a chain (REFUSED_SBATCH_OPTIONS, except those ``allowed``) and,
+    ``strict``, for an unknown or ambiguous option and a word that is no option's value."""
     if isinstance(sbatch_args, str):
         raise ValueError("sbatch_args must be a list of arguments, not the string %r"
                          % sbatch_args)
-    groups = option_groups(sbatch_args)
+    groups = option_groups(sbatch_args, strict)
     for name, words in groups:
         if name in REFUSED_SBATCH_OPTIONS and name not in allowed:
             raise ValueError("sbatch option %r is not allowed in a chain: %s"
@@ -747,8 +747,9 @@ def parse_prologue_args(argv):
     retries = (values["--max-retries"] or [str(DEFAULT_MAX_RETRIES)])[-1]
     settings = Settings(retries_from_text(retries),
                         check_max_walltime((values["--max-walltime"] or [None])[-1]))
+    # Not strict: render checked the options, and a running chain must not stop over a table.
     return (positional[0], settings, values["--script"][0],
-            check_sbatch_args(values["--sbatch-arg"]), script_args,
+            check_sbatch_args(values["--sbatch-arg"], strict=False), script_args,
             (values["--budget-dir"] or [None])[-1])
 
 
