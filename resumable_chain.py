@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = [
     "NOT_VISIBLE",
     "STOP_CAUSES",
