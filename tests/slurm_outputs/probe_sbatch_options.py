@@ -19,12 +19,10 @@ import tarfile
 
 
 def probe(sbatch, word):
+    environ = {name: os.environ[name] for name in ("PATH", "SLURM_CONF") if name in os.environ}
     result = subprocess.run([sbatch, "--test-only", word], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=30,
-                            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                                 "SLURM_CONF": os.environ.get("SLURM_CONF", "")} if
-                            os.environ.get("SLURM_CONF") else {"PATH": "/usr/bin:/bin"},
-                            universal_newlines=True)
+                            env=environ, universal_newlines=True)  # no SBATCH_* defaults
     return result.stdout + result.stderr
 
 
