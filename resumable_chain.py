@@ -117,6 +117,12 @@ RETRY = "retry"  # the job itself failed: costs a retry (every state not listed,
 COMPLETE = "complete"  # the work finished
 STOP = "stop"  # a person (or Slurm, for an invalid dependency) cancelled it
 LAG = "lag"  # not final: accounting or the controller has not caught up with the end yet
+RESUME_ASKED = "resume asked"  # the work exited RESUME_EXIT: progress saved, resume (no retry)
+STOP_ASKED = "stop asked"  # the work exited STOP_EXIT: it can never finish, stop the chain
+RESUME_EXIT = 75  # EX_TEMPFAIL; the work learns it as RESUMABLE_CHAIN_EXIT_RESUME
+STOP_EXIT = 76  # the work learns it as RESUMABLE_CHAIN_EXIT_STOP
+# What the work's exit status means when Slurm says FAILED (a signal's death is neither).
+WORK_EXIT_MEANING = {RESUME_EXIT: RESUME_ASKED, STOP_EXIT: STOP_ASKED}
 STATE_MEANING = {
     "COMPLETED": COMPLETE,
     "CANCELLED": STOP,
@@ -155,11 +161,13 @@ STOP_CAUSES = {
                     "fix the job script or its input, then {resume} (retries start again at 0)"),
     "cancel": ("stopped: {reason}", "{resume} continues it"),  # resumable-chain cancel
     "budget": ("stopped: {reason}", "raise the budget ({budget} --max-walltime T), then {resume}"),
+    "work": ("stopped by the work (exit {predecessor_exit_code}): job {predecessor} asked the "
+             "chain to stop", "{resume} continues it, if the work can go on after all"),
     None: ("stopped: {reason}", "{resume} continues it"),  # an old journal's unknown cause
 }
 # The cause when decide() ends the chain, by what the predecessor's state means (LAG never does).
 CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_walltime",
-                    RETRY: "max_retries"}
+                    RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work"}
 
 # Options that would break the chain if a user passed them to every successor.
 REFUSED_SBATCH_OPTIONS = {
@@ -208,7 +216,7 @@ SBATCH_SHORT_NAMES = dict(pair.split("=") for pair in (
 SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
 DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes, 48:00:00, "
                   "2-00), or seconds as 5400s")
-SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End"  # what sacct is asked for (-P -n)
+SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End,ExitCode"  # what sacct is asked (-P -n)
 SQUEUE_FORMAT = "%i|%T|%M|%S|%l|%E|%r"  # JobID|State|elapsed|start|limit|dependency|reason
 UNKNOWN_TIMES = ("", "Unknown", "None", "N/A", "(null)")  # Slurm's ways to say "no time"
 
@@ -221,16 +229,17 @@ Decision = collections.namedtuple("Decision", "action retries reason")
 Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, and why."
 
 Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
-                                    "predecessor submit reason")
+                                    "predecessor submit reason exit_code")
 Job.__doc__ = """One job as Slurm shows it, whichever command answered.
 
 job_id, state (as printed, e.g. "CANCELLED by 0"), elapsed seconds, start and
 end (Slurm's timestamps or None), time_limit seconds (None: unlimited or
 unknown), restarts (None: not reported), predecessor (the afternotok job
 squeue shows, or None), submit (sacct's submit time, or None), reason (why
-squeue says a pending job waits, e.g. JobHeldUser, Dependency; or None).
+squeue says a pending job waits, e.g. JobHeldUser, Dependency; or None),
+exit_code (Slurm's ExitCode as printed, "status:signal" such as "75:0", or None).
 """
-Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None)
+Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None)
 
 RECORD_FIELDS = collections.OrderedDict((
     ("job", "this record's job ID"),
@@ -239,6 +248,8 @@ RECORD_FIELDS = collections.OrderedDict((
     ("predecessor_state", "the predecessor's state as seen (NOT_VISIBLE, or None for a first "
                           "job and for a link resume queued after a link that did no work)"),
     ("predecessor_elapsed", "the predecessor's seconds this record adds to the walltime"),
+    ("predecessor_exit_code", "the exit status its batch script ended with (None: killed by a "
+                              "signal, or not known)"),
     ("source", "where the predecessor's state came from: scontrol, sacct, resume, or None"),
     ("action", "one of ACTIONS"),
     ("cause", "why a chain ended (a key of STOP_CAUSES), None while it goes on"),
@@ -469,6 +480,14 @@ def _known_time(text):
     return None if text in UNKNOWN_TIMES else text
 
 
+def exit_status(exit_code):
+    """Slurm's ExitCode ``"75:0"`` -> 75; None for a death by signal (``"0:15"``) or none."""
+    status, colon, signal_number = (exit_code or "").partition(":")
+    if is_digits(status, 3) and (not colon or signal_number == "0"):
+        return int(status)
+    return None
+
+
 def parse_sbatch_reply(text):
     """Return (job ID, cluster or None) of what sbatch printed (``--parsable``: ``ID[;cluster]``,
     the cluster only with ``-M``), or (None, None)."""
@@ -504,7 +523,7 @@ def parse_sacct(text):
         records.setdefault(job_id, []).append(Job(
             job_id, state, int(elapsed) if is_digits(elapsed, 12) else 0,
             start=_known_time(field.get("Start")), end=_known_time(field.get("End")),
-            submit=_known_time(field.get("Submit"))))
+            submit=_known_time(field.get("Submit")), exit_code=field.get("ExitCode") or None))
     return records
 
 
@@ -545,7 +564,8 @@ def parse_scontrol(text):
     RunTime for a job cancelled by its dependency) has run 0 s; an UNLIMITED
     time limit is None.
     """
-    wanted = ("JobId", "JobState", "RunTime", "TimeLimit", "Restarts", "StartTime", "EndTime")
+    wanted = ("JobId", "JobState", "RunTime", "TimeLimit", "Restarts", "StartTime", "EndTime",
+              "ExitCode")
     fields = {}
     for word in (text or "").split():
         name, _, value = word.partition("=")
@@ -560,7 +580,8 @@ def parse_scontrol(text):
                0 if never_started else parse_duration(fields.get("RunTime")) or 0,
                start=start, end=_known_time(fields.get("EndTime")),
                time_limit=parse_duration(fields.get("TimeLimit")),
-               restarts=int(restarts) if is_digits(restarts, 9) else None)
+               restarts=int(restarts) if is_digits(restarts, 9) else None,
+               exit_code=fields.get("ExitCode"))
 
 
 def parse_squeue(text):
@@ -807,27 +828,41 @@ def uid_name(uid):
 # ---------------------------------------------------------------------------
 
 
-def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None):
+def state_meaning(state, exit_code=None):
+    """What a predecessor's final state means for its successor (a category of STATE_MEANING,
+    or what the work's exit status asked for when Slurm says FAILED)."""
+    meaning = STATE_MEANING.get(base_state(state), RETRY)
+    if base_state(state) == "FAILED":
+        meaning = WORK_EXIT_MEANING.get(exit_status(exit_code), meaning)
+    return meaning
+
+
+def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
+           exit_code=None):
     """Decide what a job does given its predecessor's state; pure, no I/O.
 
     ``state`` is None for the first job, NOT_VISIBLE when the predecessor could
     not be found, or the state string as Slurm prints it. ``walltime`` is the
     accumulated seconds including the predecessor; ``max_walltime`` seconds or None.
+    ``exit_code``: the predecessor's ExitCode (``"75:0"``); a FAILED job whose work
+    exited RESUME_EXIT resumes without a retry, STOP_EXIT stops the chain.
     """
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
         return Decision("resume", retries, "predecessor's final state not visible in "
                         "accounting: resuming without counting a retry")
-    meaning = STATE_MEANING.get(base_state(state), RETRY)
+    meaning = state_meaning(state, exit_code)
+    if meaning in (RESUME_ASKED, STOP_ASKED):
+        state = "%s with exit %d" % (state, exit_status(exit_code))
     if meaning == LAG:
         return Decision("resume", retries, "predecessor still shows %s (accounting lag): "
                         "resuming without counting a retry" % state)
     if meaning == COMPLETE:
         return Decision("complete", retries, "predecessor COMPLETED: the work is done")
-    if meaning == STOP:
+    if meaning in (STOP, STOP_ASKED):
         return Decision("stop", retries, "predecessor %s: stopping the chain" % state)
-    if meaning == INTERRUPTED:
+    if meaning in (INTERRUPTED, RESUME_ASKED):
         if max_walltime is not None and walltime >= max_walltime:
             return Decision("stop", retries, "predecessor %s and accumulated walltime %d s "
                             "reached max_walltime %d s: stopping the chain"
@@ -942,9 +977,10 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
         elapsed = observed.elapsed
         walltime = (snapshot.walltime or 0) + elapsed
         decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
-                          max_retries=settings.max_retries, max_walltime=settings.max_walltime)
+                          max_retries=settings.max_retries, max_walltime=settings.max_walltime,
+                          exit_code=observed.exit_code)
         if decision.action not in WORK_ACTIONS:
-            cause = CAUSE_OF_MEANING[STATE_MEANING.get(base_state(observed.state), RETRY)]
+            cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code)]
         elif snapshot.cancelled:
             decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
                                        "resumable-chain cancel (%s): stopping"
@@ -956,6 +992,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     return Record(job=job_id, predecessor=predecessor_id,
                   predecessor_state=observed.state if observed else None,
                   predecessor_elapsed=elapsed,
+                  predecessor_exit_code=exit_status(observed.exit_code) if observed else None,
                   source=observation.source if observation else None,
                   action=decision.action, cause=cause, reason=decision.reason, walltime=walltime,
                   retries=decision.retries, max_retries=settings.max_retries,
@@ -972,7 +1009,8 @@ def link_exports(record, run_dir):
               "SUCCESSOR": record.successor, "WALLTIME_USED": record.walltime,
               "WALLTIME_LEFT": None if cap is None else max(cap - record.walltime, 0),
               "MAX_WALLTIME": cap, "RETRIES": record.retries, "MAX_RETRIES": record.max_retries,
-              "TIME_LIMIT": record.time_limit}
+              "TIME_LIMIT": record.time_limit, "EXIT_RESUME": RESUME_EXIT,
+              "EXIT_STOP": STOP_EXIT}
     return collections.OrderedDict((EXPORT_PREFIX + name, "" if value is None else str(value))
                                    for name, value in sorted(values.items()))
 

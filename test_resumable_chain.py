@@ -393,7 +393,8 @@ RECORDED_SACCT = {  # job ID: (state, elapsed) in tests/slurm_outputs/<release>/
 @pytest.mark.parametrize("release", sorted(RECORDED_SACCT))
 def test_parse_recorded_sacct(release):
     command, status, stdout, _ = recorded(release + "/sacct-chain")
-    assert command.endswith("-X -D -P -n -o " + rc.SACCT_FIELDS) and status == 0
+    # recorded before ExitCode was asked for: fields are read by name, in the order asked
+    assert rc.SACCT_FIELDS.startswith(command.split(" -o ")[1]) and status == 0
     jobs = {job_id: rc.summarize_sacct(records) for job_id, records in rc.parse_sacct(stdout).items()}
     assert {job_id: (job.state, job.elapsed) for job_id, job in jobs.items()} == RECORDED_SACCT[release]
     pending = [job for job in jobs.values() if job.state == "PENDING"]
@@ -453,7 +454,7 @@ def as_fake_job(job, earlier=()):
             "end": job.end or "Unknown", "submit": job.submit or "2026-11-30T00:00:00",
             "time_limit": "UNLIMITED" if job.time_limit is None else job.time_limit // 60,
             "dependency": "afternotok:%s" % job.predecessor if job.predecessor else "",
-            "held": job.reason == "JobHeldUser",
+            "held": job.reason == "JobHeldUser", "exit_code": job.exit_code or "0:0",
             "runs": [as_fake_job(run) for run in earlier] or [{}] * (job.restarts or 0)}
 
 
@@ -782,4 +783,32 @@ def test_parse_resumable_refuses_a_cap_slurm_cannot_represent():
     assert rc.parse_resumable({"max_walltime": rc.MAX_TIME_LIMIT}).max_walltime == rc.MAX_TIME_LIMIT
     with pytest.raises(ValueError, match="more than Slurm can represent"):
         rc.parse_resumable({"max_walltime": rc.MAX_TIME_LIMIT + 60})
+
+
+@pytest.mark.parametrize("release", ["22.05", "26.05"])
+def test_parse_recorded_exit_codes(release):
+    codes = [rc.parse_scontrol(recorded("%s/%s" % (release, name))[2]).exit_code
+             for name in ("scontrol-exit-75", "scontrol-exit-76", "scontrol-killed-by-signal")]
+    assert codes == ["75:0", "76:0", "0:9"]
+    assert [rc.exit_status(code) for code in codes] == [75, 76, None]
+    command, _, stdout, _ = recorded(release + "/sacct-exit-codes")
+    assert command.endswith("-o " + rc.SACCT_FIELDS)
+    jobs = [jobs[0] for jobs in rc.parse_sacct(stdout).values()]
+    assert [(job.state, job.exit_code) for job in jobs] == [
+        ("FAILED", "75:0"), ("FAILED", "76:0"), ("FAILED", "0:9")]
+
+
+@pytest.mark.parametrize("situation,exit_code,walltime,cap,expected", [
+    ("progress saved: resume, no retry", "75:0", 10, None, ("resume", 0)),
+    ("progress saved but the cap is reached", "75:0", 100, 100, ("stop", 0)),
+    ("the work asks to stop", "76:0", 10, None, ("stop", 0)),
+    ("killed by a signal is a failure", "0:15", 10, None, ("fail", 1)),
+    ("another exit status is a failure", "1:0", 10, None, ("fail", 1)),
+    ("no exit code known: as before", None, 10, None, ("fail", 1)),
+])
+def test_decide_honours_the_works_exit_status(situation, exit_code, walltime, cap, expected):
+    decision = decide("FAILED", retries=0, walltime=walltime, max_retries=0, max_walltime=cap,
+                      exit_code=exit_code)
+    assert decision[:2] == expected
+    assert decide("TIMEOUT", exit_code="76:0").action == "resume"  # only a FAILED job's exit
 

@@ -166,11 +166,11 @@ def scontrol(argv, cluster, now):
         start = "2026-11-30T01:00:00"
     text = ("JobId=%s JobName=job UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=%d Nice=0 "
             "Account=(null) QOS=(null) JobState=%s Reason=%s Dependency=(null) Requeue=0 "
-            "Restarts=%d BatchFlag=1 Reboot=0 ExitCode=0:0 RunTime=%s TimeLimit=%s TimeMin=N/A "
+            "Restarts=%d BatchFlag=1 Reboot=0 ExitCode=%s RunTime=%s TimeLimit=%s TimeMin=N/A "
             "SubmitTime=2026-11-30T00:00:00 StartTime=%s EndTime=%s Partition=debug "
             "Command=%s WorkDir=/tmp" % (job_id, 0 if job.get("held") else 1, job["state"].split()[0],
                                         "JobHeldUser" if job.get("held") else "None",
-                                        len(job.get("runs", [])),
+                                        len(job.get("runs", [])), job.get("exit_code", "0:0"),
                                         seconds_to_clock(job.get("elapsed", 0)),
                                         limit, start, job.get("end", "Unknown"),
                                         job.get("script", "/tmp/job.sh")))

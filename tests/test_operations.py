@@ -932,3 +932,15 @@ def test_a_budget_asks_its_own_cluster_about_its_links(cluster, tmp_path, capsys
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "budget", budget_dir, "--json")[1])
     assert (report["reserved"], report["used"]) == (0, 70)
 
+
+def test_status_says_the_work_stopped_the_chain(cluster, run_dir, capsys, monkeypatch):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "FAILED", 30)
+    cluster.set_job(100, exit_code="76:0")
+    assert cluster.run_link(script, successor, predecessor=100).returncode == 0
+    cluster.finish(successor, "COMPLETED", 1)
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["verdict"] == ("stopped by the work (exit 76): job 100 asked the chain to "
+                                 "stop")
+    assert "resume" in report["next"]
+

@@ -442,7 +442,8 @@ def test_the_work_learns_the_chain_from_exported_variables(cluster, run_dir):
         "RESUMABLE_CHAIN_PREDECESSOR": "", "RESUMABLE_CHAIN_SUCCESSOR": "1000",
         "RESUMABLE_CHAIN_WALLTIME_USED": "0", "RESUMABLE_CHAIN_WALLTIME_LEFT": "600",
         "RESUMABLE_CHAIN_MAX_WALLTIME": "600", "RESUMABLE_CHAIN_RETRIES": "0",
-        "RESUMABLE_CHAIN_MAX_RETRIES": "3", "RESUMABLE_CHAIN_TIME_LIMIT": "600"}
+        "RESUMABLE_CHAIN_MAX_RETRIES": "3", "RESUMABLE_CHAIN_TIME_LIMIT": "600",
+        "RESUMABLE_CHAIN_EXIT_RESUME": "75", "RESUMABLE_CHAIN_EXIT_STOP": "76"}
     assert (second["RESUMABLE_CHAIN_LINK"], second["RESUMABLE_CHAIN_RESUMING"],
             second["RESUMABLE_CHAIN_PREDECESSOR"], second["RESUMABLE_CHAIN_WALLTIME_USED"],
             second["RESUMABLE_CHAIN_WALLTIME_LEFT"], second["RESUMABLE_CHAIN_TIME_LIMIT"]) == (
@@ -666,4 +667,24 @@ def test_a_chain_from_before_link_numbers_goes_on_without_them(cluster, run_dir)
     assert exported(cluster)[1]["RESUMABLE_CHAIN_LINK"] == ""
     assert json.loads(read(run_dir, rc.JOURNAL_FILE))["link"] is None
     assert read(run_dir, rc.CHAIN_FILE) == "100\n%s\n" % successor
+
+
+@pytest.mark.parametrize("source", ["scontrol", "sacct"])
+def test_the_work_steers_the_chain_with_exit_75_and_76(cluster, run_dir, source):
+    # 75 twice with max_retries 0: no retry counted, the chain goes on; then 76 stops it.
+    script, successor = start_chain(cluster, run_dir, max_retries=0)
+    links = ["100", successor]
+    for exit_code in ("75:0", "75:0", "76:0"):
+        cluster.finish(links[-2], "FAILED", 30)
+        cluster.set_job(links[-2], exit_code=exit_code, in_controller=source == "scontrol")
+        result = cluster.run_link(script, links[-1], predecessor=links[-2])
+        if exit_code == "76:0":
+            assert result.returncode == 0 and "exit 76: stopping the chain" in result.stderr
+            break
+        assert result.returncode == 0 and "resuming (not counted as a retry)" in result.stderr
+        links.append(cluster.pending()[-1])
+    assert read(run_dir, rc.RETRIES_FILE) == "0\n" and read(run_dir, rc.WALLTIME_FILE) == "90\n"
+    assert cluster.work_done() == links[:3]
+    record = json.loads(read(run_dir, rc.JOURNAL_FILE))
+    assert (record["cause"], record["predecessor_exit_code"]) == ("work", 76)
 

@@ -241,6 +241,9 @@ def phase_a(root):
                          header=hostile_python_environment(root)),
         "force": Chain(root, "force", "sleep 600", time_limit="10", plain=True),
         "cluster": Chain(root, "cluster", "sleep 600", time_limit="10"),
+        "exit-75": Chain(root, "exit-75", 'if [ "$n" -le 2 ]; then exit '
+                         '"$RESUMABLE_CHAIN_EXIT_RESUME"; fi', time_limit="5", max_retries=0),
+        "exit-76": Chain(root, "exit-76", 'exit "$RESUMABLE_CHAIN_EXIT_STOP"', time_limit="5"),
     }
     budget_dir = shared_budget(root, "3:00")
     for name in ("budget-a", "budget-b"):  # two chains at once on one 3-minute budget
@@ -542,6 +545,20 @@ def test_from_another_clusters_shell_status_and_resume_never_take_its_jobs_for_t
     assert json.loads(cli("status", chain.run_dir, "--json"))["verdict"].startswith("running")
     cli("cancel", chain.run_dir)
     assert [job["state"].split()[0] for job in chain.wait_done()][0] == "CANCELLED"
+
+
+def test_exit_75_resumes_without_a_retry_and_exit_76_stops_the_chain(phase_a):
+    chain = phase_a["exit-75"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["FAILED", "FAILED", "COMPLETED", "CANCELLED"], jobs
+    assert chain.work() == [job["id"] for job in jobs[:3]]
+    assert chain.state_file(rc.RETRIES_FILE) == "0\n"  # max_retries 0, and it completed
+    chain = phase_a["exit-76"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["FAILED", "COMPLETED"], jobs
+    assert chain.work() == [jobs[0]["id"]]
+    status = json.loads(cli("status", chain.run_dir, "--json"))
+    assert status["verdict"].startswith("stopped by the work (exit 76)"), status["verdict"]
 
 
 def test_this_release_and_a_dependency_on_a_forgotten_job():
