@@ -621,8 +621,8 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
         raise ValueError("unknown option %s: sbatch (22.05, 26.05) has no such short option"
                          % word[:2])
     name, equals, _ = word.partition("=")
-    known = value_options | other_options
-    matches = [name] if name in known else sorted(full for full in known if full.startswith(name))
+    matches = [name] if name in value_options or name in other_options else sorted(
+        full for full in value_options | other_options if full.startswith(name))
     if len(matches) > 1:
         raise ValueError("ambiguous option %s: it could be %s" % (name, ", ".join(matches)))
     if not matches:
