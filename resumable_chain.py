@@ -956,7 +956,7 @@ def restate(record, action, reason, cause):
 
 
 def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, now,
-              budget_dir=None):
+              budget_dir=None, cluster=None):
     """Return this link's Record from the state snapshot and what Slurm said; pure.
 
     ``observation`` is the lookup of the predecessor (its job's state is
@@ -998,7 +998,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
                   retries=decision.retries, max_retries=settings.max_retries,
                   max_walltime=settings.max_walltime, settings_from=settings_from,
                   link=link_number(length, decision.action), next=next_link._asdict(),
-                  phase="counted", time=int(now), budget_dir=budget_dir)
+                  phase="counted", time=int(now), budget_dir=budget_dir, cluster=cluster)
 
 
 def link_exports(record, run_dir):
@@ -1759,7 +1759,7 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
         else:
             observation = observe_predecessor(predecessor_id)
         record = plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link,
-                           now(), budget_dir)._replace(cluster=cluster)
+                           now(), budget_dir, cluster)
         own = None
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
@@ -1959,8 +1959,12 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         return live_candidates(self.jobs[-2:], self.record, self.submitted)
 
     def cluster(self):
-        """The cluster the chain's jobs run on, as recorded (None: not recorded)."""
-        return (self.record and self.record.cluster) or (self.submitted or {}).get("cluster")
+        return recorded_cluster(self.record, self.submitted)
+
+
+def recorded_cluster(record, submitted):
+    """The cluster a chain's jobs run on, as its journal or submit record says (None: not said)."""
+    return (record and record.cluster) or (submitted or {}).get("cluster")
 
 
 def cluster_to_ask(recorded):
@@ -2248,7 +2252,7 @@ def cancel_chain(run_dir, dry_run=False):
     """
     chain = open_chain(run_dir)
     if dry_run:
-        return _cancel_jobs(chain.candidates(), cluster_to_ask(chain.cluster()), dry_run=True)
+        return _cancel_jobs(chain.candidates(), *cluster_to_ask(chain.cluster()), dry_run=True)
     with chain.store.locked():
         return _cancel_locked(chain.store)
 
@@ -2257,7 +2261,7 @@ def _cancel_locked(store):
     """Mark the chain in store cancelled and cancel its jobs (the caller holds the lock)."""
     chain = open_chain(store.directory, must_exist=False)
     store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
-    return _cancel_jobs(chain.candidates(), cluster_to_ask(chain.cluster()))
+    return _cancel_jobs(chain.candidates(), *cluster_to_ask(chain.cluster()))
 
 
 def _queued_chain_jobs(links, cluster):
@@ -2275,9 +2279,10 @@ def _queued_chain_jobs(links, cluster):
     return pending, set(job.job_id for job in live) - pending
 
 
-def _cancel_jobs(links, cluster_and_note, dry_run=False):
-    """Cancel pending successors first (a cancelled link releases them), then running links."""
-    (cluster, note), cancelled, leftover, errors = cluster_and_note, [], [], []
+def _cancel_jobs(links, cluster, note, dry_run=False):
+    """Cancel pending successors first (a cancelled link releases them), then running links.
+    ``cluster``: ask it with -M; ``note`` names both clusters when something was left."""
+    cancelled, leftover, errors = [], [], []
     for _round in range(CANCEL_ROUNDS):
         pending, running = _queued_chain_jobs(links, cluster)
         leftover = sorted(pending | running, key=int)
@@ -2439,7 +2444,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
     with store.locked():
         snapshot = store.snapshot()  # a corrupt file raises: fix it first
         submitted = store.read_submitted()
-        cluster = (snapshot.record and snapshot.record.cluster) or (submitted or {}).get("cluster")
+        cluster = recorded_cluster(snapshot.record, submitted)
         target, note = cluster_to_ask(cluster)
         try:
             previous = _resumable_record(store, snapshot, submitted, target)
