@@ -101,6 +101,7 @@ LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 CRASH_ENV = "RESUMABLE_CHAIN_TEST_KILL_AT"  # tests only: SIGKILL self at the Nth checkpoint
 REQUEUE_GAP_SECONDS = 120  # a record ending this close to the next submit is the same job, requeued
 STATUS_ROWS = 1000  # status shows at most this many of the newest links
+COLLECTION_ROWS = 2  # status of several chains asks about this many newest links of each
 CANCEL_ROUNDS = 5  # cancel retries what started meanwhile at most this often
 EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
 
@@ -2028,15 +2029,65 @@ def _state_words(state):
     return state
 
 
+def holds_chain(path):
+    """Whether path is a run directory (it has a chain, journal or submit record)."""
+    return any(os.path.exists(os.path.join(path, name))
+               for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE))
+
+
+def chain_dirs(paths):
+    """The run directories ``paths`` name, in order: a path that holds a chain is one; a
+    directory that does not stands for the chains one level below it (sorted by name)."""
+    found = []
+    for path in paths:
+        if holds_chain(path):
+            children = [path]
+        elif not os.path.isdir(path):
+            raise StateError("%s is not a directory" % path)
+        else:
+            children = [os.path.join(path, name) for name in sorted(os.listdir(path))]
+            children = [child for child in children if os.path.isdir(child) and holds_chain(child)]
+            if not children:
+                raise StateError("%s is not a chain (it has no %s) and no directory in it holds "
+                                 "one" % (path, CHAIN_FILE))
+        found += [child for child in children if child not in found]
+    return found
+
+
 def chain_status(run_dir):
     """Return the status of the chain in run_dir as a dict (what ``status --json`` prints).
 
     A corrupt state file does not hide the rest: it is named in ``problems``.
     """
-    chain = open_chain(run_dir, strict=False)
+    return chains_status([run_dir], rows=STATUS_ROWS)[0]
+
+
+def chains_status(run_dirs, rows=COLLECTION_ROWS):
+    """Return the status of each chain in run_dirs (a list, in their order), asking Slurm once
+    for all of them: one sacct and at most one squeue call per cluster, one report per shared
+    budget. ``rows``: how many of each chain's newest links to show."""
+    asked, budgets, plans, wanted = {}, {}, [], collections.OrderedDict()
+    for run_dir in run_dirs:
+        chain = open_chain(run_dir, strict=False)
+        recorded = chain.cluster()
+        if recorded not in asked:  # scontrol show config once per recorded cluster, if any
+            asked[recorded] = cluster_to_ask(recorded)
+        target, note = asked[recorded]
+        roles = _status_roles(chain, rows)
+        wanted.setdefault(target, [])
+        wanted[target] += [job for job in roles if job not in wanted[target]]
+        plans.append((run_dir, chain, roles, target, note))
+    answers = dict((target, query_jobs(job_ids, cluster=target))
+                   for target, job_ids in wanted.items())
+    return [_status_of(run_dir, chain, roles, answers[target], note, budgets)
+            for run_dir, chain, roles, target, note in plans]
+
+
+def _status_roles(chain, rows):
+    """{job ID: role} of the jobs status shows: the newest links, the first job while it has not
+    run, the job of the last record if it is not a link, its successor."""
     record, submitted = chain.record or Record(), chain.submitted or {}
-    shown = chain.jobs[-STATUS_ROWS:]
-    roles = collections.OrderedDict((job, "link") for job in shown)
+    roles = collections.OrderedDict((job, "link") for job in chain.jobs[-rows:])
     first = submitted.get("first_job")
     if first and first not in roles and (not chain.jobs or int(first) > int(chain.jobs[-1])):
         roles[first] = "first job"
@@ -2044,8 +2095,14 @@ def chain_status(run_dir):
         roles[record.job] = "decided" if record.action not in WORK_ACTIONS else "resumed link"
     if record.successor and record.successor not in roles:
         roles[record.successor] = "successor"
-    target, cluster_note = cluster_to_ask(chain.cluster())
-    known, unanswered = query_jobs(list(roles), cluster=target)
+    return roles
+
+
+def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
+    """One chain's status from what Slurm answered (``answer``: ({job ID: Job}, errors)) and the
+    budget reports read so far (``budgets``: {budget dir: report or StateError}, filled in)."""
+    record, submitted = chain.record or Record(), chain.submitted or {}
+    known, unanswered = answer
     rows = []
     for job_id, role in roles.items():
         job = known.get(job_id) or Job(job_id, "UNKNOWN", 0)
@@ -2064,18 +2121,25 @@ def chain_status(run_dir):
               "successor": record.successor,
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
-              "cancelled": chain.cancelled, "problems": chain.problems, "budget": None,
-              "slurm_errors": unanswered, "cluster": chain.cluster(),
+              "cancelled": chain.cancelled, "problems": list(chain.problems), "budget": None,
+              "slurm_errors": list(unanswered), "cluster": chain.cluster(),
               "cluster_note": cluster_note}
     budget_dir = record.budget_dir or submitted.get("budget_dir")
     if budget_dir:
-        try:
-            status["budget"] = budget_report(budget_dir)
-        except StateError as error:
-            status["problems"].append(str(error))
+        if budget_dir not in budgets:
+            try:
+                budgets[budget_dir] = budget_report(budget_dir)
+            except StateError as error:
+                budgets[budget_dir] = error
+        if isinstance(budgets[budget_dir], StateError):
+            status["problems"].append(str(budgets[budget_dir]))
+        else:
+            status["budget"] = budgets[budget_dir]
+    status["would_not_continue"] = _nothing_continues(record, rows, chain)
     status["verdict"], status["next"] = _verdict(record, rows, status, chain)
     if chain.problems and status["next"] and record.job is not None:  # resume refuses till then
         status["next"] = "fix or delete the file named above, then: " + status["next"]
+    status["attention"] = needs_attention(status)
     return status
 
 
@@ -2111,6 +2175,41 @@ def _uncounted_row(rows, record, chain):
                  and base_state(row["state"]) not in ("PENDING", "UNKNOWN")), None)
 
 
+def _nothing_continues(record, rows, chain):
+    """Why nothing would continue the chain if its running link ended now (no successor queued,
+    or the successor ended), or None: it would, or no link of it is running."""
+    link = next((row for row in rows if row["job"] == record.job), None)
+    if record.action not in WORK_ACTIONS or chain.cancelled or link is None or \
+            base_state(link["state"]) not in LIVE_STATES - {"PENDING"}:
+        return None
+    if not record.successor:
+        return "no successor is queued (%s)" % (
+            record.successor_error or "its prologue has not queued one yet")
+    successor = next(row for row in rows if row["job"] == record.successor)
+    if base_state(successor["state"]) in LIVE_STATES | {"UNKNOWN"}:  # waits, or cannot tell
+        return None
+    return "its successor %s ended %s" % (record.successor, _state_words(successor["state"]))
+
+
+def verdict_word(verdict):
+    """The verdict's first word: running, waiting, finished, stopped, failed, broken, unknown."""
+    return verdict.split(None, 1)[0].rstrip(":")
+
+
+def needs_attention(status):
+    """Why ``status --check`` fails for a chain, or None: it failed, is broken, would not
+    continue if its running link ended, or has a state file its next link cannot read."""
+    word = verdict_word(status["verdict"])
+    if word in ("failed", "broken"):
+        return status["verdict"]
+    if status["would_not_continue"]:
+        return "nothing would continue the chain if its running link ended: %s" \
+            % status["would_not_continue"]
+    if status["problems"] and word not in ("finished", "stopped"):
+        return "its next link would refuse: %s" % status["problems"][0]
+    return None
+
+
 def stop_cause(record):
     """Why a chain ended (a key of STOP_CAUSES), or None. Journals before 0.3 did not record
     it: theirs is read from their data."""
@@ -2143,7 +2242,12 @@ def _verdict(record, rows, status, chain):
         row = running[-1]
         left = (" (%s of its time limit left)" % format_duration(row["time_left"])
                 if row["time_left"] is not None else "")
-        return "running: job %s is %s%s" % (row["job"], row["state"], left), None
+        verdict = "running: job %s is %s%s" % (row["job"], row["state"], left)
+        if status["would_not_continue"]:
+            return ("%s; nothing would continue the chain if it ended now: %s"
+                    % (verdict, status["would_not_continue"]),
+                    "if it ends before its work is done, %s continues the chain" % resume)
+        return verdict, None
     if live:
         row = live[-1]
         if row["reason"] == "JobHeldUser":
@@ -2600,16 +2704,18 @@ def split_submit_argv(argv):
     return ours, sbatch_args, words[0], words[1:]
 
 
-def _split_options(words, own_values=OWN_SUBMIT_VALUES, own_flags=frozenset(("--force",))):
-    """DIR and our options (with their values) apart from the sbatch options, order kept, up
-    to the first word after DIR that is neither; returns (DIR and ours, sbatch options, that
-    word's index). Options are read as sbatch reads them (unique prefixes); ours spelled out."""
-    ours, sbatch_args, index, run_dir = [], [], 0, []
+def _split_options(words, own_values=OWN_SUBMIT_VALUES, own_flags=frozenset(("--force",)),
+                   dirs=1):
+    """DIR (``dirs``: how many at most, None: any) and our options (with their values) apart
+    from the sbatch options, order kept, up to the first word after the DIRs that is neither;
+    returns (DIRs and ours, sbatch options, that word's index). Options are read as sbatch reads
+    them (unique prefixes); ours spelled out."""
+    ours, sbatch_args, index, run_dirs = [], [], 0, []
     while index < len(words):
         if not words[index].startswith("-"):  # DIR (options may come before it), then SCRIPT
-            if run_dir:
+            if dirs is not None and len(run_dirs) == dirs:
                 break
-            run_dir, index = [words[index]], index + 1
+            run_dirs, index = run_dirs + [words[index]], index + 1
             continue
         name, takes_value = resolve_option(words[index], SBATCH_VALUE_OPTIONS | own_values,
                                            SBATCH_OTHER_OPTIONS | own_flags)
@@ -2618,7 +2724,7 @@ def _split_options(words, own_values=OWN_SUBMIT_VALUES, own_flags=frozenset(("--
         else:
             sbatch_args += words[index:index + 1 + takes_value]
         index += 1 + takes_value
-    return run_dir + ours, sbatch_args, index
+    return run_dirs + ours, sbatch_args, index
 
 
 def _build_parser():
@@ -2643,10 +2749,11 @@ def _build_parser():
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def command(name, help_text, description, example):
+    def command(name, help_text, description, example, many=None):
         sub = commands.add_parser(name, formatter_class=formatter, help=help_text,
                                   description=description, epilog="example:\n  " + example)
-        sub.add_argument("run_dir", metavar="DIR", help="the run directory holding the state")
+        sub.add_argument("run_dir", metavar="DIR", nargs="+" if many else None,
+                         help=many or "the run directory holding the state")
         return sub
 
     def caps(sub, default_retries=DEFAULT_MAX_RETRIES, what="default %(default)s"):
@@ -2699,22 +2806,35 @@ def _build_parser():
                      "Queue one link that continues the chain in DIR: keeps its history and\n"
                      "walltime, starts the retries afresh. Refuses a live or COMPLETED chain.\n"
                      "SBATCH_OPTIONS replace the recorded ones of the same name for this link\n"
-                     "and every later one (-p debug replaces a refused partition).",
-                     "resumable-chain resume runs/gpqa --max-walltime 72:00:00 -p gpu2")
-    resume.usage = ("resumable-chain resume DIR [--max-walltime T] [--max-retries N] "
+                     "and every later one (-p debug replaces a refused partition). With\n"
+                     "several DIRs, each chain is resumed or left as it was; one line each.",
+                     "resumable-chain resume runs/gpqa --max-walltime 72:00:00 -p gpu2",
+                     many="run directories of chains to resume")
+    resume.usage = ("resumable-chain resume DIR [DIR...] [--max-walltime T] [--max-retries N] "
                     "[SBATCH_OPTIONS...]")
     caps(resume, default_retries=None, what="default: the chain's own")
 
     status = command("status", "show a chain's jobs, counters and verdict",
                      "Show the jobs of the chain in DIR, its counters and a verdict:\n"
-                     "running, waiting, finished, stopped, failed, broken or unknown.",
-                     "resumable-chain status runs/gpqa --json")
-    status.add_argument("--json", action="store_true", help="print one JSON object")
+                     "running, waiting, finished, stopped, failed, broken or unknown.\n"
+                     "Several DIRs, or a DIR that holds chains one level below it, give one\n"
+                     "table with a row per chain (--json: a list). Exit 1 when Slurm did not\n"
+                     "answer; with --check also when a chain failed, is broken, or would not\n"
+                     "continue if its running link ended.",
+                     "resumable-chain status runs/gpqa --json\n  resumable-chain status runs "
+                     "--check    # every chain in runs/*/",
+                     many="a run directory, or a directory of run directories")
+    status.add_argument("--json", action="store_true",
+                        help="print one JSON object (a list for several chains)")
+    status.add_argument("--check", action="store_true",
+                        help="exit 1 when a chain needs a person (failed, broken, would not "
+                             "continue)")
 
     cancel = command("cancel", "stop a chain for good",
                      "Mark the chain cancelled, cancel its pending successors, then its\n"
-                     "running link. resume continues it later.",
-                     "resumable-chain cancel runs/gpqa --dry-run")
+                     "running link. resume continues it later. One line per chain.",
+                     "resumable-chain cancel runs/gpqa --dry-run",
+                     many="run directories of chains to cancel")
     cancel.add_argument("--dry-run", action="store_true", help="only print what would be done")
 
     budget = commands.add_parser(
@@ -2775,6 +2895,55 @@ def format_status(status):
     lines.append("verdict: %s" % status["verdict"])
     if status["next"]:
         lines.append("next: %s" % status["next"])
+    return "\n".join(lines) + "\n"
+
+
+def _live_job(status):
+    """The job a collection row shows: the running link, else the pending job, with what Slurm
+    says of its time or why it waits."""
+    live = [row for row in status["jobs"] if base_state(row["state"]) in LIVE_STATES]
+    running = [row for row in live if base_state(row["state"]) != "PENDING"]
+    if not live:
+        return "-"
+    row = (running or live)[-1]
+    text = "%s %s" % (row["job"], base_state(row["state"]))
+    if row["time_left"] is not None:
+        return text + " %s left" % format_duration(row["time_left"])
+    return text + (" (%s)" % row["reason"] if row["reason"] else "")
+
+
+def _shown_path(path):
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def format_collection(statuses):
+    """The table ``status`` prints for several chains: one row per chain, then what needs a
+    person, then what could not be read."""
+    table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB", "NEXT")]
+    for status in statuses:
+        cap = format_duration(status["max_walltime"]) if status["max_walltime"] else "-"
+        table.append((_shown_path(status["run_dir"]), verdict_word(status["verdict"]),
+                      str(status["links"]), "%s/%s" % (format_duration(status["walltime_used"]),
+                                                       cap),
+                      "%d/%s" % (status["retries"], "-" if status["max_retries"] is None
+                                 else status["max_retries"]),
+                      _live_job(status), status["next"] or "-"))
+    widths = [max(len(row[column]) for row in table) for column in range(len(table[0]) - 1)]
+    lines = [("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " +
+              row[-1]).rstrip() for row in table]
+    counts = collections.Counter(verdict_word(status["verdict"]) for status in statuses)
+    lines.append("%d chain(s): %s" % (len(statuses), ", ".join(
+        "%d %s" % (count, word) for word, count in sorted(counts.items()))))
+    notes = []
+    for status in statuses:
+        shown = _shown_path(status["run_dir"])
+        notes += ["NEEDS ATTENTION %s: %s" % (shown, status["attention"])] \
+            if status["attention"] else []
+        notes += ["WARNING %s: %s" % (shown, problem) for problem in status["problems"]]
+        notes += ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
+        notes += ["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []
+    lines += [note for index, note in enumerate(notes) if note not in notes[:index]]
     return "\n".join(lines) + "\n"
 
 
@@ -2860,23 +3029,49 @@ def render_command(arguments, sbatch_args):
 
 
 def status_command(arguments):
-    status = chain_status(arguments.run_dir)
-    _write(_pretty_json(status) if arguments.json else format_status(status))
-    return 1 if status["slurm_errors"] else 0  # what it shows is incomplete
+    run_dirs = chain_dirs(arguments.run_dir)
+    if run_dirs == arguments.run_dir[:1] == arguments.run_dir:  # one chain: all its jobs
+        statuses = [chain_status(run_dirs[0])]
+        _write(_pretty_json(statuses[0]) if arguments.json else format_status(statuses[0]))
+    else:
+        statuses = chains_status(run_dirs)
+        _write(_pretty_json(statuses) if arguments.json else format_collection(statuses))
+    if any(status["slurm_errors"] for status in statuses):
+        return 1  # what it shows is incomplete
+    return 1 if arguments.check and any(status["attention"] for status in statuses) else 0
+
+
+def _each_chain(run_dirs, operation):
+    """Run ``operation(run_dir)`` -> (exit status, line) for each chain and print its line
+    (after the directory, when there are several: one chain's error does not stop the rest);
+    return the worst exit status."""
+    if len(run_dirs) == 1:
+        status, line = operation(run_dirs[0])
+        _write(line + "\n")
+        return status
+    worst = 0
+    for run_dir in run_dirs:
+        try:
+            status, line = operation(run_dir)
+        except (StateError, ValueError) as error:
+            status, line = EXIT_USAGE, "error: %s" % error
+        _write("%s: %s\n" % (run_dir, line))
+        worst = max(worst, status)
+    return worst
 
 
 def cancel_command(arguments):
-    result = cancel_chain(arguments.run_dir, arguments.dry_run)
-    for error in result["errors"]:
-        _log(error)
-    if result["dry_run"]:
-        _write("would cancel: %s\n" % (" ".join(result["leftover"]) or "nothing"))
-        return 0
-    _write("cancelled: %s\n" % (" ".join(result["cancelled"]) or "nothing"))
-    if result["leftover"]:
-        _write("still pending or running: %s\n" % " ".join(result["leftover"]))
-        return 1
-    return 0
+    def cancel(run_dir):
+        result = cancel_chain(run_dir, arguments.dry_run)
+        for error in result["errors"]:
+            _log(error if len(arguments.run_dir) == 1 else "%s: %s" % (run_dir, error))
+        if result["dry_run"]:
+            return 0, "would cancel: %s" % (" ".join(result["leftover"]) or "nothing")
+        line = "cancelled: %s" % (" ".join(result["cancelled"]) or "nothing")
+        if result["leftover"]:
+            return 1, line + "; still pending or running: %s" % " ".join(result["leftover"])
+        return 0, line
+    return _each_chain(arguments.run_dir, cancel)
 
 
 def budget_command(arguments):
@@ -2891,20 +3086,25 @@ def budget_command(arguments):
 
 
 def resume_command(argv):
-    """``resume DIR [--max-walltime T] [--max-retries N] [SBATCH_OPTIONS...]``."""
-    ours, sbatch_args, index = _split_options(argv, RESUME_VALUES, frozenset())
+    """``resume DIR [DIR...] [--max-walltime T] [--max-retries N] [SBATCH_OPTIONS...]``."""
+    ours, sbatch_args, index = _split_options(argv, RESUME_VALUES, frozenset(), dirs=None)
     if index < len(argv) or not ours or ours[0].startswith("-"):
         raise ValueError("resume: give DIR first, then options (%s is neither ours nor an "
                          "sbatch option; see resume --help)" % (argv[index:] or ours or ["?"])[0])
     arguments = _build_parser().parse_args(["resume"] + ours)
-    result = resume_chain(arguments.run_dir, arguments.max_walltime, arguments.max_retries,
-                          sbatch_args=sbatch_args or None)
-    _log("resumed: job %s continues the chain (walltime so far %s%s)" % (
-        result["job"], format_duration(result["walltime"]),
-        ", of which %d s of the last link counted now" % result["counted"]
-        if result["counted"] else ""))
-    _write(result["job"] + "\n")
-    return 0
+
+    def resume(run_dir):
+        result = resume_chain(run_dir, arguments.max_walltime, arguments.max_retries,
+                              sbatch_args=sbatch_args or None)
+        words = "job %s continues the chain (walltime so far %s%s)" % (
+            result["job"], format_duration(result["walltime"]),
+            ", of which %d s of the last link counted now" % result["counted"]
+            if result["counted"] else "")
+        if len(arguments.run_dir) == 1:  # the job ID alone on stdout, for scripts
+            _log("resumed: " + words)
+            return 0, result["job"]
+        return 0, "resumed: " + words
+    return _each_chain(arguments.run_dir, resume)
 
 
 COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget_command}

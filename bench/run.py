@@ -239,6 +239,13 @@ def scale(root, sizes, repeats, directories):
         rc.run_slurm = real_run_slurm
 
 
+def sbatch(*options):
+    """Submit a job to the local cluster; return its ID."""
+    return subprocess.run(["sbatch", "--parsable", "-o", "/dev/null"] + list(options),
+                          check=True, stdout=subprocess.PIPE,
+                          universal_newlines=True).stdout.strip().split(";")[0]
+
+
 def real_time_to_work(repeats):
     """On the local cluster: a resumed link's time to work, ours and the baseline side by side.
 
@@ -246,12 +253,6 @@ def real_time_to_work(repeats):
     is a real held job, so the successors both prologues queue stay pending, and are cancelled.
     """
     root = tempfile.mkdtemp(prefix="rc-bench-ttw-")
-
-    def sbatch(*options):
-        return subprocess.run(["sbatch", "--parsable", "-o", "/dev/null"] + list(options),
-                              check=True, stdout=subprocess.PIPE,
-                              universal_newlines=True).stdout.strip().split(";")[0]
-
     predecessor = sbatch("-J", "rc-bench-pred", "--wrap", "exit 3")
     holder = sbatch("-J", "rc-bench-holder", "--hold", "--wrap", "true")
     deadline = time.time() + 60
@@ -291,6 +292,50 @@ def real_time_to_work(repeats):
             subprocess.run(["scancel", "--name", name], stderr=subprocess.DEVNULL)
         shutil.rmtree(root, ignore_errors=True)
     return {kind: statistics.median(values) for kind, values in samples.items()}
+
+
+def real_collection_status(chains, repeats):
+    """On the local cluster: ``status PARENT`` over ``chains`` chains (each: a link that FAILED,
+    then a live link with a pending successor, all real jobs), beside one ``status DIR`` per
+    chain, the way a collection was watched before. Returns (one table, one per chain) medians."""
+    root = tempfile.mkdtemp(prefix="rc-bench-many-")
+    ended = sbatch("-J", "rc-bench-many", "--wrap", "exit 3")
+    cluster = rc.current_cluster()
+    try:
+        run_dirs = []
+        for number in range(chains):
+            link, successor = (sbatch("-J", "rc-bench-many", "--hold", "--wrap", "true")
+                               for _ in range(2))
+            run_dir = os.path.join(root, "chain%02d" % number)
+            os.makedirs(run_dir)
+            store = rc.StateStore(run_dir)
+            store.write_text(rc.CHAIN_FILE, "%s\n%s\n" % (ended, link))
+            store.write_text(rc.WALLTIME_FILE, "60\n")
+            store.write_text(rc.RETRIES_FILE, "1\n")
+            store.write_record(rc.Record(job=link, predecessor=ended, predecessor_state="FAILED",
+                                         action="resume", walltime=60, retries=1, max_retries=3,
+                                         link=2, successor=successor, phase="queued",
+                                         cluster=cluster))
+            run_dirs.append(run_dir)
+        command = [sys.executable, "-I", "-S", os.path.join(ROOT, "resumable_chain.py"), "status"]
+
+        def timed(argvs):
+            started = time.time()
+            for argv in argvs:
+                result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        universal_newlines=True)
+                if result.returncode != 0 or "waiting" not in result.stdout:
+                    raise SystemExit("status failed on the cluster: %s%s"
+                                     % (result.stdout, result.stderr))
+            return time.time() - started
+
+        table = statistics.median(timed([command + [root]]) for _ in range(repeats))
+        each = statistics.median(timed([command + [run_dir] for run_dir in run_dirs])
+                                 for _ in range(max(repeats // 2, 1)))
+    finally:
+        subprocess.run(["scancel", "--name", "rc-bench-many"], stderr=subprocess.DEVNULL)
+        shutil.rmtree(root, ignore_errors=True)
+    return table, each
 
 
 def real_latency(links):
@@ -396,6 +441,14 @@ def main(argv=None):
                   "## 6. Real cluster", "",
                   "Median seconds from a link's end (sacct End, whole seconds) to its successor's "
                   "work start over %d links: %.2f s. Target: under 3 s." % (count, latency), ""]
+        chains = 10 if options.smoke else 50
+        table, each = real_collection_status(chains, 3 if options.smoke else 7)
+        lines += ["## 7. Status of a collection on the real local cluster", "",
+                  "| %d chains (real jobs: an ended link, a held link, a pending successor) | "
+                  "seconds | ratio to one status per chain |" % chains, "| --- | --- | --- |",
+                  "| `status PARENT` (one table) | %.2f s | %.2fx |" % (table, table / each),
+                  "| `status DIR` for each chain | %.2f s | 1.00x |" % each, "",
+                  "Target: 50 chains in under 2 s.", ""]
     shutil.rmtree(root, ignore_errors=True)
     lines.append("Run took %.0f s." % (time.time() - started))
     report = "\n".join(lines) + "\n"

@@ -944,3 +944,148 @@ def test_status_says_the_work_stopped_the_chain(cluster, run_dir, capsys, monkey
                                  "stop")
     assert "resume" in report["next"]
 
+
+# --------------------------------------------------------------------------- a collection of chains
+
+
+def collection_chain(cluster, parent, name, situation):
+    """A chain in parent/name, left in ``situation``; returns its run directory."""
+    run_dir = os.path.join(parent, name)
+    first = {"a": 100, "b": 200, "c": 300, "d": 400}[name]
+    script, successor = start_chain(cluster, run_dir, first=first, name=name + ".sh",
+                                    max_retries=0)
+    if situation == "running with a pending successor":
+        pass
+    elif situation == "running, its successor cancelled by a person":
+        cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T01:30:00")
+    elif situation == "finished":
+        cluster.finish(first, "COMPLETED", 5)
+        cluster.set_job(successor, state="CANCELLED", start="None")
+    elif situation == "failed":
+        cluster.finish(first, "FAILED", 5)
+        assert cluster.run_link(script, successor, predecessor=first).returncode == 1
+        cluster.finish(successor, "FAILED", 0)
+    elif situation == "broken: the successor died before its prologue":
+        cluster.finish(first, "TIMEOUT", 60)
+        cluster.set_job(successor, state="NODE_FAIL", end="2026-11-30T02:00:00")
+    elif situation == "stopped with resumable-chain cancel":
+        cluster.finish(first, "CANCELLED by 0", 5)
+        cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T02:00:00")
+        with open(os.path.join(run_dir, rc.CANCEL_FILE), "w") as handle:
+            handle.write("2026-11-30T02:00:00\n")
+    else:
+        raise AssertionError(situation)
+    return run_dir
+
+
+@pytest.mark.parametrize("situation,check_status,word", [
+    ("running with a pending successor", 0, "running"),
+    ("running, its successor cancelled by a person", 1, "running"),
+    ("finished", 0, "finished"),
+    ("failed", 1, "failed"),
+    ("broken: the successor died before its prologue", 1, "broken"),
+    ("stopped with resumable-chain cancel", 0, "stopped"),
+])
+def test_status_check_exit_status(cluster, tmp_path, capsys, monkeypatch, situation, check_status,
+                                  word):
+    run_dir = collection_chain(cluster, str(tmp_path / "runs"), "a", situation)
+    plain = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
+    assert plain[0] == 0, plain[2]  # plain status: 0 whatever the chain's state
+    checked = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check", "--json")
+    assert checked[0] == check_status
+    report = json.loads(checked[1])
+    assert rc.verdict_word(report["verdict"]) == word
+    assert bool(report["attention"]) == bool(check_status)
+
+
+def test_a_running_link_whose_successor_was_cancelled_says_nothing_would_continue(
+        cluster, tmp_path, capsys, monkeypatch):
+    run_dir = collection_chain(cluster, str(tmp_path / "runs"), "a",
+                               "running, its successor cancelled by a person")
+    out = run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1]
+    assert ("verdict: running: job 100 is RUNNING (01:00:00 of its time limit left); nothing would "
+            "continue the chain if it ended now: its successor 1000 ended CANCELLED by root "
+            "(uid 0)") in out
+    assert "next: if it ends before its work is done, resumable-chain resume" in out
+
+
+def test_a_running_link_whose_sbatch_failed_says_nothing_would_continue(cluster, run_dir, capsys,
+                                                                        monkeypatch):
+    cluster.update(sbatch_error="Batch job submission failed: Socket timed out on send/recv "
+                                "operation")
+    script = cluster.write_script(run_dir)
+    assert cluster.run_link(script, 100).returncode == 0  # works without a successor
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json",
+                                "--check")[1])
+    assert report["would_not_continue"] == (
+        "no successor is queued (sbatch: error: Batch job submission failed: Socket timed out on "
+        "send/recv operation)")
+
+
+def test_status_of_a_collection_is_one_table_from_one_sacct_and_one_squeue(cluster, tmp_path,
+                                                                             capsys, monkeypatch):
+    parent = str(tmp_path / "runs")
+    collection_chain(cluster, parent, "a", "running with a pending successor")
+    collection_chain(cluster, parent, "b", "finished")
+    collection_chain(cluster, parent, "c", "broken: the successor died before its prologue")
+    os.makedirs(os.path.join(parent, "logs"))  # not a chain: not a row
+    monkeypatch.chdir(str(tmp_path))
+    before = {command: len(cluster.calls(command)) for command in ("sacct", "squeue", "scontrol")}
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", "runs")
+    assert status == 0, err
+    calls = {command: cluster.calls(command)[before[command]:] for command in before}
+    assert len(calls["sacct"]) == 1 and len(calls["squeue"]) <= 1
+    assert len(calls["scontrol"]) <= 1  # which cluster this shell reaches, asked once
+    lines = out.splitlines()
+    assert lines[0].split() == ["DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE",
+                                "JOB", "NEXT"]
+    rows = {line.split()[0]: line.split() for line in lines[1:4]}
+    assert sorted(rows) == ["runs/a", "runs/b", "runs/c"]
+    assert rows["runs/a"][1:3] == ["running", "1"] and rows["runs/a"][5:7] == ["100", "RUNNING"]
+    assert rows["runs/b"][1] == "finished" and rows["runs/c"][1] == "broken"
+    assert "resume" in " ".join(rows["runs/c"])
+    assert lines[4] == "3 chain(s): 1 broken, 1 finished, 1 running"
+    assert lines[5].startswith("NEEDS ATTENTION runs/c: broken: job 300 ended TIMEOUT")
+    listed = json.loads(run_cli(cluster, capsys, monkeypatch, "status", "runs/c", "runs/a",
+                                "--json")[1])
+    assert [rc.verdict_word(item["verdict"]) for item in listed] == ["broken", "running"]
+    assert run_cli(cluster, capsys, monkeypatch, "status", "runs", "--check")[0] == 1
+
+
+def test_status_of_a_collection_names_a_directory_without_chains(cluster, tmp_path, capsys,
+                                                                 monkeypatch):
+    os.makedirs(str(tmp_path / "empty" / "logs"))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", str(tmp_path / "empty"))
+    assert status == 2 and out == ""
+    assert "empty is not a chain (it has no .gym_job_chain) and no directory in it holds one" in err
+
+
+def test_cancel_several_chains_one_line_each_and_an_error_stops_only_its_own(
+        cluster, tmp_path, capsys, monkeypatch):
+    parent = str(tmp_path / "runs")
+    a = collection_chain(cluster, parent, "a", "running with a pending successor")
+    b = collection_chain(cluster, parent, "b", "running with a pending successor")
+    missing = os.path.join(parent, "typo")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", a, missing, b)
+    assert status == 2
+    assert out.splitlines() == ["%s: cancelled: 1000 100" % a,
+                                "%s: error: %s is not a directory" % (missing, missing),
+                                "%s: cancelled: 1001 200" % b]
+    assert cluster.pending() == []
+
+
+def test_resume_several_chains_one_line_each(cluster, tmp_path, capsys, monkeypatch):
+    parent = str(tmp_path / "runs")
+    a = collection_chain(cluster, parent, "a", "failed")
+    b = collection_chain(cluster, parent, "b", "failed")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", a, b, "--max-retries",
+                               "2", "-p", "debug")
+    assert status == 0, err
+    lines = out.splitlines()
+    assert [line.split(": ")[0] for line in lines] == [a, b]
+    assert all(": resumed: job " in line for line in lines)
+    for run_dir in (a, b):
+        report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+        assert report["max_retries"] == 2 and report["verdict"].startswith("waiting")
+    resumed = [call["argv"] for call in cluster.calls("sbatch")][-2:]
+    assert all("--partition=debug" in argv or "-p" in argv for argv in resumed)

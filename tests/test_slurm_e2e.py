@@ -307,6 +307,10 @@ def test_a_chain_whose_pending_successor_was_cancelled_is_broken_and_resumes(pha
     successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                "a pending successor")[0]
     run(["scancel", successor])  # as an admin or a QOS change would
+    report = json.loads(cli("status", chain.run_dir, "--json", "--check", expect=1))
+    assert report["attention"], report  # running with nothing to continue it, or broken already
+    assert ("nothing would continue the chain if it ended now: its successor %s ended CANCELLED"
+            % successor in report["verdict"]) or report["verdict"].startswith("broken"), report
     jobs = chain.wait_done()
     assert [job["state"].split()[0] for job in jobs] == ["TIMEOUT", "CANCELLED"], jobs
     status = json.loads(cli("status", chain.run_dir, "--json"))
@@ -316,6 +320,9 @@ def test_a_chain_whose_pending_successor_was_cancelled_is_broken_and_resumes(pha
     assert [job["id"] for job in jobs if job["state"] == "COMPLETED"] == [resumed]
     assert int(chain.state_file(rc.WALLTIME_FILE)) == jobs[0]["elapsed"]  # counted once, now
     assert chain.work() == [chain.first, resumed]
+    stopped = phase_a["cancel"]  # its test ran before this one
+    listed = json.loads(cli("status", chain.run_dir, stopped.run_dir, "--json", "--check"))
+    assert [rc.verdict_word(item["verdict"]) for item in listed] == ["finished", "stopped"]
 
 
 def test_submit_force_cancels_the_live_chain_and_a_refused_submit_changes_nothing(phase_a):
