@@ -40,7 +40,7 @@ import subprocess
 import sys
 import time
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 __all__ = [
     "NOT_VISIBLE",
     "STOP_CAUSES",
@@ -56,6 +56,10 @@ __all__ = [
     "resumable_run_overrides",
     "render_prologue",
     "chain_status",
+    "chains_status",
+    "chain_dirs",
+    "EVENTS",
+    "Event",
     "cancel_chain",
     "submit_chain",
     "resume_chain",
@@ -89,6 +93,7 @@ SCRIPT_COPY = ".resumable_chain.script"  # the job script saved by a first job, 
 STAGED_SCRIPT = ".resumable_chain.staged"  # submit's script before sbatch accepted it
 BUDGET_FILE = ".resumable_chain.budget.json"  # a walltime budget shared by several chains
 BUDGET_LOCK = ".resumable_chain.budget.lock"  # serializes every link drawing on one budget
+EVENTS_FILE = ".resumable_chain.events.json"  # the chain's events, each notified at most once
 PREVIOUS_SUFFIX = ".prev"  # submit keeps the previous chain's files under this suffix
 
 LOOKUP_SECONDS_ENV = "RESUMABLE_CHAIN_LOOKUP_SECONDS"  # accounting-lag window override
@@ -104,6 +109,9 @@ STATUS_ROWS = 1000  # status shows at most this many of the newest links
 COLLECTION_ROWS = 2  # status of several chains asks about this many newest links of each
 CANCEL_ROUNDS = 5  # cancel retries what started meanwhile at most this often
 EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
+NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is killed
+EVENTS = ("finished", "stopped", "failed", "broken", "healed", "resumed")  # what notify hears
+EVENT_OF_ACTION = {"complete": "finished", "stop": "stopped", "fail": "failed"}  # a link's end
 
 EXIT_WORK = 0  # in-job step: run the work
 EXIT_FAIL = 1  # in-job step: max_retries exceeded; the job fails without work
@@ -266,6 +274,7 @@ RECORD_FIELDS = collections.OrderedDict((
     ("successor_error", "sbatch's error when the successor could not be queued, or None"),
     ("time_limit", "seconds this link lowered its own time limit to, or None"),
     ("budget_dir", "the shared walltime budget the chain draws on, or None"),
+    ("notify", "the command run with /bin/sh -c for each chain event, or None"),
     ("reserved", "seconds this link reserved from the shared budget, or None"),
     ("next", "how the next link is queued: script, sbatch_args, script_args, job_name, workdir"),
     ("phase", "'counted' (decided; state files may lag), 'queued' (written) or 'done' (final)"),
@@ -276,6 +285,12 @@ Record.__doc__ = "The journal: the last decision in a run directory. Fields: REC
 Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
 # Journals written before 0.3 named two fields differently.
 OLD_RECORD_NAMES = {"predecessor_state": "state", "predecessor_elapsed": "elapsed"}
+
+Event = collections.namedtuple("Event", "event job link reason time")
+Event.__doc__ = """One chain event (EVENTS_FILE keeps them, oldest first): event (one of
+EVENTS), job (the chain's last link that ran, or the new job for ``resumed``), link (its
+number, or None), reason (words for people), time (epoch seconds). Once journaled it is never
+notified again, until the chain is resumed."""
 
 NextLink = collections.namedtuple("NextLink", "script sbatch_args script_args job_name workdir")
 NextLink.__doc__ = "How a link's successor is queued (the script, its options and arguments)."
@@ -728,7 +743,17 @@ def retries_from_text(text, name="max_retries"):
 
 PROLOGUE_USAGE = """\
 usage: resumable-chain prologue [--max-retries N] [--max-walltime T] [--sbatch-arg ARG]...
-                                [--budget-dir B] --script PATH DIR [-- SCRIPT_ARGS...]"""
+                                [--budget-dir B] [--notify CMD] --script PATH DIR
+                                [-- SCRIPT_ARGS...]"""
+
+
+def check_notify(command):
+    """Return a notify command (or None) if it can be run with /bin/sh -c; ValueError if not."""
+    if command is not None and (not isinstance(command, str) or not command.strip()
+                                or "\0" in command):
+        raise ValueError("notify must be a shell command such as 'mail -s chain me@site', got %r"
+                         % (command,))
+    return command
 
 
 def check_path(value, name):
@@ -741,9 +766,9 @@ def check_path(value, name):
 def parse_prologue_args(argv):
     """Parse the in-job step's command line as render_prologue writes it.
 
-    ``[--max-retries=N] [--max-walltime=T] [--sbatch-arg=A ...] [--budget-dir=B] --script=P DIR
-    [-- SCRIPT_ARGS...]`` (a space instead of '=' works too). Returns
-    (run_dir, Settings, script, sbatch_args, script_args, budget_dir or None);
+    ``[--max-retries=N] [--max-walltime=T] [--sbatch-arg=A ...] [--budget-dir=B] [--notify=CMD]
+    --script=P DIR [-- SCRIPT_ARGS...]`` (a space instead of '=' works too). Returns
+    (run_dir, Settings, script, sbatch_args, script_args, budget_dir or None, notify or None);
     ValueError otherwise.
     """
     options, script_args = list(argv), []
@@ -751,7 +776,7 @@ def parse_prologue_args(argv):
         index = options.index("--")
         options, script_args = options[:index], options[index + 1:]
     values = {"--max-retries": [], "--max-walltime": [], "--sbatch-arg": [], "--script": [],
-              "--budget-dir": []}
+              "--budget-dir": [], "--notify": []}
     positional, words = [], iter(options)
     for word in words:
         name, has_value, value = word.partition("=")
@@ -772,7 +797,7 @@ def parse_prologue_args(argv):
     # Not strict: render checked the options, and a running chain must not stop over a table.
     return (positional[0], settings, values["--script"][0],
             check_sbatch_args(values["--sbatch-arg"], strict=False), script_args,
-            (values["--budget-dir"] or [None])[-1])
+            (values["--budget-dir"] or [None])[-1], (values["--notify"] or [None])[-1])
 
 
 def parse_budget(data):
@@ -957,7 +982,7 @@ def restate(record, action, reason, cause):
 
 
 def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, now,
-              budget_dir=None, cluster=None):
+              budget_dir=None, cluster=None, notify=None):
     """Return this link's Record from the state snapshot and what Slurm said; pure.
 
     ``observation`` is the lookup of the predecessor (its job's state is
@@ -972,7 +997,8 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     else:
         if previous is not None and previous.settings_from == "resume":
             settings = Settings(previous.max_retries, previous.max_walltime)
-            settings_from = "resume"  # and the options resume may have replaced
+            settings_from = "resume"  # and the options and notify command resume may have set
+            notify = previous.notify
             next_link = next_link._replace(sbatch_args=list(
                 (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
         elapsed = observed.elapsed
@@ -999,7 +1025,8 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
                   retries=decision.retries, max_retries=settings.max_retries,
                   max_walltime=settings.max_walltime, settings_from=settings_from,
                   link=link_number(length, decision.action), next=next_link._asdict(),
-                  phase="counted", time=int(now), budget_dir=budget_dir, cluster=cluster)
+                  phase="counted", time=int(now), budget_dir=budget_dir, cluster=cluster,
+                  notify=notify)
 
 
 def link_exports(record, run_dir):
@@ -1043,6 +1070,14 @@ def _fsync_directory(directory):
         pass  # some file systems cannot sync a directory: the rename is still atomic
     finally:
         os.close(descriptor)
+
+
+def events_from_json(items):
+    """Return the Events a list of JSON objects holds, or None if it is not one."""
+    if not isinstance(items, list) or not all(
+            isinstance(item, dict) and item.get("event") in EVENTS for item in items):
+        return None
+    return [Event(*(item.get(name) for name in Event._fields)) for item in items]
 
 
 def record_from_json(data):
@@ -1156,6 +1191,24 @@ class StateStore(object):
     def read_submitted(self):
         """Return what ``submit`` recorded (a dict), or None."""
         return self.read_json(SUBMIT_FILE, "a resumable_chain submit record (JSON object)")
+
+    def read_events(self):
+        """Return the journaled Events, oldest first ([] when there are none)."""
+        data = self.read_json(EVENTS_FILE, "a resumable_chain events file (JSON object)",
+                              lambda data: events_from_json(data.get("events")))
+        return data or []
+
+    def add_event(self, event):
+        """Journal ``event`` unless it was journaled since the chain was last resumed; return
+        whether it is new (the caller holds the lock, and notifies only a new one)."""
+        events = self.read_events()
+        since = [index for index, old in enumerate(events) if old.event == "resumed"]
+        if any(old.event == event.event and old.job == event.job
+               for old in events[since[-1] + 1 if since else 0:]):
+            return False
+        self.write_text(EVENTS_FILE, dump_json(
+            {"events": [old._asdict() for old in events + [event]]}) + "\n")
+        return True
 
     def read_cancelled(self):
         """Return when the chain was cancelled (the mark's text), or None."""
@@ -1354,17 +1407,21 @@ def slurm_environment(environ, submit=False):
 def run_slurm(argv, timeout=None, submit=False, cwd=None):
     """Run one Slurm command with a timeout and a clean environment; never raises.
 
-    ``returncode`` is None when the command timed out and 127 when it cannot
-    be run. ``submit`` keeps the user's SBATCH_* defaults for sbatch; the
-    allocation's SLURM_* variables (except SLURM_CONF) are always dropped. The
-    command runs in a session of its own, so a timeout kills all it started.
+    ``submit`` keeps the user's SBATCH_* defaults for sbatch; the allocation's
+    SLURM_* variables (except SLURM_CONF) are always dropped.
     """
     _checkpoint()
-    timeout = timeout or command_timeout()
+    return run_command(argv, timeout or command_timeout(), slurm_environment(os.environ, submit),
+                       cwd)
+
+
+def run_command(argv, timeout, environment, cwd=None):
+    """Run a command; never raises. ``returncode`` is None when it timed out and 127 when it
+    cannot be run. It runs in a session of its own, so a timeout kills all it started."""
     try:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
-                                   env=slurm_environment(os.environ, submit))
+                                   env=environment)
     except OSError as error:
         return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
     with process:
@@ -1379,6 +1436,22 @@ def run_slurm(argv, timeout=None, submit=False, cwd=None):
             return SlurmResult(None, "", "%s timed out after %g s" % (argv[0], timeout))
     return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
                        stderr.decode("utf-8", "replace"))
+
+
+def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
+    """Run a chain's notify command for ``event`` with ``/bin/sh -c``, the event in its
+    environment; return the line to log (it never changes the chain, whatever it does)."""
+    values = {"EVENT": event.event, "DIR": run_dir, "JOB": event.job, "LINK": event.link,
+              "REASON": event.reason}
+    environment = dict(os.environ, **{EXPORT_PREFIX + name: "" if value is None else str(value)
+                                      for name, value in values.items()})
+    result = run_command(["/bin/sh", "-c", command], timeout, environment)
+    if result.returncode == 0:
+        return "notified %s (job %s) (command: %s)" % (event.event, event.job, command)
+    why = ("timed out after %g s" % timeout if result.returncode is None else
+           "exit %d: %s" % (result.returncode, last_line(result.stderr) or "no message"))
+    return "notify for %s (job %s) failed (%s); the chain is not affected (command: %s)" % (
+        event.event, event.job, why, command)
 
 
 def slurm_error(argv):
@@ -1549,8 +1622,10 @@ def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monoto
 # 6. The in-job step: decide, record and queue the successor
 # ---------------------------------------------------------------------------
 
-Outcome = collections.namedtuple("Outcome", "status record observation warnings")
-Outcome.__doc__ = "What a link did: exit status, its Record, the lookup, warnings for the log."
+Outcome = collections.namedtuple("Outcome", "status record observation warnings event")
+Outcome.__doc__ = ("What a link did: exit status, its Record, the lookup, warnings for the log, "
+                   "and the chain event it journaled (None: none, or journaled before).")
+Outcome.__new__.__defaults__ = (None,)
 
 
 def identify(environ):
@@ -1728,7 +1803,8 @@ def save_script(store, next_link):
         pass
 
 
-def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=None):
+def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=None,
+             notify=None):
     """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*): identify,
     lock, snapshot, handle the same job ID again, check, observe, plan, commit, finish."""
     job_id, predecessor_id = identify(environ)
@@ -1760,7 +1836,7 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
         else:
             observation = observe_predecessor(predecessor_id)
         record = plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link,
-                           now(), budget_dir, cluster)
+                           now(), budget_dir, cluster, notify)
         own = None
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
@@ -1783,7 +1859,9 @@ def _finish_link(store, record, observation, next_link, warnings, successor=None
     if record.action not in WORK_ACTIONS:
         record = record._replace(phase="done")
         store.write_record(record)
-        return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
+        event = journal_event(store, Event(EVENT_OF_ACTION[record.action], record.predecessor,
+                                           record.link, record.reason, record.time), warnings)
+        return Outcome(ACTION_EXIT[record.action], record, observation, warnings, event)
     next_link = NextLink(**record.next) if record.next else next_link
     successor, error = (successor, None) if successor else queue_successor(
         record.job, next_link, warnings)
@@ -1825,6 +1903,38 @@ def _first_run_of_resumed_link(store, snapshot, next_link, warnings):
     if record.action in WORK_ACTIONS:
         store.apply(snapshot, record)
     return _finish_link(store, record, observation, next_link, warnings, own=own)
+
+
+def journal_event(store, event, warnings):
+    """Journal a chain event (the caller holds the lock); return it if it is new, else None.
+    An events file that cannot be read or written costs the notification, never the chain."""
+    try:
+        return event if store.add_event(event) else None
+    except StateError as error:
+        warnings.append("event %s not journaled, not notified: %s" % (event.event, error))
+        return None
+
+
+def work_finished(run_dir, environ, now=time.time):
+    """The rendered exit trap's step, after the script ended with status 0: the chain finished,
+    unless Slurm is ending the job (bash runs the trap with the last command's status when a
+    signal kills it: the controller says TIMEOUT, CANCELLED, PREEMPTED... then, not RUNNING).
+    Return (the journaled Event or None, the notify command, warnings)."""
+    job_id, store, warnings = environ.get("SLURM_JOB_ID"), StateStore(run_dir), []
+    answer = controller_job(job_id or "")
+    if answer.job is None:
+        return None, None, ["cannot tell whether the chain finished (%s): status will say"
+                            % answer.error]
+    if base_state(answer.job.state) != "RUNNING":
+        return None, None, warnings
+    with store.locked():
+        record = store.read_record()
+        if record is None or record.job != job_id or record.action not in WORK_ACTIONS:
+            return None, None, warnings  # not this chain's current link: nothing to say
+        event = journal_event(store, Event("finished", job_id, record.link, "job %s (link %s) "
+                                           "completed its work" % (job_id, record.link),
+                                           int(now())), warnings)
+    return event, record.notify, warnings
 
 
 def describe_link(outcome):
@@ -1883,7 +1993,14 @@ if [ "$resumable_chain_status" -eq {done} ]; then exit 0; fi
 if [ "$resumable_chain_status" -ne 0 ]; then exit "$resumable_chain_status"; fi
 eval "$resumable_chain_env"  # RESUMABLE_CHAIN_DIR, _LINK, _RESUMING, _WALLTIME_LEFT, ...
 unset resumable_chain_status resumable_chain_env
-# <<< resumable_chain <<<
+{finished}# <<< resumable_chain <<<
+"""
+# With a notify command: when the job exits 0 after its work, the chain finished; its successor
+# is cancelled by Slurm before it runs, so only this job can say so (bash keeps the exit status).
+FINISHED_TRAP = """\
+# shellcheck disable=SC2016  # single quotes keep paths literal on purpose
+resumable_chain_finished() {{ if [ "$?" -eq 0 ]; then {command} || true; fi; }}
+trap resumable_chain_finished EXIT
 """
 
 
@@ -1891,18 +2008,29 @@ def module_path():
     return os.path.realpath(__file__)
 
 
+def check_budget_dir(budget_dir):
+    """Return budget_dir if it holds a shared budget; ValueError otherwise."""
+    if not os.path.isfile(os.path.join(check_path(budget_dir, "budget_dir"), BUDGET_FILE)):
+        raise ValueError("no shared budget in %s: create it first with resumable-chain "
+                         "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
+    return budget_dir
+
+
 def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
                     script=None, sbatch_args=(), python="python3", budget_dir=None,
-                    benchmark_dir=None):
+                    benchmark_dir=None, notify=None):
     """Return the bash snippet a job script puts after its #SBATCH lines, before any work.
 
     It runs this module's in-job step and exits the job when the chain ends
     (0 for complete or stop, 1 for fail, 2 for bad state); otherwise it
     exports RESUMABLE_CHAIN_* variables to the work. ``budget_dir`` names a
     walltime budget shared with other chains (``resumable-chain budget``); it
-    must exist. Works with and without ``set -euo pipefail``; every value is
-    shell-quoted. Creates the run directory (Slurm opens ``--output`` files
-    in it before the prologue runs). ``benchmark_dir`` is run_dir's older name.
+    must exist. ``notify`` is a shell command run for each chain event
+    (finished, stopped, failed, broken, resumed); with it the snippet sets an
+    EXIT trap that reports a finished chain when the job exits 0. Works with
+    and without ``set -euo pipefail``; every value is shell-quoted. Creates
+    the run directory (Slurm opens ``--output`` files in it before the
+    prologue runs). ``benchmark_dir`` is run_dir's older name.
     """
     if (run_dir is None) == (benchmark_dir is None):
         raise ValueError("render_prologue needs the run directory: run_dir (or benchmark_dir, "
@@ -1915,18 +2043,17 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
                          % (python,))
     max_retries = check_max_retries(max_retries)
     max_walltime = check_max_walltime(max_walltime)
-    argv = [python, "-I", "-S", "-c", BOOTSTRAP, module_path(), "prologue",
-            "--max-retries=%d" % max_retries]
+    notify = check_notify(notify)
+    module = [python, "-I", "-S", "-c", BOOTSTRAP, module_path()]
+    argv = module + ["prologue", "--max-retries=%d" % max_retries]
     if max_walltime is not None:
         argv.append("--max-walltime=" + format_duration(max_walltime))
     argv += ["--sbatch-arg=" + argument for argument in check_sbatch_args(sbatch_args)]
     if script is not None:
         argv.append("--script=" + os.path.abspath(check_path(script, "script")))
     if budget_dir is not None:
-        if not os.path.isfile(os.path.join(check_path(budget_dir, "budget_dir"), BUDGET_FILE)):
-            raise ValueError("no shared budget in %s: create it first with resumable-chain "
-                             "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
-        argv.append("--budget-dir=" + os.path.abspath(budget_dir))
+        argv.append("--budget-dir=" + os.path.abspath(check_budget_dir(budget_dir)))
+    argv += [] if notify is None else ["--notify=" + notify]
     argv.append(os.path.abspath(run_dir))
     try:  # Slurm opens #SBATCH --output=<run dir>/... before the prologue could create it
         make_run_dir(run_dir)
@@ -1936,7 +2063,10 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
     if script is None:
         command += ' --script="$0"'  # the running batch script (Slurm's spool copy)
     command += ' -- ${1+"$@"}'
-    return PROLOGUE_TEMPLATE.format(version=__version__, command=command, done=EXIT_DONE)
+    finished = "" if notify is None else FINISHED_TRAP.format(command=" ".join(
+        shell_quote(argument) for argument in module + ["finished", os.path.abspath(run_dir)]))
+    return PROLOGUE_TEMPLATE.format(version=__version__, command=command, done=EXIT_DONE,
+                                    finished=finished)
 
 
 # ---------------------------------------------------------------------------
@@ -1953,7 +2083,7 @@ def live_candidates(last_links, record, submitted):
 
 
 class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
-                                            "retries problems")):
+                                            "retries problems events")):
     """What a run directory says about its chain; ``problems``: the files it could not read."""
 
     def candidates(self):
@@ -1961,6 +2091,14 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
 
     def cluster(self):
         return recorded_cluster(self.record, self.submitted)
+
+    def notify(self):
+        """The chain's notify command (its journal's, else submit's), or None."""
+        return (self.record and self.record.notify) or (self.submitted or {}).get("notify")
+
+    def last_link(self):
+        """The last link that ran (the first job while none has), or None."""
+        return (self.jobs or [(self.submitted or {}).get("first_job")])[-1]
 
 
 def recorded_cluster(record, submitted):
@@ -1979,24 +2117,37 @@ def cluster_to_ask(recorded):
                       "%s, so they ask with -M %s" % (recorded, here or "(unknown)", recorded))
 
 
+def announce(store, event, command):
+    """Journal a chain event under the lock and, if it is new and the chain has a notify
+    command, run it once the lock is released; return the lines to log."""
+    warnings = []
+    try:
+        with store.locked():
+            event = journal_event(store, event, warnings)
+    except StateError as error:  # e.g. status run by someone who cannot write the directory
+        return ["event %s not journaled, not notified: %s" % (event.event, error)]
+    return warnings + ([notify(command, event, store.directory)] if event and command else [])
+
+
 def open_chain(run_dir, must_exist=True, strict=True):
     """Read the chain in run_dir. ``strict``: a corrupt file raises; else it goes to problems."""
     store = StateStore(run_dir)
     if not os.path.isdir(run_dir):
         if must_exist:
             raise StateError("%s is not a directory" % run_dir)
-        return Chain(store, [], None, None, None, None, None, [])
+        return Chain(store, [], None, None, None, None, None, [], [])
     values, problems = {}, []
     for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
                       ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
                       ("walltime", lambda: store.read_counter(WALLTIME_FILE)),
-                      ("retries", lambda: store.read_counter(RETRIES_FILE))):
+                      ("retries", lambda: store.read_counter(RETRIES_FILE)),
+                      ("events", store.read_events)):
         try:
             values[key] = read()
         except StateError as error:
             if strict:
                 raise
-            values[key] = [] if key == "jobs" else None
+            values[key] = [] if key in ("jobs", "events") else None
             problems.append(str(error))
     chain = Chain(store, problems=problems, **values)
     if must_exist and not (chain.jobs or chain.record or chain.submitted or problems):
@@ -2140,6 +2291,13 @@ def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
     if chain.problems and status["next"] and record.job is not None:  # resume refuses till then
         status["next"] = "fix or delete the file named above, then: " + status["next"]
     status["attention"] = needs_attention(status)
+    status["events"] = [event._asdict() for event in chain.events]
+    word, command = verdict_word(status["verdict"]), chain.notify()
+    status["notified"] = []
+    if command and word in ("finished", "broken"):  # no link is left to say so: status does
+        status["notified"] = announce(chain.store, Event(
+            word, chain.last_link(), len(chain.jobs), status["verdict"], int(time.time())),
+            command)
     return status
 
 
@@ -2206,7 +2364,7 @@ def needs_attention(status):
         return "nothing would continue the chain if its running link ended: %s" \
             % status["would_not_continue"]
     if status["problems"] and word not in ("finished", "stopped"):
-        return "its next link would refuse: %s" % status["problems"][0]
+        return "a state file cannot be read: %s" % status["problems"][0]
     return None
 
 
@@ -2268,6 +2426,8 @@ def _submit_again(submitted, run_dir):
         words += ["--max-walltime", "%ds" % submitted["max_walltime"]]
     if submitted.get("budget_dir"):
         words += ["--budget-dir", submitted["budget_dir"]]
+    if submitted.get("notify"):
+        words += ["--notify", submitted["notify"]]
     words += list(submitted.get("sbatch_args") or submitted.get("sbatch_options") or [])
     words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
     return "its first job never ran: " + " ".join(shell_quote(word) for word in words)
@@ -2352,13 +2512,20 @@ def cancel_chain(run_dir, dry_run=False):
 
     The mark makes any link that still starts stop without work. Verifies that
     nothing of the chain is left, cancelling again what started meanwhile.
-    Returns {"cancelled": [...], "leftover": [...], "dry_run": bool, "errors": [...]}.
+    Returns {"cancelled": [...], "leftover": [...], "dry_run": bool, "errors": [...],
+    "log": [what the notify command did]}.
     """
     chain = open_chain(run_dir)
     if dry_run:
-        return _cancel_jobs(chain.candidates(), *cluster_to_ask(chain.cluster()), dry_run=True)
+        return dict(_cancel_jobs(chain.candidates(), *cluster_to_ask(chain.cluster()),
+                                 dry_run=True), log=[])
     with chain.store.locked():
-        return _cancel_locked(chain.store)
+        result = _cancel_locked(chain.store)
+    result["log"] = announce(chain.store, Event(
+        "stopped", chain.last_link(), len(chain.jobs), "cancelled with resumable-chain cancel "
+        "(jobs %s)" % " ".join(result["cancelled"]), int(time.time())),
+        chain.notify()) if result["cancelled"] else []
+    return result
 
 
 def _cancel_locked(store):
@@ -2437,7 +2604,8 @@ def read_batch_script(script):
 
 
 def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_MAX_RETRIES,
-                 max_walltime=None, force=False, python="python3", budget_dir=None):
+                 max_walltime=None, force=False, python="python3", budget_dir=None,
+                 notify=None):
     """Make SCRIPT resumable in run_dir and submit its first job; all or nothing.
 
     The first job is submitted held; only once sbatch accepted it is a live
@@ -2452,6 +2620,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
     hold = "--hold" in option_names(sbatch_args)  # the first job only
     sbatch_args = without_options(sbatch_args, ("--hold",))
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
+    notify = check_notify(notify)
     run_dir = os.path.abspath(run_dir)
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
@@ -2471,13 +2640,13 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
         run_dir, script_args, ["--hold", "--no-requeue"] + sbatch_args, lambda: header
         + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
                           script=copy_path, sbatch_args=sbatch_args, python=python,
-                          budget_dir=budget_dir) + body)
+                          budget_dir=budget_dir, notify=notify) + body)
     submitted = {"first_job": first_job, "cluster": named or current_cluster(),
                  "script": copy_path, "original": os.path.abspath(script),
                  "sbatch_args": sbatch_args, "script_args": list(script_args),
                  "max_retries": max_retries, "max_walltime": max_walltime,
                  "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
-                 "time": int(time.time())}
+                 "notify": notify, "time": int(time.time())}
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
         run_dir, bool(live), copy_path, submitted), named)
     if not hold:
@@ -2526,7 +2695,8 @@ def _install_chain(run_dir, force, copy_path, submitted):
     return cancelled
 
 
-def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sbatch_args=None):
+def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sbatch_args=None,
+                 notify=None):
     """Queue one link that continues a chain that ended (failed, stopped, cancelled, broken).
 
     Keeps the history and the walltime (the last link's time is counted now if
@@ -2534,14 +2704,16 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
     from this link on. The link is submitted held and without a dependency
     (Slurm 23.02+ refuses one on a job it forgot); the journal tells it what
     it continues. ``sbatch_args`` replace the recorded options of the same
-    name, for this link and every later one. Returns {"job": ID, "walltime":
-    seconds, "counted": seconds}.
+    name, for this link and every later one; so does ``notify`` the chain's
+    notify command. Returns {"job": ID, "walltime": seconds, "counted":
+    seconds, "log": [what the notify command did]}.
     """
     run_dir = os.path.abspath(run_dir)
     given = check_sbatch_args(sbatch_args or ())
     if max_retries is not None:
         max_retries = check_max_retries(max_retries)
     max_walltime = check_max_walltime(max_walltime)
+    notify = check_notify(notify)
     if not os.path.isdir(run_dir):
         raise StateError("%s is not a directory" % run_dir)
     store = StateStore(run_dir)
@@ -2574,6 +2746,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
                         walltime=walltime, retries=0, max_retries=caps.max_retries,
                         max_walltime=caps.max_walltime, settings_from="resume",
                         budget_dir=previous.budget_dir, cluster=cluster,
+                        notify=previous.notify if notify is None else notify,
                         link=link_number(chain_length(snapshot), "resume"), successor=None,
                         next=next_link._asdict(), phase="queued", time=int(now()))
 
@@ -2583,7 +2756,9 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
             store.write_record(record)
         cancel_if_unfinished(job, install, target)
     release_or_explain(job, target)
-    return {"job": job, "walltime": walltime, "counted": counted}
+    log = announce(store, Event("resumed", job, record.link, record.reason, record.time),
+                   record.notify)
+    return {"job": job, "walltime": walltime, "counted": counted, "log": log}
 
 
 def _resumable_record(store, snapshot, submitted, cluster):
@@ -2676,9 +2851,10 @@ def resumable_run_overrides(benchmark, executor):
 # 10. Command line: one argparse parser for the user's commands; all printing is here
 # ---------------------------------------------------------------------------
 
-OWN_SUBMIT_VALUES = frozenset(("--max-retries", "--max-walltime", "--python", "--budget-dir"))
+OWN_SUBMIT_VALUES = frozenset(("--max-retries", "--max-walltime", "--python", "--budget-dir",
+                               "--notify"))
 OWN_SUBMIT_OPTIONS = OWN_SUBMIT_VALUES | {"--force"}
-RESUME_VALUES = frozenset(("--max-retries", "--max-walltime"))
+RESUME_VALUES = frozenset(("--max-retries", "--max-walltime", "--notify"))
 
 
 def split_submit_argv(argv):
@@ -2743,6 +2919,7 @@ def _build_parser():
         return convert
 
     walltime, retries = checked(check_max_walltime), checked(retries_from_text)
+    notify_command = checked(check_notify)
 
     formatter = argparse.RawDescriptionHelpFormatter
     parser = Parser(prog="resumable-chain", formatter_class=formatter, description=__doc__)
@@ -2765,6 +2942,13 @@ def _build_parser():
                               "at least one minute (default: none)"
                          if default_retries is not None else
                          "a new cap on the accumulated walltime (default: the chain's own)")
+        sub.add_argument("--notify", type=notify_command, default=None, metavar="CMD",
+                         help="run CMD with /bin/sh -c once per chain event (finished, stopped, "
+                              "failed, broken, resumed), with RESUMABLE_CHAIN_EVENT, _DIR, _JOB, "
+                              "_LINK, _REASON set; at most %d s" % NOTIFY_TIMEOUT
+                         if default_retries is not None else
+                         "a new notify command for this link and every later one (default: "
+                         "the chain's own)")
 
     def link_options(sub):  # render's and submit's
         sub.add_argument("--python", default="python3", metavar="PY",
@@ -2779,7 +2963,8 @@ def _build_parser():
                      "if missing, so that #SBATCH --output=DIR/... works from the first job.",
                      "resumable-chain render runs/gpqa --max-walltime 48:00:00 -- -p gpu")
     render.usage = ("resumable-chain render DIR [--max-retries N] [--max-walltime T] "
-                    "[--script PATH] [--python PY] [--budget-dir B] [-- SBATCH_ARGS...]")
+                    "[--script PATH] [--python PY] [--budget-dir B] [--notify CMD] "
+                    "[-- SBATCH_ARGS...]")
     caps(render)
     render.add_argument("--script", default=None, metavar="PATH",
                         help="script the successor is submitted with (default: the job's own)")
@@ -2795,7 +2980,8 @@ def _build_parser():
                      "is still queued or running (see --force).",
                      "resumable-chain submit runs/a -p gpu --time=4:00:00 train.sbatch --lr 3e-4")
     submit.usage = ("resumable-chain submit DIR [--max-retries N] [--max-walltime T] [--force] "
-                    "[--python PY] [--budget-dir B] [SBATCH_OPTIONS...] [--] SCRIPT [ARGS...]")
+                    "[--python PY] [--budget-dir B] [--notify CMD] [SBATCH_OPTIONS...] [--] "
+                    "SCRIPT [ARGS...]")
     caps(submit)
     submit.add_argument("--force", action="store_true",
                         help="if DIR holds a live chain, cancel it (printing its job IDs) and "
@@ -2811,7 +2997,7 @@ def _build_parser():
                      "resumable-chain resume runs/gpqa --max-walltime 72:00:00 -p gpu2",
                      many="run directories of chains to resume")
     resume.usage = ("resumable-chain resume DIR [DIR...] [--max-walltime T] [--max-retries N] "
-                    "[SBATCH_OPTIONS...]")
+                    "[--notify CMD] [SBATCH_OPTIONS...]")
     caps(resume, default_retries=None, what="default: the chain's own")
 
     status = command("status", "show a chain's jobs, counters and verdict",
@@ -2892,6 +3078,9 @@ def format_status(status):
             budget["dir"], format_duration(budget["used"]), format_duration(budget["reserved"]),
             format_duration(budget["left"]), format_duration(budget["cap"])))
     lines.append("pending successor: %s" % (status["pending_successor"] or "none"))
+    lines += ["event: %s %s (job %s): %s" % (
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(event["time"] or 0)), event["event"],
+        event["job"], event["reason"]) for event in status["events"]]
     lines.append("verdict: %s" % status["verdict"])
     if status["next"]:
         lines.append("next: %s" % status["next"])
@@ -2980,18 +3169,34 @@ def prologue_command(argv):
     if set(argv[:1]) & {"-h", "--help"}:
         _write(PROLOGUE_HELP)
         return 0
-    run_dir, settings, script, sbatch_args, script_args, budget_dir = parse_prologue_args(argv)
+    run_dir, settings, script, sbatch_args, script_args, budget_dir, command = \
+        parse_prologue_args(argv)
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.getcwd())
     outcome = run_link(os.path.abspath(run_dir), settings, next_link, os.environ,
-                       budget_dir=budget_dir and os.path.abspath(budget_dir))
+                       budget_dir=budget_dir and os.path.abspath(budget_dir), notify=command)
     for warning in outcome.warnings:
         _log(warning)
     _log(describe_link(outcome))
+    if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
+        _log(notify(outcome.record.notify, outcome.event, os.path.abspath(run_dir)))
     if outcome.status == EXIT_WORK:
         _write("".join("export %s=%s\n" % (name, shell_quote(value)) for name, value in
                        link_exports(outcome.record, os.path.abspath(run_dir)).items()))
     return outcome.status
+
+
+def finished_command(argv):
+    """``finished DIR``: the rendered exit trap's step once the work exited 0 (in-job)."""
+    if len(argv) != 1:
+        raise ValueError("finished: give DIR (the rendered prologue's exit trap runs this)")
+    run_dir = os.path.abspath(argv[0])
+    event, command, warnings = work_finished(run_dir, os.environ)
+    for warning in warnings:
+        _log(warning)
+    if event and command:
+        _log(notify(command, event, run_dir))
+    return 0
 
 
 def submit_command(argv):
@@ -3000,7 +3205,7 @@ def submit_command(argv):
     arguments = _build_parser().parse_args(["submit"] + ours)
     result = submit_chain(arguments.run_dir, script, script_args, sbatch_args,
                           arguments.max_retries, arguments.max_walltime, arguments.force,
-                          arguments.python, arguments.budget_dir)
+                          arguments.python, arguments.budget_dir, arguments.notify)
     if result["cancelled"]:
         _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
     _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
@@ -3020,7 +3225,7 @@ def render_command(arguments, sbatch_args):
     text = render_prologue(arguments.run_dir, max_retries=arguments.max_retries,
                            max_walltime=arguments.max_walltime, script=arguments.script,
                            sbatch_args=sbatch_args, python=arguments.python,
-                           budget_dir=arguments.budget_dir)
+                           budget_dir=arguments.budget_dir, notify=arguments.notify)
     if not existed:
         _log("created the run directory %s (so that #SBATCH --output into it works)"
              % arguments.run_dir)
@@ -3036,6 +3241,9 @@ def status_command(arguments):
     else:
         statuses = chains_status(run_dirs)
         _write(_pretty_json(statuses) if arguments.json else format_collection(statuses))
+    for status in statuses:
+        for line in status["notified"]:
+            _log(line)
     if any(status["slurm_errors"] for status in statuses):
         return 1  # what it shows is incomplete
     return 1 if arguments.check and any(status["attention"] for status in statuses) else 0
@@ -3063,7 +3271,7 @@ def _each_chain(run_dirs, operation):
 def cancel_command(arguments):
     def cancel(run_dir):
         result = cancel_chain(run_dir, arguments.dry_run)
-        for error in result["errors"]:
+        for error in result["errors"] + result["log"]:
             _log(error if len(arguments.run_dir) == 1 else "%s: %s" % (run_dir, error))
         if result["dry_run"]:
             return 0, "would cancel: %s" % (" ".join(result["leftover"]) or "nothing")
@@ -3095,7 +3303,9 @@ def resume_command(argv):
 
     def resume(run_dir):
         result = resume_chain(run_dir, arguments.max_walltime, arguments.max_retries,
-                              sbatch_args=sbatch_args or None)
+                              sbatch_args=sbatch_args or None, notify=arguments.notify)
+        for line in result["log"]:
+            _log(line if len(arguments.run_dir) == 1 else "%s: %s" % (run_dir, line))
         words = "job %s continues the chain (walltime so far %s%s)" % (
             result["job"], format_duration(result["walltime"]),
             ", of which %d s of the last link counted now" % result["counted"]
@@ -3108,19 +3318,19 @@ def resume_command(argv):
 
 
 COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget_command}
-# render takes the words after --; submit and resume split their own words (sbatch options)
+# render takes the words after --; these read their own words (the in-job steps without
+# argparse; submit and resume for the sbatch options among them; argparse shows their help)
+OWN_WORDS = {"prologue": prologue_command, "finished": finished_command,
+             "submit": submit_command, "resume": resume_command}
 
 
 def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] == ["prologue"]:
-            return prologue_command(argv[1:])
-        if argv[:1] == ["submit"] and not set(argv) & {"-h", "--help"}:
-            return submit_command(argv[1:])
-        if argv[:1] == ["resume"] and not set(argv) & {"-h", "--help"}:
-            return resume_command(argv[1:])
+        if argv[:1] in (["prologue"], ["finished"]) or (
+                argv[:1] in (["submit"], ["resume"]) and not set(argv) & {"-h", "--help"}):
+            return OWN_WORDS[argv[0]](argv[1:])
         after = argv.index("--") if "--" in argv else len(argv)
         parser = _build_parser()
         arguments = parser.parse_args(argv[:after])

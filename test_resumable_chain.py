@@ -517,7 +517,8 @@ HOSTILE = ["plain", "with space", "it's", 'dq"uote', "$(touch canary)", "`touch 
 def test_rendered_prologue_is_valid_quoted_bash(tmp_path, text):
     path = str(tmp_path / text)
     snippet = rc.render_prologue(path, max_retries=2, max_walltime="1-00:00", script=path + ".sh",
-                                 sbatch_args=["--comment=" + text, "-J", text], python="python3")
+                                 sbatch_args=["--comment=" + text, "-J", text], python="python3",
+                                 notify="echo " + text)
     script = tmp_path / "check.sh"
     script.write_text("#!/bin/bash\n" + snippet, encoding="utf-8")
     assert subprocess.run(["bash", "-n", str(script)]).returncode == 0

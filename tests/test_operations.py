@@ -1089,3 +1089,113 @@ def test_resume_several_chains_one_line_each(cluster, tmp_path, capsys, monkeypa
         assert report["max_retries"] == 2 and report["verdict"].startswith("waiting")
     resumed = [call["argv"] for call in cluster.calls("sbatch")][-2:]
     assert all("--partition=debug" in argv or "-p" in argv for argv in resumed)
+
+# --------------------------------------------------------------------------- notifications
+
+NOTIFY = ('printf "%s|%s|%s|%s\\n" "$RESUMABLE_CHAIN_EVENT" "$RESUMABLE_CHAIN_JOB" '
+          '"$RESUMABLE_CHAIN_LINK" "$RESUMABLE_CHAIN_REASON" >> "{log}"')
+WORK_EXIT = 'if [ -n "${WORK_EXIT:-}" ]; then exit "$WORK_EXIT"; fi\n'  # a link's work ends so
+
+
+def notified(cluster):
+    """[(event, job, link)] the notify command heard, in order."""
+    path = os.path.join(cluster.root, "notified.log")
+    if not os.path.exists(path):
+        return []
+    with open(path) as handle:
+        return [tuple(line.split("|")[:3]) for line in handle.read().splitlines()]
+
+
+def notify_chain(cluster, run_dir, **render_options):
+    """Link 100 ran its work (which did not finish); returns (script, successor)."""
+    render_options.setdefault("notify", NOTIFY.format(log=os.path.join(cluster.root,
+                                                                       "notified.log")))
+    script = cluster.write_script(run_dir, work=WORK_EXIT, **render_options)
+    assert cluster.run_link(script, 100, WORK_EXIT=3).returncode == 3
+    return script, cluster.pending()[-1]
+
+
+@pytest.mark.parametrize("situation,expected", [
+    ("the work completed: the job's exit trap says so", [("finished", "100", "1")]),
+    ("retries exhausted: the link that fails the chain says so", [("failed", "100", "1")]),
+    ("a person scancelled the running link", [("stopped", "100", "1")]),
+    ("the chain reached its max_walltime", [("stopped", "100", "1")]),
+    ("the work exited 76", [("stopped", "100", "1")]),
+    ("resumable-chain cancel", [("stopped", "100", "1")]),
+    ("the successor died before its prologue: status learns it", [("broken", "100", "1")]),
+    ("resumable-chain resume", [("failed", "100", "1"), ("resumed", "1001", "2")]),
+])
+def test_each_chain_event_is_notified_once(cluster, run_dir, capsys, monkeypatch, situation,
+                                           expected):
+    script, successor = notify_chain(cluster, run_dir, max_retries=0, max_walltime="1:00:00")
+    end = {"retries": ("FAILED", 5, None), "scancelled": ("CANCELLED by 0", 5, None),
+           "max_walltime": ("TIMEOUT", 3600, None), "exited 76": ("FAILED", 5, "76:0"),
+           "resume": ("FAILED", 5, None)}
+    ran_again = []
+    if situation.startswith("the work completed"):
+        assert cluster.run_link(script, 100).returncode == 0  # the requeued job's work completes
+        cluster.finish(100, "COMPLETED", 5)
+        cluster.set_job(successor, state="CANCELLED", start="None")
+    for key, (state, elapsed, exit_code) in end.items():
+        if key in situation:
+            cluster.set_job(100, state=state, elapsed=elapsed, end="2026-11-30T02:00:00",
+                            exit_code=exit_code or "1:0")
+            for _ in range(2):  # the deciding job twice (a requeue): still one notification
+                ran_again.append(cluster.run_link(script, successor, predecessor=100))
+            cluster.finish(successor, "COMPLETED", 0)
+    if situation == "resumable-chain cancel":
+        assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
+    if "status learns it" in situation:
+        cluster.finish(100, "TIMEOUT", 60)
+        cluster.set_job(successor, state="NODE_FAIL", end="2026-11-30T02:00:00")
+    if situation == "resumable-chain resume":
+        status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
+        assert status == 0 and out.strip() == "1001", err
+    for _ in range(2):  # status twice: it learns what no link is left to say, once
+        status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
+    assert notified(cluster) == expected, [result.stderr for result in ran_again]
+    assert [line for line in out.splitlines() if line.startswith("event: ")] and all(
+        " %s (job %s): " % (event, job) in out for event, job, _ in expected)
+
+
+def test_a_failing_notify_command_is_logged_and_changes_nothing(cluster, run_dir):
+    script, successor = notify_chain(cluster, run_dir, max_retries=0,
+                                     notify="echo webhook down >&2; exit 7")
+    cluster.finish(100, "FAILED", 5)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 1  # failed the chain, as without a notify command
+    assert ("notify for failed (job 100) failed (exit 7: webhook down); the chain is not "
+            "affected") in result.stderr
+    assert json.loads(read(run_dir, rc.EVENTS_FILE))["events"][0]["event"] == "failed"
+
+
+def test_a_hanging_notify_command_is_killed_with_all_it_started(tmp_path):
+    marker = str(tmp_path / "survived")
+    event = rc.Event("stopped", "100", 1, "test", 0)
+    started = __import__("time").time()
+    line = rc.notify("(/bin/sleep 5; touch %s) & /bin/sleep 30" % marker, event, str(tmp_path),
+                     timeout=1)
+    assert __import__("time").time() - started < 4
+    assert line.startswith("notify for stopped (job 100) failed (timed out after 1 s)")
+    __import__("time").sleep(5.5)
+    assert not os.path.exists(marker)  # the background child went with its session
+
+
+def test_notify_is_validated_and_rendered_only_when_given(run_dir):
+    assert "trap" not in rc.render_prologue(run_dir)
+    assert "trap resumable_chain_finished EXIT" in rc.render_prologue(run_dir, notify="true")
+    for bad in ("", "  ", "a\0b", 3):
+        with pytest.raises(ValueError, match="notify must be a shell command"):
+            rc.render_prologue(run_dir, notify=bad)
+
+
+def test_a_link_that_slurm_kills_is_not_finished_though_its_trap_sees_status_0(cluster, run_dir):
+    # bash runs the EXIT trap with the last command's status when SIGTERM kills it (shown on the
+    # real cluster: a TIMEOUT link's trap saw 0); the controller says the job is ending
+    script, successor = notify_chain(cluster, run_dir)
+    cluster.set_job(100, state="TIMEOUT", elapsed=60)
+    assert cluster.run_link(script, 100, mark_running=False).returncode == 0
+    assert notified(cluster) == []
+    cluster.set_job(100, state="RUNNING")
+    assert cluster.run_link(script, 100, mark_running=False).returncode == 0
+    assert notified(cluster) == [("finished", "100", "1")]

@@ -212,12 +212,25 @@ def root(tmp_path_factory):
     return str(tmp_path_factory.mktemp("e2e"))
 
 
+def heard(root, name):
+    """A notify command that appends the event and its job to <chain>/notified.log."""
+    return 'echo "$RESUMABLE_CHAIN_EVENT $RESUMABLE_CHAIN_JOB" >> %s' % shlex.quote(
+        os.path.join(root, name, "notified.log"))
+
+
+def notified(chain):
+    path = os.path.join(chain.dir, "notified.log")
+    return open(path).read().splitlines() if os.path.exists(path) else []
+
+
 @pytest.fixture(scope="module")
 def phase_a(root):
     """Start every independent chain at once; each test below waits for its own."""
     chains = {
-        "timeouts": Chain(root, "timeouts", 'if [ "$n" -le 2 ]; then sleep 600; fi'),
-        "failing": Chain(root, "failing", "exit 3", time_limit="5", max_retries=2),
+        "timeouts": Chain(root, "timeouts", 'if [ "$n" -le 2 ]; then sleep 600; fi',
+                          notify=heard(root, "timeouts")),
+        "failing": Chain(root, "failing", "exit 3", time_limit="5", max_retries=2,
+                         notify=heard(root, "failing")),
         "scancel": Chain(root, "scancel", "sleep 600", time_limit="10"),
         "walltime": Chain(root, "walltime", "sleep 600", time_limit="2", max_walltime="3:40"),
         "sbatch-fails": Chain(root, "sbatch-fails", "true", time_limit="5",
@@ -397,6 +410,10 @@ def test_two_timeouts_then_completed(phase_a):
     assert int(chain.state_file(rc.WALLTIME_FILE)) == jobs[0]["elapsed"] + jobs[1]["elapsed"]
     assert chain.state_file(rc.RETRIES_FILE) == "0\n"
     assert chain.state_file(rc.CHAIN_FILE).split() == chain.work()
+    # its successor never runs: the last link's exit trap said so, once (status says it too)
+    assert notified(chain) == ["finished %s" % jobs[2]["id"]]
+    cli("status", chain.run_dir)
+    assert notified(chain) == ["finished %s" % jobs[2]["id"]]
 
 
 def test_status_of_a_finished_chain_shows_every_real_state(phase_a):
@@ -423,6 +440,7 @@ def test_failing_script_stops_after_max_retries(phase_a):
     jobs = chain.wait_done()
     assert [job["state"] for job in jobs] == ["FAILED"] * 4, jobs
     assert [job["exit"] for job in jobs] == ["3:0", "3:0", "3:0", "1:0"]
+    assert notified(chain) == ["failed %s" % jobs[2]["id"]]
     assert chain.work() == [job["id"] for job in jobs[:3]]
     assert chain.state_file(rc.RETRIES_FILE) == "3\n"
     assert "fail | predecessor %s FAILED" % jobs[2]["id"] in chain.log()
