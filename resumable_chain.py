@@ -103,6 +103,19 @@ COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout o
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
+VIEW_WAIT_SECONDS = 90  # how long a link waits for a lagging view of the run directory
+LOCK_ENV = "RESUMABLE_CHAIN_LOCK"  # "kernel" or "file": force one kind of lock
+LOCK_KINDS = ("kernel", "file")
+HELD_SUFFIX = ".held"  # the file lock: <lock file>.held, created exclusively, names its holder
+# errno of a lock call on a mount without kernel locks (Lustre noflock: ENOSYS; NFS without
+# lockd: ENOLCK): the file lock takes over.
+NO_KERNEL_LOCK = frozenset((errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL))
+# Mounts whose kernel locks are missing or local to one node, by fstype: the mount options that
+# say so (None: always; BeeGFS global locks are a client setting, off by default, not shown).
+NODE_LOCAL_LOCKS = {"lustre": ("localflock", "noflock"),
+                    "nfs": ("nolock", "local_lock=posix", "local_lock=all"),
+                    "nfs4": ("nolock", "local_lock=posix", "local_lock=all"),
+                    "beegfs": None}
 CRASH_ENV = "RESUMABLE_CHAIN_TEST_KILL_AT"  # tests only: SIGKILL self at the Nth checkpoint
 REQUEUE_GAP_SECONDS = 120  # a record ending this close to the next submit is the same job, requeued
 STATUS_ROWS = 1000  # status shows at most this many of the newest links
@@ -800,6 +813,37 @@ def parse_prologue_args(argv):
             (values["--budget-dir"] or [None])[-1], (values["--notify"] or [None])[-1])
 
 
+def parse_mounts(text):
+    """Return [(mount point, fstype, [options])] from /proc/mounts text (``\\040`` is a space)."""
+    mounts = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 4:
+            point = fields[1]
+            for code in ("\\040", "\\011", "\\012", "\\134"):
+                point = point.replace(code, chr(int(code[1:], 8)))
+            mounts.append((point, fields[2], fields[3].split(",")))
+    return mounts
+
+
+def lock_kind(path, mounts):
+    """Return ("file", why) when the mount holding the absolute ``path`` has no kernel locks that
+    hold across nodes (NODE_LOCAL_LOCKS), else ("kernel", None)."""
+    holding = [mount for mount in mounts if path == mount[0] or path.startswith(
+        mount[0].rstrip("/") + "/")]
+    if not holding:
+        return "kernel", None
+    point, fstype, options = max(holding, key=lambda mount: len(mount[0]))
+    if fstype not in NODE_LOCAL_LOCKS:
+        return "kernel", None
+    local = NODE_LOCAL_LOCKS[fstype]
+    said = [option for option in options if local is None or option in local]
+    if local is not None and not said:
+        return "kernel", None
+    return "file", "%s mounted at %s%s: its kernel locks are missing or local to one node" % (
+        fstype, point, " with " + ",".join(said) if local is not None else "")
+
+
 def parse_budget(data):
     """Return the Budget a budget file's JSON holds; ValueError if it is not one."""
     def seconds(value):
@@ -1090,11 +1134,71 @@ def record_from_json(data):
     return Record(**fields)
 
 
-class StateStore(object):
-    """The chain's dot-files in one run directory: every read validated, every write atomic."""
+Holder = collections.namedtuple("Holder", "cluster job host pid time token")
+Holder.__doc__ = ("Who holds a file lock (its JSON content): Slurm cluster and job (None outside "
+                  "a job), host, pid, since when (epoch seconds), and a token of its own.")
 
-    def __init__(self, directory):
+
+def lock_kind_here(directory, environ=os.environ, mounts_path="/proc/mounts"):
+    """Return (kind, why) of the lock a directory needs: RESUMABLE_CHAIN_LOCK if set, else what
+    its mount says (``file`` on mounts without cross-node kernel locks)."""
+    forced = environ.get(LOCK_ENV)
+    if forced:
+        if forced not in LOCK_KINDS:
+            raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, forced))
+        return forced, "%s=%s" % (LOCK_ENV, forced)
+    try:
+        with open(mounts_path) as handle:
+            mounts = parse_mounts(handle.read())
+    except OSError:
+        return "kernel", None
+    return lock_kind(os.path.realpath(directory), mounts)
+
+
+def probe_lock(directory):
+    """Return (kind, why) of the lock writers of ``directory`` take now, for status: as
+    lock_kind_here, and "file" where a lock call is refused (tried shared, released at once)."""
+    kind, why = lock_kind_here(directory)
+    if kind == "file":
+        return kind, why
+    try:
+        descriptor = os.open(os.path.join(directory, LOCK_FILE), os.O_RDONLY)
+    except OSError:
+        return kind, why  # no lock file yet, or not readable: nothing to learn
+    try:
+        fcntl.lockf(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno in NO_KERNEL_LOCK:
+            return "file", "lock calls refused here (%s)" % error.strerror
+    finally:
+        os.close(descriptor)  # closing releases it
+    return kind, why
+
+
+def _open_fresh(path, flags, sleep=time.sleep, clock=time.monotonic):
+    """os.open, retried for up to VIEW_WAIT_SECONDS while the file handle is stale (ESTALE:
+    another NFS client renamed a new version over it)."""
+    started = clock()
+    while True:
+        try:
+            return os.open(path, flags)
+        except OSError as error:
+            if error.errno != errno.ESTALE or clock() - started > VIEW_WAIT_SECONDS:
+                raise
+        sleep(1)
+        os.listdir(os.path.dirname(path))
+
+
+class StateStore(object):
+    """The chain's dot-files in one run directory: every read validated, every write atomic.
+
+    ``job_over(job_id)``: True when Slurm says a job ended, False when it runs, None when it
+    cannot tell; a file lock held by an ended job on another host is broken with it."""
+
+    def __init__(self, directory, job_over=None):
         self.directory = directory
+        self.job_over = job_over
+        self.lock_used = None  # (kind, why) of the last lock taken, for the log and status
 
     def path(self, name):
         return os.path.join(self.directory, name)
@@ -1105,7 +1209,7 @@ class StateStore(object):
         chain file grows for ever); ``most``: a small file, read up to one byte more."""
         path = self.path(name)
         try:  # O_NOFOLLOW: a planted symlink is refused; O_NONBLOCK: a FIFO must not hang the job
-            descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+            descriptor = _open_fresh(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except FileNotFoundError:
             return None
         except OSError as error:
@@ -1324,33 +1428,149 @@ class StateStore(object):
 
     @contextlib.contextmanager
     def locked(self, wait=LOCK_WAIT_SECONDS, name=LOCK_FILE):
-        """``with store.locked():`` holds the directory's lock (a POSIX record lock, NFS-safe),
-        waited for at most ``wait`` seconds."""
+        """``with store.locked():`` holds the directory's lock, waited for at most ``wait`` s.
+
+        A POSIX record lock (``lockf``) where the kernel has locks that hold across nodes;
+        else (a mount without them, a lock call refused, RESUMABLE_CHAIN_LOCK=file) also an
+        exclusively created ``<lock>.held`` file naming its holder. Record-lock holders wait
+        for a live ``.held`` too, so the two kinds exclude each other."""
         path = self.path(name)
+        kind, why = lock_kind_here(self.directory)
         try:
             descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
             raise StateError("cannot open lock file %s: %s" % (path, error.strerror or error))
+        token = None
         try:
             deadline = time.monotonic() + wait
-            while not _try_lock(descriptor, path):
+            while True:
+                kernel = _try_lock(descriptor, path)
+                if kernel not in ("taken", "busy") and kind == "kernel":
+                    kind, why = "file", "lock calls refused here (%s)" % kernel
+                if kernel != "busy":
+                    token = self._take_held(path + HELD_SUFFIX, kind == "file")
+                    if token is not None:
+                        break
+                    if kernel == "taken":
+                        fcntl.lockf(descriptor, fcntl.LOCK_UN)  # let the .held holder finish
                 if time.monotonic() > deadline:
-                    raise StateError("another process has held %s for over %d s; is another "
-                                     "job of this chain stuck?" % (path, wait))
+                    raise StateError(self._stuck(path, wait))
                 time.sleep(0.2)
+            self.lock_used = (kind, why)
             yield
         finally:
+            if token:
+                self._drop_held(path + HELD_SUFFIX, token)
             os.close(descriptor)
+
+    def lock_note(self):
+        """The log line that says a file lock is in use (none for the kernel's record lock)."""
+        kind, why = self.lock_used or ("kernel", None)
+        return ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if kind == "file" else []
+
+    def _take_held(self, held, create):
+        """Take (``create``) or, for a record-lock holder, only check the ``.held`` lock file.
+        Return its token ("" when only checked), or None while a live holder has it."""
+        holder = self._read_holder(held)
+        if holder is not None and self._holder_gone(holder):
+            self._drop_held(held, holder.token)  # its holder is provably gone
+            holder = None
+        if holder is not None:
+            return None
+        if not create:
+            return ""
+        return _create_held(held, Holder(
+            os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"),
+            os.uname().nodename, os.getpid(), int(time.time()),
+            "%d-%d-%s" % (os.getpid(), time.time() * 1e6, os.uname().nodename)))
+
+    def _read_holder(self, held):
+        try:
+            with open(held) as handle:
+                data = load_json(handle.read())
+            return Holder(*(data.get(name) for name in Holder._fields))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, AttributeError):  # half written or not ours: a live holder
+            return Holder(None, None, None, None, None, None)
+
+    def _holder_gone(self, holder):
+        """Whether a file lock's holder is provably gone: same host and its process is dead, or
+        its Slurm job ended (asked with job_over)."""
+        if holder.host == os.uname().nodename and isinstance(holder.pid, int):
+            try:
+                os.kill(holder.pid, 0)
+            except ProcessLookupError:
+                return True
+            except OSError:
+                pass  # another user's live process
+            return False
+        if holder.job and self.job_over and holder.cluster in (
+                None, os.environ.get("SLURM_CLUSTER_NAME")):
+            return self.job_over(str(holder.job)) is True
+        return False
+
+    def _drop_held(self, held, token):
+        """Remove the ``.held`` lock file if it is still the one with ``token``."""
+        holder = self._read_holder(held)
+        if holder is not None and holder.token == token:
+            try:
+                os.unlink(held)
+            except FileNotFoundError:
+                pass
+            except OSError as error:
+                raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
+
+    def _stuck(self, path, wait):
+        holder = self._read_holder(path + HELD_SUFFIX)
+        if holder is None:
+            return ("another process has held %s for over %d s; is another job of this chain "
+                    "stuck?" % (path, wait))
+        return ("%s has been held for over %d s by %s: if that process is gone, delete the file"
+                % (path + HELD_SUFFIX, wait, ", ".join("%s %s" % (name, value) for name, value in
+                                                      holder._asdict().items()
+                                                      if value is not None and name != "token")
+                   or "an unreadable holder"))
 
 
 def _try_lock(descriptor, path):
+    """Take a POSIX record lock: return "taken", "busy" (another process holds it), or why this
+    mount has no kernel locks (ENOSYS: Lustre noflock; ENOLCK: NFS without lockd; ...)."""
     try:
         fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
+        return "taken"
     except OSError as error:
+        if error.errno in NO_KERNEL_LOCK:
+            return error.strerror or errno.errorcode.get(error.errno, str(error.errno))
         if error.errno not in (errno.EACCES, errno.EAGAIN):
             raise StateError("cannot lock %s: %s" % (path, error.strerror))
-        return False
+        return "busy"
+
+
+def _create_held(held, holder):
+    """Create the ``.held`` lock file with its holder, all at once (a hard link of a complete
+    temp file: NFS-safe). Return the token, or None when another holder got there first."""
+    temporary = "%s.%s" % (held, holder.token)
+    try:
+        with open(temporary, "w") as handle:
+            handle.write(dump_json(holder._asdict()) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temporary, held)
+        except FileExistsError:
+            return None
+        except OSError:
+            if os.stat(temporary).st_nlink != 2:  # NFS: the link may exist though it "failed"
+                raise
+        return holder.token
+    except OSError as error:
+        raise StateError("cannot create lock file %s: %s" % (held, error.strerror or error))
+    finally:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
 
 
 def make_run_dir(run_dir):
@@ -1500,6 +1720,20 @@ def controller_job(job_id, timeout=None, cluster=None):
     return ControllerAnswer(None, error, result.returncode is None or "Invalid job id" in error)
 
 
+def job_over(job_id):
+    """Whether a job of this cluster ended (True), still runs (False), or nobody can say (None):
+    a file lock held by an ended job is broken."""
+    answer = controller_job(job_id, timeout=MIN_COMMAND_TIMEOUT)
+    if answer.job is not None:
+        return is_final(answer.job.state)
+    return True if answer.forgotten and "Invalid job id" in (answer.error or "") else None
+
+
+def chain_store(directory):
+    """The StateStore of a run or budget directory, able to break a lock an ended job held."""
+    return StateStore(directory, job_over=job_over)
+
+
 def queued_jobs(job_ids=None, user=None, pending_only=False, cluster=None):
     """Return the Jobs squeue shows (of job_ids, or of user); StateError if squeue fails."""
     argv = ["squeue"] + on_cluster(cluster) + ["-h", "-o", SQUEUE_FORMAT]
@@ -1641,6 +1875,31 @@ def identify(environ):
     return job_id, parse_dependency(environ.get("SLURM_JOB_DEPENDENCY"))
 
 
+def view_lags(record, predecessor_id):
+    """Whether the journal is exactly one link behind this link's predecessor (it shows the
+    link that queued the predecessor): the predecessor wrote its record, so this client's view
+    of the directory lags (NFS caches attributes and entries for up to 60 s)."""
+    return bool(record and predecessor_id and record.job != predecessor_id
+                and record.successor == predecessor_id)
+
+
+def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
+                  clock=time.monotonic):
+    """If the view lags, re-read the run directory (listing it refreshes the client's cache)
+    until it catches up or VIEW_WAIT_SECONDS pass, and say so; return the last snapshot."""
+    if not view_lags(snapshot.record, predecessor_id):
+        return snapshot
+    started = clock()
+    while view_lags(snapshot.record, predecessor_id) and clock() - started < VIEW_WAIT_SECONDS:
+        sleep(1)
+        os.listdir(store.directory)
+        snapshot = store.snapshot()
+    warnings.append("the run directory's view lagged (a client cache): waited %d s for job %s's "
+                    "state%s" % (clock() - started, predecessor_id, ", in vain" if view_lags(
+                        snapshot.record, predecessor_id) else ""))
+    return snapshot
+
+
 def check_link_belongs(record, job_id, predecessor_id, run_dir):
     """Refuse a link that would be a second continuation or belongs to an older chain."""
     if record is None or predecessor_id is None:
@@ -1761,7 +2020,7 @@ def draw_on_budget(budget_dir, record, observation, warnings):
     link that ended, whatever the decision. A link that works reserves; with
     under a minute left its record becomes a stop.
     """
-    store = StateStore(budget_dir)
+    store = chain_store(budget_dir)
     with store.locked(name=BUDGET_LOCK):
         budget = store.read_budget()
         if budget.cluster is None:
@@ -1813,8 +2072,9 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
     elif not os.path.isdir(run_dir):
         raise StateError("run directory %s is missing: the chain's state is lost; no work, no "
                          "successor (resubmit to start a new chain)" % run_dir)
-    store, warnings = StateStore(run_dir), []
+    store, warnings = chain_store(run_dir), []
     with store.locked():
+        warnings += store.lock_note()
         snapshot = store.snapshot()
         previous = snapshot.record
         cluster = environ.get("SLURM_CLUSTER_NAME") or (previous and previous.cluster)
@@ -1829,6 +2089,8 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
             return _same_link_again(store, snapshot, next_link, environ, warnings)
         if predecessor_id is None and previous and previous.successor == job_id:
             predecessor_id = previous.job  # SLURM_JOB_DEPENDENCY lost: the journal knows
+        snapshot = wait_for_view(store, snapshot, predecessor_id, warnings)
+        previous = snapshot.record
         check_link_belongs(previous, job_id, predecessor_id, run_dir)
         observation = None
         if predecessor_id is None:
@@ -1920,7 +2182,7 @@ def work_finished(run_dir, environ, now=time.time):
     unless Slurm is ending the job (bash runs the trap with the last command's status when a
     signal kills it: the controller says TIMEOUT, CANCELLED, PREEMPTED... then, not RUNNING).
     Return (the journaled Event or None, the notify command, warnings)."""
-    job_id, store, warnings = environ.get("SLURM_JOB_ID"), StateStore(run_dir), []
+    job_id, store, warnings = environ.get("SLURM_JOB_ID"), chain_store(run_dir), []
     answer = controller_job(job_id or "")
     if answer.job is None:
         return None, None, ["cannot tell whether the chain finished (%s): status will say"
@@ -2131,7 +2393,7 @@ def announce(store, event, command):
 
 def open_chain(run_dir, must_exist=True, strict=True):
     """Read the chain in run_dir. ``strict``: a corrupt file raises; else it goes to problems."""
-    store = StateStore(run_dir)
+    store = chain_store(run_dir)
     if not os.path.isdir(run_dir):
         if must_exist:
             raise StateError("%s is not a directory" % run_dir)
@@ -2274,7 +2536,8 @@ def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
                                          and base_state(row["state"]) == "PENDING"), None),
               "cancelled": chain.cancelled, "problems": list(chain.problems), "budget": None,
               "slurm_errors": list(unanswered), "cluster": chain.cluster(),
-              "cluster_note": cluster_note}
+              "cluster_note": cluster_note, "lock": dict(zip(("kind", "why"),
+                                                            probe_lock(run_dir)))}
     budget_dir = record.budget_dir or submitted.get("budget_dir")
     if budget_dir:
         if budget_dir not in budgets:
@@ -2472,7 +2735,7 @@ def _idle_verdict(record, rows, resume, unanswered):
 
 def budget_report(budget_dir):
     """Settle what ended and return the shared budget's figures (what ``budget --json`` prints)."""
-    store = StateStore(budget_dir)
+    store = chain_store(budget_dir)
     if not os.path.isfile(store.path(BUDGET_FILE)):
         store.read_budget()  # says how to create one
     with store.locked(name=BUDGET_LOCK):
@@ -2495,7 +2758,7 @@ def set_budget(budget_dir, cap):
     if cap is None:
         raise ValueError("a shared budget needs --max-walltime")
     make_run_dir(budget_dir)
-    store = StateStore(budget_dir)
+    store = chain_store(budget_dir)
     with store.locked(name=BUDGET_LOCK):
         try:
             budget = store.read_budget()._replace(cap=cap)
@@ -2659,7 +2922,7 @@ def _submit_staged(run_dir, script_args, options, render):
     submit it; if any of that fails, remove what it made (nothing changes unless sbatch
     accepts the job). Returns the job ID."""
     created = make_run_dir(run_dir)
-    store = StateStore(run_dir)
+    store = chain_store(run_dir)
     try:
         store.write_text(STAGED_SCRIPT, render(), mode=0o755)
         return sbatch(options, store.path(STAGED_SCRIPT), script_args)
@@ -2673,7 +2936,7 @@ def _submit_staged(run_dir, script_args, options, render):
 def _install_chain(run_dir, force, copy_path, submitted):
     """Under the lock: cancel the live chain (``force``), keep its files as ``*.prev``, put the
     staged script copy in place and write the submit record. Returns the jobs cancelled."""
-    store, cancelled = StateStore(run_dir), []
+    store, cancelled = chain_store(run_dir), []
     try:
         with store.locked():
             if force:
@@ -2716,7 +2979,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
     notify = check_notify(notify)
     if not os.path.isdir(run_dir):
         raise StateError("%s is not a directory" % run_dir)
-    store = StateStore(run_dir)
+    store = chain_store(run_dir)
     with store.locked():
         snapshot = store.snapshot()  # a corrupt file raises: fix it first
         submitted = store.read_submitted()
@@ -3078,6 +3341,8 @@ def format_status(status):
             budget["dir"], format_duration(budget["used"]), format_duration(budget["reserved"]),
             format_duration(budget["left"]), format_duration(budget["cap"])))
     lines.append("pending successor: %s" % (status["pending_successor"] or "none"))
+    lines.append("lock: %s%s" % (status["lock"]["kind"], " (%s)" % status["lock"]["why"]
+                                 if status["lock"]["why"] else ""))
     lines += ["event: %s %s (job %s): %s" % (
         time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(event["time"] or 0)), event["event"],
         event["job"], event["reason"]) for event in status["events"]]

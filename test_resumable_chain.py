@@ -301,6 +301,57 @@ def test_run_slurm_works_with_a_thousand_open_files(tmp_path):
     assert result == (3, "out\n", "err\n")
 
 
+# --------------------------------------------------------------------------- which lock a mount needs
+
+# /proc/mounts lines as these clients print them (Lustre 2.15, Linux NFS client, BeeGFS 7, GPFS 5)
+MOUNTS = """\
+/dev/nvme0n1p2 / ext4 rw,relatime 0 0
+tmpfs /dev/shm tmpfs rw,nosuid,nodev 0 0
+10.1.0.1@o2ib:/scratch /lustre/scratch lustre rw,flock,lazystatfs,encrypt 0 0
+10.1.0.1@o2ib:/proj /lustre/proj lustre rw,localflock,lazystatfs 0 0
+10.1.0.1@o2ib:/old /lustre/old lustre rw,noflock,lazystatfs 0 0
+10.1.0.2@tcp:/plain /lustre/plain lustre rw,lazystatfs 0 0
+nfs1:/export/home /home nfs4 rw,relatime,vers=4.2,rsize=1048576,wsize=1048576,namlen=255,hard,proto=tcp,timeo=600,retrans=2,sec=sys,clientaddr=10.0.0.5,local_lock=none,addr=10.0.0.1 0 0
+nfs1:/export/v3 /nfs/v3 nfs rw,relatime,vers=3,rsize=65536,wsize=65536,namlen=255,hard,nolock,proto=tcp,timeo=600,retrans=2,sec=sys,mountaddr=10.0.0.1,mountvers=3,mountport=20048,mountproto=udp,local_lock=all,addr=10.0.0.1 0 0
+nfs1:/export/posix /nfs/posix nfs4 rw,relatime,vers=4.1,hard,proto=tcp,sec=sys,local_lock=posix,addr=10.0.0.1 0 0
+nfs1:/export/flock /nfs/flock nfs4 rw,relatime,vers=4.1,hard,proto=tcp,sec=sys,local_lock=flock,addr=10.0.0.1 0 0
+beegfs_nodev /mnt/beegfs beegfs rw,relatime,cfgFile=/etc/beegfs/beegfs-client.conf,_netdev 0 0
+gpfs1 /gpfs/fs1 gpfs rw,relatime 0 0
+nfs1:/export/odd /mnt/with\\040space nfs rw,nolock,local_lock=all 0 0
+"""
+
+
+@pytest.mark.parametrize("path,kind,said", [
+    ("/home/alice/runs/a", "kernel", None),  # NFSv4, local_lock=none: locks via the server
+    ("/lustre/scratch/alice/run", "kernel", None),  # -o flock: cluster-wide
+    ("/lustre/proj/run", "file", "lustre mounted at /lustre/proj with localflock"),
+    ("/lustre/old/run", "file", "lustre mounted at /lustre/old with noflock"),
+    ("/lustre/plain/run", "kernel", None),  # no option shown: try, fall back on ENOSYS
+    ("/nfs/v3/run", "file", "nfs mounted at /nfs/v3 with nolock,local_lock=all"),
+    ("/nfs/posix/run", "file", "nfs4 mounted at /nfs/posix with local_lock=posix"),
+    ("/nfs/flock/run", "kernel", None),  # flock() local; lockf (POSIX) still via the server
+    ("/mnt/beegfs/run", "file", "beegfs mounted at /mnt/beegfs"),
+    ("/gpfs/fs1/run", "kernel", None),
+    ("/tmp/run", "kernel", None),  # the root ext4
+    ("/lustre/scratchpad/run", "kernel", None),  # not under /lustre/scratch: the root's
+    ("/mnt/with space/run", "file", "nfs mounted at /mnt/with space with nolock,local_lock=all"),
+])
+def test_lock_kind_from_the_mount_holding_the_run_dir(path, kind, said):
+    found, why = rc.lock_kind(path, rc.parse_mounts(MOUNTS))
+    assert found == kind
+    assert (why is None) if said is None else why.startswith(said)
+
+
+@pytest.mark.parametrize("value,kind", [("kernel", "kernel"), ("file", "file")])
+def test_lock_kind_forced_by_the_environment(tmp_path, value, kind):
+    assert rc.lock_kind_here(str(tmp_path), {rc.LOCK_ENV: value})[0] == kind
+
+
+def test_lock_kind_refuses_an_unknown_forced_value(tmp_path):
+    with pytest.raises(rc.StateError, match="RESUMABLE_CHAIN_LOCK=flock: use kernel or file"):
+        rc.lock_kind_here(str(tmp_path), {rc.LOCK_ENV: "flock"})
+
+
 # --------------------------------------------------------------------------- recorded Slurm output
 
 OUTPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "slurm_outputs")

@@ -26,3 +26,20 @@ def pytest_terminal_summary(terminalreporter):
     for name, jobs in e2e.REPORT:
         terminalreporter.write_line("[%s] %s: %s" % (e2e.RELEASE, name, ", ".join(
             "%s %s (%d s)" % job for job in jobs)))
+
+
+@pytest.fixture(scope="session")
+def noflock(tmp_path_factory):
+    """The LD_PRELOAD shim (tests/noflock.c) that makes lock calls fail with ENOSYS, built."""
+    import os
+    import shutil
+    import subprocess
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        if os.environ.get("CI"):
+            pytest.fail("no C compiler: .ci/run installs gcc to build tests/noflock.c")
+        pytest.skip("no C compiler to build tests/noflock.c")
+    shim = str(tmp_path_factory.mktemp("noflock") / "noflock.so")
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", shim,
+                    os.path.join(os.path.dirname(__file__), "noflock.c"), "-ldl"], check=True)
+    return shim

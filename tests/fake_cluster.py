@@ -142,6 +142,15 @@ def find_interpreters():
     return found
 
 
+def run_cli(cluster, capsys, monkeypatch, *argv):
+    """Run the command line in-process against the fake cluster: (status, stdout, stderr)."""
+    for name, value in cluster.env().items():
+        monkeypatch.setenv(name, value)
+    status = resumable_chain.main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
 def read(run_dir, name):
     with open(os.path.join(run_dir, name)) as handle:
         return handle.read()

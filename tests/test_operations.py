@@ -10,15 +10,7 @@ import sys
 import pytest
 
 import resumable_chain as rc
-from fake_cluster import read, start_chain
-
-
-def run_cli(cluster, capsys, monkeypatch, *argv):
-    for name, value in cluster.env().items():
-        monkeypatch.setenv(name, value)
-    status = rc.main(list(argv))
-    captured = capsys.readouterr()
-    return status, captured.out, captured.err
+from fake_cluster import read, run_cli, start_chain
 
 
 @pytest.fixture

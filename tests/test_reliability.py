@@ -7,6 +7,7 @@ import random
 import signal
 import stat
 import subprocess
+import sys
 import threading
 import time
 
@@ -14,7 +15,7 @@ import pytest
 
 import resumable_chain as rc
 import fake_slurm
-from fake_cluster import BASH, FakeCluster, read, start_chain
+from fake_cluster import BASH, FakeCluster, read, run_cli, start_chain
 
 SEED = 20261130
 RANDOM_KILLS = 1200  # random SIGKILL instants per crash-injection variant
@@ -352,15 +353,31 @@ def test_full_disk_keeps_the_old_state(tmp_path, monkeypatch):
 # --------------------------------------------------------------------------- races
 
 
-@pytest.mark.parametrize("round_number", range(5))
-def test_two_links_for_one_predecessor_at_once(cluster, run_dir, round_number):
-    script, successor = start_chain(cluster, run_dir)
+def lock_environment(lock, run_dir, noflock):
+    """The environment that makes a link take ``lock``: the kernel's record lock, the file lock
+    (forced), or the file lock because every lock call fails (Lustre noflock, by the shim)."""
+    if lock == "kernel":
+        return {}
+    if lock == "file":
+        return {rc.LOCK_ENV: "file"}
+    return {"LD_PRELOAD": noflock, "NOFLOCK_DIR": run_dir}
+
+
+@pytest.mark.parametrize("lock", ["kernel", "file", "lock calls refused"])
+@pytest.mark.parametrize("round_number", range(3))
+def test_two_links_for_one_predecessor_at_once(cluster, run_dir, round_number, lock, request):
+    noflock = request.getfixturevalue("noflock") if lock == "lock calls refused" else None
+    extra = lock_environment(lock, run_dir, noflock)
+    script = cluster.write_script(run_dir)
+    assert cluster.run_link(script, 100, **extra).returncode == 0
+    successor = cluster.pending()[-1]
     cluster.finish(100, "FAILED", 30)
     cluster.update(latency=0.2)  # widen the window in which both run
     results = {}
 
     def link(job_id):
-        results[job_id] = cluster.run_link(script, job_id, predecessor=100, mark_running=False)
+        results[job_id] = cluster.run_link(script, job_id, predecessor=100, mark_running=False,
+                                           **extra)
 
     for job_id in (successor, "7000"):
         cluster.set_job(job_id, state="RUNNING")
@@ -470,3 +487,159 @@ def test_fuzz_decide_keeps_the_table_invariants():
                           max_retries=max_retries, max_walltime=cap)
         if decision.action == "stop":  # more walltime never resumes a stopped chain
             assert later.action == "stop"
+
+
+def test_a_chain_on_a_mount_without_locks_counts_right(cluster, run_dir, noflock, capsys):
+    """Lustre -o noflock: every lock call fails with ENOSYS (the shim); the file lock takes over."""
+    extra = lock_environment("lock calls refused", run_dir, noflock)
+    script = cluster.write_script(run_dir, max_retries=1)
+    first = cluster.run_link(script, 100, **extra)
+    assert first.returncode == 0, first.stderr
+    assert "lock: file (.resumable_chain.lock.held): lock calls refused here (Function not " \
+           "implemented)" in first.stderr
+    links = [("100", "TIMEOUT", 60), ("1000", "FAILED", 20), ("1001", "COMPLETED", 5)]
+    for (job, state, elapsed), (successor, _, _) in zip(links, links[1:]):
+        cluster.finish(job, state, elapsed)
+        result = cluster.run_link(script, successor, predecessor=job, **extra)
+        assert result.returncode == 0, result.stderr
+    cluster.finish("1001", "COMPLETED", 5)
+    result = cluster.run_link(script, "1002", predecessor="1001", **extra)
+    assert result.returncode == 0 and "complete | predecessor 1001 COMPLETED" in result.stderr
+    assert read(run_dir, rc.CHAIN_FILE).split() == ["100", "1000", "1001"]
+    assert read(run_dir, rc.WALLTIME_FILE) == "85\n" and read(run_dir, rc.RETRIES_FILE) == "1\n"
+    assert not os.path.exists(os.path.join(run_dir, rc.LOCK_FILE + rc.HELD_SUFFIX))
+    status = subprocess.run([sys.executable, rc.__file__, "status", run_dir],
+                            env=cluster.env(**extra), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, universal_newlines=True)
+    assert status.returncode == 0, status.stderr
+    assert "lock: file (lock calls refused here (Function not implemented))" in status.stdout
+    assert "verdict: finished" in status.stdout
+
+
+INCREMENT = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import resumable_chain as rc
+store = rc.chain_store(sys.argv[2])
+for _ in range(int(sys.argv[3])):
+    with store.locked():
+        value = store.read_counter(rc.RETRIES_FILE) or 0
+        time.sleep(0.01)  # a read-modify-write that loses updates unless the lock excludes
+        store.write_counter(rc.RETRIES_FILE, value + 1)
+"""
+
+
+@pytest.mark.parametrize("locks", [("kernel",) * 4, ("file",) * 4, ("lock calls refused",) * 4,
+                                   ("kernel", "file", "kernel", "file")],
+                         ids=["kernel", "file", "lock calls refused", "kernel and file at once"])
+def test_the_lock_excludes_every_other_writer(tmp_path, request, locks):
+    run_dir = str(tmp_path / "run")
+    os.makedirs(run_dir)
+    noflock = request.getfixturevalue("noflock") if "lock calls refused" in locks else None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    writers = [subprocess.Popen([sys.executable, "-c", INCREMENT, root, run_dir, "15"],
+                                env=dict(os.environ, **lock_environment(lock, run_dir, noflock)))
+               for lock in locks]
+    assert [writer.wait(timeout=120) for writer in writers] == [0] * len(locks)
+    assert read(run_dir, rc.RETRIES_FILE) == "%d\n" % (15 * len(locks))
+    assert not glob.glob(os.path.join(run_dir, "*.held*"))
+
+
+# --------------------------------------------------------------------------- shared filesystems
+
+
+def test_a_lagging_view_of_the_run_dir_is_waited_for(cluster, run_dir):
+    """The successor starts on a node whose client still shows the state before its predecessor
+    (NFS caches): it waits for the view instead of refusing, and continues."""
+    script = cluster.write_script(run_dir)
+    assert cluster.run_link(script, 100).returncode == 0
+    before = {name: read(run_dir, name) for name in (rc.CHAIN_FILE, rc.JOURNAL_FILE)}
+    cluster.finish(100, "TIMEOUT", 60)
+    assert cluster.run_link(script, 1000, predecessor=100).returncode == 0
+    after = {name: read(run_dir, name) for name in before}
+    cluster.finish(1000, "TIMEOUT", 60)
+    for name, text in before.items():  # the view one link behind
+        with open(os.path.join(run_dir, name), "w") as handle:
+            handle.write(text)
+
+    def catch_up():
+        time.sleep(3)
+        for name, text in after.items():
+            with open(os.path.join(run_dir, name + ".new"), "w") as handle:
+                handle.write(text)
+            os.replace(os.path.join(run_dir, name + ".new"), os.path.join(run_dir, name))
+
+    thread = threading.Thread(target=catch_up)
+    thread.start()
+    result = cluster.run_link(script, 1001, predecessor=1000)
+    thread.join()
+    assert result.returncode == 0, result.stderr
+    assert "the run directory's view lagged (a client cache): waited" in result.stderr
+    assert "resume | predecessor 1000 TIMEOUT" in result.stderr
+    assert read(run_dir, rc.CHAIN_FILE).split() == ["100", "1000", "1001"]
+    assert read(run_dir, rc.WALLTIME_FILE) == "120\n"
+
+
+def test_a_view_that_never_catches_up_is_refused_after_the_wait(tmp_path, monkeypatch):
+    run_dir = str(tmp_path / "run")
+    store = rc.StateStore(run_dir)
+    os.makedirs(run_dir)
+    store.write_text(rc.CHAIN_FILE, "100\n")
+    store.write_record(rc.Record(job="100", action="start", walltime=0, retries=0, max_retries=3,
+                                 link=1, successor="1000", phase="queued"))
+    monkeypatch.setattr(rc, "VIEW_WAIT_SECONDS", 2)
+    monkeypatch.setattr(rc, "run_slurm", in_process_slurm(str(tmp_path), {"1000": ("TIMEOUT", 60)}))
+    with pytest.raises(rc.StateError, match="continues job 1000, which is not the last link"):
+        rc.run_link(run_dir, rc.Settings(3, None), rc.NextLink(TRUE_SCRIPT, [], [], "lag"),
+                    {"SLURM_JOB_ID": "1001", "SLURM_JOB_DEPENDENCY": "afternotok:1000"})
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n"
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 2 MB tmpfs (root only) to fill between two links."""
+    point = str(tmp_path / "tmpfs")
+    os.makedirs(point)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", point],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             universal_newlines=True) if os.geteuid() == 0 else None
+    if mounted is None or mounted.returncode != 0:
+        if os.environ.get("CI"):
+            pytest.fail("cannot mount a tmpfs: .ci/run runs the tests as root")
+        pytest.skip("mounting a tmpfs needs root (%s)" % (mounted.stdout.strip() if mounted
+                                                         else "not root"))
+    yield point
+    subprocess.run(["umount", "-l", point])
+
+
+def test_a_disk_that_fills_between_links_changes_nothing_and_resume_continues(
+        cluster, small_tmpfs, capsys, monkeypatch):
+    run_dir = os.path.join(small_tmpfs, "run")
+    script = cluster.write_script(run_dir)
+    assert cluster.run_link(script, 100).returncode == 0
+    successor = cluster.pending()[-1]
+    cluster.finish(100, "TIMEOUT", 60)
+    filler = os.path.join(small_tmpfs, "filler")
+    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(descriptor, b"x" * 4096)
+    except OSError as error:
+        assert error.errno == errno.ENOSPC
+    finally:
+        os.close(descriptor)
+    files = {name: read(run_dir, name) for name in os.listdir(run_dir)
+             if os.path.isfile(os.path.join(run_dir, name))}
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(errors) == 1 and "No space left on device" in errors[0] and run_dir in errors[0]
+    assert {name: read(run_dir, name) for name in files} == files
+    assert sorted(os.listdir(run_dir)) == sorted(files)  # no temp file left either
+    assert successor not in cluster.work_done() and len(cluster.calls("sbatch")) == 1
+    cluster.finish(successor, "FAILED", 0)
+    os.unlink(filler)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
+    assert status == 0, err
+    assert read(run_dir, rc.WALLTIME_FILE) == "60\n"  # link 100, counted once, by resume
+
