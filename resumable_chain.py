@@ -1875,28 +1875,33 @@ def identify(environ):
     return job_id, parse_dependency(environ.get("SLURM_JOB_DEPENDENCY"))
 
 
-def view_lags(record, predecessor_id):
-    """Whether the journal is exactly one link behind this link's predecessor (it shows the
-    link that queued the predecessor): the predecessor wrote its record, so this client's view
-    of the directory lags (NFS caches attributes and entries for up to 60 s)."""
-    return bool(record and predecessor_id and record.job != predecessor_id
-                and record.successor == predecessor_id)
+def view_lags(snapshot, predecessor_id):
+    """Whether this client's view of the run directory lags (NFS caches attributes and entries
+    for up to 60 s): the journal is exactly one link behind this link's predecessor (it shows
+    the link that queued the predecessor), or no state file is visible at all, although the
+    predecessor wrote its record before it queued this link."""
+    record = snapshot.record
+    if not predecessor_id:
+        return False
+    if record is None:
+        return snapshot.last_job is None
+    return record.job != predecessor_id and record.successor == predecessor_id
 
 
 def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
                   clock=time.monotonic):
     """If the view lags, re-read the run directory (listing it refreshes the client's cache)
     until it catches up or VIEW_WAIT_SECONDS pass, and say so; return the last snapshot."""
-    if not view_lags(snapshot.record, predecessor_id):
+    if not view_lags(snapshot, predecessor_id):
         return snapshot
     started = clock()
-    while view_lags(snapshot.record, predecessor_id) and clock() - started < VIEW_WAIT_SECONDS:
+    while view_lags(snapshot, predecessor_id) and clock() - started < VIEW_WAIT_SECONDS:
         sleep(1)
         os.listdir(store.directory)
         snapshot = store.snapshot()
     warnings.append("the run directory's view lagged (a client cache): waited %d s for job %s's "
                     "state%s" % (clock() - started, predecessor_id, ", in vain" if view_lags(
-                        snapshot.record, predecessor_id) else ""))
+                        snapshot, predecessor_id) else ""))
     return snapshot
 
 

@@ -223,6 +223,18 @@ def notified(chain):
     return open(path).read().splitlines() if os.path.exists(path) else []
 
 
+def noflock_header(root):
+    """Job script lines that make every lock call under the chain's directory fail with ENOSYS
+    (tests/noflock.c, as Lustre -o noflock does), or "" without a C compiler (CI has one)."""
+    shim = os.path.join(root, "noflock.so")
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "noflock.c")
+    if run(["cc", "-shared", "-fPIC", "-o", shim, source, "-ldl"], check=False).returncode:
+        assert not os.environ.get("CI"), "cc cannot build tests/noflock.c"
+        return ""
+    return "export LD_PRELOAD=%s NOFLOCK_DIR=%s\n" % (shlex.quote(shim), shlex.quote(
+        os.path.join(root, "noflock")))
+
+
 @pytest.fixture(scope="module")
 def phase_a(root):
     """Start every independent chain at once; each test below waits for its own."""
@@ -257,6 +269,8 @@ def phase_a(root):
         "exit-75": Chain(root, "exit-75", 'if [ "$n" -le 2 ]; then exit '
                          '"$RESUMABLE_CHAIN_EXIT_RESUME"; fi', time_limit="5", max_retries=0),
         "exit-76": Chain(root, "exit-76", 'exit "$RESUMABLE_CHAIN_EXIT_STOP"', time_limit="5"),
+        "noflock": Chain(root, "noflock", 'if [ "$n" -le 1 ]; then sleep 600; fi',
+                         header=noflock_header(root)),
     }
     budget_dir = shared_budget(root, "3:00")
     for name in ("budget-a", "budget-b"):  # two chains at once on one 3-minute budget
@@ -414,6 +428,17 @@ def test_two_timeouts_then_completed(phase_a):
     assert notified(chain) == ["finished %s" % jobs[2]["id"]]
     cli("status", chain.run_dir)
     assert notified(chain) == ["finished %s" % jobs[2]["id"]]
+
+
+def test_a_chain_whose_mount_refuses_every_lock_call_uses_the_file_lock(phase_a):
+    chain = phase_a["noflock"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["TIMEOUT", "COMPLETED", "CANCELLED"], jobs
+    assert int(chain.state_file(rc.WALLTIME_FILE)) == jobs[0]["elapsed"]
+    if "LD_PRELOAD" in open(chain.script).read():
+        assert chain.log().count("lock: file (.resumable_chain.lock.held): lock calls refused "
+                                 "here (Function not implemented)") == 2, chain.log()
+    assert not os.path.exists(os.path.join(chain.run_dir, rc.LOCK_FILE + rc.HELD_SUFFIX))
 
 
 def test_status_of_a_finished_chain_shows_every_real_state(phase_a):
