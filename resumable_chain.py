@@ -2611,9 +2611,9 @@ def _nothing_continues(record, rows, chain):
     if not record.successor:
         return "no successor is queued (%s)" % (
             record.successor_error or "its prologue has not queued one yet")
-    successor = next(row for row in rows if row["job"] == record.successor)
-    if base_state(successor["state"]) in LIVE_STATES | {"UNKNOWN"}:  # waits, or cannot tell
-        return None
+    successor = next((row for row in rows if row["job"] == record.successor), None)
+    if successor is None or base_state(successor["state"]) in LIVE_STATES | {"UNKNOWN"}:
+        return None  # it waits, or nobody can tell
     return "its successor %s ended %s" % (record.successor, _state_words(successor["state"]))
 
 
