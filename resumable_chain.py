@@ -1785,6 +1785,13 @@ def release_job(job_id, cluster=None):
     return slurm_error(["scontrol"] + on_cluster(cluster) + ["release", job_id])
 
 
+def stop_requeue(job_id):
+    """Make a running link one that Slurm does not requeue (``Requeue=0``; users may change it on
+    their own jobs); return the error or None. Links are queued with ``--requeue`` so that Slurm
+    requeues one whose node fails or does not boot before its prologue runs."""
+    return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "Requeue=0"])
+
+
 def lower_time_limit(job_id, minutes):
     """Set a job's time limit to whole minutes (users may lower, never raise); error or None."""
     return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "TimeLimit=%d" % minutes])
@@ -1956,7 +1963,7 @@ def successor_options(next_link, *extra):
 def queue_successor(job_id, next_link, warnings):
     """Queue this job's successor; return (its ID, None), or (None, sbatch's error) warned."""
     options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
-                                "--kill-on-invalid-dep=yes", "--no-requeue")
+                                "--kill-on-invalid-dep=yes", "--requeue")
     try:
         return sbatch(options, next_link.script, next_link.script_args)[0], None
     except StateError as error:
@@ -2072,12 +2079,15 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
     """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*): identify,
     lock, snapshot, handle the same job ID again, check, observe, plan, commit, finish."""
     job_id, predecessor_id = identify(environ)
+    error = stop_requeue(job_id)  # first: from now on the chain, not Slurm, continues this link
+    warnings = ["WARNING: cannot turn off requeue for job %s (%s): if its node fails, Slurm may "
+                "run it again" % (job_id, error)] if error else []
     if predecessor_id is None:
         make_run_dir(run_dir)
     elif not os.path.isdir(run_dir):
         raise StateError("run directory %s is missing: the chain's state is lost; no work, no "
                          "successor (resubmit to start a new chain)" % run_dir)
-    store, warnings = chain_store(run_dir), []
+    store = chain_store(run_dir)
     with store.locked():
         warnings += store.lock_note()
         snapshot = store.snapshot()
@@ -2562,7 +2572,7 @@ def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
     status["events"] = [event._asdict() for event in chain.events]
     word, command = verdict_word(status["verdict"]), chain.notify()
     status["notified"] = []
-    if command and word in ("finished", "broken"):  # no link is left to say so: status does
+    if command and word in ("finished", "stopped", "broken"):  # no link is left to say so
         status["notified"] = announce(chain.store, Event(
             word, chain.last_link(), len(chain.jobs), status["verdict"], int(time.time())),
             command)
@@ -2729,8 +2739,13 @@ def _idle_verdict(record, rows, resume, unanswered):
         return "unknown: Slurm no longer knows job %s" % last["job"], None
     successor = next((row for row in rows if row["role"] == "successor"), None)
     broken = "broken: job %s ended %s and " % (last["job"], _state_words(last["state"]))
+    if successor and base_state(successor["state"]) == "CANCELLED" and \
+            successor["state"] != "CANCELLED":  # "CANCELLED by <uid>": a person, on purpose
+        return ("stopped: job %s ended %s and its successor %s was %s before it ran" % (
+            last["job"], _state_words(last["state"]), successor["job"],
+            _state_words(successor["state"])), "%s continues it" % resume)
     if successor:
-        return (broken + "its successor %s ended %s without running" % (
+        return (broken + "its successor %s ended %s before its prologue ran" % (
             successor["job"], successor["state"]), "%s continues the chain" % resume)
     if record.successor_error and record.job == last["job"]:
         return (broken + "its successor could not be queued (%s)" % record.successor_error,
@@ -3006,7 +3021,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
                              "a larger cap (at least %s)" % (
                                  format_duration(walltime), format_duration(caps.max_walltime),
                                  format_duration(walltime + MIN_TIME_LIMIT)))
-        job, _ = sbatch(successor_options(next_link, "--hold", "--no-requeue"), next_link.script,
+        job, _ = sbatch(successor_options(next_link, "--hold", "--requeue"), next_link.script,
                         next_link.script_args, cwd=next_link.workdir, cluster=target)
         record = Record(job=job, predecessor=previous.job, predecessor_state=state,
                         predecessor_elapsed=counted, source="resume", action="resume",

@@ -40,7 +40,9 @@ sbatch) echo "$BENCH_NEXT_ID" ;;
 squeue) ;;
 scancel) ;;
 scontrol)
-    if [ "$1" = show ] && [ "${BENCH_CONTROLLER_KNOWS:-0}" = 1 ]; then
+    if [ "$1" = update ]; then
+        exit 0  # as Slurm: silent success (Requeue=0, TimeLimit=...)
+    elif [ "$1" = show ] && [ "${BENCH_CONTROLLER_KNOWS:-0}" = 1 ]; then
         printf '%s' "__SCONTROL__"
     else
         printf '%s' "__FORGOTTEN__" >&2; exit 1

@@ -41,6 +41,7 @@ case "$RELEASE" in
     *) echo "local-slurm: unknown release '$RELEASE' (22.05 or 26.05)" >&2; exit 2 ;;
 esac
 CONF=$ETC/slurm.conf
+PROLOG_HOLD=/tmp/local-slurm-prolog-hold.$CLUSTER  # while it exists, job launches wait
 DBD_CONF=$ETC/slurmdbd.conf
 SBIN=$PREFIX/sbin
 # 22.05 is Debian's: its commands in /usr/bin must win over another release's on PATH.
@@ -130,6 +131,14 @@ PROLOG
         printf 'CgroupPlugin=disabled\n' > "$ETC/cgroup.conf"
         extra="TaskProlog=$ETC/task-prolog.sh"
     fi
+    # The node Prolog holds a job's launch while the flag file exists: tests fail the node while
+    # Slurm is still launching a job (its batch script has not started).
+    cat > "$ETC/node-prolog.sh" <<PROLOG
+#!/bin/sh
+while [ -e "$PROLOG_HOLD" ]; do sleep 1; done
+exit 0
+PROLOG
+    chmod 755 "$ETC/node-prolog.sh"
     cat > "$CONF" <<CONF
 # Written by ci/local-slurm.sh: a single-node test cluster, Slurm $RELEASE.
 ClusterName=$CLUSTER
@@ -166,6 +175,7 @@ AccountingStorageHost=localhost
 AccountingStoragePort=${PORTS[2]}
 JobCompType=jobcomp/none
 MpiDefault=none
+Prolog=$ETC/node-prolog.sh
 $extra
 NodeName=$NODE NodeAddr=127.0.0.1 CPUs=16 RealMemory=8000 State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP PriorityTier=1

@@ -85,7 +85,8 @@ def sbatch(argv, cluster, now):
         "dependency": option(argv, "-d", "--dependency") or "",
         "time_limit": option(argv, "-t", "--time"), "script": argv[script_index],
         "args": argv[script_index + 1:], "options": argv[:script_index], "in_controller": True,
-        "cwd": os.getcwd(), "held": "--hold" in argv or "-H" in argv}
+        "cwd": os.getcwd(), "held": "--hold" in argv or "-H" in argv,
+        "requeue": "0" if "--no-requeue" in argv else "1"}
     with open(argv[script_index], "rb") as handle:  # Slurm keeps the script's text, not its path
         cluster["jobs"][job_id]["script_text"] = handle.read().decode("utf-8", "replace")
     if "--parsable" in argv:
@@ -148,6 +149,8 @@ def scontrol(argv, cluster, now):
             return 1, "", "scontrol: error: Invalid job id specified\n"
         if "TimeLimit" in spec or "timelimit" in spec:
             job["time_limit"] = spec.get("TimeLimit") or spec.get("timelimit")
+        if "Requeue" in spec:
+            job["requeue"] = spec["Requeue"]
         return 0, "", ""
     if argv[:2] == ["show", "config"]:
         return 0, "Configuration data as of 2026-11-30T00:00:00\nClusterName             = %s\n" \
@@ -165,11 +168,12 @@ def scontrol(argv, cluster, now):
     if start == "Unknown" and job.get("elapsed", 0):  # a job that ran has a start time
         start = "2026-11-30T01:00:00"
     text = ("JobId=%s JobName=job UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=%d Nice=0 "
-            "Account=(null) QOS=(null) JobState=%s Reason=%s Dependency=(null) Requeue=0 "
+            "Account=(null) QOS=(null) JobState=%s Reason=%s Dependency=(null) Requeue=%s "
             "Restarts=%d BatchFlag=1 Reboot=0 ExitCode=%s RunTime=%s TimeLimit=%s TimeMin=N/A "
             "SubmitTime=2026-11-30T00:00:00 StartTime=%s EndTime=%s Partition=debug "
             "Command=%s WorkDir=/tmp" % (job_id, 0 if job.get("held") else 1, job["state"].split()[0],
                                         "JobHeldUser" if job.get("held") else "None",
+                                        job.get("requeue", "1"),
                                         len(job.get("runs", [])), job.get("exit_code", "0:0"),
                                         seconds_to_clock(job.get("elapsed", 0)),
                                         limit, start, job.get("end", "Unknown"),

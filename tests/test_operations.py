@@ -324,7 +324,7 @@ def test_resume_a_failed_chain_keeps_history_and_walltime(cluster, run_dir, caps
     assert status == 0, err
     job = out.strip()
     call = cluster.calls("sbatch")[-1]["argv"]
-    assert call == ["--parsable", "--job-name=job.sh", "--hold", "--no-requeue", script, "--lr",
+    assert call == ["--parsable", "--job-name=job.sh", "--hold", "--requeue", script, "--lr",
                     "3e-4"]  # no dependency: Slurm 23.02+ refuses one on a forgotten job
     assert cluster.calls("scontrol")[-1]["argv"] == ["release", job]
     result = cluster.run_link(script, job, args=["--lr", "3e-4"])  # no SLURM_JOB_DEPENDENCY
@@ -361,14 +361,21 @@ def test_resume_a_cancelled_chain_counts_the_last_link_once(cluster, run_dir, ru
     assert read(run_dir, rc.CHAIN_FILE).split() == ["100", "1000", second]
 
 
-def test_a_broken_chain_is_visible_and_resumes(cluster, run_dir, running_chain, capsys,
-                                               monkeypatch):
+@pytest.mark.parametrize("successor_end,verdict", [
+    ("CANCELLED by 0", "stopped: job 1000 ended TIMEOUT and its successor 1001 was CANCELLED by "
+                       "root (uid 0) before it ran"),  # a person, on purpose
+    ("NODE_FAIL", "broken: job 1000 ended TIMEOUT and its successor 1001 ended NODE_FAIL before "
+                  "its prologue ran"),  # a chain queued before 0.4 (--no-requeue successors)
+    ("CANCELLED", "broken: job 1000 ended TIMEOUT and its successor 1001 ended CANCELLED before "
+                  "its prologue ran"),  # Slurm itself cancelled it, not a person
+])
+def test_a_chain_whose_pending_successor_ended_says_why_and_resumes(
+        cluster, run_dir, running_chain, capsys, monkeypatch, successor_end, verdict):
     cluster.finish(1000, "TIMEOUT", 60)
-    cluster.set_job(1001, state="CANCELLED by 0", start="None")  # an admin cancelled it pending
+    cluster.set_job(1001, state=successor_end, start="None")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
     assert status == 0, err
-    assert ("verdict: broken: job 1000 ended TIMEOUT and its successor 1001 ended CANCELLED by 0 "
-            "without running") in out
+    assert "verdict: " + verdict in out
     assert "next: resumable-chain resume" in out
     status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
     assert status == 0, err
@@ -960,6 +967,9 @@ def collection_chain(cluster, parent, name, situation):
     elif situation == "broken: the successor died before its prologue":
         cluster.finish(first, "TIMEOUT", 60)
         cluster.set_job(successor, state="NODE_FAIL", end="2026-11-30T02:00:00")
+    elif situation == "stopped: a person cancelled the pending successor":
+        cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T01:30:00")
+        cluster.finish(first, "TIMEOUT", 60)
     elif situation == "stopped with resumable-chain cancel":
         cluster.finish(first, "CANCELLED by 0", 5)
         cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T02:00:00")
@@ -977,6 +987,7 @@ def collection_chain(cluster, parent, name, situation):
     ("failed", 1, "failed"),
     ("broken: the successor died before its prologue", 1, "broken"),
     ("stopped with resumable-chain cancel", 0, "stopped"),
+    ("stopped: a person cancelled the pending successor", 0, "stopped"),
 ])
 def test_status_check_exit_status(cluster, tmp_path, capsys, monkeypatch, situation, check_status,
                                   word):

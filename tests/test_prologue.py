@@ -28,7 +28,11 @@ def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
     assert read(run_dir, rc.RETRIES_FILE) == "0\n"
     [call] = cluster.calls("sbatch")
     assert call["argv"] == ["--parsable", "--job-name=job.sh", "-p", "gpu", "--dependency=afternotok:100",
-                            "--kill-on-invalid-dep=yes", "--no-requeue", script, "--lr", "3e-4"]
+                            "--kill-on-invalid-dep=yes", "--requeue", script, "--lr", "3e-4"]
+    # Slurm requeues the successor if its node fails before its prologue; a running link is the
+    # chain's to continue: its first act turned its own requeue off
+    assert (cluster.job(100)["requeue"], cluster.job(1000)["requeue"]) == ("0", "1")
+    assert cluster.calls("scontrol")[0]["argv"] == ["update", "JobId=100", "Requeue=0"]
     assert cluster.calls("sacct") == []
     assert "resumable-chain: job 100: start | predecessor none (first job)" in result.stderr
     assert "successor 1000" in result.stderr
@@ -72,8 +76,9 @@ def test_second_link(cluster, run_dir, situation, predecessor, before, expected)
     assert int(read(run_dir, rc.WALLTIME_FILE)) == walltime_after
     assert int(read(run_dir, rc.RETRIES_FILE)) == retries_after
     assert cluster.calls("sacct") == []  # the controller still knows a job that just ended
-    [show] = cluster.calls("scontrol")[:1]
-    assert show["argv"] == ["show", "job", "-o", "100"]
+    calls = [call["argv"] for call in cluster.calls("scontrol")]
+    first = calls.index(["update", "JobId=%s" % successor, "Requeue=0"])  # its first act
+    assert calls[first + 1] == ["show", "job", "-o", "100"]
     line = [l for l in result.stderr.splitlines() if l.startswith("resumable-chain: job %s" % successor)]
     # The controller answered: it shows the base state (sacct adds "by <uid>" for status).
     assert len(line) == 1 and ("predecessor 100 %s" % rc.base_state(state)) in line[0]
@@ -103,7 +108,8 @@ def test_timeouts_accumulate_walltime_until_the_cap_stops_the_chain(cluster, run
 def test_time_limit_is_not_raised_or_touched_when_it_fits(cluster, run_dir):
     script = cluster.write_script(run_dir, max_walltime="10:00:00")
     assert cluster.run_link(script, 100).returncode == 0
-    assert [c["argv"][0] for c in cluster.calls("scontrol")] == ["show"]
+    assert [c["argv"][:2] for c in cluster.calls("scontrol")] == [["update", "JobId=100"],
+                                                                   ["show", "job"]]
     script = cluster.write_script(run_dir + "2", max_walltime="0:30:00")
     assert cluster.run_link(script, 200).returncode == 0
     update = cluster.calls("scontrol")[-1]["argv"]
@@ -128,7 +134,8 @@ def test_lookup_waits_for_accounting_lag(cluster, run_dir):
     result = cluster.run_link(script, successor, predecessor=100, RESUMABLE_CHAIN_LOOKUP_SECONDS=10)
     assert result.returncode == 0, result.stderr
     assert len(cluster.calls("sacct")) == 3
-    assert len(cluster.calls("scontrol")) == 1  # the controller said it forgot the job: asked once
+    shows = [call for call in cluster.calls("scontrol") if call["argv"][0] == "show"]
+    assert len(shows) == 1  # the controller said it forgot the job: asked once
     assert read(run_dir, rc.WALLTIME_FILE) == "73\n"
 
 

@@ -328,20 +328,25 @@ def test_cancel_command_stops_a_running_chain_for_good(phase_a):
     assert status["verdict"].startswith("stopped: cancelled")
 
 
-def test_a_chain_whose_pending_successor_was_cancelled_is_broken_and_resumes(phase_a):
+def test_a_chain_whose_pending_successor_a_person_cancelled_stops_and_resumes(phase_a):
     chain = phase_a["broken"]
     chain.wait_running(chain.first)
     successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                "a pending successor")[0]
-    run(["scancel", successor])  # as an admin or a QOS change would
-    report = json.loads(cli("status", chain.run_dir, "--json", "--check", expect=1))
-    assert report["attention"], report  # running with nothing to continue it, or broken already
-    assert ("nothing would continue the chain if it ended now: its successor %s ended CANCELLED"
-            % successor in report["verdict"]) or report["verdict"].startswith("broken"), report
+    run(["scancel", successor])  # a person: a deliberate stop
+    result = run([sys.executable, os.path.join(ROOT, "resumable_chain.py"), "status",
+                  chain.run_dir, "--json", "--check"], check=False)
+    report = json.loads(result.stdout)
+    if report["verdict"].startswith("running"):  # the link still runs: nothing would continue it
+        assert result.returncode == 1 and ("nothing would continue the chain if it ended now: "
+                                           "its successor %s ended CANCELLED" % successor
+                                           in report["verdict"]), report
     jobs = chain.wait_done()
     assert [job["state"].split()[0] for job in jobs] == ["TIMEOUT", "CANCELLED"], jobs
-    status = json.loads(cli("status", chain.run_dir, "--json"))
-    assert status["verdict"].startswith("broken: job %s ended TIMEOUT" % chain.first), status
+    assert chain.live() == {}  # and it stays stopped: nothing was queued after it
+    status = json.loads(cli("status", chain.run_dir, "--json", "--check"))
+    assert status["verdict"].startswith("stopped: job %s ended TIMEOUT and its successor %s was "
+                                        "CANCELLED by " % (chain.first, successor)), status
     resumed = cli("resume", chain.run_dir).strip()
     jobs = chain.wait_done()
     assert [job["id"] for job in jobs if job["state"] == "COMPLETED"] == [resumed]
@@ -396,6 +401,11 @@ def test_requeued_link_keeps_one_successor_and_counts_walltime_once(phase_a):
     chain.wait_running(chain.first)
     chain.wait_for(lambda: len(chain.live()) == 2, "the successor queued")
     time.sleep(3)
+    # the prologue made the link non-requeueable (Requeue=0: the chain continues it); a person
+    # who wants it rerun turns that back on, as users may on their own jobs
+    refused = run(["scontrol", "requeue", chain.first], check=False)
+    assert refused.returncode != 0 and "disabled" in refused.stderr, refused.stderr
+    run(["scontrol", "update", "JobId=%s" % chain.first, "Requeue=1"])
     run(["scontrol", "requeue", chain.first])
     chain.wait_for(lambda: len(chain.work()) >= 2, "the requeued run", timeout=120)
     assert rc.StateStore(chain.run_dir).read_record().job == chain.first
@@ -681,6 +691,42 @@ def test_node_failure_resumes_without_a_retry(root, node_alone):
     assert [job["state"] for job in jobs] == ["NODE_FAIL", "COMPLETED", "CANCELLED"], jobs
     assert chain.work() == [jobs[0]["id"], jobs[1]["id"]]
     assert chain.state_file(rc.RETRIES_FILE) == "0\n"
+
+
+def test_a_successor_whose_node_fails_while_slurm_launches_it_continues_by_itself(root,
+                                                                                  node_alone):
+    """The node fails while its Prolog (ci/local-slurm.sh: it waits while a flag file exists)
+    still holds the successor's launch: Slurm requeues the successor (--requeue), which runs
+    its prologue later and continues the chain; nobody runs resume."""
+    config = run(["scontrol", "show", "config"]).stdout
+    if "node-prolog.sh" not in config:
+        pytest.skip("the cluster has no node Prolog: start it with ci/local-slurm.sh up")
+    hold = "/tmp/local-slurm-prolog-hold.%s" % rc.current_cluster()
+    chain = Chain(root, "launch-fail", 'if [ "$n" -le 1 ]; then sleep 600; fi', time_limit="1")
+    chain.submit("--no-requeue")
+    chain.wait_running(chain.first)
+    successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
+                               "a pending successor")[0]
+    open(hold, "w").close()
+    try:
+        chain.wait_for(lambda: chain.live().get(successor) not in (None, "PENDING"),
+                       "the successor's launch (held in the node Prolog)", timeout=180)
+        assert chain.work() == [chain.first]  # its batch script has not started
+        run(["scontrol", "update", "nodename=%s" % node_alone, "state=down",
+             "reason=e2e-launch-fail"])
+        chain.wait_for(lambda: chain.live().get(successor) == "PENDING",
+                       "Slurm to requeue the successor", timeout=120)
+    finally:
+        if os.path.exists(hold):
+            os.unlink(hold)
+        run(["scontrol", "update", "nodename=%s" % node_alone, "state=resume"], check=False)
+    jobs = chain.wait_done()
+    runs = by_id(jobs)
+    assert chain.work() == [chain.first, successor], jobs  # the same job ID, after the requeue
+    assert runs[successor][-1]["state"] == "COMPLETED", jobs
+    assert int(chain.state_file(rc.WALLTIME_FILE)) == runs[chain.first][-1]["elapsed"]
+    assert chain.state_file(rc.RETRIES_FILE) == "0\n"
+    assert chain.live() == {}
 
 
 @pytest.mark.parametrize("outage", ["restarted during the window", "down for the whole window"])
