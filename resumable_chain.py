@@ -123,6 +123,8 @@ COLLECTION_ROWS = 2  # status of several chains asks about this many newest link
 CANCEL_ROUNDS = 5  # cancel retries what started meanwhile at most this often
 EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
 NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is killed
+RETRY_ENV = "RESUMABLE_CHAIN_SBATCH_RETRY"  # "0": no background retry of a failed successor sbatch
+RETRY_DELAYS = (10, 20, 40, 60)  # seconds between the retrier's tries, then every 60 s
 EVENTS = ("finished", "stopped", "failed", "broken", "healed", "resumed")  # what notify hears
 EVENT_OF_ACTION = {"complete": "finished", "stop": "stopped", "fail": "failed"}  # a link's end
 
@@ -190,6 +192,13 @@ STOP_CAUSES = {
 # The cause when decide() ends the chain, by what the predecessor's state means (LAG never does).
 CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_walltime",
                     RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work"}
+
+# Why squeue says a pending job is held by Slurm or an admin (a person must release it).
+HELD_BY_SLURM = {
+    "JobHeldAdmin": "an admin held it, or Slurm did after its node Prolog failed",
+    "JobHoldMaxRequeue": "Slurm requeued it MaxBatchRequeue times after launch failures",
+    "launch_failed_requeued_held": "its launch failed (node Prolog) and Slurm held it",
+}
 
 # Options that would break the chain if a user passed them to every successor.
 REFUSED_SBATCH_OPTIONS = {
@@ -285,6 +294,7 @@ RECORD_FIELDS = collections.OrderedDict((
     ("link", "links that ran their work, this one included if it works"),
     ("successor", "the job queued to continue, or None"),
     ("successor_error", "sbatch's error when the successor could not be queued, or None"),
+    ("successor_retries", "how often the link's retrier tried sbatch again (None: it did not)"),
     ("time_limit", "seconds this link lowered its own time limit to, or None"),
     ("budget_dir", "the shared walltime budget the chain draws on, or None"),
     ("notify", "the command run with /bin/sh -c for each chain event, or None"),
@@ -1967,8 +1977,8 @@ def queue_successor(job_id, next_link, warnings):
     try:
         return sbatch(options, next_link.script, next_link.script_args)[0], None
     except StateError as error:
-        warnings.append("WARNING: could not queue a successor of job %s (%s). Chain will NOT "
-                        "continue on failure." % (job_id, error))
+        warnings.append("WARNING: could not queue a successor of job %s (%s): until one is "
+                        "queued, nothing continues the chain if this job ends." % (job_id, error))
         return None, str(error)
 
 
@@ -2106,6 +2116,7 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
             predecessor_id = previous.job  # SLURM_JOB_DEPENDENCY lost: the journal knows
         snapshot = wait_for_view(store, snapshot, predecessor_id, warnings)
         previous = snapshot.record
+        healed = _requeued_before_prologue(store, job_id, environ, warnings)
         check_link_belongs(previous, job_id, predecessor_id, run_dir)
         observation = None
         if predecessor_id is None:
@@ -2118,7 +2129,23 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
         store.commit(snapshot, record)
-        return _finish_link(store, record, observation, next_link, warnings, own=own)
+        outcome = _finish_link(store, record, observation, next_link, warnings, own=own)
+        return outcome._replace(event=outcome.event or healed)
+
+
+def _requeued_before_prologue(store, job_id, environ, warnings):
+    """A link that runs again (SLURM_RESTART_COUNT) though no run of it recorded anything:
+    Slurm requeued it because its launch or its node failed. Journal the ``healed`` event
+    (returned if new) and say so."""
+    restarts = environ.get("SLURM_RESTART_COUNT", "0")
+    if restarts in ("", "0"):
+        return None
+    reason = ("job %s died before its prologue recorded anything (its launch or its node "
+              "failed); Slurm requeued it (restart %s) and it continues the chain"
+              % (job_id, restarts))
+    warnings.append(reason)
+    return journal_event(store, Event("healed", job_id, None, reason, int(time.time())),
+                         warnings)
 
 
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
@@ -2212,6 +2239,39 @@ def work_finished(run_dir, environ, now=time.time):
                                            "completed its work" % (job_id, record.link),
                                            int(now())), warnings)
     return event, record.notify, warnings
+
+
+def retry_successor(run_dir, environ, sleep=time.sleep):
+    """The retrier a link starts in the background when its successor's sbatch failed: try
+    again (RETRY_DELAYS, at least once a minute) while this job runs, until the journal has a
+    successor. A job an earlier sbatch created although it failed or timed out is found with
+    squeue and recorded, never queued twice; when squeue cannot answer, no sbatch is tried.
+    Return the new "healed" Event journaled (or None) and the notify command."""
+    job_id, store = environ.get("SLURM_JOB_ID"), chain_store(run_dir)
+    for attempt in itertools.count(1):
+        sleep(RETRY_DELAYS[min(attempt, len(RETRY_DELAYS)) - 1])
+        answer = controller_job(job_id or "")
+        if answer.job is None or base_state(answer.job.state) != "RUNNING":
+            return None, None  # the link ended (or nobody can tell): no polling beyond its life
+        with store.locked():
+            record = store.read_record()
+            if record is None or record.job != job_id or record.successor or \
+                    record.action not in WORK_ACTIONS or not record.next:
+                return None, None
+            try:
+                successor, error = (pending_dependents().get(job_id) or [None])[0], None
+            except StateError as cannot_tell:
+                successor, error = None, str(cannot_tell)
+            if successor is None and error is None:
+                successor, error = queue_successor(job_id, NextLink(**record.next), [])
+            record = record._replace(successor=successor, successor_error=error,
+                                     successor_retries=attempt)
+            store.write_record(record)
+            if successor:
+                return journal_event(store, Event(
+                    "healed", job_id, record.link, "job %s queued its successor %s at try %d "
+                    "after sbatch failed" % (job_id, successor, attempt + 1),
+                    int(time.time())), []), record.notify
 
 
 def describe_link(outcome):
@@ -2619,8 +2679,10 @@ def _nothing_continues(record, rows, chain):
             base_state(link["state"]) not in LIVE_STATES - {"PENDING"}:
         return None
     if not record.successor:
-        return "no successor is queued (%s)" % (
-            record.successor_error or "its prologue has not queued one yet")
+        return "no successor is queued (%s%s)" % (
+            record.successor_error or "its prologue has not queued one yet",
+            "; tried again %d time(s), still trying while it runs" % record.successor_retries
+            if record.successor_retries else "")
     successor = next((row for row in rows if row["job"] == record.successor), None)
     if successor is None or base_state(successor["state"]) in LIVE_STATES | {"UNKNOWN"}:
         return None  # it waits, or nobody can tell
@@ -2641,6 +2703,8 @@ def needs_attention(status):
     if status["would_not_continue"]:
         return "nothing would continue the chain if its running link ended: %s" \
             % status["would_not_continue"]
+    if word == "waiting" and any(row["reason"] in HELD_BY_SLURM for row in status["jobs"]):
+        return status["verdict"]  # held until a person releases it
     if status["problems"] and word not in ("finished", "stopped"):
         return "a state file cannot be read: %s" % status["problems"][0]
     return None
@@ -2689,6 +2753,11 @@ def _verdict(record, rows, status, chain):
         if row["reason"] == "JobHeldUser":
             return ("waiting: job %s is held (JobHeldUser)" % row["job"],
                     "scontrol release %s starts it" % row["job"])
+        if row["reason"] in HELD_BY_SLURM:
+            return ("waiting: job %s is held (%s: %s)" % (row["job"], row["reason"],
+                                                       HELD_BY_SLURM[row["reason"]]),
+                    "find out why (scontrol show job %s; sinfo -R), then scontrol release %s "
+                    "(an admin's hold needs an admin)" % (row["job"], row["job"]))
         return "waiting: job %s is pending%s" % (row["job"], " (%s)" % row["reason"]
                                                   if row["reason"] else ""), None
     return _idle_verdict(record, rows, resume, status["slurm_errors"])
@@ -3465,10 +3534,38 @@ def prologue_command(argv):
     _log(describe_link(outcome))
     if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
         _log(notify(outcome.record.notify, outcome.event, os.path.abspath(run_dir)))
+    if outcome.status == EXIT_WORK and not outcome.record.successor and \
+            os.environ.get(RETRY_ENV) != "0":
+        _log(start_retrier(os.path.abspath(run_dir)))
     if outcome.status == EXIT_WORK:
         _write("".join("export %s=%s\n" % (name, shell_quote(value)) for name, value in
                        link_exports(outcome.record, os.path.abspath(run_dir)).items()))
     return outcome.status
+
+
+def start_retrier(run_dir):
+    """Start ``retry-successor DIR`` in the background for the rest of this job (its output
+    goes nowhere: the bash prologue waits for its own stdout; the journal says what it did)."""
+    try:
+        subprocess.Popen([sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path(),
+                          "retry-successor", run_dir], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    except OSError as error:
+        return "cannot start the sbatch retrier (%s): nothing will retry" % error
+    return ("the successor's sbatch is retried in the background while this job runs (every "
+            "%d s at most; status shows it)" % RETRY_DELAYS[-1])
+
+
+def retry_command(argv):
+    """``retry-successor DIR``: the retrier a link starts when its successor's sbatch failed."""
+    if len(argv) != 1:
+        raise ValueError("retry-successor: give DIR (a link starts this by itself)")
+    run_dir = os.path.abspath(argv[0])
+    event, command = retry_successor(run_dir, os.environ)
+    if event and command:
+        notify(command, event, run_dir)
+    return 0
 
 
 def finished_command(argv):
@@ -3606,6 +3703,7 @@ COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget
 # render takes the words after --; these read their own words (the in-job steps without
 # argparse; submit and resume for the sbatch options among them; argparse shows their help)
 OWN_WORDS = {"prologue": prologue_command, "finished": finished_command,
+             "retry-successor": retry_command,
              "submit": submit_command, "resume": resume_command}
 
 
@@ -3613,7 +3711,7 @@ def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] in (["prologue"], ["finished"]) or (
+        if argv[:1] in (["prologue"], ["finished"], ["retry-successor"]) or (
                 argv[:1] in (["submit"], ["resume"]) and not set(argv) & {"-h", "--help"}):
             return OWN_WORDS[argv[0]](argv[1:])
         after = argv.index("--") if "--" in argv else len(argv)

@@ -208,9 +208,10 @@ def squeue(argv, cluster, now):
         line = (fmt.replace("%i", job_id).replace("%T", base).replace("%E", dependency)
                 .replace("%M", seconds_to_clock(job.get("elapsed", 0)))
                 .replace("%S", "N/A" if start == "Unknown" else start).replace("%l", limit)
-                .replace("%r", "JobHeldUser" if job.get("held") else "Dependency"
-                         if dependency != "(null)" else "None" if base == "RUNNING"
-                         else "Priority"))
+                .replace("%r", job.get("reason") or ("JobHeldUser" if job.get("held")
+                                                      else "Dependency"
+                                                      if dependency != "(null)" else "None"
+                                                      if base == "RUNNING" else "Priority")))
         lines.append(line)
     if ids and not lines and len(ids.split(",")) == 1 and ids not in cluster["jobs"]:
         return 1, "", "slurm_load_jobs error: Invalid job id specified\n"

@@ -970,6 +970,9 @@ def collection_chain(cluster, parent, name, situation):
     elif situation == "stopped: a person cancelled the pending successor":
         cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T01:30:00")
         cluster.finish(first, "TIMEOUT", 60)
+    elif situation == "waiting: Slurm held the successor after launch failures":
+        cluster.finish(first, "TIMEOUT", 60)
+        cluster.set_job(successor, reason="JobHoldMaxRequeue")
     elif situation == "stopped with resumable-chain cancel":
         cluster.finish(first, "CANCELLED by 0", 5)
         cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T02:00:00")
@@ -988,6 +991,7 @@ def collection_chain(cluster, parent, name, situation):
     ("broken: the successor died before its prologue", 1, "broken"),
     ("stopped with resumable-chain cancel", 0, "stopped"),
     ("stopped: a person cancelled the pending successor", 0, "stopped"),
+    ("waiting: Slurm held the successor after launch failures", 1, "waiting"),
 ])
 def test_status_check_exit_status(cluster, tmp_path, capsys, monkeypatch, situation, check_status,
                                   word):

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -213,9 +214,29 @@ def test_sbatch_failure_warns_and_work_continues(cluster, run_dir):
     script = cluster.write_script(run_dir)
     result = cluster.run_link(script, 100)
     assert result.returncode == 0
-    assert "Chain will NOT continue on failure" in result.stderr
+    assert "until one is queued, nothing continues the chain if this job ends" in result.stderr
     assert "Invalid account" in result.stderr
     assert cluster.work_done() == ["100"]
+
+
+def test_a_failed_successor_sbatch_is_retried_by_a_background_process(cluster, run_dir):
+    cluster.update(sbatch_error="Batch job submission failed: Socket timed out on send/recv "
+                                "operation")
+    script = cluster.write_script(run_dir)
+    started = time.time()
+    result = cluster.run_link(script, 100, RESUMABLE_CHAIN_SBATCH_RETRY="1")
+    assert result.returncode == 0 and time.time() - started < 10  # the work is not held up
+    assert "retried in the background while this job runs" in result.stderr
+    cluster.update(sbatch_error=None)  # the controller answers again
+    try:
+        deadline = time.time() + 30
+        while not rc.StateStore(run_dir).read_record().successor and time.time() < deadline:
+            time.sleep(0.5)
+        record = rc.StateStore(run_dir).read_record()
+        assert (record.successor, record.successor_retries) == ("1000", 1)
+        assert cluster.pending() == ["1000"]
+    finally:
+        cluster.finish(100, "TIMEOUT", 60)  # the retrier stops with its link
 
 
 @pytest.mark.parametrize("strict", [True, False], ids=["set -euo pipefail", "plain bash"])
@@ -432,7 +453,7 @@ EXPORTS = ('for name in "${!RESUMABLE_CHAIN_@}"; do printf "%s=%s\\n" "$name" "$
 def exported(cluster):
     with open(cluster.worklog + ".env") as handle:
         blocks = handle.read().split("---\n")[:-1]
-    settings = (rc.LOOKUP_SECONDS_ENV, rc.COMMAND_TIMEOUT_ENV)  # the test's own, not exports
+    settings = (rc.LOOKUP_SECONDS_ENV, rc.COMMAND_TIMEOUT_ENV, rc.RETRY_ENV)  # the test's, not exports
     return [dict(line.split("=", 1) for line in block.splitlines()
                  if line.split("=", 1)[0] not in settings) for block in blocks]
 
@@ -695,3 +716,19 @@ def test_the_work_steers_the_chain_with_exit_75_and_76(cluster, run_dir, source)
     record = json.loads(read(run_dir, rc.JOURNAL_FILE))
     assert (record["cause"], record["predecessor_exit_code"]) == ("work", 76)
 
+
+
+def test_a_successor_slurm_requeued_before_its_prologue_continues_and_says_it_healed(cluster,
+                                                                                   run_dir):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 60)
+    # its node failed while Slurm launched it: requeued (same ID), it runs now, restart 1
+    result = cluster.run_link(script, successor, predecessor=100, SLURM_RESTART_COUNT="1")
+    assert result.returncode == 0, result.stderr
+    assert ("job %s died before its prologue recorded anything (its launch or its node failed); "
+            "Slurm requeued it (restart 1) and it continues the chain" % successor) in result.stderr
+    assert "resume | predecessor 100 TIMEOUT" in result.stderr
+    assert read(run_dir, rc.CHAIN_FILE).split() == ["100", successor]
+    assert read(run_dir, rc.WALLTIME_FILE) == "60\n"  # the link that timed out, counted once
+    events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
+    assert [(event["event"], event["job"]) for event in events] == [("healed", successor)]

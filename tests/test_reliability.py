@@ -322,7 +322,7 @@ def test_hanging_sbatch_warns_and_work_continues(cluster, run_dir):
     result = cluster.run_link(script, 100, RESUMABLE_CHAIN_COMMAND_TIMEOUT=2)
     assert result.returncode == 0 and time.time() - started < 30
     assert "sbatch timed out after 2 s" in result.stderr
-    assert "Chain will NOT continue on failure" in result.stderr
+    assert "until one is queued, nothing continues the chain if this job ends" in result.stderr
     assert cluster.work_done() == ["100"]
 
 
@@ -649,3 +649,83 @@ def test_a_disk_that_fills_between_links_changes_nothing_and_resume_continues(
     assert status == 0, err
     assert read(run_dir, rc.WALLTIME_FILE) == "60\n"  # link 100, counted once, by resume
 
+
+
+# --------------------------------------------------------------------------- a failed successor sbatch
+
+
+def link_without_successor(tmp_path, monkeypatch, cluster_jobs, sbatch_error=None):
+    """Job 100 runs its work; its successor's sbatch failed. Returns (run_dir, fake Slurm)."""
+    run_dir = str(tmp_path / "run")
+    os.makedirs(run_dir)
+    store = rc.StateStore(run_dir)
+    store.write_text(rc.CHAIN_FILE, "100\n")
+    store.write_record(rc.Record(
+        job="100", action="start", walltime=0, retries=0, max_retries=3, link=1,
+        successor=None, successor_error="sbatch: error: Socket timed out on send/recv operation",
+        next=rc.NextLink(TRUE_SCRIPT, ["-p", "gpu"], ["--lr", "3"], "train")._asdict(),
+        phase="queued"))
+    path = str(tmp_path / "cluster.json")
+    jobs = {"100": {"state": "RUNNING", "elapsed": 30, "start": "2026-11-30T00:00:00"}}
+    jobs.update(cluster_jobs)
+    fake_slurm.save(path, {"next_id": 5000, "jobs": jobs, "sbatch_error": sbatch_error})
+    slurm = fake_slurm.InProcess(path)
+    monkeypatch.setattr(rc, "run_slurm", slurm)
+    return run_dir, slurm
+
+
+@pytest.mark.parametrize("situation,fails,existing,successor,tries", [
+    ("sbatch works at the first retry", 0, {}, "5000", 1),
+    ("sbatch fails twice more, then works", 2, {}, "5000", 3),
+    ("the failed sbatch had created the job after all", 0,
+     {"4999": {"state": "PENDING", "elapsed": 0, "dependency": "afternotok:100"}}, "4999", 1),
+])
+def test_a_failed_successor_sbatch_is_retried_while_the_link_runs(
+        tmp_path, monkeypatch, situation, fails, existing, successor, tries):
+    run_dir, slurm = link_without_successor(tmp_path, monkeypatch, existing,
+                                            sbatch_error="Socket timed out" if fails else None)
+    pauses = []
+
+    def sleep(seconds):
+        pauses.append(seconds)
+        if len(pauses) == fails + 1:  # the controller answers again
+            cluster = fake_slurm.load(slurm.path)
+            cluster["sbatch_error"] = None
+            fake_slurm.save(slurm.path, cluster)
+
+    event, command = rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep)
+    record = rc.StateStore(run_dir).read_record()
+    assert (record.successor, record.successor_retries, record.successor_error) == (
+        successor, tries, None)
+    assert slurm.successors_of("100") == [successor]  # never two
+    assert pauses == list(rc.RETRY_DELAYS[:tries]) and max(pauses) <= 60
+    assert event.event == "healed" and event.job == "100"
+    if not existing:
+        options = slurm.jobs()[successor]["options"]
+        assert "--job-name=train" in options and "-p" in options and "--requeue" in options
+
+
+@pytest.mark.parametrize("situation", ["the link ended", "squeue cannot answer"])
+def test_the_retrier_never_outlives_its_link_nor_guesses(tmp_path, monkeypatch, situation):
+    run_dir, slurm = link_without_successor(tmp_path, monkeypatch, {})
+    cluster = fake_slurm.load(slurm.path)
+    if situation == "the link ended":
+        cluster["jobs"]["100"]["state"] = "TIMEOUT"
+    else:
+        cluster["squeue_down"] = True
+    fake_slurm.save(slurm.path, cluster)
+    rounds = []
+
+    def sleep(seconds):
+        rounds.append(seconds)
+        if len(rounds) > 2:  # let it try twice, then end the link
+            cluster = fake_slurm.load(slurm.path)
+            cluster["jobs"]["100"]["state"] = "TIMEOUT"
+            fake_slurm.save(slurm.path, cluster)
+
+    assert rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep) == (None, None)
+    assert slurm.successors_of("100") == []  # no sbatch while it could not look for one
+    record = rc.StateStore(run_dir).read_record()
+    assert record.successor is None
+    if situation == "squeue cannot answer":
+        assert record.successor_retries == 2 and "squeue" in record.successor_error

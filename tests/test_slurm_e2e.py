@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -235,6 +236,20 @@ def noflock_header(root):
         os.path.join(root, "noflock")))
 
 
+def sbatch_fails_once(root):
+    """Job script lines that put an sbatch first on the job's PATH that fails once (as a busy
+    controller does), then runs the real one."""
+    wrappers = os.path.join(root, "sbatch-once-bin")
+    os.makedirs(wrappers)
+    with open(os.path.join(wrappers, "sbatch"), "w") as handle:
+        handle.write('#!/bin/sh\nif [ ! -e %s/failed ]; then touch %s/failed\n'
+                     'echo "sbatch: error: Batch job submission failed: Socket timed out on '
+                     'send/recv operation" >&2; exit 1; fi\nexec %s "$@"\n'
+                     % (wrappers, wrappers, shutil.which("sbatch")))
+    os.chmod(os.path.join(wrappers, "sbatch"), 0o755)
+    return "export PATH=%s:$PATH\n" % shlex.quote(wrappers)
+
+
 @pytest.fixture(scope="module")
 def phase_a(root):
     """Start every independent chain at once; each test below waits for its own."""
@@ -271,6 +286,8 @@ def phase_a(root):
         "exit-76": Chain(root, "exit-76", 'exit "$RESUMABLE_CHAIN_EXIT_STOP"', time_limit="5"),
         "noflock": Chain(root, "noflock", 'if [ "$n" -le 1 ]; then sleep 600; fi',
                          header=noflock_header(root)),
+        "sbatch-once": Chain(root, "sbatch-once", 'if [ "$n" -le 1 ]; then sleep 600; fi',
+                             time_limit="3", header=sbatch_fails_once(root)),
     }
     budget_dir = shared_budget(root, "3:00")
     for name in ("budget-a", "budget-b"):  # two chains at once on one 3-minute budget
@@ -451,6 +468,17 @@ def test_a_chain_whose_mount_refuses_every_lock_call_uses_the_file_lock(phase_a)
     assert not os.path.exists(os.path.join(chain.run_dir, rc.LOCK_FILE + rc.HELD_SUFFIX))
 
 
+def test_a_successor_sbatch_that_fails_once_is_retried_and_the_chain_continues(phase_a):
+    chain = phase_a["sbatch-once"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["TIMEOUT", "COMPLETED", "CANCELLED"], jobs
+    assert chain.work() == [jobs[0]["id"], jobs[1]["id"]]
+    assert "could not queue a successor of job %s" % jobs[0]["id"] in chain.log()
+    assert "retried in the background" in chain.log()
+    events = json.loads(chain.state_file(rc.EVENTS_FILE))["events"]
+    assert [(event["event"], event["job"]) for event in events] == [("healed", jobs[0]["id"])]
+
+
 def test_status_of_a_finished_chain_shows_every_real_state(phase_a):
     chain = phase_a["timeouts"]
     jobs = chain.wait_done()
@@ -499,7 +527,8 @@ def test_sbatch_failure_warns_and_the_work_still_runs(phase_a):
     assert [job["state"] for job in jobs] == ["COMPLETED"]
     assert chain.work() == [chain.first]
     log = chain.log()
-    assert "Chain will NOT continue on failure" in log and "invalid partition" in log.lower()
+    assert "nothing continues the chain if this job ends" in log
+    assert "invalid partition" in log.lower()
 
 
 def test_export_none_does_not_hide_the_predecessor(phase_a):
@@ -727,6 +756,9 @@ def test_a_successor_whose_node_fails_while_slurm_launches_it_continues_by_itsel
     assert int(chain.state_file(rc.WALLTIME_FILE)) == runs[chain.first][-1]["elapsed"]
     assert chain.state_file(rc.RETRIES_FILE) == "0\n"
     assert chain.live() == {}
+    events = json.loads(chain.state_file(rc.EVENTS_FILE))["events"]
+    assert [(event["event"], event["job"]) for event in events] == [("healed", successor)]
+    assert "job %s died before its prologue recorded anything" % successor in chain.log()
 
 
 @pytest.mark.parametrize("outage", ["restarted during the window", "down for the whole window"])
