@@ -125,6 +125,7 @@ EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
 NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is killed
 RETRY_ENV = "RESUMABLE_CHAIN_SBATCH_RETRY"  # "0": no background retry of a failed successor sbatch
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between the retrier's tries, then every 60 s
+RETRY_BLIND_ROUNDS = 60  # rounds the retrier waits for a controller it never heard from
 EVENTS = ("finished", "stopped", "failed", "broken", "healed", "resumed")  # what notify hears
 EVENT_OF_ACTION = {"complete": "finished", "stop": "stopped", "fail": "failed"}  # a link's end
 
@@ -2241,37 +2242,58 @@ def work_finished(run_dir, environ, now=time.time):
     return event, record.notify, warnings
 
 
-def retry_successor(run_dir, environ, sleep=time.sleep):
+def retry_successor(run_dir, environ, sleep=time.sleep, clock=time.monotonic):
     """The retrier a link starts in the background when its successor's sbatch failed: try
     again (RETRY_DELAYS, at least once a minute) while this job runs, until the journal has a
     successor. A job an earlier sbatch created although it failed or timed out is found with
     squeue and recorded, never queued twice; when squeue cannot answer, no sbatch is tried.
-    Return the new "healed" Event journaled (or None) and the notify command."""
-    job_id, store = environ.get("SLURM_JOB_ID"), chain_store(run_dir)
-    for attempt in itertools.count(1):
-        sleep(RETRY_DELAYS[min(attempt, len(RETRY_DELAYS)) - 1])
-        answer = controller_job(job_id or "")
-        if answer.job is None or base_state(answer.job.state) != "RUNNING":
-            return None, None  # the link ended (or nobody can tell): no polling beyond its life
-        with store.locked():
-            record = store.read_record()
-            if record is None or record.job != job_id or record.successor or \
-                    record.action not in WORK_ACTIONS or not record.next:
+    While the controller does not answer it waits, up to the link's time limit as last seen
+    (RETRY_BLIND_ROUNDS if never seen). Return the new "healed" Event journaled (or None) and
+    the notify command."""
+    job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
+    deadline, silent, tries = None, 0, 0
+    for rounds in itertools.count(1):
+        sleep(RETRY_DELAYS[min(rounds, len(RETRY_DELAYS)) - 1])
+        answer = controller_job(job_id)
+        if (answer.job is not None and base_state(answer.job.state) != "RUNNING") or \
+                "Invalid job id" in (answer.error or ""):
+            return None, None  # the link ended: no polling beyond its life
+        if answer.job is None:  # the controller is busy or down: later, within the link's life
+            silent += 1
+            if clock() > (deadline or 0) and (deadline is not None or
+                                               silent > RETRY_BLIND_ROUNDS):
                 return None, None
-            try:
-                successor, error = (pending_dependents().get(job_id) or [None])[0], None
-            except StateError as cannot_tell:
-                successor, error = None, str(cannot_tell)
-            if successor is None and error is None:
-                successor, error = queue_successor(job_id, NextLink(**record.next), [])
-            record = record._replace(successor=successor, successor_error=error,
-                                     successor_retries=attempt)
-            store.write_record(record)
-            if successor:
-                return journal_event(store, Event(
-                    "healed", job_id, record.link, "job %s queued its successor %s at try %d "
-                    "after sbatch failed" % (job_id, successor, attempt + 1),
-                    int(time.time())), []), record.notify
+            continue
+        if answer.job.time_limit:
+            deadline = clock() + answer.job.time_limit - answer.job.elapsed
+        tries += 1
+        done, result = _retry_once(store, job_id, tries)
+        if done:
+            return result
+
+
+def _retry_once(store, job_id, tries):
+    """One try of the retrier under the lock: return (whether it is over, (event, command))."""
+    with store.locked():
+        record = store.read_record()
+        if record is None or record.job != job_id or record.successor or \
+                record.action not in WORK_ACTIONS or not record.next:
+            return True, (None, None)  # nothing left to do here
+        try:
+            successor, error = (pending_dependents().get(job_id) or [None])[0], None
+        except StateError as cannot_tell:
+            successor, error = None, str(cannot_tell)
+        if successor is None and error is None:
+            successor, error = queue_successor(job_id, NextLink(**record.next), [])
+        record = record._replace(successor=successor, successor_error=error,
+                                 successor_retries=tries)
+        store.write_record(record)
+        if not successor:
+            return False, (None, None)
+        return True, (journal_event(store, Event(
+            "healed", job_id, record.link, "job %s queued its successor %s at try %d after "
+            "sbatch failed" % (job_id, successor, tries + 1), int(time.time())), []),
+            record.notify)
 
 
 def describe_link(outcome):

@@ -729,3 +729,23 @@ def test_the_retrier_never_outlives_its_link_nor_guesses(tmp_path, monkeypatch, 
     assert record.successor is None
     if situation == "squeue cannot answer":
         assert record.successor_retries == 2 and "squeue" in record.successor_error
+
+
+def test_the_retrier_waits_out_a_controller_that_does_not_answer(tmp_path, monkeypatch):
+    run_dir, slurm = link_without_successor(tmp_path, monkeypatch, {})
+    cluster = fake_slurm.load(slurm.path)
+    cluster["scontrol_down"] = True  # busy: "Socket timed out", as when the first sbatch failed
+    fake_slurm.save(slurm.path, cluster)
+    pauses = []
+
+    def sleep(seconds):
+        pauses.append(seconds)
+        if len(pauses) == 3:
+            cluster = fake_slurm.load(slurm.path)
+            cluster["scontrol_down"] = False
+            fake_slurm.save(slurm.path, cluster)
+
+    event, _ = rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep)
+    record = rc.StateStore(run_dir).read_record()
+    assert (record.successor, record.successor_retries) == ("5000", 1) and event.event == "healed"
+    assert pauses == [10, 20, 40]  # two silent rounds, then one try
