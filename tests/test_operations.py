@@ -1,11 +1,13 @@
-"""status, cancel and submit against the fake Slurm commands, with the calls they make checked."""
+"""status (one chain and a collection), cancel, submit, resume and notifications against the fake
+Slurm commands, with the calls they make checked."""
 import json
 import os
 import shlex
 import stat
 import subprocess
-import threading
 import sys
+import threading
+import time
 
 import pytest
 
@@ -1179,12 +1181,12 @@ def test_a_failing_notify_command_is_logged_and_changes_nothing(cluster, run_dir
 def test_a_hanging_notify_command_is_killed_with_all_it_started(tmp_path):
     marker = str(tmp_path / "survived")
     event = rc.Event("stopped", "100", 1, "test", 0)
-    started = __import__("time").time()
+    started = time.time()
     line = rc.notify("(/bin/sleep 5; touch %s) & /bin/sleep 30" % marker, event, str(tmp_path),
                      timeout=1)
-    assert __import__("time").time() - started < 4
+    assert time.time() - started < 4
     assert line.startswith("notify for stopped (job 100) failed (timed out after 1 s)")
-    __import__("time").sleep(5.5)
+    time.sleep(5.5)
     assert not os.path.exists(marker)  # the background child went with its session
 
 
