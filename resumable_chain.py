@@ -1150,6 +1150,9 @@ Holder.__doc__ = ("Who holds a file lock (its JSON content): Slurm cluster and j
                   "a job), host, pid, since when (epoch seconds), and a token of its own.")
 
 
+_mounts_read = {}  # /proc/mounts, parsed once per process (status of 50 chains, a link's locks)
+
+
 def lock_kind_here(directory, environ=os.environ, mounts_path="/proc/mounts"):
     """Return (kind, why) of the lock a directory needs: RESUMABLE_CHAIN_LOCK if set, else what
     its mount says (``file`` on mounts without cross-node kernel locks)."""
@@ -1158,12 +1161,13 @@ def lock_kind_here(directory, environ=os.environ, mounts_path="/proc/mounts"):
         if forced not in LOCK_KINDS:
             raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, forced))
         return forced, "%s=%s" % (LOCK_ENV, forced)
-    try:
-        with open(mounts_path) as handle:
-            mounts = parse_mounts(handle.read())
-    except OSError:
-        return "kernel", None
-    return lock_kind(os.path.realpath(directory), mounts)
+    if mounts_path not in _mounts_read:
+        try:
+            with open(mounts_path) as handle:
+                _mounts_read[mounts_path] = parse_mounts(handle.read())
+        except OSError:
+            _mounts_read[mounts_path] = []  # no mount table: the kernel's lock, tried first
+    return lock_kind(os.path.realpath(directory), _mounts_read[mounts_path])
 
 
 def probe_lock(directory):
@@ -1983,13 +1987,13 @@ def queue_successor(job_id, next_link, warnings):
         return None, str(error)
 
 
-def queued_successor(job_id, warnings):
-    """The successor a killed run of this job already queued (sbatch, then no journal), or None."""
+def queued_successor(job_id):
+    """Return (the successor already queued for this job, or None; squeue's error, or None):
+    one a killed run queued (sbatch, then no journal), or a failed or timed-out sbatch created."""
     try:
-        return (pending_dependents().get(job_id) or [None])[0]
+        return (pending_dependents().get(job_id) or [None])[0], None
     except StateError as error:
-        warnings.append("WARNING: cannot look for a successor already queued (%s)" % error)
-        return None
+        return None, str(error)
 
 
 def clamp_time_limit(job_id, seconds, warnings, own=None):
@@ -2193,8 +2197,10 @@ def _same_link_again(store, snapshot, next_link, environ, warnings):
                                                  environ.get("SLURM_RESTART_COUNT", "0")))
     if record.action not in WORK_ACTIONS or (record.phase == "queued" and record.successor):
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
-    return _finish_link(store, record, observation, next_link, warnings,
-                        successor=queued_successor(record.job, warnings))
+    successor, error = queued_successor(record.job)
+    if error:
+        warnings.append("WARNING: cannot look for a successor already queued (%s)" % error)
+    return _finish_link(store, record, observation, next_link, warnings, successor=successor)
 
 
 def _first_run_of_resumed_link(store, snapshot, next_link, warnings):
@@ -2279,10 +2285,7 @@ def _retry_once(store, job_id, tries):
         if record is None or record.job != job_id or record.successor or \
                 record.action not in WORK_ACTIONS or not record.next:
             return True, (None, None)  # nothing left to do here
-        try:
-            successor, error = (pending_dependents().get(job_id) or [None])[0], None
-        except StateError as cannot_tell:
-            successor, error = None, str(cannot_tell)
+        successor, error = queued_successor(job_id)
         if successor is None and error is None:
             successor, error = queue_successor(job_id, NextLink(**record.next), [])
         record = record._replace(successor=successor, successor_error=error,
