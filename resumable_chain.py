@@ -1639,26 +1639,41 @@ def slurm_environment(environ, submit=False):
     return environment
 
 
-def run_slurm(argv, timeout=None, submit=False, cwd=None):
+def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False):
     """Run one Slurm command with a timeout and a clean environment; never raises.
 
     ``submit`` keeps the user's SBATCH_* defaults for sbatch; the allocation's
-    SLURM_* variables (except SLURM_CONF) are always dropped.
+    SLURM_* variables (except SLURM_CONF) are always dropped. ``background``
+    returns at once a function that waits for the SlurmResult: a link asks
+    Slurm while it reads its own state.
     """
     _checkpoint()
     return run_command(argv, timeout or command_timeout(), slurm_environment(os.environ, submit),
-                       cwd)
+                       cwd, background)
 
 
-def run_command(argv, timeout, environment, cwd=None):
+def run_command(argv, timeout, environment, cwd=None, background=False):
     """Run a command; never raises. ``returncode`` is None when it timed out and 127 when it
-    cannot be run. It runs in a session of its own, so a timeout kills all it started."""
+    cannot be run. It runs in a session of its own, so a timeout kills all it started.
+    ``background``: return a function that waits for the result (the timeout counts from its
+    first call; later calls return the same result)."""
     try:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
                                    env=environment)
     except OSError as error:
-        return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
+        result = SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
+        return (lambda: result) if background else result
+    results = []
+
+    def wait():
+        if not results:
+            results.append(_wait_for(process, argv[0], timeout))
+        return results[0]
+    return wait if background else wait()
+
+
+def _wait_for(process, name, timeout):
     with process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
@@ -1668,7 +1683,7 @@ def run_command(argv, timeout, environment, cwd=None):
             except OSError:
                 pass  # it ended meanwhile
             process.wait()
-            return SlurmResult(None, "", "%s timed out after %g s" % (argv[0], timeout))
+            return SlurmResult(None, "", "%s timed out after %g s" % (name, timeout))
     return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
                        stderr.decode("utf-8", "replace"))
 
@@ -1689,10 +1704,14 @@ def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
         event.event, event.job, why, command)
 
 
+def error_of(result):
+    """A SlurmResult's error text, or None when the command succeeded."""
+    return None if result.returncode == 0 else last_line(result.stderr)
+
+
 def slurm_error(argv):
     """Run a Slurm command whose output does not matter; return its error text or None."""
-    result = run_slurm(argv)
-    return None if result.returncode == 0 else last_line(result.stderr)
+    return error_of(run_slurm(argv))
 
 
 def on_cluster(cluster):
@@ -1724,10 +1743,17 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
                             "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
 
 
-def controller_job(job_id, timeout=None, cluster=None):
-    """Ask the controller (``scontrol show job -o``) about one job."""
-    result = run_slurm(["scontrol"] + on_cluster(cluster) + ["show", "job", "-o", job_id],
-                       timeout=timeout)
+def controller_job(job_id, timeout=None, cluster=None, background=False):
+    """Ask the controller (``scontrol show job -o``) about one job (``background``: a function
+    that waits for the answer)."""
+    argv = ["scontrol"] + on_cluster(cluster) + ["show", "job", "-o", job_id]
+    if background:
+        wait = run_slurm(argv, timeout=timeout, background=True)
+        return lambda: _controller_answer(wait())
+    return _controller_answer(run_slurm(argv, timeout=timeout))
+
+
+def _controller_answer(result):
     job = parse_scontrol(result.stdout) if result.returncode == 0 else None
     if job is not None:
         return ControllerAnswer(job, None, False)
@@ -1801,10 +1827,12 @@ def release_job(job_id, cluster=None):
 
 
 def stop_requeue(job_id):
-    """Make a running link one that Slurm does not requeue (``Requeue=0``; users may change it on
-    their own jobs); return the error or None. Links are queued with ``--requeue`` so that Slurm
-    requeues one whose node fails or does not boot before its prologue runs."""
-    return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "Requeue=0"])
+    """Start making a running link one that Slurm does not requeue (``Requeue=0``; users may
+    change it on their own jobs); return a function giving the error or None. Links are queued
+    with ``--requeue`` so that Slurm requeues one whose node fails or does not boot before its
+    prologue runs."""
+    wait = run_slurm(["scontrol", "update", "JobId=%s" % job_id, "Requeue=0"], background=True)
+    return lambda: error_of(wait())
 
 
 def lower_time_limit(job_id, minutes):
@@ -1826,8 +1854,12 @@ Observation.__doc__ = ("What the lookup found: the predecessor's Job (state NOT_
                        "found), which command said so, and a note on how it was found.")
 
 
+def first_lookup_timeout(window):
+    return min(command_timeout(), max(window, MIN_COMMAND_TIMEOUT))
+
+
 def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic,
-                        cluster=None):
+                        cluster=None, asked=None):
     """Find a finished predecessor's final state and elapsed seconds.
 
     The controller first: a successor starts seconds after its predecessor
@@ -1835,14 +1867,14 @@ def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monoto
     case needs no accounting query. Accounting (every run of a requeued ID) is
     the authority when the controller has forgotten the job, shows it
     requeued (Restarts > 0) or not final; it is retried with a backoff for
-    ``window`` seconds, then the state is NOT_VISIBLE.
+    ``window`` seconds, then the state is NOT_VISIBLE. ``asked``: the controller's answer,
+    asked for in the background when the link started.
     """
     job_id = parse_job_id(job_id, "predecessor job ID")
     window = lookup_window() if window is None else window
     deadline = clock() + window
-    controller = controller_job(job_id, timeout=min(command_timeout(),
-                                                    max(window, MIN_COMMAND_TIMEOUT)),
-                                cluster=cluster)
+    controller = asked() if asked else controller_job(
+        job_id, timeout=first_lookup_timeout(window), cluster=cluster)
     final = controller.job if controller.job and is_final(controller.job.state) else None
     if final and not final.restarts:
         return Observation(final, "scontrol", "")
@@ -2094,9 +2126,24 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
     """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*): identify,
     lock, snapshot, handle the same job ID again, check, observe, plan, commit, finish."""
     job_id, predecessor_id = identify(environ)
-    error = stop_requeue(job_id)  # first: from now on the chain, not Slurm, continues this link
-    warnings = ["WARNING: cannot turn off requeue for job %s (%s): if its node fails, Slurm may "
-                "run it again" % (job_id, error)] if error else []
+    # Both questions go to Slurm at once and are answered while the link reads its state.
+    requeue_off = stop_requeue(job_id)  # first: from now on the chain, not Slurm, continues it
+    asked, warnings = None, []
+    try:
+        asked = predecessor_id and controller_job(
+            predecessor_id, timeout=first_lookup_timeout(lookup_window()), background=True)
+        return _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked,
+                     warnings, now, budget_dir, notify)
+    finally:  # before any work
+        if asked:
+            asked()  # reaped even when the link did not need it
+        error = requeue_off()
+        warnings[:0] = ["WARNING: cannot turn off requeue for job %s (%s): if its node fails, "
+                        "Slurm may run it again" % (job_id, error)] if error else []
+
+
+def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, warnings, now,
+          budget_dir, notify):
     if predecessor_id is None:
         make_run_dir(run_dir)
     elif not os.path.isdir(run_dir):
@@ -2127,7 +2174,7 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
         if predecessor_id is None:
             snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
         else:
-            observation = observe_predecessor(predecessor_id)
+            observation = observe_predecessor(predecessor_id, asked=asked)
         record = plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link,
                            now(), budget_dir, cluster, notify)
         own = None

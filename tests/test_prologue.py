@@ -68,6 +68,7 @@ def test_second_link(cluster, run_dir, situation, predecessor, before, expected)
     with open(os.path.join(run_dir, rc.RETRIES_FILE), "w") as handle:
         handle.write("%d\n" % retries)
     cluster.finish(100, state, elapsed)
+    first_links_calls = len(cluster.calls("scontrol"))
     result = cluster.run_link(script, successor, predecessor=100, args=["--lr", "3e-4"])
     assert result.returncode == status, result.stderr
     assert "Traceback" not in result.stderr
@@ -77,9 +78,10 @@ def test_second_link(cluster, run_dir, situation, predecessor, before, expected)
     assert int(read(run_dir, rc.WALLTIME_FILE)) == walltime_after
     assert int(read(run_dir, rc.RETRIES_FILE)) == retries_after
     assert cluster.calls("sacct") == []  # the controller still knows a job that just ended
-    calls = [call["argv"] for call in cluster.calls("scontrol")]
-    first = calls.index(["update", "JobId=%s" % successor, "Requeue=0"])  # its first act
-    assert calls[first + 1] == ["show", "job", "-o", "100"]
+    calls = [call["argv"] for call in cluster.calls("scontrol")][first_links_calls:]
+    # Requeue=0 runs beside the predecessor's lookup; the prologue waits for both before work.
+    assert calls.count(["update", "JobId=%s" % successor, "Requeue=0"]) == 1
+    assert calls.count(["show", "job", "-o", "100"]) == 1
     line = [l for l in result.stderr.splitlines() if l.startswith("resumable-chain: job %s" % successor)]
     # The controller answered: it shows the base state (sacct adds "by <uid>" for status).
     assert len(line) == 1 and ("predecessor 100 %s" % rc.base_state(state)) in line[0]
