@@ -2395,9 +2395,12 @@ BOOTSTRAP = ('import collections, errno, fcntl, itertools, json, os, signal, sta
 
 PROLOGUE_TEMPLATE = """\
 # >>> resumable_chain {version}: decide, record and queue the successor before any work >>>
-resumable_chain_status=0
-# shellcheck disable=SC2016  # single quotes keep paths and arguments literal on purpose
-resumable_chain_env=$({command}) || resumable_chain_status=$?
+for _ in 1 2; do  # a step killed by a signal runs once more: it is idempotent
+    resumable_chain_status=0
+    # shellcheck disable=SC2016  # single quotes keep paths and arguments literal on purpose
+    resumable_chain_env=$({command}) || resumable_chain_status=$?
+    if [ "$resumable_chain_status" -le 128 ]; then break; fi
+done
 if [ "$resumable_chain_status" -eq {done} ]; then exit 0; fi
 if [ "$resumable_chain_status" -ne 0 ]; then exit "$resumable_chain_status"; fi
 eval "$resumable_chain_env"  # RESUMABLE_CHAIN_DIR, _LINK, _RESUMING, _WALLTIME_LEFT, ...

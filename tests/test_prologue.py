@@ -3,6 +3,7 @@ commands (tests/fake_slurm.py) that record their argv and environment."""
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -734,3 +735,29 @@ def test_a_successor_slurm_requeued_before_its_prologue_continues_and_says_it_he
     assert read(run_dir, rc.WALLTIME_FILE) == "60\n"  # the link that timed out, counted once
     events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
     assert [(event["event"], event["job"]) for event in events] == [("healed", successor)]
+
+
+def killing_python(tmp_path, cluster, kill_at):
+    """An interpreter command whose first step is SIGKILLed at checkpoint ``kill_at`` (as the
+    OOM killer or a person would), and whose later steps run normally."""
+    wrapper = tmp_path / "python-killed-once"
+    wrapper.write_text('#!/bin/bash\nif [ ! -e "$0.ran" ]; then : > "$0.ran"; export %s=%d; fi\n'
+                       'exec %s "$@"\n' % (rc.CRASH_ENV, kill_at, shlex.quote(cluster.python)))
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+@pytest.mark.parametrize("kill_at", range(1, 9), ids=lambda point: "killed at checkpoint %d" % point)
+def test_a_step_killed_by_a_signal_runs_once_more_and_the_link_goes_on(cluster, run_dir, tmp_path,
+                                                                       kill_at):
+    script, successor = start_chain(cluster, run_dir, python=killing_python(tmp_path, cluster,
+                                                                            kill_at))
+    os.unlink(str(tmp_path / "python-killed-once.ran"))  # the first link's step was the one killed
+    cluster.finish(100, "TIMEOUT", 73)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 0, result.stderr
+    assert cluster.work_done() == ["100", successor]
+    [queued] = [job for job in cluster.pending() if job != successor]  # one successor, not two
+    assert read(run_dir, rc.CHAIN_FILE).split() == ["100", successor]
+    assert read(run_dir, rc.WALLTIME_FILE) == "73\n" and read(run_dir, rc.RETRIES_FILE) == "0\n"
+    assert json.loads(read(run_dir, rc.JOURNAL_FILE))["successor"] == queued
