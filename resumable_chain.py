@@ -642,6 +642,18 @@ def parse_squeue(text):
     return jobs
 
 
+def parse_held_by_script(text, script):
+    """Job IDs in ``squeue -h -o %i|%o|%r`` output held by their user (JobHeldUser) whose batch
+    script (``%o``, an absolute path) is ``script``."""
+    jobs = []
+    for line in (text or "").splitlines():
+        fields = line.strip().split("|")
+        if len(fields) == 3 and is_job_id(fields[0]) and fields[1] == script and \
+                fields[2] == "JobHeldUser":
+            jobs.append(fields[0])
+    return jobs
+
+
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
                    other_options=SBATCH_OTHER_OPTIONS):
     """Return (the option's name as written in full, whether the next word is its value).
@@ -1819,6 +1831,29 @@ def sbatch(options, script, script_args, cwd=None, cluster=None):
 def scancel(job_ids, cluster=None):
     """Cancel jobs; return the error text or None."""
     return slurm_error(["scancel"] + on_cluster(cluster) + list(job_ids))
+
+
+def sbatch_held(options, script, script_args, cwd=None, cluster=None):
+    """``sbatch`` of a held job (``--hold`` in options), all or nothing: when sbatch fails (a
+    timeout may still have created the job), a held job running ``script`` is looked for and
+    cancelled; StateError says what happened and what is left to do."""
+    try:
+        return sbatch(options, script, script_args, cwd, cluster)
+    except StateError as error:
+        argv = ["squeue"] + on_cluster(cluster) + ["-h", "-u", uid_name(os.getuid()), "-t",
+                                                   "PENDING", "-o", "%i|%o|%r"]
+        result = run_slurm(argv)
+        created = parse_held_by_script(result.stdout, os.path.abspath(script))
+        if result.returncode != 0:
+            raise StateError("%s; squeue cannot tell whether it created a held job anyway (%s): "
+                             "scancel any held job of yours running %s" % (
+                                 error, last_line(result.stderr), script))
+        failed = created and scancel(created, cluster)
+        if failed:
+            raise StateError("%s; it created held job %s anyway, which could not be cancelled "
+                             "(%s): scancel it" % (error, " ".join(created), failed))
+        raise StateError("%s%s" % (error, "; the held job %s it created anyway was cancelled"
+                                   % " ".join(created) if created else ""))
 
 
 def release_job(job_id, cluster=None):
@@ -3064,7 +3099,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
         sbatch_args = ["--job-name=" + os.path.basename(script)] + sbatch_args
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     first_job, named = _submit_staged(
-        run_dir, script_args, ["--hold", "--no-requeue"] + sbatch_args, lambda: header
+        run_dir, script_args, ["--hold", "--requeue"] + sbatch_args, lambda: header
         + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
                           script=copy_path, sbatch_args=sbatch_args, python=python,
                           budget_dir=budget_dir, notify=notify) + body)
@@ -3089,7 +3124,7 @@ def _submit_staged(run_dir, script_args, options, render):
     store = chain_store(run_dir)
     try:
         store.write_text(STAGED_SCRIPT, render(), mode=0o755)
-        return sbatch(options, store.path(STAGED_SCRIPT), script_args)
+        return sbatch_held(options, store.path(STAGED_SCRIPT), script_args)
     except (StateError, ValueError):
         store.remove(STAGED_SCRIPT)
         for directory in reversed(created):
@@ -3165,7 +3200,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
                              "a larger cap (at least %s)" % (
                                  format_duration(walltime), format_duration(caps.max_walltime),
                                  format_duration(walltime + MIN_TIME_LIMIT)))
-        job, _ = sbatch(successor_options(next_link, "--hold", "--requeue"), next_link.script,
+        job, _ = sbatch_held(successor_options(next_link, "--hold", "--requeue"), next_link.script,
                         next_link.script_args, cwd=next_link.workdir, cluster=target)
         record = Record(job=job, predecessor=previous.job, predecessor_state=state,
                         predecessor_elapsed=counted, source="resume", action="resume",
@@ -3399,7 +3434,7 @@ def _build_parser():
 
     submit = command("submit", "make any batch script resumable and submit it",
                      "Write a resumable copy of SCRIPT into DIR (the prologue after its\n"
-                     "#!/#SBATCH header), submit it with --no-requeue and print the first job\n"
+                     "#!/#SBATCH header), submit it with --requeue and print the first job\n"
                      "ID. SBATCH_OPTIONS go to the first job and every successor, written as\n"
                      "for sbatch (-p debug, --time=4:00:00). Logs go to DIR/slurm-<jobid>.out\n"
                      "unless the script or the options set --output. Nothing changes on disk\n"

@@ -379,6 +379,14 @@ def recorded(name):
     return command, status, "\n".join(lines[2:split]), "\n".join(lines[split + 1:])
 
 
+@pytest.mark.parametrize("release,held", [("22.05", "1728"), ("26.05", "716")])
+def test_parse_held_by_script_finds_only_the_held_job_running_that_script(release, held):
+    # Recorded: a held job running job.sh, its pending dependent, a held job of another script.
+    stdout = recorded(release + "/squeue-held-by-script")[2]
+    assert rc.parse_held_by_script(stdout, "/tmp/rcprobe/job.sh") == [held]
+    assert rc.parse_held_by_script(stdout, "/tmp/rcprobe/other.sh") == []
+
+
 TIMEOUT_26_05 = 85  # RunTime of the recorded --time=1 job
 
 RECORDED_SCONTROL = [

@@ -6,6 +6,15 @@ import pytest
 from fake_cluster import FakeCluster
 
 
+def pytest_addoption(parser):
+    parser.addoption("--histories", type=int, default=None,
+                     help="random fault histories to run (test_random_histories; default 300, "
+                          "or $RESUMABLE_CHAIN_HISTORIES)")
+    parser.addoption("--history-seed", type=int, default=None,
+                     help="seed of the first history (default fixed, or "
+                          "$RESUMABLE_CHAIN_HISTORY_SEED); a failure prints the seed to replay")
+
+
 @pytest.fixture
 def cluster(tmp_path):
     return FakeCluster(str(tmp_path))

@@ -18,7 +18,8 @@ so tests can check what was run. Knobs a test may set on the cluster:
   controller shows another state), visible_at (epoch seconds before which sacct
   prints nothing);
 * ``sacct_down``, ``scontrol_down`` (squeue too), ``squeue_down``, ``sbatch_error``: make a
-  command fail as Slurm does;
+  command fail as Slurm does; ``sbatch_lost_answer``: sbatch creates the job, then fails as
+  when the controller's answer timed out;
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
 * ``name``: the cluster's name (default ``local``); ``-M OTHER`` is refused as Slurm refuses a
   cluster its database does not know (sacct prints nothing);
@@ -89,6 +90,9 @@ def sbatch(argv, cluster, now):
         "requeue": "0" if "--no-requeue" in argv else "1"}
     with open(argv[script_index], "rb") as handle:  # Slurm keeps the script's text, not its path
         cluster["jobs"][job_id]["script_text"] = handle.read().decode("utf-8", "replace")
+    if cluster.get("sbatch_lost_answer"):
+        return 1, "", ("sbatch: error: Batch job submission failed: Socket timed out on send/recv "
+                       "operation\n")
     if "--parsable" in argv:
         return 0, job_id + "\n", ""
     return 0, "Submitted batch job %s\n" % job_id, ""
@@ -206,6 +210,7 @@ def squeue(argv, cluster, now):
             limit = seconds_to_clock(int(limit) * 60)
         start = job.get("start", "N/A")
         line = (fmt.replace("%i", job_id).replace("%T", base).replace("%E", dependency)
+                .replace("%o", os.path.abspath(job.get("script", "/tmp/job.sh")))
                 .replace("%M", seconds_to_clock(job.get("elapsed", 0)))
                 .replace("%S", "N/A" if start == "Unknown" else start).replace("%l", limit)
                 .replace("%r", job.get("reason") or ("JobHeldUser" if job.get("held")

@@ -122,7 +122,7 @@ def test_submit_writes_a_resumable_copy_and_submits_it(cluster, tmp_path, capsys
     [call] = cluster.calls("sbatch")
     log = "--output=" + os.path.join(run_dir, "slurm-%j.out")
     staged = call["argv"][-3]  # submitted held from a staged copy: nothing on disk before sbatch
-    assert call["argv"] == ["--parsable", "--hold", "--no-requeue", log, "-p", "gpu",
+    assert call["argv"] == ["--parsable", "--hold", "--requeue", log, "-p", "gpu",
                             "--time=4:00:00", staged, "--lr", "3e-4"]
     with open(copy) as handle:
         text = handle.read()
@@ -339,6 +339,28 @@ def test_resume_a_failed_chain_keeps_history_and_walltime(cluster, run_dir, caps
     assert cluster.run_link(script, successor, predecessor=job).returncode == 0
     assert read(run_dir, rc.WALLTIME_FILE) == "65\n"
     assert cluster.work_done() == ["100", job, successor]
+
+
+@pytest.mark.parametrize("command", ["resume", "submit"])
+def test_history_141_a_held_job_whose_sbatch_lost_its_answer_is_cancelled(
+        cluster, run_dir, tmp_path, capsys, monkeypatch, command):
+    # Found by the random histories (seed 141): resume's sbatch created its held job, then
+    # failed as when the controller's answer timed out; the job stayed queued and held forever.
+    failed_chain(cluster, run_dir)
+    files = {name: read(run_dir, name) for name in os.listdir(run_dir)}
+    cluster.update(sbatch_lost_answer=True)
+    argv = [command, run_dir] + ([write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")]
+                                 if command == "submit" else [])
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)
+    created = str(cluster.load()["next_id"] - 1)
+    assert status == 2 and out == "" and "Socket timed out" in err
+    assert "the held job %s it created anyway was cancelled" % created in err
+    assert cluster.job(created)["state"].startswith("CANCELLED") and cluster.pending() == []
+    assert {name: read(run_dir, name) for name in os.listdir(run_dir)} == files
+    cluster.update(sbatch_lost_answer=False)  # once the controller answers: it works as before
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)
+    assert status == 0, err
+    assert cluster.pending() == [out.split()[0]]
 
 
 def test_resume_a_cancelled_chain_counts_the_last_link_once(cluster, run_dir, running_chain,

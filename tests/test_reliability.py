@@ -15,6 +15,7 @@ import pytest
 
 import resumable_chain as rc
 import fake_slurm
+import histories
 from fake_cluster import BASH, FakeCluster, read, run_cli, start_chain
 
 SEED = 20261130
@@ -749,3 +750,28 @@ def test_the_retrier_waits_out_a_controller_that_does_not_answer(tmp_path, monke
     record = rc.StateStore(run_dir).read_record()
     assert (record.successor, record.successor_retries) == ("5000", 1) and event.event == "healed"
     assert pauses == [10, 20, 40]  # two silent rounds, then one try
+
+
+# --------------------------------------------------------------------------- random fault histories
+
+HISTORIES = 300  # the default run: about 10 s
+HISTORY_SEED = 20261201
+
+
+def test_random_histories(request, capsys):
+    """tests/histories.py: random fault histories of one chain, every invariant checked after
+    every step; a violation prints the seed and the history (replay: --history-seed S
+    --histories 1, or python3 tests/histories.py --seed S --histories 1)."""
+    count = request.config.getoption("--histories") or int(
+        os.environ.get("RESUMABLE_CHAIN_HISTORIES") or HISTORIES)
+    seed = request.config.getoption("--history-seed")
+    seed = int(os.environ.get("RESUMABLE_CHAIN_HISTORY_SEED") or HISTORY_SEED) \
+        if seed is None else seed
+    started = time.time()
+    done, faults = histories.run_histories(count, seed, FAST_DIR)
+    with capsys.disabled():
+        print("\nrandom histories: %d (seeds %d-%d) in %.0f s, %d faults injected (%s), "
+              "0 violations" % (done, seed, seed + done - 1, time.time() - started,
+                                sum(faults.values()), ", ".join("%s %d" % item
+                                                                for item in sorted(faults.items()))))
+    assert done == count and len(faults) >= 10  # most kinds of fault were injected

@@ -1,0 +1,569 @@
+"""Randomized fault histories of one chain, against the fake Slurm, checked after every step.
+
+Each history is one chain driven from its first job to its end by a small
+scheduler that behaves as Slurm does for these jobs (afternotok, kill-on-
+invalid-dep, requeue of a job queued with --requeue, holds), with the real
+in-job step (``run_link``, in-process) and the real operations (``status``,
+``cancel``, ``resume``) interleaved as "another node" would run them. Faults
+are drawn from FAULTS at every link; the invariants (INVARIANTS) are checked
+after every step. A history is fully determined by its seed: a violation
+prints the seed and the history, and ``--seed S --histories 1`` replays it.
+
+    python3 tests/histories.py --histories 100000 --seed 1 --workers 2
+
+The fast suite runs a few hundred (test_reliability.py::test_random_histories;
+``pytest --histories N --history-seed S`` runs more).
+"""
+import argparse
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [HERE, os.path.dirname(HERE)]
+
+import resumable_chain as rc  # noqa: E402
+import fake_slurm  # noqa: E402
+
+INVARIANTS = {
+    1: "never two links doing work at the same time for one run directory",
+    2: "every link counted exactly once toward walltime; retries as the decision table says; "
+       "state files parse",
+    3: "with survivable faults only, the work completes within a bounded number of links",
+    4: "when the chain ends, none of its jobs is queued or running",
+    5: "no job that does not do the work holds the links' resources",
+}
+
+# What ends a link that works (weights), when its work is not finished first.
+ENDS = (("TIMEOUT", 8), ("PREEMPTED", 2), ("NODE_FAIL", 2), ("FAILED", 2),
+        ("OUT_OF_MEMORY", 1), ("exit 75", 1), ("exit 76", 0.3))
+# Faults drawn at each link (probabilities); the survivable ones leave invariant 3 standing.
+FAULTS = {
+    "lag": 0.08,  # the controller forgot the predecessor; accounting shows it a moment later
+    "lag beyond the window": 0.02,  # accounting shows it only after the lookup window
+    "forgotten": 0.1,  # the controller forgot the predecessor; accounting has it
+    "accounting outage": 0.02,  # ... and slurmdbd is down until the next prologue ran
+    "death before prologue": 0.06,  # node failure / boot failure while Slurm launches it
+    "launch failure": 0.02,  # node Prolog failed: Slurm requeues it held; a person releases it
+    "sbatch fails": 0.06,  # the successor's sbatch fails (the retrier heals it)
+    "sbatch fails after creating the job": 0.04,  # it timed out but created the job
+    "sbatch hangs": 0.02,  # it times out and created nothing
+    "step killed": 0.05,  # SIGKILL of the in-job step at a random checkpoint
+    "duplicate start": 0.04,  # the same job's prologue runs twice
+    "requeue of the running link": 0.03,  # a person or Slurm requeues the link while it works
+    "status": 0.15,  # status from another node, at any time
+    "cancel": 0.015,  # a person cancels the chain: a deliberate stop
+    "resume": 0.05,  # a person runs resume (refused unless the chain ended)
+}
+LOOKUP_WINDOW = "0.02"  # seconds: the lag faults cost real sleeps
+MAX_EVENTS = 400  # a history longer than this is a chain that does not end
+
+
+class Violation(AssertionError):
+    pass
+
+
+class InstantTime(object):
+    """The module's ``time`` during a history: pauses between Slurm calls take no time."""
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds):
+        pass
+
+
+def iso(seconds):
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+
+
+class History(object):
+    """One chain's life under random faults; ``run()`` returns the faults injected by kind."""
+
+    def __init__(self, seed, root):
+        self.seed, self.rng = seed, random.Random(seed)
+        self.root = root
+        self.run_dir = os.path.join(root, "run")
+        self.script = os.path.join(root, "job.sh")
+        with open(self.script, "w") as handle:
+            handle.write("#!/bin/bash\n")
+        self.path = os.path.join(root, "cluster.json")
+        fake_slurm.save(self.path, {"next_id": 100, "jobs": {}, "name": "local"})
+        self.slurm = fake_slurm.InProcess(self.path, clock=lambda: self.now)
+        self.now = 1798761600  # 2027-01-01
+        self.events, self.injected = [], {}
+        self.max_retries = self.rng.choice((0, 1, 2, 3, 5))
+        self.max_walltime = self.rng.choice((None, None, 4 * 3600, 9 * 3600))
+        self.work_needed = self.rng.randint(1800, 6 * 3600)
+        self.progress = 0
+        self.working = None  # the job doing the work now
+        self.sbatch_failures, self.sbatch_creates_then_fails = 0, False
+        self.deliberate = None  # why the chain may legitimately end unfinished
+        self.links_started = 0
+
+    # ------------------------------------------------------------------ the fake cluster
+    def log(self, text):
+        self.events.append(text)
+        if len(self.events) > MAX_EVENTS:
+            self.fail(3, "the chain did not end within %d events" % MAX_EVENTS)
+
+    def fail(self, invariant, text):
+        raise Violation("invariant %d (%s) violated: %s\nseed %d; history:\n  %s" % (
+            invariant, INVARIANTS[invariant], text, self.seed, "\n  ".join(self.events)))
+
+    def jobs(self):
+        return fake_slurm.load(self.path)["jobs"]
+
+    def update(self, job_id, **fields):
+        cluster = fake_slurm.load(self.path)
+        cluster["jobs"][job_id].update(fields)
+        fake_slurm.save(self.path, cluster)
+
+    def run_slurm(self, argv, timeout=None, submit=False, cwd=None, background=False):
+        """The seam: the fake, with the sbatch faults of this moment."""
+        if argv[0] == "sbatch" and self.sbatch_failures:
+            self.sbatch_failures -= 1
+            created = self.sbatch_creates_then_fails and self.slurm(argv, timeout, submit, cwd)
+            self.log("  sbatch %s" % ("created job %s, then timed out" % created.stdout.strip()
+                                      if created else "failed"))
+            result = (fake_slurm.Result(None, "", "sbatch timed out after 60 s")
+                      if created or self.sbatch_creates_then_fails is None else
+                      fake_slurm.Result(1, "", "sbatch: error: Socket timed out on send/recv "
+                                              "operation\n"))
+        else:
+            result = self.slurm(argv, timeout, submit, cwd)
+        return (lambda: result) if background else result
+
+    def fault(self, name):
+        if self.rng.random() < FAULTS[name]:
+            self.injected[name] = self.injected.get(name, 0) + 1
+            return True
+        return False
+
+    # ------------------------------------------------------------------ Slurm's scheduler
+    def eligible(self):
+        """Pending jobs Slurm would start now; jobs whose dependency can never be met are
+        cancelled first (--kill-on-invalid-dep=yes)."""
+        jobs = self.jobs()
+        ready = []
+        for job_id, job in sorted(jobs.items(), key=lambda item: int(item[0])):
+            if job["state"] != "PENDING" or job.get("held"):
+                continue
+            dependency = job.get("dependency") or ""
+            if not dependency:
+                ready.append(job_id)
+                continue
+            predecessor = jobs.get(dependency.split(":")[1])
+            state = predecessor["state"].split()[0] if predecessor else "COMPLETED"
+            if state == "COMPLETED":
+                self.update(job_id, state="CANCELLED", end=iso(self.now),
+                            reason="DependencyNeverSatisfied")
+                self.log("Slurm cancels %s: its dependency can never be met" % job_id)
+            elif rc.is_final(state):
+                ready.append(job_id)
+        return ready
+
+    def requeue(self, job_id, state, held=None):
+        """Slurm requeues a job: its run is kept for accounting, the same ID waits again."""
+        job = self.jobs()[job_id]
+        runs = job.get("runs", []) + [{"state": state, "elapsed": job.get("elapsed", 0),
+                                       "start": job.get("start", "Unknown"), "end": iso(self.now),
+                                       "submit": job.get("submit", iso(self.now))}]
+        self.update(job_id, state="PENDING", elapsed=0, start="Unknown", end="Unknown",
+                    submit=iso(self.now), runs=runs, held=bool(held), reason=held)
+
+    # ------------------------------------------------------------------ the history
+    def run(self):
+        saved = {name: os.environ.get(name) for name in (rc.LOOKUP_SECONDS_ENV, rc.LOCK_ENV)}
+        os.environ[rc.LOOKUP_SECONDS_ENV] = LOOKUP_WINDOW
+        os.environ[rc.LOCK_ENV] = self.rng.choice(rc.LOCK_KINDS)
+        original, rc.run_slurm, rc.time = rc.run_slurm, self.run_slurm, InstantTime()
+        try:
+            self.log("chain: work %d s, max_retries %d, max_walltime %s, lock %s" % (
+                self.work_needed, self.max_retries, self.max_walltime, os.environ[rc.LOCK_ENV]))
+            submitted = rc.submit_chain(self.run_dir, self.script, [], [],
+                                        max_retries=self.max_retries,
+                                        max_walltime=self.max_walltime)
+            self.script = submitted["script"]  # the resumable copy every link runs
+            self.log("submit: job %s" % submitted["job"])
+            while True:
+                ready = self.eligible()
+                if not ready:
+                    if not self.person_acts():
+                        break
+                    continue
+                self.rng.shuffle(ready)
+                # Jobs Slurm starts at once run their prologues side by side: one may work.
+                outcomes = [(job_id, self.start(job_id)) for job_id in ready]
+                working = [job_id for job_id, outcome in outcomes
+                           if outcome and outcome.status == rc.EXIT_WORK]
+                if len(working) > 1:
+                    self.fail(1, "jobs %s all decided to work" % " ".join(working))
+                for job_id, outcome in outcomes:
+                    if outcome and outcome.status == rc.EXIT_WORK:
+                        self.work(job_id, outcome)
+                    elif outcome:
+                        self.end(job_id, "COMPLETED" if outcome.status == rc.EXIT_DONE
+                                 else "FAILED", 2, exit_code="0:0"
+                                 if outcome.status == rc.EXIT_DONE else "1:0")
+                self.between_links()
+            self.check_end()
+        finally:
+            rc.run_slurm, rc.time = original, time
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        return self.injected
+
+    def person_acts(self):
+        """Nothing can start: a person follows status's advice for a held job; else the end."""
+        held = [job_id for job_id, job in self.jobs().items()
+                if job["state"] == "PENDING" and job.get("held")]
+        if not held and self.deliberate == "cancelled by a person" and self.rng.random() < 0.5:
+            return self.resume()
+        if not held:
+            return False
+        status = rc.chain_status(self.run_dir)
+        if not rc.needs_attention(status):
+            self.fail(3, "job %s is held and nothing continues the chain, but status --check "
+                         "sees nothing wrong: %s" % (held[0], status["verdict"]))
+        self.slurm(["scontrol", "release", held[0]])
+        self.update(held[0], reason=None)
+        self.log("a person releases held job %s (status: %s)" % (held[0], status["verdict"]))
+        return True
+
+    def start(self, job_id):
+        job = self.jobs()[job_id]
+        if job.get("requeue", "1") == "1" and len(job.get("runs", [])) < 4 and (
+                FAULTS["death before prologue"] + FAULTS["launch failure"]) > 0:
+            if self.fault("death before prologue"):
+                self.launch(job_id)
+                state = self.rng.choice(("NODE_FAIL", "BOOT_FAIL"))
+                self.log("job %s dies while Slurm launches it (%s): requeued" % (job_id, state))
+                return self.requeue(job_id, state)
+            if self.fault("launch failure"):
+                self.launch(job_id)
+                self.log("job %s: node Prolog fails: requeued held" % job_id)
+                return self.requeue(job_id, "NODE_FAIL", held="launch_failed_requeued_held")
+        self.update(job_id, state="RUNNING", start=iso(self.now), elapsed=0)
+        self.links_started += 1
+        outcome = self.prologue(job_id)
+        cluster = fake_slurm.load(self.path)
+        if cluster.pop("sacct_down", None):
+            fake_slurm.save(self.path, cluster)
+            self.log("accounting is back")
+        if self.fault("duplicate start"):
+            again = self.prologue(job_id, note="the same job's prologue again")
+            if again.status != outcome.status or outcome.record.successor not in (
+                    None, again.record.successor):  # the second may heal a failed sbatch
+                self.fail(2, "job %s's second prologue decided %s (successor %s), the first %s "
+                             "(successor %s)" % (job_id, again.status, again.record.successor,
+                                                  outcome.status, outcome.record.successor))
+        return outcome
+
+    def launch(self, job_id):
+        """Slurm allocated a node (the job's Start) and spent a few seconds launching on it."""
+        self.update(job_id, start=iso(self.now))
+        self.now += 5
+
+    def prologue(self, job_id, note=None):
+        job = self.jobs()[job_id]
+        environ = {"SLURM_JOB_ID": job_id, "SLURM_JOB_NAME": "job.sh",
+                   "SLURM_CLUSTER_NAME": "local",
+                   "SLURM_RESTART_COUNT": str(len(job.get("runs", [])))}
+        if job.get("dependency"):
+            environ["SLURM_JOB_DEPENDENCY"] = job["dependency"]
+        spec = rc.NextLink(self.script, [], [], "job.sh", self.root)
+        settings = rc.Settings(self.max_retries, self.max_walltime)
+        before = self.snapshot()
+        if self.fault("step killed"):
+            point = self.rng.randint(1, 14)
+            self.log("job %s: in-job step SIGKILLed at checkpoint %d; the prologue runs it "
+                     "again" % (job_id, point))
+            self.killed_step(environ, spec, settings, point)
+        try:
+            outcome = rc.run_link(self.run_dir, settings, spec, environ, now=lambda: self.now)
+        except rc.StateError as error:
+            self.fail(2, "job %s's prologue refused: %s" % (job_id, error))
+        record = outcome.record
+        self.log("job %s prologue%s: %s, predecessor %s %s, successor %s, walltime %s, "
+                 "retries %s" % (job_id, " (%s)" % note if note else "", record.action,
+                                 record.predecessor, record.predecessor_state, record.successor,
+                                 record.walltime, record.retries))
+        self.check_counts(before, record)
+        return outcome
+
+    def killed_step(self, environ, spec, settings, point):
+        pid = os.fork()
+        if pid == 0:  # the step, killed at a checkpoint (or finishing first)
+            status = 99
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, 2)
+                os.environ[rc.CRASH_ENV] = str(point)
+                rc._checkpoints_passed[0] = 0
+                status = rc.run_link(self.run_dir, settings, spec, environ,
+                                     now=lambda: self.now).status
+            except BaseException:
+                status = 98
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        if not os.WIFSIGNALED(status) and os.WEXITSTATUS(status) > 3:
+            self.fail(2, "the killed step failed otherwise: exit %d" % os.WEXITSTATUS(status))
+
+    def work(self, job_id, outcome):
+        if self.working and self.working != job_id:
+            self.fail(1, "job %s works while job %s still works" % (job_id, self.working))
+        self.working = job_id
+        limit = int(self.jobs()[job_id].get("time_limit") or 60) * 60
+        if outcome.record.successor is None:
+            self.retrier(job_id, limit)
+        if self.fault("status"):
+            self.status("while job %s works" % job_id)
+        if self.fault("cancel"):
+            return self.cancel()
+        if self.fault("resume"):
+            self.resume()
+        if self.jobs()[job_id]["state"] != "RUNNING":
+            self.working = None
+            return  # cancelled meanwhile
+        self.finish_work(job_id, limit)
+
+    def finish_work(self, job_id, limit):
+        """The link's work ends: done, or its time limit or a fault ends it first."""
+        left = self.work_needed - self.progress
+        if left <= limit:
+            return self.end(job_id, "COMPLETED", left, work=True)
+        names, weights = zip(*ENDS)
+        end = self.rng.choices(names, weights)[0]
+        elapsed = limit if end == "TIMEOUT" else self.rng.randint(1, limit)
+        if self.fault("requeue of the running link"):  # Requeue=1 first: links turn it off
+            self.progress += elapsed
+            self.now += elapsed
+            self.update(job_id, elapsed=elapsed)
+            self.log("a person requeues job %s after %d s of work" % (job_id, elapsed))
+            self.working = None
+            return self.requeue(job_id, "REQUEUED")
+        if end.startswith("exit"):
+            code = int(end.split()[1])
+            if code == rc.STOP_EXIT:
+                self.deliberate = "the work exited 76 (stop)"
+            return self.end(job_id, "FAILED", elapsed, exit_code="%d:0" % code, work=True)
+        return self.end(job_id, end, elapsed, work=True)
+
+    def retrier(self, job_id, limit):
+        """The background retrier of a link whose successor's sbatch failed, within its life."""
+        started = self.now
+        clock = [0.0]
+
+        def sleep(seconds):
+            clock[0] += seconds
+
+        event, _ = rc.retry_successor(self.run_dir, {"SLURM_JOB_ID": job_id}, sleep=sleep,
+                                      clock=lambda: clock[0])
+        record = rc.StateStore(self.run_dir).read_record()
+        self.log("  retrier of job %s: %s after %d s" % (
+            job_id, "successor %s" % record.successor if record.successor else "no successor",
+            clock[0]))
+        if clock[0] > limit:
+            self.deliberate = "sbatch failed for longer than the link lived"
+        self.now = started
+
+    def end(self, job_id, state, elapsed, exit_code="0:0", work=False):
+        if work:
+            self.progress += elapsed
+            self.working = None
+        self.now += elapsed
+        cluster = fake_slurm.load(self.path)
+        job = cluster["jobs"][job_id]
+        job.update(state=state, elapsed=elapsed, end=iso(self.now), exit_code=exit_code)
+        if self.fault("lag"):
+            job["in_controller"], job["sacct_hidden_calls"] = False, 1
+        elif self.fault("lag beyond the window"):
+            job["in_controller"], job["sacct_hidden_calls"] = False, 1000
+        elif self.fault("forgotten"):
+            job["in_controller"] = False
+        elif self.fault("accounting outage"):
+            job["in_controller"], cluster["sacct_down"] = False, True
+        fake_slurm.save(self.path, cluster)
+        self.log("job %s ends %s after %d s%s (progress %d/%d)%s" % (
+            job_id, state, elapsed, " exit %s" % exit_code if state == "FAILED" else "",
+            self.progress, self.work_needed, "" if job.get("in_controller", True) else
+            "; the controller forgets it%s" % (
+                ", accounting is down" if cluster.get("sacct_down") else
+                ", accounting shows it late (%d calls)" % job["sacct_hidden_calls"]
+                if job.get("sacct_hidden_calls") else "")))
+
+    def between_links(self):
+        if self.fault("sbatch fails"):
+            self.sbatch_failures, self.sbatch_creates_then_fails = self.rng.randint(1, 2), False
+        elif self.fault("sbatch fails after creating the job"):
+            self.sbatch_failures, self.sbatch_creates_then_fails = 1, True
+        elif self.fault("sbatch hangs"):
+            self.sbatch_failures, self.sbatch_creates_then_fails = 1, None
+        else:
+            self.sbatch_failures = 0
+        if self.fault("status"):
+            self.status("between links")
+
+    # ------------------------------------------------------------------ people on other nodes
+    def status(self, when):
+        try:
+            status = rc.chain_status(self.run_dir)
+        except rc.StateError as error:
+            self.fail(2, "status %s refused: %s" % (when, error))
+        self.log("status %s: %s" % (when, status["verdict"]))
+
+    def cancel(self):
+        result = rc.cancel_chain(self.run_dir)
+        self.deliberate = "cancelled by a person"
+        self.working = None
+        self.log("a person cancels the chain: %s" % " ".join(result["cancelled"]))
+
+    def resume(self):
+        try:
+            result = rc.resume_chain(self.run_dir, now=lambda: self.now)
+        except rc.StateError as error:
+            self.log("resume refused: %s" % error)
+            return False
+        self.deliberate = None
+        self.log("resume queued job %s (counted %d s)" % (result["job"], result["counted"]))
+        return True
+
+    # ------------------------------------------------------------------ invariants
+    def snapshot(self):
+        try:
+            return rc.StateStore(self.run_dir).snapshot() if os.path.isdir(self.run_dir) else None
+        except rc.StateError as error:
+            self.fail(2, "a state file does not parse: %s" % error)
+
+    def truth(self, job_id):
+        """(final state, elapsed of every run, ExitCode) as the job really ended."""
+        job = self.jobs().get(job_id) or {}
+        return (job.get("state"), job.get("elapsed", 0) + sum(
+            run.get("elapsed", 0) for run in job.get("runs", [])), job.get("exit_code"))
+
+    def check_counts(self, before, record):
+        """Walltime grows by what the predecessor really ran, once; retries and the action are
+        what the decision table says for its real end; a rerun changes no counter."""
+        after = self.snapshot()
+        if record.predecessor is None:
+            return
+        counters = (before.walltime or 0, before.retries or 0) if before else (0, 0)
+        if before and before.record and before.record.job == record.job:  # a rerun
+            if (after.walltime or 0, after.retries or 0) != counters:
+                self.fail(2, "job %s ran its prologue again and changed the counters %s -> %s" % (
+                    record.job, counters, (after.walltime, after.retries)))
+            return
+        state, elapsed, exit_code = self.truth(record.predecessor)
+        if record.predecessor_state == rc.NOT_VISIBLE:
+            state, elapsed = rc.NOT_VISIBLE, 0  # the table: resume, count nothing
+        walltime = counters[0] + elapsed
+        expected = rc.decide(state, retries=counters[1], walltime=walltime,
+                             max_retries=self.max_retries, max_walltime=self.max_walltime,
+                             exit_code=exit_code)
+        expected = rc.stop_at_cap(expected, walltime, self.max_walltime)
+        if record.cause == "cancel":
+            expected = expected._replace(action="stop")
+        if (after.walltime, after.retries, record.action) != (walltime, expected.retries,
+                                                             expected.action):
+            self.fail(2, "job %s: predecessor %s ran %d s and ended %s %s; walltime %s -> %s, "
+                         "retries %s -> %s, action %s; the table says walltime %s, retries %s, "
+                         "action %s" % (record.job, record.predecessor, elapsed, state,
+                                        exit_code, counters[0], after.walltime, counters[1],
+                                        after.retries, record.action, walltime,
+                                        expected.retries, expected.action))
+
+    def check_end(self):
+        jobs = self.jobs()
+        live = [job_id for job_id, job in jobs.items()
+                if job["state"].split()[0] in ("PENDING", "RUNNING")]
+        if live:
+            self.fail(4, "the chain ended but jobs %s are %s" % (
+                " ".join(live), " ".join(jobs[job_id]["state"] for job_id in live)))
+        for job_id, job in jobs.items():  # no sentinel, no watcher: every job is a link
+            if job["script"] not in (self.script, os.path.join(self.run_dir, rc.STAGED_SCRIPT)):
+                self.fail(5, "job %s is not a link of the chain: %s %s" % (
+                    job_id, job.get("options"), job.get("script")))
+        record = rc.StateStore(self.run_dir).read_record()
+        finished = self.progress >= self.work_needed
+        why = self.deliberate or (record and record.cause in ("max_retries", "max_walltime",
+                                                              "work") and record.cause)
+        if not finished and not why:
+            self.fail(3, "the work is unfinished (%d of %d s) and nothing stopped the chain on "
+                         "purpose; last decision: %s" % (self.progress, self.work_needed,
+                                                         record and record.reason))
+        bound = 4 * self.work_needed // 3600 + 4 + 2 * sum(self.injected.values())
+        if self.links_started > bound:
+            self.fail(3, "%d links started, more than the bound %d" % (self.links_started, bound))
+        self.log("end: %s; verdict: %s" % ("work finished" if finished else why,
+                                           rc.chain_status(self.run_dir)["verdict"]))
+
+
+def run_histories(count, seed, root=None, verbose=False):
+    """Run ``count`` histories from seed, seed+1, ...; return (histories, faults by kind)."""
+    faults = {}
+    base = tempfile.mkdtemp(prefix="rc-histories-", dir=root)
+    try:
+        for number in range(count):
+            directory = os.path.join(base, str(number % 8))
+            shutil.rmtree(directory, ignore_errors=True)
+            os.makedirs(directory)
+            history = History(seed + number, directory)
+            for name, times in history.run().items():
+                faults[name] = faults.get(name, 0) + times
+            if verbose:
+                print("\n".join(history.events))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return count, faults
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--histories", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--verbose", action="store_true", help="print every history")
+    options = parser.parse_args(argv)
+    started = time.time()
+    share, children = -(-options.histories // options.workers), []
+    for worker in range(options.workers):
+        first = options.seed + worker * share
+        count = min(share, options.seed + options.histories - first)
+        pid = os.fork() if options.workers > 1 else 0
+        if pid == 0:
+            try:
+                done, faults = run_histories(count, first, "/dev/shm" if os.path.isdir(
+                    "/dev/shm") else None, options.verbose)
+                print("seeds %d-%d: %d histories, %d faults injected (%s), 0 violations" % (
+                    first, first + count - 1, done, sum(faults.values()), ", ".join(
+                        "%s %d" % item for item in sorted(faults.items()))))
+                status = 0
+            except Violation as violation:
+                print(violation)
+                status = 1
+            if options.workers > 1:
+                sys.stdout.flush()
+                os._exit(status)
+            return status
+        children.append(pid)
+    failed = 0
+    for pid in children:
+        failed |= os.WEXITSTATUS(os.waitpid(pid, 0)[1]) != 0
+    print("%d histories in %.0f s, %s" % (options.histories, time.time() - started,
+                                          "violations found" if failed else "0 violations"))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sys.exit(main())
