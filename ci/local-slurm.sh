@@ -6,6 +6,7 @@
 #                                           munged and MariaDB only when no other release runs
 #   ci/local-slurm.sh [--release R] status  what runs, whether sinfo and sacct answer
 #   ci/local-slurm.sh [--release R] dbd-stop|dbd-start   slurmdbd alone (accounting outages)
+#   ci/local-slurm.sh [--release R] ctld-restart         slurmctld stopped and started again
 #   ci/local-slurm.sh [--release R] env     the PATH and SLURM_CONF lines that select it
 # R is 22.05 (Debian's packages, the default) or 26.05 (26.05.3 built once from
 # ../shared/slurm/slurm-26.05.3.tar.xz, checksum verified, into /opt/slurm-26.05.3); also
@@ -318,7 +319,8 @@ case "${1:-}" in
     status) status ;;
     dbd-stop) stop_dbd ;;
     dbd-start) start_slurmdbd ;;
+    ctld-restart) stop_pidfile slurmctld "$RUN/slurmctld.pid"; start_slurmctld ;;
     env) printf 'export PATH=%s\nexport SLURM_CONF=%s\n' \
              "$([ "$RELEASE" = 26.05 ] && echo "$PREFIX/bin:")\$PATH" "$CONF" ;;
-    *) echo "usage: $0 [--release 22.05|26.05] up|down|status|dbd-stop|dbd-start|env" >&2; exit 2 ;;
+    *) echo "usage: $0 [--release 22.05|26.05] up|down|status|dbd-stop|dbd-start|ctld-restart|env" >&2; exit 2 ;;
 esac

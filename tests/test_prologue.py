@@ -14,7 +14,7 @@ import pytest
 
 import fake_slurm
 import resumable_chain as rc
-from fake_cluster import BASH, FakeCluster, find_interpreters, read, start_chain
+from fake_cluster import BASH, FakeCluster, find_interpreters, read, run_cli, start_chain
 from resumable_chain import NOT_VISIBLE
 
 
@@ -721,11 +721,25 @@ def test_the_work_steers_the_chain_with_exit_75_and_76(cluster, run_dir, source)
 
 
 
-def test_a_successor_slurm_requeued_before_its_prologue_continues_and_says_it_healed(cluster,
-                                                                                   run_dir):
+@pytest.mark.parametrize("death", ["NODE_FAIL", "BOOT_FAIL", "launch failure"],
+                         ids=["its node failed while Slurm launched it",
+                              "its node did not boot",
+                              "its node Prolog failed: requeued held, a person released it"])
+def test_a_successor_slurm_requeued_before_its_prologue_continues_and_says_it_healed(
+        cluster, run_dir, capsys, monkeypatch, death):
+    # Slurm requeues a --requeue job whose launch fails (job_mgr.c: BOOT_FAIL only when requeue
+    # is refused); after a node Prolog failure it holds it (launch failed requeued held).
     script, successor = start_chain(cluster, run_dir)
     cluster.finish(100, "TIMEOUT", 60)
-    # its node failed while Slurm launched it: requeued (same ID), it runs now, restart 1
+    earlier = {"state": "NODE_FAIL" if death == "launch failure" else death, "elapsed": 1,
+               "start": "2026-11-30T01:01:00", "end": "2026-11-30T01:01:01"}
+    cluster.set_job(successor, runs=[earlier], submit="2026-11-30T01:01:01")
+    if death == "launch failure":
+        cluster.set_job(successor, reason="launch_failed_requeued_held", held=True)
+        status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+        assert status == 1 and "its launch failed (node Prolog) and Slurm held it" in out
+        assert "scontrol release %s" % successor in out
+        cluster.set_job(successor, reason=None, held=False)  # the person released it
     result = cluster.run_link(script, successor, predecessor=100, SLURM_RESTART_COUNT="1")
     assert result.returncode == 0, result.stderr
     assert ("job %s died before its prologue recorded anything (its launch or its node failed); "

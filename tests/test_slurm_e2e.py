@@ -785,3 +785,20 @@ def test_accounting_outage_while_a_link_ends(root, node_alone, outage):
     assert chain.state_file(rc.RETRIES_FILE) == "1\n"
     log = chain.log()
     assert "predecessor %s FAILED" % jobs[0]["id"] in log and "from scontrol" in log
+
+
+CHAOS_SEED = 20261201
+
+
+def test_a_short_chaos_run_keeps_every_invariant(root, node_alone):
+    """tests/chaos.py: three chains under six random faults from its menu (node down while
+    links work or while a successor launches, slurmctld restart, slurmdbd outage, preemption,
+    SIGKILL of in-job steps, sbatch failing for a minute, a person's scancel), then every
+    invariant checked from sacct, the state files and the work's own log."""
+    result = run([sys.executable, os.path.join(ROOT, "tests", "chaos.py"), "--chains", "3",
+                  "--faults", "6", "--seed", str(CHAOS_SEED), "--root", root], check=False)
+    print(result.stdout)
+    summary = result.stdout[result.stdout.find("chaos run"):]
+    REPORT.append(("chaos run: " + summary.splitlines()[0] if summary else "chaos run", []))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "; 0 violations" in summary, result.stdout
