@@ -175,20 +175,22 @@ STATE_MEANING = {
 }
 LIVE_STATES = frozenset(state for state, meaning in STATE_MEANING.items() if meaning == LAG)
 
-# Why a chain ended, as data on its record (``cause``), and what status says of it: the verdict
-# and what to do next (filled in from the record, ``resume`` and ``budget`` commands).
+# Why a chain ended, as data on its record (``cause``), and what status says of it: the verdict's
+# word, the verdict and what to do next (filled in from the record, ``resume`` and ``budget``).
 STOP_CAUSES = {
-    "completed": ("finished: job {job} found its predecessor COMPLETED", None),
-    "cancelled": ("stopped: job {predecessor} was {cancelled_by}", "{resume} continues it"),
-    "max_walltime": ("stopped: {reason}",
+    "completed": ("finished", "finished: job {job} found its predecessor COMPLETED", None),
+    "cancelled": ("stopped", "stopped: job {predecessor} was {cancelled_by}",
+                  "{resume} continues it"),
+    "max_walltime": ("stopped", "stopped: {reason}",
                      "{resume} --max-walltime T with a larger cap continues it"),
-    "max_retries": ("failed: {reason}",
+    "max_retries": ("failed", "failed: {reason}",
                     "fix the job script or its input, then {resume} (retries start again at 0)"),
-    "cancel": ("stopped: {reason}", "{resume} continues it"),  # resumable-chain cancel
-    "budget": ("stopped: {reason}", "raise the budget ({budget} --max-walltime T), then {resume}"),
-    "work": ("stopped by the work (exit {predecessor_exit_code}): job {predecessor} asked the "
-             "chain to stop", "{resume} continues it, if the work can go on after all"),
-    None: ("stopped: {reason}", "{resume} continues it"),  # an old journal's unknown cause
+    "cancel": ("stopped", "stopped: {reason}", "{resume} continues it"),  # resumable-chain cancel
+    "budget": ("stopped", "stopped: {reason}",
+               "raise the budget ({budget} --max-walltime T), then {resume}"),
+    "work": ("stopped", "stopped by the work (exit {predecessor_exit_code}): job {predecessor} "
+             "asked the chain to stop", "{resume} continues it, if the work can go on after all"),
+    None: ("stopped", "stopped: {reason}", "{resume} continues it"),  # a cause unknown here
 }
 # The cause when decide() ends the chain, by what the predecessor's state means (LAG never does).
 CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_walltime",
@@ -2735,12 +2737,13 @@ def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
         else:
             status["budget"] = budgets[budget_dir]
     status["would_not_continue"] = _nothing_continues(record, rows, chain)
-    status["verdict"], status["next"] = _verdict(record, rows, status, chain)
+    status["verdict_word"], status["verdict"], status["next"] = _verdict(record, rows, status,
+                                                                         chain)
     if chain.problems and status["next"] and record.job is not None:  # resume refuses till then
         status["next"] = "fix or delete the file named above, then: " + status["next"]
     status["attention"] = needs_attention(status)
     status["events"] = [event._asdict() for event in chain.events]
-    word, command = verdict_word(status["verdict"]), chain.notify()
+    word, command = status["verdict_word"], chain.notify()
     status["notified"] = []
     if command and word in ("finished", "stopped", "broken"):  # no link is left to say so
         status["notified"] = announce(chain.store, Event(
@@ -2799,15 +2802,10 @@ def _nothing_continues(record, rows, chain):
     return "its successor %s ended %s" % (record.successor, _state_words(successor["state"]))
 
 
-def verdict_word(verdict):
-    """The verdict's first word: running, waiting, finished, stopped, failed, broken, unknown."""
-    return verdict.split(None, 1)[0].rstrip(":")
-
-
 def needs_attention(status):
     """Why ``status --check`` fails for a chain, or None: it failed, is broken, would not
     continue if its running link ended, or has a state file its next link cannot read."""
-    word = verdict_word(status["verdict"])
+    word = status["verdict_word"]
     if word in ("failed", "broken"):
         return status["verdict"]
     if status["would_not_continue"]:
@@ -2835,15 +2833,17 @@ def stop_cause(record):
 
 
 def _verdict(record, rows, status, chain):
-    """Return (verdict, what to do next or None)."""
+    """Return (the verdict's word, the verdict, what to do next or None). The words: running,
+    waiting, finished, stopped, failed, broken, unknown."""
     resume = "resumable-chain resume %s" % shell_quote(status["run_dir"])
     live = [row for row in rows if base_state(row["state"]) in LIVE_STATES]
     running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if chain.problems and record.job is None:
-        return ("unknown: cannot read the chain's state (%s)" % chain.problems[0],
+        return ("unknown", "unknown: cannot read the chain's state (%s)" % chain.problems[0],
                 "fix or delete the named file, then run status again")
     if status["cancelled"] and not live:
-        return ("stopped: cancelled with resumable-chain cancel (%s)" % status["cancelled"],
+        return ("stopped", "stopped: cancelled with resumable-chain cancel (%s)"
+                % status["cancelled"],
                 _submit_again(chain.submitted, status["run_dir"]) if record.job is None else
                 "%s continues it (the walltime so far is kept)" % resume)
     if record.action in ("complete", "fail", "stop"):
@@ -2854,22 +2854,22 @@ def _verdict(record, rows, status, chain):
                 if row["time_left"] is not None else "")
         verdict = "running: job %s is %s%s" % (row["job"], row["state"], left)
         if status["would_not_continue"]:
-            return ("%s; nothing would continue the chain if it ended now: %s"
+            return ("running", "%s; nothing would continue the chain if it ended now: %s"
                     % (verdict, status["would_not_continue"]),
                     "if it ends before its work is done, %s continues the chain" % resume)
-        return verdict, None
+        return "running", verdict, None
     if live:
         row = live[-1]
         if row["reason"] == "JobHeldUser":
-            return ("waiting: job %s is held (JobHeldUser)" % row["job"],
+            return ("waiting", "waiting: job %s is held (JobHeldUser)" % row["job"],
                     "scontrol release %s starts it" % row["job"])
         if row["reason"] in HELD_BY_SLURM:
-            return ("waiting: job %s is held (%s: %s)" % (row["job"], row["reason"],
-                                                       HELD_BY_SLURM[row["reason"]]),
+            return ("waiting", "waiting: job %s is held (%s: %s)" % (
+                row["job"], row["reason"], HELD_BY_SLURM[row["reason"]]),
                     "find out why (scontrol show job %s; sinfo -R), then scontrol release %s "
                     "(an admin's hold needs an admin)" % (row["job"], row["job"]))
-        return "waiting: job %s is pending%s" % (row["job"], " (%s)" % row["reason"]
-                                                  if row["reason"] else ""), None
+        return "waiting", "waiting: job %s is pending%s" % (
+            row["job"], " (%s)" % row["reason"] if row["reason"] else ""), None
     return _idle_verdict(record, rows, resume, status["slurm_errors"])
 
 
@@ -2900,36 +2900,38 @@ def _ended_verdict(record, rows, resume):
     words = dict(record._asdict(), resume=resume, cancelled_by=_state_words(
         predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
             record.budget_dir or "DIR"))
-    return tuple(text and text.format(**words) for text in STOP_CAUSES[cause])
+    word, verdict, then = STOP_CAUSES[cause]
+    return word, verdict.format(**words), then and then.format(**words)
 
 
 def _idle_verdict(record, rows, resume, unanswered):
     """The verdict of a chain with nothing queued or running and no record that ended it."""
     if unanswered:  # what Slurm did not say cannot make a chain look ended
-        return ("unknown: Slurm did not answer (%s); the state files say what is shown"
-                % "; ".join(unanswered), "try again when Slurm answers")
+        return ("unknown", "unknown: Slurm did not answer (%s); the state files say what is "
+                "shown" % "; ".join(unanswered), "try again when Slurm answers")
     links = [row for row in rows if row["link"]]
     if not links:
-        return "unknown: no job recorded yet", None
+        return "unknown", "unknown: no job recorded yet", None
     last = links[-1]
     if base_state(last["state"]) == "COMPLETED":
-        return "finished: job %s COMPLETED" % last["job"], None
+        return "finished", "finished: job %s COMPLETED" % last["job"], None
     if last["state"] == "UNKNOWN":
-        return "unknown: Slurm no longer knows job %s" % last["job"], None
+        return "unknown", "unknown: Slurm no longer knows job %s" % last["job"], None
     successor = next((row for row in rows if row["role"] == "successor"), None)
     broken = "broken: job %s ended %s and " % (last["job"], _state_words(last["state"]))
     if successor and base_state(successor["state"]) == "CANCELLED" and \
             successor["state"] != "CANCELLED":  # "CANCELLED by <uid>": a person, on purpose
-        return ("stopped: job %s ended %s and its successor %s was %s before it ran" % (
-            last["job"], _state_words(last["state"]), successor["job"],
-            _state_words(successor["state"])), "%s continues it" % resume)
+        return ("stopped", "stopped: job %s ended %s and its successor %s was %s before it ran"
+                % (last["job"], _state_words(last["state"]), successor["job"],
+                   _state_words(successor["state"])), "%s continues it" % resume)
     if successor:
-        return (broken + "its successor %s ended %s before its prologue ran" % (
+        return ("broken", broken + "its successor %s ended %s before its prologue ran" % (
             successor["job"], successor["state"]), "%s continues the chain" % resume)
     if record.successor_error and record.job == last["job"]:
-        return (broken + "its successor could not be queued (%s)" % record.successor_error,
+        return ("broken", broken + "its successor could not be queued (%s)"
+                % record.successor_error,
                 "%s [sbatch options that fix it, e.g. -p PARTITION] continues the chain" % resume)
-    return broken + "no successor was queued", "%s continues the chain" % resume
+    return "broken", broken + "no successor was queued", "%s continues the chain" % resume
 
 
 def budget_report(budget_dir):
@@ -3576,7 +3578,7 @@ def format_collection(statuses):
     table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB", "NEXT")]
     for status in statuses:
         cap = format_duration(status["max_walltime"]) if status["max_walltime"] else "-"
-        table.append((_shown_path(status["run_dir"]), verdict_word(status["verdict"]),
+        table.append((_shown_path(status["run_dir"]), status["verdict_word"],
                       str(status["links"]), "%s/%s" % (format_duration(status["walltime_used"]),
                                                        cap),
                       "%d/%s" % (status["retries"], "-" if status["max_retries"] is None
@@ -3585,7 +3587,7 @@ def format_collection(statuses):
     widths = [max(len(row[column]) for row in table) for column in range(len(table[0]) - 1)]
     lines = [("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " +
               row[-1]).rstrip() for row in table]
-    counts = collections.Counter(verdict_word(status["verdict"]) for status in statuses)
+    counts = collections.Counter(status["verdict_word"] for status in statuses)
     lines.append("%d chain(s): %s" % (len(statuses), ", ".join(
         "%d %s" % (count, word) for word, count in sorted(counts.items()))))
     notes = []

@@ -1025,7 +1025,7 @@ def test_status_check_exit_status(cluster, tmp_path, capsys, monkeypatch, situat
     checked = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check", "--json")
     assert checked[0] == check_status
     report = json.loads(checked[1])
-    assert rc.verdict_word(report["verdict"]) == word
+    assert report["verdict_word"] == word and report["verdict"].startswith(word)
     assert bool(report["attention"]) == bool(check_status)
 
 
@@ -1079,7 +1079,7 @@ def test_status_of_a_collection_is_one_table_from_one_sacct_and_one_squeue(clust
     assert lines[5].startswith("NEEDS ATTENTION runs/c: broken: job 300 ended TIMEOUT")
     listed = json.loads(run_cli(cluster, capsys, monkeypatch, "status", "runs/c", "runs/a",
                                 "--json")[1])
-    assert [rc.verdict_word(item["verdict"]) for item in listed] == ["broken", "running"]
+    assert [item["verdict_word"] for item in listed] == ["broken", "running"]
     assert run_cli(cluster, capsys, monkeypatch, "status", "runs", "--check")[0] == 1
 
 

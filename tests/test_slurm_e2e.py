@@ -371,7 +371,7 @@ def test_a_chain_whose_pending_successor_a_person_cancelled_stops_and_resumes(ph
     assert chain.work() == [chain.first, resumed]
     stopped = phase_a["cancel"]  # its test ran before this one
     listed = json.loads(cli("status", chain.run_dir, stopped.run_dir, "--json", "--check"))
-    assert [rc.verdict_word(item["verdict"]) for item in listed] == ["finished", "stopped"]
+    assert [item["verdict_word"] for item in listed] == ["finished", "stopped"]
 
 
 def test_submit_force_cancels_the_live_chain_and_a_refused_submit_changes_nothing(phase_a):
