@@ -644,6 +644,14 @@ def parse_squeue(text):
     return jobs
 
 
+def parse_earlier_runs(text):
+    """[(state, node list)] of every run of a job but the newest, from ``sacct -j ID -D -X -P -n
+    -o JobIDRaw,State,NodeList`` (oldest first): how a requeued job's earlier runs ended."""
+    runs = [line.strip().split("|") for line in (text or "").splitlines()]
+    runs = [fields for fields in runs if len(fields) == 3 and is_job_id(fields[0]) and fields[1]]
+    return [(state, nodes) for _, state, nodes in runs[:-1]]
+
+
 def parse_held_by_script(text, script):
     """Job IDs in ``squeue -h -o %i|%o|%r`` output held by their user (JobHeldUser) whose batch
     script (``%o``, an absolute path) is ``script``."""
@@ -1818,6 +1826,13 @@ def pending_dependents(cluster=None):
     return dependents
 
 
+def earlier_runs(job_id):
+    """How a requeued job's earlier runs ended, by accounting ([(state, nodes)]; [] if unknown)."""
+    result = run_slurm(["sacct", "-j", job_id, "-D", "-X", "-P", "-n", "-o",
+                        "JobIDRaw,State,NodeList"])
+    return parse_earlier_runs(result.stdout) if result.returncode == 0 else []
+
+
 def sbatch(options, script, script_args, cwd=None, cluster=None):
     """Submit a batch job (``--parsable`` first); return (its ID, the cluster sbatch named or
     None) or raise StateError."""
@@ -2229,9 +2244,11 @@ def _requeued_before_prologue(store, job_id, environ, warnings):
     restarts = environ.get("SLURM_RESTART_COUNT", "0")
     if restarts in ("", "0"):
         return None
-    reason = ("job %s died before its prologue recorded anything (its launch or its node "
-              "failed); Slurm requeued it (restart %s) and it continues the chain"
-              % (job_id, restarts))
+    runs = earlier_runs(job_id)  # one accounting query, on this rare path only
+    reason = ("job %s died before its prologue recorded anything (%s); Slurm requeued it "
+              "(restart %s) and it continues the chain" % (
+                  job_id, "%s on %s" % runs[-1] if runs else "its launch or its node failed",
+                  restarts))
     warnings.append(reason)
     return journal_event(store, Event("healed", job_id, None, reason, int(time.time())),
                          warnings)

@@ -387,6 +387,14 @@ def test_parse_held_by_script_finds_only_the_held_job_running_that_script(releas
     assert rc.parse_held_by_script(stdout, "/tmp/rcprobe/other.sh") == []
 
 
+@pytest.mark.parametrize("release", ["22.05", "26.05"])
+def test_parse_earlier_runs_tells_how_a_requeued_job_died_before(release):
+    # Recorded: a successor whose node failed during its launch, requeued, then COMPLETED.
+    assert rc.parse_earlier_runs(recorded(release + "/sacct-requeued-at-launch")[2]) == [
+        ("NODE_FAIL", "vm")]
+    assert rc.parse_earlier_runs("") == [] and rc.parse_earlier_runs("7|RUNNING|vm\n") == []
+
+
 TIMEOUT_26_05 = 85  # RunTime of the recorded --time=1 job
 
 RECORDED_SCONTROL = [

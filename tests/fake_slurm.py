@@ -35,7 +35,9 @@ import time
 
 Result = collections.namedtuple("Result", "returncode stdout stderr")  # as run_slurm returns
 
-FIELDS_ALL = {"JobIDRaw", "JobID", "State", "ElapsedRaw", "Start", "End", "ExitCode", "Submit"}
+FIELDS_ALL = {"JobIDRaw", "JobID", "State", "ElapsedRaw", "Start", "End", "ExitCode", "Submit",
+              "NodeList"}
+NODE = "node1"  # the fake cluster's one node
 
 
 def load(path):
@@ -135,7 +137,8 @@ def render(job_id, job, fields):
     values = {"JobIDRaw": job_id, "JobID": job_id, "State": job["state"],
               "ElapsedRaw": str(job.get("elapsed", 0)), "Start": job.get("start", "Unknown"),
               "End": job.get("end", "Unknown"), "ExitCode": job.get("exit_code", "0:0"),
-              "Submit": job.get("submit", "2026-11-30T00:00:00")}
+              "Submit": job.get("submit", "2026-11-30T00:00:00"),
+              "NodeList": "None assigned" if job.get("start", "Unknown") == "Unknown" else NODE}
     return "|".join(values[field] for field in fields)
 
 

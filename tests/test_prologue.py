@@ -742,8 +742,9 @@ def test_a_successor_slurm_requeued_before_its_prologue_continues_and_says_it_he
         cluster.set_job(successor, reason=None, held=False)  # the person released it
     result = cluster.run_link(script, successor, predecessor=100, SLURM_RESTART_COUNT="1")
     assert result.returncode == 0, result.stderr
-    assert ("job %s died before its prologue recorded anything (its launch or its node failed); "
-            "Slurm requeued it (restart 1) and it continues the chain" % successor) in result.stderr
+    assert ("job %s died before its prologue recorded anything (%s on %s); Slurm requeued it "
+            "(restart 1) and it continues the chain" % (successor, earlier["state"],
+                                                        fake_slurm.NODE)) in result.stderr
     assert "resume | predecessor 100 TIMEOUT" in result.stderr
     assert read(run_dir, rc.CHAIN_FILE).split() == ["100", successor]
     assert read(run_dir, rc.WALLTIME_FILE) == "60\n"  # the link that timed out, counted once

@@ -758,7 +758,8 @@ def test_a_successor_whose_node_fails_while_slurm_launches_it_continues_by_itsel
     assert chain.live() == {}
     events = json.loads(chain.state_file(rc.EVENTS_FILE))["events"]
     assert [(event["event"], event["job"]) for event in events] == [("healed", successor)]
-    assert "job %s died before its prologue recorded anything" % successor in chain.log()
+    assert "job %s died before its prologue recorded anything (NODE_FAIL on %s)" % (
+        successor, node_alone) in chain.log()
 
 
 @pytest.mark.parametrize("outage", ["restarted during the window", "down for the whole window"])
