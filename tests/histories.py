@@ -353,9 +353,7 @@ class History(object):
             self.working = None
             return self.requeue(job_id, "REQUEUED")
         if end.startswith("exit"):
-            code = int(end.split()[1])
-            if code == rc.STOP_EXIT:
-                self.deliberate = "the work exited 76 (stop)"
+            code = int(end.split()[1])  # 76: the chain stops if the next link sees it (cause work)
             return self.end(job_id, "FAILED", elapsed, exit_code="%d:0" % code, work=True)
         return self.end(job_id, end, elapsed, work=True)
 
@@ -495,8 +493,8 @@ class History(object):
                     job_id, job.get("options"), job.get("script")))
         record = rc.StateStore(self.run_dir).read_record()
         finished = self.progress >= self.work_needed
-        why = self.deliberate or (record and record.cause in ("max_retries", "max_walltime",
-                                                              "work") and record.cause)
+        why = (record and record.cause in ("max_retries", "max_walltime", "work", "cancel") and
+               record.cause) or self.deliberate
         if not finished and not why:
             self.fail(3, "the work is unfinished (%d of %d s) and nothing stopped the chain on "
                          "purpose; last decision: %s" % (self.progress, self.work_needed,
@@ -504,8 +502,19 @@ class History(object):
         bound = 4 * self.work_needed // 3600 + 4 + 2 * sum(self.injected.values())
         if self.links_started > bound:
             self.fail(3, "%d links started, more than the bound %d" % (self.links_started, bound))
+        cluster = fake_slurm.load(self.path)  # accounting is back and catches up in the end
+        cluster.pop("sacct_down", None)
+        for job in cluster["jobs"].values():
+            job.pop("sacct_hidden_calls", None)
+        fake_slurm.save(self.path, cluster)
+        status = rc.chain_status(self.run_dir)
         self.log("end: %s; verdict: %s" % ("work finished" if finished else why,
-                                           rc.chain_status(self.run_dir)["verdict"]))
+                                           status["verdict"]))
+        expected = "finished" if finished else {"max_retries": "failed"}.get(why, "stopped")
+        if status["verdict_word"] != expected or status["jobs"] and rc.needs_attention(
+                status) and expected != "failed":
+            self.fail(3, "the chain ended (%s) but status says %s (attention: %s)" % (
+                "work finished" if finished else why, status["verdict"], status["attention"]))
 
 
 def run_histories(count, seed, root=None, verbose=False):
