@@ -1879,12 +1879,10 @@ def release_job(job_id, cluster=None):
 
 
 def stop_requeue(job_id):
-    """Start making a running link one that Slurm does not requeue (``Requeue=0``; users may
-    change it on their own jobs); return a function giving the error or None. Links are queued
-    with ``--requeue`` so that Slurm requeues one whose node fails or does not boot before its
-    prologue runs."""
-    wait = run_slurm(["scontrol", "update", "JobId=%s" % job_id, "Requeue=0"], background=True)
-    return lambda: error_of(wait())
+    """Make a running link one that Slurm does not requeue (``Requeue=0``; users may change it on
+    their own jobs); return the error or None. Links are queued with ``--requeue`` so that Slurm
+    requeues one whose node fails before its successor is queued (also while it launches)."""
+    return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "Requeue=0"])
 
 
 def lower_time_limit(job_id, minutes):
@@ -2178,20 +2176,16 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
     """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*): identify,
     lock, snapshot, handle the same job ID again, check, observe, plan, commit, finish."""
     job_id, predecessor_id = identify(environ)
-    # Both questions go to Slurm at once and are answered while the link reads its state.
-    requeue_off = stop_requeue(job_id)  # first: from now on the chain, not Slurm, continues it
-    asked, warnings = None, []
+    # The controller is asked about the predecessor first and answers while the link reads
+    # its state.
+    asked = predecessor_id and controller_job(
+        predecessor_id, timeout=first_lookup_timeout(lookup_window()), background=True)
     try:
-        asked = predecessor_id and controller_job(
-            predecessor_id, timeout=first_lookup_timeout(lookup_window()), background=True)
-        return _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked,
-                     warnings, now, budget_dir, notify)
-    finally:  # before any work
+        return _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, [],
+                     now, budget_dir, notify)
+    finally:
         if asked:
             asked()  # reaped even when the link did not need it
-        error = requeue_off()
-        warnings[:0] = ["WARNING: cannot turn off requeue for job %s (%s): if its node fails, "
-                        "Slurm may run it again" % (job_id, error)] if error else []
 
 
 def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, warnings, now,
@@ -2282,7 +2276,18 @@ def _finish_link(store, record, observation, next_link, warnings, successor=None
     record = record._replace(successor=successor, successor_error=error, time_limit=limit,
                              phase="queued")
     store.write_record(record)
+    if successor:
+        requeue_off(record.job, warnings)
     return Outcome(EXIT_WORK, record, observation, warnings)
+
+
+def requeue_off(job_id, warnings):
+    """Once its successor is queued, a link's node failure ends it and the successor continues;
+    until then (a failed sbatch), Slurm requeues the link instead and its rerun queues one."""
+    error = stop_requeue(job_id)
+    if error:
+        warnings.append("WARNING: cannot turn off requeue for job %s (%s): if its node fails, "
+                        "Slurm may run it again (the chain counts it once)" % (job_id, error))
 
 
 def _same_link_again(store, snapshot, next_link, environ, warnings):
@@ -2297,6 +2302,8 @@ def _same_link_again(store, snapshot, next_link, environ, warnings):
                               "counted again" % (record.job,
                                                  environ.get("SLURM_RESTART_COUNT", "0")))
     if record.action not in WORK_ACTIONS or (record.phase == "queued" and record.successor):
+        if record.action in WORK_ACTIONS:  # requeued (by a person, with Requeue=1): off again
+            requeue_off(record.job, warnings)
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
     successor, error = queued_successor(record.job)
     if error:
@@ -2394,6 +2401,7 @@ def _retry_once(store, job_id, tries):
         store.write_record(record)
         if not successor:
             return False, (None, None)
+        stop_requeue(job_id)  # if this fails, a node failure requeues the link: counted once
         return True, (journal_event(store, Event(
             "healed", job_id, record.link, "job %s queued its successor %s at try %d after "
             "sbatch failed" % (job_id, successor, tries + 1), int(time.time())), []),

@@ -55,6 +55,7 @@ FAULTS = {
     "step killed": 0.05,  # SIGKILL of the in-job step at a random checkpoint
     "duplicate start": 0.04,  # the same job's prologue runs twice
     "requeue of the running link": 0.03,  # a person or Slurm requeues the link while it works
+    "node failure before the retrier heals": 0.3,  # of a link whose successor's sbatch failed
     "status": 0.15,  # status from another node, at any time
     "cancel": 0.015,  # a person cancels the chain: a deliberate stop
     "resume": 0.05,  # a person runs resume (refused unless the chain ended)
@@ -324,6 +325,9 @@ class History(object):
             self.fail(1, "job %s works while job %s still works" % (job_id, self.working))
         self.working = job_id
         limit = int(self.jobs()[job_id].get("time_limit") or 60) * 60
+        if outcome.record.successor is None and self.fault(
+                "node failure before the retrier heals"):
+            return self.node_failure(job_id, self.rng.randint(1, 9))
         if outcome.record.successor is None:
             self.retrier(job_id, limit)
         if self.fault("status"):
@@ -336,6 +340,19 @@ class History(object):
             self.working = None
             return  # cancelled meanwhile
         self.finish_work(job_id, limit)
+
+    def node_failure(self, job_id, elapsed):
+        """The link's node fails: Slurm requeues a job whose Requeue flag is on (the same ID
+        runs again), else it ends NODE_FAIL."""
+        if self.jobs()[job_id].get("requeue") != "1":
+            return self.end(job_id, "NODE_FAIL", elapsed, work=True)
+        self.progress += elapsed
+        self.now += elapsed
+        self.update(job_id, elapsed=elapsed)
+        self.log("job %s: its node fails after %d s; Slurm requeues it (Requeue=1)" % (
+            job_id, elapsed))
+        self.working = None
+        return self.requeue(job_id, "NODE_FAIL")
 
     def finish_work(self, job_id, limit):
         """The link's work ends: done, or its time limit or a fault ends it first."""
@@ -352,6 +369,8 @@ class History(object):
             self.log("a person requeues job %s after %d s of work" % (job_id, elapsed))
             self.working = None
             return self.requeue(job_id, "REQUEUED")
+        if end == "NODE_FAIL":
+            return self.node_failure(job_id, elapsed)
         if end.startswith("exit"):
             code = int(end.split()[1])  # 76: the chain stops if the next link sees it (cause work)
             return self.end(job_id, "FAILED", elapsed, exit_code="%d:0" % code, work=True)

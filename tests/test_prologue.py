@@ -31,10 +31,11 @@ def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
     [call] = cluster.calls("sbatch")
     assert call["argv"] == ["--parsable", "--job-name=job.sh", "-p", "gpu", "--dependency=afternotok:100",
                             "--kill-on-invalid-dep=yes", "--requeue", script, "--lr", "3e-4"]
-    # Slurm requeues the successor if its node fails before its prologue; a running link is the
-    # chain's to continue: its first act turned its own requeue off
+    # Slurm requeues the successor if its node fails before its prologue; a running link is
+    # the chain's to continue once its successor is queued: then it turns its requeue off
     assert (cluster.job(100)["requeue"], cluster.job(1000)["requeue"]) == ("0", "1")
-    assert cluster.calls("scontrol")[0]["argv"] == ["update", "JobId=100", "Requeue=0"]
+    calls = [(call["command"], call["argv"][:1]) for call in cluster.calls()]
+    assert calls.index(("scontrol", ["update"])) > calls.index(("sbatch", ["--parsable"]))
     assert cluster.calls("sacct") == []
     assert "resumable-chain: job 100: start | predecessor none (first job)" in result.stderr
     assert "successor 1000" in result.stderr
@@ -80,8 +81,9 @@ def test_second_link(cluster, run_dir, situation, predecessor, before, expected)
     assert int(read(run_dir, rc.RETRIES_FILE)) == retries_after
     assert cluster.calls("sacct") == []  # the controller still knows a job that just ended
     calls = [call["argv"] for call in cluster.calls("scontrol")][first_links_calls:]
-    # Requeue=0 runs beside the predecessor's lookup; the prologue waits for both before work.
-    assert calls.count(["update", "JobId=%s" % successor, "Requeue=0"]) == 1
+    # A link that works turns its requeue off once its successor is queued; one that ends the
+    # chain leaves it (a node failure in its last milliseconds reruns the same decision).
+    assert calls.count(["update", "JobId=%s" % successor, "Requeue=0"]) == (1 if works else 0)
     assert calls.count(["show", "job", "-o", "100"]) == 1
     line = [l for l in result.stderr.splitlines() if l.startswith("resumable-chain: job %s" % successor)]
     # The controller answered: it shows the base state (sacct adds "by <uid>" for status).
@@ -112,12 +114,14 @@ def test_timeouts_accumulate_walltime_until_the_cap_stops_the_chain(cluster, run
 def test_time_limit_is_not_raised_or_touched_when_it_fits(cluster, run_dir):
     script = cluster.write_script(run_dir, max_walltime="10:00:00")
     assert cluster.run_link(script, 100).returncode == 0
-    assert [c["argv"][:2] for c in cluster.calls("scontrol")] == [["update", "JobId=100"],
-                                                                   ["show", "job"]]
+    assert [c["argv"] for c in cluster.calls("scontrol")] == [
+        ["show", "job", "-o", "100"], ["update", "JobId=100", "Requeue=0"]]  # no TimeLimit
     script = cluster.write_script(run_dir + "2", max_walltime="0:30:00")
     assert cluster.run_link(script, 200).returncode == 0
-    update = cluster.calls("scontrol")[-1]["argv"]
-    assert update == ["update", "JobId=200", "TimeLimit=30"]
+    updates = [c["argv"] for c in cluster.calls("scontrol") if c["argv"][:2] == [
+        "update", "JobId=200"]]
+    assert updates == [["update", "JobId=200", "TimeLimit=30"], [
+        "update", "JobId=200", "Requeue=0"]]
 
 
 def test_successor_sbatch_drops_stale_slurm_variables(cluster, run_dir):
@@ -776,3 +780,27 @@ def test_a_step_killed_by_a_signal_runs_once_more_and_the_link_goes_on(cluster, 
     assert read(run_dir, rc.CHAIN_FILE).split() == ["100", successor]
     assert read(run_dir, rc.WALLTIME_FILE) == "73\n" and read(run_dir, rc.RETRIES_FILE) == "0\n"
     assert json.loads(read(run_dir, rc.JOURNAL_FILE))["successor"] == queued
+
+
+def test_chaos_run_a_link_whose_node_fails_before_its_successor_is_queued_is_requeued(cluster,
+                                                                                    run_dir):
+    # Found by the chaos run on the real cluster (22.05): sbatch failed for a minute, the
+    # retrier had not succeeded yet, and the node failed: with requeue turned off first, the
+    # link ended NODE_FAIL with no successor and the chain was lost. Requeue stays on until
+    # the successor is queued, so Slurm requeues such a link and its rerun queues one.
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 60)
+    cluster.update(sbatch_error="Batch job submission failed: Socket timed out on send/recv "
+                                "operation")
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 0 and "could not queue a successor" in result.stderr
+    assert cluster.job(successor)["requeue"] == "1"  # a node failure now requeues it
+    cluster.update(sbatch_error=None)
+    cluster.set_job(successor, state="PENDING", runs=[{"state": "NODE_FAIL", "elapsed": 20}])
+    result = cluster.run_link(script, successor, predecessor=100, SLURM_RESTART_COUNT="1")
+    assert result.returncode == 0, result.stderr
+    [queued] = [job for job in cluster.pending() if job != successor]
+    assert cluster.job(queued)["dependency"] == "afternotok:%s" % successor
+    assert cluster.job(successor)["requeue"] == "0"
+    assert read(run_dir, rc.WALLTIME_FILE) == "60\n" and read(run_dir, rc.RETRIES_FILE) == "0\n"
+    assert cluster.work_done() == ["100", successor, successor]
