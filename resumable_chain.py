@@ -126,6 +126,7 @@ NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is k
 RETRY_ENV = "RESUMABLE_CHAIN_SBATCH_RETRY"  # "0": no background retry of a failed successor sbatch
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between the retrier's tries, then every 60 s
 RETRY_BLIND_ROUNDS = 60  # rounds the retrier waits for a controller it never heard from
+RETRY_LAST_TRY = 5  # seconds before the link's time is up: the retrier's last try
 EVENTS = ("finished", "stopped", "failed", "broken", "healed", "resumed")  # what notify hears
 EVENT_OF_ACTION = {"complete": "finished", "stop": "stopped", "fail": "failed"}  # a link's end
 
@@ -2367,7 +2368,10 @@ def retry_successor(run_dir, environ, sleep=time.sleep, clock=time.monotonic):
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
     deadline, silent, tries = None, 0, 0
     for rounds in itertools.count(1):
-        sleep(RETRY_DELAYS[min(rounds, len(RETRY_DELAYS)) - 1])
+        delay = RETRY_DELAYS[min(rounds, len(RETRY_DELAYS)) - 1]
+        if deadline is not None:  # a short link still gets a try just before its end
+            delay = max(2, min(delay, deadline - clock() - RETRY_LAST_TRY))
+        sleep(delay)
         answer = controller_job(job_id)
         if (answer.job is not None and base_state(answer.job.state) != "RUNNING") or \
                 "Invalid job id" in (answer.error or ""):

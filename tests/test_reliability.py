@@ -775,3 +775,30 @@ def test_random_histories(request, capsys):
                                 sum(faults.values()), ", ".join("%s %d" % item
                                                                 for item in sorted(faults.items()))))
     assert done == count and len(faults) >= 10  # most kinds of fault were injected
+
+
+def test_chaos_run_a_one_minute_link_gets_a_last_retry_before_its_end(tmp_path, monkeypatch):
+    # Found by the chaos run on the real cluster: sbatch failed for the first 50 s of a
+    # one-minute link; the tries at 10 and 30 s failed and the next (at 70 s) came after the
+    # link's end, so the chain was lost. The retrier now tries again just before the end.
+    run_dir, slurm = link_without_successor(tmp_path, monkeypatch, {}, sbatch_error="busy")
+    cluster = fake_slurm.load(slurm.path)
+    cluster["jobs"]["100"].update(time_limit=1, elapsed=0)  # a one-minute link, just started
+    fake_slurm.save(slurm.path, cluster)
+    now, tries_at = [0.0], []
+
+    def sleep(seconds):
+        now[0] += seconds
+        cluster = fake_slurm.load(slurm.path)
+        cluster["jobs"]["100"]["elapsed"] = int(now[0])
+        if now[0] >= 60:
+            cluster["jobs"]["100"]["state"] = "TIMEOUT"
+        if now[0] >= 50:
+            cluster["sbatch_error"] = None  # the controller takes submissions again
+        fake_slurm.save(slurm.path, cluster)
+        tries_at.append(now[0])
+
+    event, _ = rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep,
+                                  clock=lambda: now[0])
+    assert event is not None and event.event == "healed", tries_at
+    assert slurm.successors_of("100") == ["5000"] and max(tries_at) < 60
