@@ -2363,8 +2363,9 @@ def retry_successor(run_dir, environ, sleep=time.sleep, clock=time.monotonic):
     successor. A job an earlier sbatch created although it failed or timed out is found with
     squeue and recorded, never queued twice; when squeue cannot answer, no sbatch is tried.
     While the controller does not answer it waits, up to the link's time limit as last seen
-    (RETRY_BLIND_ROUNDS if never seen). Return the new "healed" Event journaled (or None) and
-    the notify command."""
+    (RETRY_BLIND_ROUNDS if never seen). When the controller shows the link ended, one last
+    try (``last_retry``). Return the new "healed" Event journaled (or None) and the notify
+    command."""
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
     deadline, silent, tries = None, 0, 0
     for rounds in itertools.count(1):
@@ -2373,9 +2374,11 @@ def retry_successor(run_dir, environ, sleep=time.sleep, clock=time.monotonic):
             delay = max(2, min(delay, deadline - clock() - RETRY_LAST_TRY))
         sleep(delay)
         answer = controller_job(job_id)
-        if (answer.job is not None and base_state(answer.job.state) != "RUNNING") or \
-                "Invalid job id" in (answer.error or ""):
-            return None, None  # the link ended: no polling beyond its life
+        if "Invalid job id" in (answer.error or "") or (
+                answer.job is not None and base_state(answer.job.state) == "PENDING"):
+            return None, None  # forgotten, or requeued (its rerun queues the successor)
+        if answer.job is not None and base_state(answer.job.state) != "RUNNING":
+            return last_retry(run_dir, environ)  # no polling beyond the link's life
         if answer.job is None:  # the controller is busy or down: later, within the link's life
             silent += 1
             if clock() > (deadline or 0) and (deadline is not None or
@@ -2388,6 +2391,16 @@ def retry_successor(run_dir, environ, sleep=time.sleep, clock=time.monotonic):
         done, result = _retry_once(store, job_id, tries)
         if done:
             return result
+
+
+def last_retry(run_dir, environ):
+    """The retrier's last try, as its link ends (SIGTERM, or the controller shows it ended): a
+    successor queued now waits for the link's end and continues the chain (if the link
+    COMPLETED, Slurm cancels it: kill-on-invalid-dep). Returns what retry_successor does."""
+    store = chain_store(run_dir)
+    record = store.read_record()
+    tries = (record.successor_retries or 0) + 1 if record else 1
+    return _retry_once(store, environ.get("SLURM_JOB_ID") or "", tries)[1]
 
 
 def _retry_once(store, job_id, tries):
@@ -3698,12 +3711,37 @@ def start_retrier(run_dir):
             "%d s at most; status shows it)" % RETRY_DELAYS[-1])
 
 
+class LinkEnding(Exception):
+    """SIGTERM reached the retrier: Slurm is ending its link (time limit, preemption, cancel)."""
+
+
 def retry_command(argv):
-    """``retry-successor DIR``: the retrier a link starts when its successor's sbatch failed."""
+    """``retry-successor DIR``: the retrier a link starts when its successor's sbatch failed.
+    SIGTERM (Slurm ends the link and signals its processes) ends its pauses with a last try."""
     if len(argv) != 1:
         raise ValueError("retry-successor: give DIR (a link starts this by itself)")
     run_dir = os.path.abspath(argv[0])
-    event, command = retry_successor(run_dir, os.environ)
+    sleeping, terms = [False], []
+
+    def on_term(signum, frame):
+        terms.append(signum)
+        if sleeping[0]:
+            raise LinkEnding()
+
+    def sleep(seconds):  # a SIGTERM during a Slurm command is honoured at the next pause
+        if terms:
+            raise LinkEnding()
+        sleeping[0] = True
+        try:
+            time.sleep(seconds)
+        finally:
+            sleeping[0] = False
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        event, command = retry_successor(run_dir, os.environ, sleep=sleep)
+    except LinkEnding:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        event, command = last_retry(run_dir, os.environ)
     if event and command:
         notify(command, event, run_dir)
     return 0

@@ -707,11 +707,15 @@ def test_a_failed_successor_sbatch_is_retried_while_the_link_runs(
 
 
 @pytest.mark.parametrize("situation", ["the link ended", "squeue cannot answer"])
-def test_the_retrier_never_outlives_its_link_nor_guesses(tmp_path, monkeypatch, situation):
+def test_the_retrier_makes_a_last_try_when_its_link_ends_and_never_guesses(tmp_path, monkeypatch,
+                                                                          situation):
+    # Its last try queues a successor that waits for the ended link (found by the chaos run:
+    # links preempted while sbatch failed lost their chain); none while squeue cannot say
+    # whether an earlier sbatch created one.
     run_dir, slurm = link_without_successor(tmp_path, monkeypatch, {})
     cluster = fake_slurm.load(slurm.path)
     if situation == "the link ended":
-        cluster["jobs"]["100"]["state"] = "TIMEOUT"
+        cluster["jobs"]["100"]["state"] = "PREEMPTED"
     else:
         cluster["squeue_down"] = True
     fake_slurm.save(slurm.path, cluster)
@@ -724,12 +728,16 @@ def test_the_retrier_never_outlives_its_link_nor_guesses(tmp_path, monkeypatch, 
             cluster["jobs"]["100"]["state"] = "TIMEOUT"
             fake_slurm.save(slurm.path, cluster)
 
-    assert rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep) == (None, None)
-    assert slurm.successors_of("100") == []  # no sbatch while it could not look for one
+    event, _ = rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep)
     record = rc.StateStore(run_dir).read_record()
-    assert record.successor is None
-    if situation == "squeue cannot answer":
-        assert record.successor_retries == 2 and "squeue" in record.successor_error
+    if situation == "the link ended":
+        assert len(rounds) == 1 and event.event == "healed"  # one look, one last try
+        assert slurm.successors_of("100") == [record.successor] == ["5000"]
+    else:
+        assert event is None and len(rounds) == 3  # two tries, then the last one: no more
+        assert slurm.successors_of("100") == []  # no sbatch while it could not look for one
+        assert record.successor is None and record.successor_retries == 3
+        assert "squeue" in record.successor_error
 
 
 def test_the_retrier_waits_out_a_controller_that_does_not_answer(tmp_path, monkeypatch):
@@ -802,3 +810,24 @@ def test_chaos_run_a_one_minute_link_gets_a_last_retry_before_its_end(tmp_path, 
                                   clock=lambda: now[0])
     assert event is not None and event.event == "healed", tries_at
     assert slurm.successors_of("100") == ["5000"] and max(tries_at) < 60
+
+
+def test_sigterm_ends_the_retriers_pause_with_a_last_try(cluster, run_dir):
+    # Slurm signals every process of a link it ends (time limit, preemption): the retrier's
+    # last try queues the successor, which waits for the link's end and continues the chain.
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 60)
+    cluster.update(sbatch_error="Batch job submission failed: Socket timed out on send/recv "
+                                "operation")
+    assert cluster.run_link(script, successor, predecessor=100).returncode == 0
+    cluster.update(sbatch_error=None)  # the controller takes submissions again
+    retrier = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(TRUE_SCRIPT), "..",
+                                                             "resumable_chain.py"),
+                                "retry-successor", run_dir], env=cluster.env(successor),
+                               stderr=subprocess.PIPE, universal_newlines=True)
+    time.sleep(1)  # in its first pause (10 s)
+    retrier.send_signal(signal.SIGTERM)
+    assert retrier.wait(timeout=30) == 0, retrier.stderr.read()
+    record = rc.StateStore(run_dir).read_record()
+    assert record.successor and cluster.job(record.successor)["dependency"] == \
+        "afternotok:%s" % successor
