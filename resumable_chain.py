@@ -2363,22 +2363,26 @@ def retry_successor(run_dir, environ, sleep=time.sleep, clock=time.monotonic):
     successor. A job an earlier sbatch created although it failed or timed out is found with
     squeue and recorded, never queued twice; when squeue cannot answer, no sbatch is tried.
     While the controller does not answer it waits, up to the link's time limit as last seen
-    (RETRY_BLIND_ROUNDS if never seen). When the controller shows the link ended, one last
-    try (``last_retry``). Return the new "healed" Event journaled (or None) and the notify
+    (RETRY_BLIND_ROUNDS if never seen). A link Slurm requeued (pending again) is still alive:
+    its rerun may never reach its prologue (a launch that hangs past its time limit), so the
+    tries go on. When the controller shows the link ended, one last try (``last_retry``). Return the new "healed" Event journaled (or None) and the notify
     command."""
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
-    deadline, silent, tries = None, 0, 0
+    deadline, silent, pending, tries = None, 0, 0, 0
     for rounds in itertools.count(1):
         delay = RETRY_DELAYS[min(rounds, len(RETRY_DELAYS)) - 1]
         if deadline is not None:  # a short link still gets a try just before its end
             delay = max(2, min(delay, deadline - clock() - RETRY_LAST_TRY))
         sleep(delay)
         answer = controller_job(job_id)
-        if "Invalid job id" in (answer.error or "") or (
-                answer.job is not None and base_state(answer.job.state) == "PENDING"):
-            return None, None  # forgotten, or requeued (its rerun queues the successor)
-        if answer.job is not None and base_state(answer.job.state) != "RUNNING":
+        if "Invalid job id" in (answer.error or ""):
+            return None, None  # forgotten: a dependency on it would be refused
+        state = answer.job and base_state(answer.job.state)
+        if state not in (None, "RUNNING", "PENDING"):  # PENDING: requeued, its rerun may hang
             return last_retry(run_dir, environ)  # no polling beyond the link's life
+        pending = pending + 1 if state == "PENDING" else 0
+        if pending > RETRY_BLIND_ROUNDS:
+            return None, None  # held or starved this long: its rerun's prologue queues one
         if answer.job is None:  # the controller is busy or down: later, within the link's life
             silent += 1
             if clock() > (deadline or 0) and (deadline is not None or

@@ -677,6 +677,11 @@ def link_without_successor(tmp_path, monkeypatch, cluster_jobs, sbatch_error=Non
 
 @pytest.mark.parametrize("situation,fails,existing,successor,tries", [
     ("sbatch works at the first retry", 0, {}, "5000", 1),
+    # found by the chaos run: requeued after a node failure, the link's rerun hung in the node
+    # Prolog past its time limit and never queued one; the retrier keeps trying meanwhile
+    ("the link was requeued and waits to run again", 0, {"100": {
+        "state": "PENDING", "elapsed": 0, "runs": [{"state": "NODE_FAIL", "elapsed": 30}]}},
+     "5000", 1),
     ("sbatch fails twice more, then works", 2, {}, "5000", 3),
     ("the failed sbatch had created the job after all", 0,
      {"4999": {"state": "PENDING", "elapsed": 0, "dependency": "afternotok:100"}}, "4999", 1),
