@@ -2365,8 +2365,8 @@ def retry_successor(run_dir, environ, sleep=time.sleep, clock=time.monotonic):
     While the controller does not answer it waits, up to the link's time limit as last seen
     (RETRY_BLIND_ROUNDS if never seen). A link Slurm requeued (pending again) is still alive:
     its rerun may never reach its prologue (a launch that hangs past its time limit), so the
-    tries go on. When the controller shows the link ended, one last try (``last_retry``). Return the new "healed" Event journaled (or None) and the notify
-    command."""
+    tries go on. When the controller shows the link ended, one last try (``last_retry``).
+    Return the new "healed" Event journaled (or None) and the notify command."""
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
     deadline, silent, pending, tries = None, 0, 0, 0
     for rounds in itertools.count(1):
@@ -2407,6 +2407,14 @@ def last_retry(run_dir, environ):
     return _retry_once(store, environ.get("SLURM_JOB_ID") or "", tries)[1]
 
 
+def runnable_script(store, script):
+    """The job script to queue: Slurm deletes its spool copy (a link's ``$0``) once the link
+    ended or was requeued; the chain's first job saved a copy in the run directory."""
+    if os.path.isfile(script) or not os.path.isfile(store.path(SCRIPT_COPY)):
+        return script
+    return store.path(SCRIPT_COPY)
+
+
 def _retry_once(store, job_id, tries):
     """One try of the retrier under the lock: return (whether it is over, (event, command))."""
     with store.locked():
@@ -2416,7 +2424,9 @@ def _retry_once(store, job_id, tries):
             return True, (None, None)  # nothing left to do here
         successor, error = queued_successor(job_id)
         if successor is None and error is None:
-            successor, error = queue_successor(job_id, NextLink(**record.next), [])
+            next_link = NextLink(**record.next)
+            successor, error = queue_successor(job_id, next_link._replace(
+                script=runnable_script(store, next_link.script)), [])
         record = record._replace(successor=successor, successor_error=error,
                                  successor_retries=tries)
         store.write_record(record)
@@ -3315,11 +3325,10 @@ def _recorded_next_link(store, previous):
                          "resumable_chain 0.2); use submit to start a new chain")
     spec = NextLink(spec["script"], list(spec.get("sbatch_args") or ()),
                     list(spec.get("script_args") or ()), spec.get("job_name"), spec.get("workdir"))
-    if not os.path.isfile(spec.script):  # Slurm's spool copy is gone: the first job saved one
-        if not os.path.isfile(store.path(SCRIPT_COPY)):
-            raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
-                             "cannot resume" % (spec.script, store.path(SCRIPT_COPY)))
-        spec = spec._replace(script=store.path(SCRIPT_COPY))
+    spec = spec._replace(script=runnable_script(store, spec.script))
+    if not os.path.isfile(spec.script):
+        raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
+                         "cannot resume" % (spec.script, store.path(SCRIPT_COPY)))
     if spec.workdir and not os.path.isdir(spec.workdir):
         spec = spec._replace(workdir=None)
     return spec

@@ -80,9 +80,13 @@ def seconds_to_clock(seconds):
 def sbatch(argv, cluster, now):
     if cluster.get("sbatch_error"):
         return 1, "", "sbatch: error: %s\n" % cluster["sbatch_error"]
+    script_index = next((i for i, a in enumerate(argv) if not a.startswith("-")
+                         and os.path.isfile(a)), None)
+    if script_index is None:  # as sbatch says when the script is gone
+        return 1, "", "sbatch: error: Unable to open file %s\n" % next(
+            (a for a in argv if "/" in a and not a.startswith("-")), argv[-1])
     job_id = str(cluster["next_id"])
     cluster["next_id"] += 1
-    script_index = next(i for i, a in enumerate(argv) if not a.startswith("-") and os.path.isfile(a))
     cluster["jobs"][job_id] = {
         "state": "PENDING", "elapsed": 0, "start": "Unknown", "end": "Unknown",
         "dependency": option(argv, "-d", "--dependency") or "",

@@ -655,16 +655,18 @@ def test_a_disk_that_fills_between_links_changes_nothing_and_resume_continues(
 # --------------------------------------------------------------------------- a failed successor sbatch
 
 
-def link_without_successor(tmp_path, monkeypatch, cluster_jobs, sbatch_error=None):
+def link_without_successor(tmp_path, monkeypatch, cluster_jobs, sbatch_error=None,
+                           script=TRUE_SCRIPT):
     """Job 100 runs its work; its successor's sbatch failed. Returns (run_dir, fake Slurm)."""
     run_dir = str(tmp_path / "run")
     os.makedirs(run_dir)
     store = rc.StateStore(run_dir)
     store.write_text(rc.CHAIN_FILE, "100\n")
+    store.write_text(rc.SCRIPT_COPY, "#!/bin/bash\ntrue\n")  # the first job's copy
     store.write_record(rc.Record(
         job="100", action="start", walltime=0, retries=0, max_retries=3, link=1,
         successor=None, successor_error="sbatch: error: Socket timed out on send/recv operation",
-        next=rc.NextLink(TRUE_SCRIPT, ["-p", "gpu"], ["--lr", "3"], "train")._asdict(),
+        next=rc.NextLink(script, ["-p", "gpu"], ["--lr", "3"], "train")._asdict(),
         phase="queued"))
     path = str(tmp_path / "cluster.json")
     jobs = {"100": {"state": "RUNNING", "elapsed": 30, "start": "2026-11-30T00:00:00"}}
@@ -717,7 +719,9 @@ def test_the_retrier_makes_a_last_try_when_its_link_ends_and_never_guesses(tmp_p
     # Its last try queues a successor that waits for the ended link (found by the chaos run:
     # links preempted while sbatch failed lost their chain); none while squeue cannot say
     # whether an earlier sbatch created one.
-    run_dir, slurm = link_without_successor(tmp_path, monkeypatch, {})
+    # Slurm deleted the ended link's spool script ($0): the first job's copy is queued instead
+    run_dir, slurm = link_without_successor(tmp_path, monkeypatch, {},
+                                            script="/var/spool/slurmd/job00100/slurm_script")
     cluster = fake_slurm.load(slurm.path)
     if situation == "the link ended":
         cluster["jobs"]["100"]["state"] = "PREEMPTED"
@@ -738,6 +742,7 @@ def test_the_retrier_makes_a_last_try_when_its_link_ends_and_never_guesses(tmp_p
     if situation == "the link ended":
         assert len(rounds) == 1 and event.event == "healed"  # one look, one last try
         assert slurm.successors_of("100") == [record.successor] == ["5000"]
+        assert slurm.jobs()["5000"]["script"] == os.path.join(run_dir, rc.SCRIPT_COPY)
     else:
         assert event is None and len(rounds) == 3  # two tries, then the last one: no more
         assert slurm.successors_of("100") == []  # no sbatch while it could not look for one
