@@ -2375,9 +2375,9 @@ def retry_successor(run_dir, environ, sleep=time.sleep, clock=time.monotonic):
             delay = max(2, min(delay, deadline - clock() - RETRY_LAST_TRY))
         sleep(delay)
         answer = controller_job(job_id)
-        if "Invalid job id" in (answer.error or ""):
-            return None, None  # forgotten: a dependency on it would be refused
         state = answer.job and base_state(answer.job.state)
+        if "Invalid job id" in (answer.error or "") or state == "COMPLETED":
+            return None, None  # forgotten (a dependency on it is refused), or the work is done
         if state not in (None, "RUNNING", "PENDING"):  # PENDING: requeued, its rerun may hang
             return last_retry(run_dir, environ)  # no polling beyond the link's life
         pending = pending + 1 if state == "PENDING" else 0

@@ -713,7 +713,8 @@ def test_a_failed_successor_sbatch_is_retried_while_the_link_runs(
         assert "--job-name=train" in options and "-p" in options and "--requeue" in options
 
 
-@pytest.mark.parametrize("situation", ["the link ended", "squeue cannot answer"])
+@pytest.mark.parametrize("situation", ["the link ended", "squeue cannot answer",
+                                       "the link completed its work"])
 def test_the_retrier_makes_a_last_try_when_its_link_ends_and_never_guesses(tmp_path, monkeypatch,
                                                                           situation):
     # Its last try queues a successor that waits for the ended link (found by the chaos run:
@@ -725,6 +726,8 @@ def test_the_retrier_makes_a_last_try_when_its_link_ends_and_never_guesses(tmp_p
     cluster = fake_slurm.load(slurm.path)
     if situation == "the link ended":
         cluster["jobs"]["100"]["state"] = "PREEMPTED"
+    elif situation == "the link completed its work":
+        cluster["jobs"]["100"]["state"] = "COMPLETED"
     else:
         cluster["squeue_down"] = True
     fake_slurm.save(slurm.path, cluster)
@@ -739,7 +742,9 @@ def test_the_retrier_makes_a_last_try_when_its_link_ends_and_never_guesses(tmp_p
 
     event, _ = rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep)
     record = rc.StateStore(run_dir).read_record()
-    if situation == "the link ended":
+    if situation == "the link completed its work":  # nothing to continue: no last try
+        assert (event, len(rounds), slurm.successors_of("100")) == (None, 1, [])
+    elif situation == "the link ended":
         assert len(rounds) == 1 and event.event == "healed"  # one look, one last try
         assert slurm.successors_of("100") == [record.successor] == ["5000"]
         assert slurm.jobs()["5000"]["script"] == os.path.join(run_dir, rc.SCRIPT_COPY)
