@@ -15,6 +15,13 @@ import pytest
 import resumable_chain as rc
 from resumable_chain import NOT_VISIBLE, decide
 
+
+@pytest.fixture(autouse=True)
+def in_a_scratch_directory(tmp_path, monkeypatch):
+    """Relative run directories ("runs/a": render creates them) land in a scratch directory,
+    not in the checkout."""
+    monkeypatch.chdir(tmp_path)
+
 # --------------------------------------------------------------------------- decide()
 
 DECISIONS = [
