@@ -377,22 +377,21 @@ class History(object):
         return self.end(job_id, end, elapsed, work=True)
 
     def retrier(self, job_id, limit):
-        """The background retrier of a link whose successor's sbatch failed, within its life."""
-        started = self.now
+        """The background retrier of a link whose successor's sbatch failed, within its life
+        (its pauses on a clock of its own: the link's work runs meanwhile)."""
         clock = [0.0]
 
         def sleep(seconds):
             clock[0] += seconds
 
-        event, _ = rc.retry_successor(self.run_dir, {"SLURM_JOB_ID": job_id}, sleep=sleep,
-                                      clock=lambda: clock[0])
+        rc.retry_successor(self.run_dir, {"SLURM_JOB_ID": job_id}, sleep=sleep,
+                           clock=lambda: clock[0])
         record = rc.StateStore(self.run_dir).read_record()
         self.log("  retrier of job %s: %s after %d s" % (
             job_id, "successor %s" % record.successor if record.successor else "no successor",
             clock[0]))
         if clock[0] > limit:
             self.deliberate = "sbatch failed for longer than the link lived"
-        self.now = started
 
     def end(self, job_id, state, elapsed, exit_code="0:0", work=False):
         if work:
