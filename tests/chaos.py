@@ -2,7 +2,8 @@
 random times from MENU, then the invariants of tests/histories.py checked from sacct, the
 state files and each chain's own work log.
 
-    python3 tests/chaos.py --chains 30 --faults 100 --seed 1    # the long run (about 30 min)
+    python3 tests/chaos.py --chains 30 --faults 100 --work 1500 --minutes 3 --gap 2 6
+                                                                # the long run (about an hour)
     python3 tests/chaos.py --chains 3 --faults 6 --seed 1       # CI's short run (a few minutes)
 
 Needs the local cluster (``ci/local-slurm.sh up``) and root (it fails the node, restarts the
@@ -53,8 +54,9 @@ def run(argv, check=True):
 
 
 class Chaos(object):
-    def __init__(self, root, chains, seed, work=WORK_SECONDS):
+    def __init__(self, root, chains, seed, work=WORK_SECONDS, minutes=1):
         self.rng, self.root, self.seed, self.work = random.Random(seed), root, seed, work
+        self.minutes = minutes
         self.tag = "chaos%x" % (int(time.time()) % 0xFFFFF)
         self.node = run(["hostname", "-s"]).stdout.strip()
         self.hold = "/tmp/local-slurm-prolog-hold.%s" % rc.current_cluster()
@@ -77,8 +79,8 @@ class Chaos(object):
         script = os.path.join(directory, "job.sh")
         with open(script, "w") as handle:
             handle.write("#!/bin/bash\n#SBATCH --job-name=%s\n#SBATCH --output=%s/slurm-%%j.out\n"
-                         "#SBATCH --time=1\n#SBATCH -c 1\nexport PATH=%s:$PATH\n" % (
-                             name, directory, shlex.quote(wrappers)))
+                         "#SBATCH --time=%d\n#SBATCH -c 1\nexport PATH=%s:$PATH\n" % (
+                             name, directory, self.minutes, shlex.quote(wrappers)))
             handle.write(rc.render_prologue(os.path.join(directory, "run"), max_retries=3,
                                             python=sys.executable))
             handle.write(WORK.format(dir=shlex.quote(directory), seconds=self.work))
@@ -205,7 +207,7 @@ class Chaos(object):
                 break
             time.sleep(self.rng.uniform(*gap))
             self.inject(self.rng.choice(MENU))
-        self.wait(lambda: not self.live(), 20 * 60)
+        self.wait(lambda: not self.live(), 20 * 60 * self.minutes)
         time.sleep(10)  # accounting settles
         return self.check()
 
@@ -255,7 +257,7 @@ class Chaos(object):
                 not (record and record.cause == "max_retries"):
             problems.append((3, "work %d of %d s and nothing stopped it on purpose: %s" % (
                 progress, self.work, ended)))
-        if len(runs) > 4 + self.work // 30 + 2 * len(self.faults):
+        if len(runs) > 4 + self.work // (30 * self.minutes) + 2 * len(self.faults):
             problems.append((3, "%d jobs for %d s of work" % (len(runs), self.work)))
         live = [job for job, (name, _) in self.live().items() if name == chain["name"]]
         if live:
@@ -315,24 +317,27 @@ def main(argv=None):
     parser.add_argument("--faults", type=int, default=6)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=int, default=WORK_SECONDS,
-                        help="seconds of work per chain (links are one minute)")
+                        help="seconds of work per chain")
+    parser.add_argument("--minutes", type=int, default=1,
+                        help="each link's time limit; an sbatch outage (60 s) that covers a "
+                             "link's whole life loses its chain, so the long run uses 3")
     parser.add_argument("--gap", type=float, nargs=2, default=(5, 25), metavar=("MIN", "MAX"),
                         help="seconds between two faults (uniform)")
     parser.add_argument("--root", help="where the chains' directories go (default: a temp dir)")
     options = parser.parse_args(argv)
     root = tempfile.mkdtemp(prefix="rc-chaos-", dir=options.root)
     started = time.time()
-    chaos = Chaos(root, options.chains, options.seed, options.work)
+    chaos = Chaos(root, options.chains, options.seed, options.work, options.minutes)
     violations = chaos.go(options.faults, options.gap)
     kinds = {}
     for kind, hit in chaos.faults:
         kinds.setdefault(kind, [0, 0])
         kinds[kind][0] += 1
         kinds[kind][1] += bool(hit)
-    print("\nchaos run (seed %d): %d chains, %d faults injected in %.0f s; %d chains stopped on "
-          "purpose; %d violations" % (options.seed, options.chains, len(chaos.faults),
-                                      time.time() - started, len(chaos.deliberate),
-                                      len(violations)))
+    print("\nchaos run (seed %d): %d chains of %d-minute links, %d faults injected in %.0f s; "
+          "%d chains stopped on purpose; %d violations" % (
+              options.seed, options.chains, options.minutes, len(chaos.faults),
+              time.time() - started, len(chaos.deliberate), len(violations)))
     for kind in MENU:
         injected, hit = kinds.get(kind, (0, 0))
         print("  %-40s injected %3d, hit a job %3d" % (kind, injected, hit))
