@@ -13,7 +13,8 @@ collected. Each job's prologue looks up its predecessor's final state,
 decides (start, resume, complete, stop, fail), keeps the chain's state in
 dot-files of the run directory, and queues its own successor with
 ``sbatch --dependency=afternotok:<this job> --kill-on-invalid-dep=yes``
-before any work starts.
+before any work starts, and the successor's guard: a one-CPU job that runs
+only if the successor dies before its prologue, and continues the chain.
 
 Use it three ways:
 
@@ -40,7 +41,7 @@ import subprocess
 import sys
 import time
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 __all__ = [
     "NOT_VISIBLE",
     "STOP_CAUSES",
@@ -127,6 +128,10 @@ RETRY_ENV = "RESUMABLE_CHAIN_SBATCH_RETRY"  # "0": no background retry of a fail
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between the retrier's tries, then every 60 s
 RETRY_BLIND_ROUNDS = 60  # rounds the retrier waits for a controller it never heard from
 RETRY_LAST_TRY = 5  # seconds before the link's time is up: the retrier's last try
+GUARD_MINUTES = 5  # a guard's time limit: it reads the journal and queues at most two jobs
+GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
+GUARD_SUFFIX = "-guard"  # a guard's job name: its link's name and this
+GUARD_LOG = ".resumable_chain.guard.log"  # what the guards did, a line each, for a person
 EVENTS = ("finished", "stopped", "failed", "broken", "healed", "resumed")  # what notify hears
 EVENT_OF_ACTION = {"complete": "finished", "stop": "stopped", "fail": "failed"}  # a link's end
 
@@ -197,6 +202,23 @@ STOP_CAUSES = {
 CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_walltime",
                     RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work"}
 
+# Loads the module from its file by path, isolated from the job's Python environment (-I: no
+# PYTHON* variables, user site or current directory; -S: no site-packages or .pth files). Loading
+# by path keeps the module's directory off sys.path (a vendoring driver's json.py next to it must
+# not shadow the standard library) and still caches bytecode; when the module's directory is
+# read-only, its bytecode (only its own: the modules it imports are loaded first) goes to
+# ~/.cache/resumable_chain (Python 3.8+).
+BOOTSTRAP = ('import collections, errno, fcntl, itertools, json, os, signal, stat, subprocess, '
+             'sys, time; '
+             'p = sys.argv.pop(1); '
+             'c = os.path.join(os.path.dirname(p), "__pycache__"); '
+             'w = os.access(c if os.path.isdir(c) else os.path.dirname(c), os.W_OK); '
+             'from importlib.machinery import SourceFileLoader; m = type(sys)("resumable_chain"); '
+             'm.__file__ = p; sys.modules[m.__name__] = m; '
+             'sys.pycache_prefix = None if w else os.path.expanduser("~/.cache/resumable_chain"); '
+             'SourceFileLoader(m.__name__, p).exec_module(m); sys.pycache_prefix = None; '
+             'sys.exit(m.main(sys.argv[1:]))')
+
 # Why squeue says a pending job is held by Slurm or an admin (a person must release it).
 HELD_BY_SLURM = {
     "JobHeldAdmin": "an admin held it, or Slurm did after its node Prolog failed",
@@ -251,7 +273,7 @@ SBATCH_SHORT_NAMES = dict(pair.split("=") for pair in (
 SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
 DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes, 48:00:00, "
                   "2-00), or seconds as 5400s")
-SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End,ExitCode"  # what sacct is asked (-P -n)
+SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End,ExitCode,NodeList"  # sacct -P -n -o
 SQUEUE_FORMAT = "%i|%T|%M|%S|%l|%E|%r"  # JobID|State|elapsed|start|limit|dependency|reason
 UNKNOWN_TIMES = ("", "Unknown", "None", "N/A", "(null)")  # Slurm's ways to say "no time"
 
@@ -264,7 +286,7 @@ Decision = collections.namedtuple("Decision", "action retries reason")
 Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, and why."
 
 Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
-                                    "predecessor submit reason exit_code")
+                                    "predecessor submit reason exit_code nodes")
 Job.__doc__ = """One job as Slurm shows it, whichever command answered.
 
 job_id, state (as printed, e.g. "CANCELLED by 0"), elapsed seconds, start and
@@ -272,9 +294,10 @@ end (Slurm's timestamps or None), time_limit seconds (None: unlimited or
 unknown), restarts (None: not reported), predecessor (the afternotok job
 squeue shows, or None), submit (sacct's submit time, or None), reason (why
 squeue says a pending job waits, e.g. JobHeldUser, Dependency; or None),
-exit_code (Slurm's ExitCode as printed, "status:signal" such as "75:0", or None).
+exit_code (Slurm's ExitCode as printed, "status:signal" such as "75:0", or None),
+nodes (the node list it was allocated, None if it never got one or it is not known).
 """
-Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None)
+Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
 RECORD_FIELDS = collections.OrderedDict((
     ("job", "this record's job ID"),
@@ -299,6 +322,13 @@ RECORD_FIELDS = collections.OrderedDict((
     ("successor", "the job queued to continue, or None"),
     ("successor_error", "sbatch's error when the successor could not be queued, or None"),
     ("successor_retries", "how often the link's retrier tried sbatch again (None: it did not)"),
+    ("guard", "the successor's guard: a small job that runs when the successor ends (afterany) "
+              "and continues the chain if it ended before its prologue did; or None"),
+    ("guard_error", "sbatch's error when the guard could not be queued, or None"),
+    ("guarded_by", "the guard that continues the chain if this link ends before its successor "
+                   "is queued (cancelled once it is), or None"),
+    ("dead_successors", "successors of this link that died before their prologue, each replaced "
+                        "by its guard (None: none)"),
     ("time_limit", "seconds this link lowered its own time limit to, or None"),
     ("budget_dir", "the shared walltime budget the chain draws on, or None"),
     ("notify", "the command run with /bin/sh -c for each chain event, or None"),
@@ -548,6 +578,11 @@ def parse_sbatch_output(text):
     return parse_sbatch_reply(text)[0]
 
 
+def known_nodes(text):
+    """A node list as Slurm prints it, or None for a job that was never given one."""
+    return None if (text or "").strip() in UNKNOWN_TIMES + ("None assigned",) else text.strip()
+
+
 def parse_sacct(text):
     """Return {job ID: [Job, ...]} from ``sacct -P -n -o SACCT_FIELDS`` output.
 
@@ -566,7 +601,8 @@ def parse_sacct(text):
         records.setdefault(job_id, []).append(Job(
             job_id, state, int(elapsed) if is_digits(elapsed, 12) else 0,
             start=_known_time(field.get("Start")), end=_known_time(field.get("End")),
-            submit=_known_time(field.get("Submit")), exit_code=field.get("ExitCode") or None))
+            submit=_known_time(field.get("Submit")), exit_code=field.get("ExitCode") or None,
+            nodes=known_nodes(field.get("NodeList"))))
     return records
 
 
@@ -608,7 +644,7 @@ def parse_scontrol(text):
     time limit is None.
     """
     wanted = ("JobId", "JobState", "RunTime", "TimeLimit", "Restarts", "StartTime", "EndTime",
-              "ExitCode")
+              "ExitCode", "NodeList")
     fields = {}
     for word in (text or "").split():
         name, _, value = word.partition("=")
@@ -624,7 +660,7 @@ def parse_scontrol(text):
                start=start, end=_known_time(fields.get("EndTime")),
                time_limit=parse_duration(fields.get("TimeLimit")),
                restarts=int(restarts) if is_digits(restarts, 9) else None,
-               exit_code=fields.get("ExitCode"))
+               exit_code=fields.get("ExitCode"), nodes=known_nodes(fields.get("NodeList")))
 
 
 def parse_squeue(text):
@@ -645,12 +681,28 @@ def parse_squeue(text):
     return jobs
 
 
-def parse_earlier_runs(text):
-    """[(state, node list)] of every run of a job but the newest, from ``sacct -j ID -D -X -P -n
-    -o JobIDRaw,State,NodeList`` (oldest first): how a requeued job's earlier runs ended."""
+def parse_runs(text):
+    """[(state, node list or None)] of every run of a job, oldest first, from ``sacct -j ID -D
+    -X -P -n -o JobIDRaw,State,NodeList``."""
     runs = [line.strip().split("|") for line in (text or "").splitlines()]
-    runs = [fields for fields in runs if len(fields) == 3 and is_job_id(fields[0]) and fields[1]]
-    return [(state, nodes) for _, state, nodes in runs[:-1]]
+    return [(state, known_nodes(nodes)) for job_id, state, nodes in
+            (fields for fields in runs if len(fields) == 3) if is_job_id(job_id) and state]
+
+
+def parse_earlier_runs(text):
+    """How a requeued job's earlier runs ended: ``parse_runs`` without the newest."""
+    return parse_runs(text)[:-1]
+
+
+def parse_guard(text, job_id):
+    """The first job in ``squeue -h -o %i|%E`` output that waits on ``afterany:<job_id>``
+    (the guard of job_id), or None."""
+    for line in (text or "").splitlines():
+        fields = line.strip().split("|")
+        if len(fields) == 2 and is_job_id(fields[0]) and \
+                fields[1].split("(")[0] == "afterany:%s" % job_id:
+            return fields[0]
+    return None
 
 
 def parse_held_by_script(text, script):
@@ -1827,11 +1879,21 @@ def pending_dependents(cluster=None):
     return dependents
 
 
-def earlier_runs(job_id):
-    """How a requeued job's earlier runs ended, by accounting ([(state, nodes)]; [] if unknown)."""
+def job_runs(job_id):
+    """How a job's runs ended, by accounting ([(state, nodes)], oldest first; [] if unknown)."""
     result = run_slurm(["sacct", "-j", job_id, "-D", "-X", "-P", "-n", "-o",
                         "JobIDRaw,State,NodeList"])
-    return parse_earlier_runs(result.stdout) if result.returncode == 0 else []
+    return parse_runs(result.stdout) if result.returncode == 0 else []
+
+
+def ended_job(job_id):
+    """How a job ended, with its nodes: the controller's Job, else accounting's newest run
+    (state and nodes only); None when neither can say."""
+    answer = controller_job(job_id)
+    if answer.job is not None:
+        return answer.job
+    runs = job_runs(job_id)
+    return Job(job_id, runs[-1][0], nodes=runs[-1][1]) if runs else None
 
 
 def sbatch(options, script, script_args, cwd=None, cluster=None):
@@ -1872,6 +1934,43 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None):
                              "(%s): scancel it" % (error, " ".join(created), failed))
         raise StateError("%s%s" % (error, "; the held job %s it created anyway was cancelled"
                                    % " ".join(created) if created else ""))
+
+
+def sbatch_guard(job_id, command, name, run_dir, environ):
+    """Start queueing the guard of ``job_id`` (see RECORD_FIELDS ``guard``): one CPU, a little
+    memory, a few minutes, in the partition and account of the job that queues it, running
+    ``command`` when ``job_id`` ends; no SBATCH_* defaults (a user's SBATCH_GRES must not give
+    it GPUs). Returns a function that waits for (its ID, None) or (None, sbatch's error)."""
+    options = ["--parsable", "--job-name=" + name, "--dependency=afterany:" + job_id,
+               "--no-requeue", "--time=%d" % GUARD_MINUTES, "--ntasks=1", "--cpus-per-task=1",
+               "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir, "--open-mode=append",
+               "--output=" + os.path.join(run_dir, GUARD_LOG)]
+    options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
+        ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
+        if environ.get(variable)]
+    wait = run_slurm(["sbatch"] + options + ["--wrap", command], background=True)
+
+    def queued():
+        result = wait()
+        job, _ = parse_sbatch_reply(result.stdout) if result.returncode == 0 else (None, None)
+        if job is None:
+            return None, (last_line(result.stderr) if result.returncode != 0
+                          else "unexpected sbatch output %r" % first_line(result.stdout))
+        return job, None
+    return queued
+
+
+def queued_guard(job_id):
+    """The pending guard of job_id that a killed run or a timed-out sbatch queued, or None
+    (also when squeue cannot answer)."""
+    result = run_slurm(["squeue", "-h", "-u", uid_name(os.getuid()), "-t", "PENDING", "-o",
+                        "%i|%E"])
+    return parse_guard(result.stdout, job_id) if result.returncode == 0 else None
+
+
+def allow_requeue(job_id):
+    """Let Slurm requeue a job whose launch fails (``Requeue=1``); return the error or None."""
+    return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "Requeue=1"])
 
 
 def release_job(job_id, cluster=None):
@@ -2059,15 +2158,54 @@ def successor_options(next_link, *extra):
 
 
 def queue_successor(job_id, next_link, warnings):
-    """Queue this job's successor; return (its ID, None), or (None, sbatch's error) warned."""
+    """Queue this job's successor; return (its ID, None), or (None, sbatch's error) warned.
+    Slurm must not requeue it (a node Prolog failure would hold it): its guard continues the
+    chain if it dies before its prologue."""
     options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
-                                "--kill-on-invalid-dep=yes", "--requeue")
+                                "--kill-on-invalid-dep=yes", "--no-requeue")
     try:
         return sbatch(options, next_link.script, next_link.script_args)[0], None
     except StateError as error:
         warnings.append("WARNING: could not queue a successor of job %s (%s): until one is "
                         "queued, nothing continues the chain if this job ends." % (job_id, error))
         return None, str(error)
+
+
+def module_path():
+    return os.path.realpath(__file__)
+
+
+def step_command(*words):
+    """The command line that runs this module's ``words`` in a job, the way the prologue does."""
+    return [sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
+
+
+def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
+    """A link whose successor is queued: queue the successor's guard and cancel its own
+    (``record.guarded_by``, unless ``cancel`` is False: the guard itself calls this), at once;
+    return the record with ``guard`` and ``guard_error``. ``again``: a rerun, whose killed run
+    may have queued the guard already. A guard a failed sbatch created anyway is found, never
+    queued twice. Without a guard (the site refused it), Slurm requeues the successor if its
+    launch fails, as before guards."""
+    name = (record.next or {}).get("job_name") or "resumable-chain"
+    guard = again and queued_guard(record.successor)
+    queued = (lambda: (guard, None)) if guard else sbatch_guard(
+        record.successor, " ".join(shell_quote(word) for word in step_command(
+            "guard", run_dir, record.successor, *sorted(
+                "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_")))),
+        name + GUARD_SUFFIX, run_dir, environ)
+    if cancel and record.guarded_by:
+        scancel([record.guarded_by])  # it may have ended already: nothing to say then
+    guard, error = queued()
+    if error:
+        guard = queued_guard(record.successor)
+        error = None if guard else error
+    if error:
+        warnings.append("WARNING: could not queue a guard for job %s (%s): if it dies before "
+                        "its prologue, only Slurm's requeue can start it again" % (
+                            record.successor, error))
+        allow_requeue(record.successor)
+    return record._replace(guard=guard, guard_error=error)
 
 
 def queued_successor(job_id):
@@ -2209,7 +2347,8 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
                              % (job_id, cluster, run_dir, previous.cluster))
         if previous and previous.job == job_id:
             if previous.source == "resume" and snapshot.last_job != job_id:
-                return _first_run_of_resumed_link(store, snapshot, next_link, warnings)
+                return _first_run_of_resumed_link(store, snapshot, next_link, environ,
+                                                  warnings)
             return _same_link_again(store, snapshot, next_link, environ, warnings)
         if predecessor_id is None and previous and previous.successor == job_id:
             predecessor_id = previous.job  # SLURM_JOB_DEPENDENCY lost: the journal knows
@@ -2227,9 +2366,22 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
         own = None
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
+        record = _guarded(record, previous)
         store.commit(snapshot, record)
-        outcome = _finish_link(store, record, observation, next_link, warnings, own=own)
+        outcome = _finish_link(store, record, observation, next_link, environ, warnings, own=own)
         return outcome._replace(event=outcome.event or healed)
+
+
+def _guarded(record, previous):
+    """The record with the guard that watches this link (its predecessor queued it). A link
+    that works unwatched after a predecessor (queued by an sbatch whose answer that one never
+    heard) is made requeueable: Slurm reruns it if its node fails before its successor is
+    queued."""
+    if previous and previous.successor == record.job:
+        return record._replace(guarded_by=previous.guard)
+    if record.predecessor and record.action in WORK_ACTIONS:
+        allow_requeue(record.job)
+    return record
 
 
 def _requeued_before_prologue(store, job_id, environ, warnings):
@@ -2239,7 +2391,7 @@ def _requeued_before_prologue(store, job_id, environ, warnings):
     restarts = environ.get("SLURM_RESTART_COUNT", "0")
     if restarts in ("", "0"):
         return None
-    runs = earlier_runs(job_id)  # one accounting query, on this rare path only
+    runs = job_runs(job_id)[:-1]  # one accounting query, on this rare path only
     reason = ("job %s died before its prologue recorded anything (%s); Slurm requeued it "
               "(restart %s) and it continues the chain" % (
                   job_id, "%s on %s" % runs[-1] if runs else "its launch or its node failed",
@@ -2258,16 +2410,20 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     return snapshot._replace(cancelled=None)
 
 
-def _finish_link(store, record, observation, next_link, warnings, successor=None, own=None):
+def _finish_link(store, record, observation, next_link, environ, warnings, successor=None,
+                 own=None):
     """Journal the end of the prologue; a working link first queues its successor (unless
-    ``successor`` is already known) and lowers its own time limit to the caps."""
+    ``successor`` is already known) and its guard, and lowers its own time limit to the caps."""
     if record.action not in WORK_ACTIONS:
         record = record._replace(phase="done")
         store.write_record(record)
+        if record.guarded_by:  # the chain ends here: nothing is left to guard
+            scancel([record.guarded_by])
         event = journal_event(store, Event(EVENT_OF_ACTION[record.action], record.predecessor,
                                            record.link, record.reason, record.time), warnings)
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings, event)
     next_link = NextLink(**record.next) if record.next else next_link
+    again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
         record.job, next_link, warnings)
     caps = [seconds for seconds in (
@@ -2276,15 +2432,18 @@ def _finish_link(store, record, observation, next_link, warnings, successor=None
     limit = clamp_time_limit(record.job, min(caps), warnings, own) if caps else None
     record = record._replace(successor=successor, successor_error=error, time_limit=limit,
                              phase="queued")
-    store.write_record(record)
     if successor:
+        record = swap_guard(record, store.directory, environ, warnings, again=again)
+    store.write_record(record)
+    if successor and not record.guarded_by:
         requeue_off(record.job, warnings)
     return Outcome(EXIT_WORK, record, observation, warnings)
 
 
 def requeue_off(job_id, warnings):
-    """Once its successor is queued, a link's node failure ends it and the successor continues;
-    until then (a failed sbatch), Slurm requeues the link instead and its rerun queues one."""
+    """A link with no guard was queued requeueable (a first job, a resumed link): once its
+    successor is queued, its node failure ends it and the successor continues; until then (a
+    failed sbatch), Slurm requeues the link instead and its rerun queues one."""
     error = stop_requeue(job_id)
     if error:
         warnings.append("WARNING: cannot turn off requeue for job %s (%s): if its node fails, "
@@ -2309,10 +2468,11 @@ def _same_link_again(store, snapshot, next_link, environ, warnings):
     successor, error = queued_successor(record.job)
     if error:
         warnings.append("WARNING: cannot look for a successor already queued (%s)" % error)
-    return _finish_link(store, record, observation, next_link, warnings, successor=successor)
+    return _finish_link(store, record, observation, next_link, environ, warnings,
+                        successor=successor)
 
 
-def _first_run_of_resumed_link(store, snapshot, next_link, warnings):
+def _first_run_of_resumed_link(store, snapshot, next_link, environ, warnings):
     """The first run of a link that ``resume`` queued (the journal holds its decision): draw on
     the budget, join the chain file, queue the successor (none can exist: no run got that far)."""
     record = snapshot.record
@@ -2322,7 +2482,7 @@ def _first_run_of_resumed_link(store, snapshot, next_link, warnings):
         record, own = draw_on_budget(record.budget_dir, record, None, warnings)
     if record.action in WORK_ACTIONS:
         store.apply(snapshot, record)
-    return _finish_link(store, record, observation, next_link, warnings, own=own)
+    return _finish_link(store, record, observation, next_link, environ, warnings, own=own)
 
 
 def journal_event(store, event, warnings):
@@ -2392,7 +2552,7 @@ def retry_successor(run_dir, environ, sleep=time.sleep, clock=time.monotonic):
         if answer.job.time_limit:
             deadline = clock() + answer.job.time_limit - answer.job.elapsed
         tries += 1
-        done, result = _retry_once(store, job_id, tries)
+        done, result = _retry_once(store, job_id, tries, environ)
         if done:
             return result
 
@@ -2404,7 +2564,7 @@ def last_retry(run_dir, environ):
     store = chain_store(run_dir)
     record = store.read_record()
     tries = (record.successor_retries or 0) + 1 if record else 1
-    return _retry_once(store, environ.get("SLURM_JOB_ID") or "", tries)[1]
+    return _retry_once(store, environ.get("SLURM_JOB_ID") or "", tries, environ)[1]
 
 
 def runnable_script(store, script):
@@ -2415,7 +2575,7 @@ def runnable_script(store, script):
     return store.path(SCRIPT_COPY)
 
 
-def _retry_once(store, job_id, tries):
+def _retry_once(store, job_id, tries, environ):
     """One try of the retrier under the lock: return (whether it is over, (event, command))."""
     with store.locked():
         record = store.read_record()
@@ -2429,14 +2589,128 @@ def _retry_once(store, job_id, tries):
                 script=runnable_script(store, next_link.script)), [])
         record = record._replace(successor=successor, successor_error=error,
                                  successor_retries=tries)
+        if successor:
+            record = swap_guard(record, store.directory, environ, [])
         store.write_record(record)
         if not successor:
             return False, (None, None)
-        stop_requeue(job_id)  # if this fails, a node failure requeues the link: counted once
+        if not record.guarded_by:
+            stop_requeue(job_id)  # if this fails, a node failure requeues the link: counted once
         return True, (journal_event(store, Event(
             "healed", job_id, record.link, "job %s queued its successor %s at try %d after "
             "sbatch failed" % (job_id, successor, tries + 1), int(time.time())), []),
             record.notify)
+
+
+def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic):
+    """The guard's step (``guard DIR JOB``), run once JOB, a link's successor, ended. If the
+    chain still waits on JOB, continue it: JOB died before its prologue (its launch or node
+    failed, Slurm cancelled it after a node Prolog failure): a new link replaces it; JOB ran but
+    ended before it queued its successor: queue it. A JOB cancelled before it started (a
+    person, or Slurm because its predecessor completed) is a deliberate end: nothing to do.
+    sbatch is tried again within the guard's few minutes. Returns (the Event journaled or None,
+    the notify command, what it did in words)."""
+    store = chain_store(run_dir)
+    deadline = clock() + (GUARD_MINUTES - 1) * 60
+    for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
+        final = clock() + delay > deadline
+        done, result = _guard_once(store, job_id, environ, final)
+        if done or final:
+            return result
+        sleep(delay)
+
+
+def _guard_once(store, job_id, environ, final):
+    """One look of the guard under the lock: (whether it is over, (event, command, words))."""
+    with store.locked():
+        snapshot = store.snapshot()
+        record = snapshot.record
+        if snapshot.cancelled or record is None or job_id not in (record.job, record.successor):
+            return True, (None, None, "nothing to guard: the chain %s" % (
+                "was cancelled" if snapshot.cancelled else "went on without job %s" % job_id))
+        if record.job == job_id and (record.action not in WORK_ACTIONS or record.successor):
+            return True, (None, None, "nothing to guard: job %s ran its prologue and %s" % (
+                job_id, "queued job %s" % record.successor if record.successor
+                else "decided %s" % record.action))
+        job = ended_job(job_id)
+        if job is None:
+            words = "cannot tell how job %s ended: neither the controller nor accounting " \
+                "knows it" % job_id
+            return final, _guard_gives_up(store, record, words) if final else (None, None, words)
+        if not is_final(job.state):
+            return True, (None, None, "job %s is %s: its own prologue or retrier goes on" % (
+                job_id, job.state))
+        if record.job == job_id:
+            return _guard_ran(store, record, job, environ, final)
+        return _guard_died(store, record, job, environ, final)
+
+
+def _guard_ran(store, record, job, environ, final):
+    """The guarded link ran its prologue but ended before it queued its successor."""
+    if base_state(job.state) == "COMPLETED":
+        return True, (None, None, "job %s COMPLETED: the work is done" % job.job_id)
+    return _guard_queue(store, record, job, environ, final, "job %s ended %s before it queued its "
+                        "successor" % (job.job_id, job.state), dead=record.dead_successors)
+
+
+def _guard_died(store, record, job, environ, final):
+    """The guarded successor ended before its prologue recorded anything."""
+    if base_state(job.state) == "CANCELLED" and job.nodes is None:
+        return True, (None, None, "job %s was cancelled before it started (by a person, or by "
+                      "Slurm because its predecessor completed): nothing continues it"
+                      % job.job_id)
+    died = "job %s died before its prologue (%s)" % (job.job_id, "%s on %s" % (
+        job.state, job.nodes) if job.nodes else job.state)
+    dead = (record.dead_successors or 0) + 1
+    if dead > (record.max_retries or 0) + 1:  # the first death is free, as a node failure is
+        return True, _guard_gives_up(store, record, "%s: %d successors of job %s in a row died "
+                                     "before their prologue, more than max_retries %s allows: "
+                                     "not replaced" % (died, dead, record.job, record.max_retries))
+    return _guard_queue(store, record, job, environ, final, died, dead=dead)
+
+
+def _guard_queue(store, record, job, environ, final, what, dead):
+    """Queue the link the chain waits for and its guard; journal the ``healed`` event. A
+    successor that died is replaced by a held job without dependency (its predecessor may be
+    forgotten; the journal names it), released once recorded: never two."""
+    next_link = NextLink(**record.next)
+    next_link = next_link._replace(script=runnable_script(store, next_link.script))
+    if record.job == job.job_id:
+        successor, error = queued_successor(job.job_id)
+        if successor is None and error is None:
+            successor, error = queue_successor(job.job_id, next_link, [])
+    else:
+        try:
+            successor, error = sbatch_held(successor_options(
+                next_link, "--hold", "--no-requeue"), next_link.script, next_link.script_args,
+                cwd=next_link.workdir)[0], None
+        except StateError as failed:
+            successor, error = None, str(failed)
+    if not successor:
+        store.write_record(record._replace(successor_error=error))
+        if final:
+            return True, _guard_gives_up(store, record, "%s; its guard could not queue the next "
+                                         "link (%s)" % (what, error))
+        return False, (None, None, "%s; sbatch failed (%s), trying again" % (what, error))
+    warnings = []
+    record = swap_guard(record._replace(successor=successor, successor_error=None,
+                                        dead_successors=dead), store.directory, environ,
+                        warnings, cancel=False)
+    store.write_record(record)
+    error = record.job != job.job_id and release_job(successor)
+    reason = "%s; the chain continued with job %s%s" % (
+        what, successor, " (held: %s; scontrol release %s)" % (error, successor) if error else "")
+    event = journal_event(store, Event("healed", job.job_id, record.link, reason,
+                                       int(time.time())), warnings)
+    return True, (event, record.notify, "; ".join([reason] + warnings))
+
+
+def _guard_gives_up(store, record, reason):
+    """Journal that the chain needs a person (``broken``); return (event, command, words)."""
+    reason += "; resumable-chain resume continues the chain"
+    event = journal_event(store, Event("broken", record.job, record.link, reason,
+                                       int(time.time())), [])
+    return event, record.notify, reason
 
 
 def describe_link(outcome):
@@ -2469,22 +2743,6 @@ def describe_link(outcome):
 # 7. Render: the bash snippet a job script runs before its work
 # ---------------------------------------------------------------------------
 
-# Loads the module from its file by path, isolated from the job's Python environment (-I: no
-# PYTHON* variables, user site or current directory; -S: no site-packages or .pth files). Loading
-# by path keeps the module's directory off sys.path (a vendoring driver's json.py next to it must
-# not shadow the standard library) and still caches bytecode; when the module's directory is
-# read-only, its bytecode (only its own: the modules it imports are loaded first) goes to
-# ~/.cache/resumable_chain (Python 3.8+).
-BOOTSTRAP = ('import collections, errno, fcntl, itertools, json, os, signal, stat, subprocess, '
-             'sys, time; '
-             'p = sys.argv.pop(1); '
-             'c = os.path.join(os.path.dirname(p), "__pycache__"); '
-             'w = os.access(c if os.path.isdir(c) else os.path.dirname(c), os.W_OK); '
-             'from importlib.machinery import SourceFileLoader; m = type(sys)("resumable_chain"); '
-             'm.__file__ = p; sys.modules[m.__name__] = m; '
-             'sys.pycache_prefix = None if w else os.path.expanduser("~/.cache/resumable_chain"); '
-             'SourceFileLoader(m.__name__, p).exec_module(m); sys.pycache_prefix = None; '
-             'sys.exit(m.main(sys.argv[1:]))')
 
 PROLOGUE_TEMPLATE = """\
 # >>> resumable_chain {version}: decide, record and queue the successor before any work >>>
@@ -2507,10 +2765,6 @@ FINISHED_TRAP = """\
 resumable_chain_finished() {{ if [ "$?" -eq 0 ]; then {command} || true; fi; }}
 trap resumable_chain_finished EXIT
 """
-
-
-def module_path():
-    return os.path.realpath(__file__)
 
 
 def check_budget_dir(budget_dir):
@@ -2593,6 +2847,12 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
 
     def candidates(self):
         return live_candidates(self.jobs[-2:], self.record, self.submitted)
+
+    def to_cancel(self):
+        """The chain's jobs that may be queued and its guards (a guard left alone only finds
+        that the chain went on without it, but nothing of a cancelled chain should stay)."""
+        guards = [self.record.guard, self.record.guarded_by] if self.record else []
+        return sorted(set(self.candidates()) | set(job for job in guards if job), key=int)
 
     def cluster(self):
         return recorded_cluster(self.record, self.submitted)
@@ -2730,8 +2990,9 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             asked[recorded] = cluster_to_ask(recorded)
         target, note = asked[recorded]
         roles = _status_roles(chain, rows)
+        guard = [chain.record.guard] if chain.record and chain.record.guard else []
         wanted.setdefault(target, [])
-        wanted[target] += [job for job in roles if job not in wanted[target]]
+        wanted[target] += [job for job in list(roles) + guard if job not in wanted[target]]
         plans.append((run_dir, chain, roles, target, note))
     answers = dict((target, query_jobs(job_ids, cluster=target))
                    for target, job_ids in wanted.items())
@@ -2774,7 +3035,9 @@ def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
               "walltime_left": (max(settings.max_walltime - used, 0)
                                 if settings.max_walltime is not None else None),
               "retries": chain.retries or 0, "max_retries": settings.max_retries,
-              "successor": record.successor,
+              "successor": record.successor, "guard_error": record.guard_error,
+              "guard": record.guard and {"job": record.guard, "state": (
+                  known.get(record.guard) or Job(record.guard, "UNKNOWN")).state},
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
               "cancelled": chain.cancelled, "problems": list(chain.problems), "budget": None,
@@ -2823,6 +3086,7 @@ def _status_row(job, role, record):
     elif state == "PENDING" and job.reason:
         note = "pending: %s" % job.reason
     row = {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
+           "nodes": job.nodes,
            "end": job.end if is_final(job.state) else None, "role": role, "reason": job.reason,
            "link": role == "link", "note": note, "time_limit": None, "time_left": None}
     if state in LIVE_STATES and state != "PENDING":
@@ -2926,7 +3190,12 @@ def _verdict(record, rows, status, chain):
                     "(an admin's hold needs an admin)" % (row["job"], row["job"]))
         return "waiting", "waiting: job %s is pending%s" % (
             row["job"], " (%s)" % row["reason"] if row["reason"] else ""), None
-    return _idle_verdict(record, rows, resume, status["slurm_errors"])
+    idle = _idle_verdict(record, rows, resume, status["slurm_errors"])
+    guard = status["guard"]
+    if idle[0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
+        return ("waiting", "waiting: %s; its guard %s (%s) continues the chain" % (
+            idle[1].partition(": ")[2], guard["job"], guard["state"]), None)
+    return idle
 
 
 def _submit_again(submitted, run_dir):
@@ -2976,13 +3245,15 @@ def _idle_verdict(record, rows, resume, unanswered):
     successor = next((row for row in rows if row["role"] == "successor"), None)
     broken = "broken: job %s ended %s and " % (last["job"], _state_words(last["state"]))
     if successor and base_state(successor["state"]) == "CANCELLED" and \
-            successor["state"] != "CANCELLED":  # "CANCELLED by <uid>": a person, on purpose
+            successor["state"] != "CANCELLED" and not successor["nodes"]:  # a person, on purpose
+        # (slurmd cancels a job whose node Prolog failed: that one had its nodes)
         return ("stopped", "stopped: job %s ended %s and its successor %s was %s before it ran"
                 % (last["job"], _state_words(last["state"]), successor["job"],
                    _state_words(successor["state"])), "%s continues it" % resume)
     if successor:
-        return ("broken", broken + "its successor %s ended %s before its prologue ran" % (
-            successor["job"], successor["state"]), "%s continues the chain" % resume)
+        return ("broken", broken + "its successor %s ended %s%s before its prologue ran" % (
+            successor["job"], successor["state"], " on %s" % successor["nodes"]
+            if successor["nodes"] else ""), "%s continues the chain" % resume)
     if record.successor_error and record.job == last["job"]:
         return ("broken", broken + "its successor could not be queued (%s)"
                 % record.successor_error,
@@ -3037,7 +3308,7 @@ def cancel_chain(run_dir, dry_run=False):
     """
     chain = open_chain(run_dir)
     if dry_run:
-        return dict(_cancel_jobs(chain.candidates(), *cluster_to_ask(chain.cluster()),
+        return dict(_cancel_jobs(chain.to_cancel(), *cluster_to_ask(chain.cluster()),
                                  dry_run=True), log=[])
     with chain.store.locked():
         result = _cancel_locked(chain.store)
@@ -3052,7 +3323,7 @@ def _cancel_locked(store):
     """Mark the chain in store cancelled and cancel its jobs (the caller holds the lock)."""
     chain = open_chain(store.directory, must_exist=False)
     store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
-    return _cancel_jobs(chain.candidates(), *cluster_to_ask(chain.cluster()))
+    return _cancel_jobs(chain.to_cancel(), *cluster_to_ask(chain.cluster()))
 
 
 def _queued_chain_jobs(links, cluster):
@@ -3597,6 +3868,12 @@ def format_status(status):
             budget["dir"], format_duration(budget["used"]), format_duration(budget["reserved"]),
             format_duration(budget["left"]), format_duration(budget["cap"])))
     lines.append("pending successor: %s" % (status["pending_successor"] or "none"))
+    guard = status["guard"]
+    if (guard or status["guard_error"]) and status["verdict_word"] in ("running", "waiting"):
+        lines.append("guard: %s" % ("job %s %s (continues the chain if the successor dies "
+                                    "before its prologue)" % (guard["job"], guard["state"])
+                                    if guard else "none: %s (Slurm's requeue only)"
+                                    % status["guard_error"]))
     lines.append("lock: %s%s" % (status["lock"]["kind"], " (%s)" % status["lock"]["why"]
                                  if status["lock"]["why"] else ""))
     lines += ["event: %s %s (job %s): %s" % (
@@ -3714,8 +3991,7 @@ def start_retrier(run_dir):
     """Start ``retry-successor DIR`` in the background for the rest of this job (its output
     goes nowhere: the bash prologue waits for its own stdout; the journal says what it did)."""
     try:
-        subprocess.Popen([sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path(),
-                          "retry-successor", run_dir], stdin=subprocess.DEVNULL,
+        subprocess.Popen(step_command("retry-successor", run_dir), stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
     except OSError as error:
@@ -3768,6 +4044,25 @@ def finished_command(argv):
     event, command, warnings = work_finished(run_dir, os.environ)
     for warning in warnings:
         _log(warning)
+    if event and command:
+        _log(notify(command, event, run_dir))
+    return 0
+
+
+def guard_command(argv):
+    """``guard DIR JOB [SBATCH_NAME=VALUE ...]``: the guard job's step (a link queues the guard
+    of its successor). The guard itself is queued without the user's SBATCH_* defaults; the
+    links it queues get them back from its command line."""
+    defaults = [word.partition("=") for word in argv[2:]]
+    if len(argv) < 2 or not is_job_id(argv[1]) or not all(
+            name.startswith("SBATCH_") and equals for name, equals, _ in defaults):
+        raise ValueError("guard: give DIR, the JOB it guards and SBATCH_NAME=VALUE defaults (a "
+                         "link queues this by itself)")
+    os.environ.update((name, value) for name, _, value in defaults)
+    run_dir = os.path.abspath(argv[0])
+    event, command, words = guard_chain(run_dir, argv[1], os.environ)
+    _log("%s guard %s of job %s: %s" % (time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                        os.environ.get("SLURM_JOB_ID", "?"), argv[1], words))
     if event and command:
         _log(notify(command, event, run_dir))
     return 0
@@ -3895,7 +4190,7 @@ COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget
 # render takes the words after --; these read their own words (the in-job steps without
 # argparse; submit and resume for the sbatch options among them; argparse shows their help)
 OWN_WORDS = {"prologue": prologue_command, "finished": finished_command,
-             "retry-successor": retry_command,
+             "retry-successor": retry_command, "guard": guard_command,
              "submit": submit_command, "resume": resume_command}
 
 
@@ -3903,7 +4198,7 @@ def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] in (["prologue"], ["finished"], ["retry-successor"]) or (
+        if argv[:1] in (["prologue"], ["finished"], ["retry-successor"], ["guard"]) or (
                 argv[:1] in (["submit"], ["resume"]) and not set(argv) & {"-h", "--help"}):
             return OWN_WORDS[argv[0]](argv[1:])
         after = argv.index("--") if "--" in argv else len(argv)

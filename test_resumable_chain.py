@@ -402,6 +402,14 @@ def test_parse_earlier_runs_tells_how_a_requeued_job_died_before(release):
     assert rc.parse_earlier_runs("") == [] and rc.parse_earlier_runs("7|RUNNING|vm\n") == []
 
 
+def test_parse_sacct_tells_a_launch_failure_from_a_cancel_before_start():
+    # Recorded on 26.05: 997 --no-requeue, its node Prolog failed (slurmd cancelled it and
+    # drained the node); 999 held, then scancelled by a person before it ever started.
+    jobs = rc.parse_sacct(recorded("26.05/sacct-launch-failed")[2])
+    assert [(job.state, job.nodes) for [job] in jobs.values()] == [
+        ("CANCELLED by 0", "vm"), ("CANCELLED by 0", None)]
+
+
 TIMEOUT_26_05 = 85  # RunTime of the recorded --time=1 job
 
 RECORDED_SCONTROL = [
@@ -542,7 +550,7 @@ def as_fake_job(job, earlier=()):
             "time_limit": "UNLIMITED" if job.time_limit is None else job.time_limit // 60,
             "dependency": "afternotok:%s" % job.predecessor if job.predecessor else "",
             "held": job.reason == "JobHeldUser", "exit_code": job.exit_code or "0:0",
-            "runs": [as_fake_job(run) for run in earlier] or [{}] * (job.restarts or 0)}
+            "nodes": job.nodes or "", "runs": [as_fake_job(run) for run in earlier] or [{}] * (job.restarts or 0)}
 
 
 def understood(command, status, stdout, stderr):

@@ -401,9 +401,10 @@ def main(argv=None):
     lines += ["", "`bare -I -S` is `python -I -S -c pass`, the floor of any isolated Python "
               "prologue; `module loaded` is the prologue's interpreter with the module's standard "
               "library imports (json, subprocess, ...) and the module loaded, doing nothing: the "
-              "floor of this module without private modules. Ours adds three Slurm commands "
-              "(the predecessor's lookup while the state files are read). Target: ours at most "
-              "2.0x the baseline.", ""]
+              "floor of this module without private modules. Ours adds four Slurm commands "
+              "(the predecessor's lookup while the state files are read, the successor's "
+              "sbatch, then its guard's sbatch beside the scancel of the link's own guard). "
+              "Target: ours at most 2.0x the baseline.", ""]
 
     lags = (0, 1) if options.smoke else LAGS
     lag_rows, known = lag_reaction(harness, lags, 1 if options.smoke else 3)

@@ -43,6 +43,7 @@ case "$RELEASE" in
 esac
 CONF=$ETC/slurm.conf
 PROLOG_HOLD=/tmp/local-slurm-prolog-hold.$CLUSTER  # while it exists, job launches wait
+PROLOG_FAIL=/tmp/local-slurm-prolog-fail.$CLUSTER  # job IDs (a line each) whose node Prolog fails
 DBD_CONF=$ETC/slurmdbd.conf
 SBIN=$PREFIX/sbin
 # 22.05 is Debian's: its commands in /usr/bin must win over another release's on PATH.
@@ -132,14 +133,6 @@ PROLOG
         printf 'CgroupPlugin=disabled\n' > "$ETC/cgroup.conf"
         extra="TaskProlog=$ETC/task-prolog.sh"
     fi
-    # The node Prolog holds a job's launch while the flag file exists: tests fail the node while
-    # Slurm is still launching a job (its batch script has not started).
-    cat > "$ETC/node-prolog.sh" <<PROLOG
-#!/bin/sh
-while [ -e "$PROLOG_HOLD" ]; do sleep 1; done
-exit 0
-PROLOG
-    chmod 755 "$ETC/node-prolog.sh"
     cat > "$CONF" <<CONF
 # Written by ci/local-slurm.sh: a single-node test cluster, Slurm $RELEASE.
 ClusterName=$CLUSTER
@@ -242,16 +235,31 @@ start_slurmd() {
 
 node_idle() { sinfo -h -n "$NODE" -o %T | grep -Eq '^(idle|mixed|allocated)'; }
 
+write_node_prolog() {
+    # The node Prolog holds a job's launch while the flag file exists: tests fail the node while
+    # Slurm is still launching a job (its batch script has not started). It fails for the jobs
+    # named in PROLOG_FAIL (Slurm then drains the node and requeues the job held).
+    cat > "$ETC/node-prolog.sh" <<PROLOG
+#!/bin/sh
+while [ -e "$PROLOG_HOLD" ]; do sleep 1; done
+if [ -e "$PROLOG_FAIL" ] && grep -qx "\$SLURM_JOB_ID" "$PROLOG_FAIL"; then exit 1; fi
+exit 0
+PROLOG
+    chmod 755 "$ETC/node-prolog.sh"
+}
+
 up() {
     if alive "$SHARED_RUN/munged.pid" && alive "$SHARED_RUN/mariadb.pid" && alive "$RUN/slurmdbd.pid" \
         && alive "$RUN/slurmctld.pid" && alive "$RUN/slurmd.pid" && node_idle \
         && sacct -n -X -j 1 >/dev/null 2>&1; then
+        [ "$(id -u)" -ne 0 ] || write_node_prolog  # read at every launch: no restart needed
         log "already up"
         return 0
     fi
     [ "$(id -u)" -eq 0 ] || fail "must run as root"
     install_packages
     write_configs
+    write_node_prolog
     start_munge
     start_mariadb
     start_slurmdbd

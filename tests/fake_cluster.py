@@ -59,17 +59,38 @@ class FakeCluster(object):
     def job(self, job_id):
         return self.load()["jobs"].get(str(job_id))
 
-    def calls(self, command=None):
+    def calls(self, command=None, guards=False):
+        """The recorded calls of ``command`` (all: None); a guard's sbatch (--wrap) only with
+        ``guards``: tests count the links queued."""
         path = self.state_path + ".calls"
         if not os.path.exists(path):
             return []
         with open(path) as handle:
             records = [json.loads(line) for line in handle]
-        return [record for record in records if command in (None, record["command"])]
+        return [record for record in records if command in (None, record["command"]) and (
+            guards or "--wrap" not in record["argv"])]
 
     def pending(self):
+        """The pending links (guards are not links: see guards())."""
         return sorted((job_id for job_id, job in self.load()["jobs"].items()
-                       if job["state"] == "PENDING"), key=int)
+                       if job["state"] == "PENDING" and not job.get("wrap")), key=int)
+
+    def guards(self, state="PENDING"):
+        """{guarded job: guard} of the guards in ``state`` (any state: None)."""
+        return {job["dependency"].split(":")[1]: job_id for job_id, job in sorted(
+            self.load()["jobs"].items(), key=lambda item: int(item[0]))
+            if job.get("wrap") and state in (None, job["state"])}
+
+    def run_guard(self, guarded, **extra):
+        """Run the guard of job ``guarded`` as Slurm would once that job ended (sbatch --wrap)."""
+        guard = self.guards()[str(guarded)]
+        self.set_job(guard, state="RUNNING", start="2026-11-30T03:00:00")
+        result = subprocess.run([BASH, "-c", self.job(guard)["wrap"]],
+                                env=self.env(guard, **extra), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, universal_newlines=True, timeout=120,
+                                cwd=self.root)
+        self.set_job(guard, state="COMPLETED" if result.returncode == 0 else "FAILED")
+        return result
 
     # -- running links ---------------------------------------------------------
     def env(self, job_id=None, dependency=None, **extra):

@@ -11,14 +11,14 @@ One JSON file (``$FAKE_SLURM_STATE``) is the cluster; every call is appended
 to ``$FAKE_SLURM_STATE.calls`` (argv and the SLURM_*/SBATCH_* environment)
 so tests can check what was run. Knobs a test may set on the cluster:
 
-* ``jobs[ID]``: state, elapsed, start, end, runs (earlier runs of a requeued
-  ID), dependency, time_limit, held (sbatch --hold until scontrol release), in_controller, sacct_hidden_calls (sacct
+* ``jobs[ID]``: state, elapsed, start, end, nodes (default: the fake's node once started),
+  runs (earlier runs of a requeued ID), reason (squeue's and scontrol's), wrap (sbatch --wrap), dependency, time_limit, held (sbatch --hold until scontrol release), in_controller, sacct_hidden_calls (sacct
   prints nothing for that many calls), sacct_lag_state (what sacct shows
   instead while hidden), sacct_state (what sacct shows once visible, when the
   controller shows another state), visible_at (epoch seconds before which sacct
   prints nothing);
 * ``sacct_down``, ``scontrol_down`` (squeue too), ``squeue_down``, ``sbatch_error``: make a
-  command fail as Slurm does; ``sbatch_lost_answer``: sbatch creates the job, then fails as
+  command fail as Slurm does; ``sbatch_wrap_error``: only ``sbatch --wrap`` (a guard) fails; ``sbatch_lost_answer``: sbatch creates the job, then fails as
   when the controller's answer timed out;
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
 * ``name``: the cluster's name (default ``local``); ``-M OTHER`` is refused as Slurm refuses a
@@ -78,24 +78,33 @@ def seconds_to_clock(seconds):
 
 
 def sbatch(argv, cluster, now):
-    if cluster.get("sbatch_error"):
-        return 1, "", "sbatch: error: %s\n" % cluster["sbatch_error"]
-    script_index = next((i for i, a in enumerate(argv) if not a.startswith("-")
-                         and os.path.isfile(a)), None)
+    wrap = option(argv, None, "--wrap")
+    error = cluster.get("sbatch_error") or wrap is not None and cluster.get("sbatch_wrap_error")
+    if error:
+        return 1, "", "sbatch: error: %s\n" % error
+    script_index = len(argv) if wrap is not None else next(
+        (i for i, a in enumerate(argv) if not a.startswith("-") and os.path.isfile(a)), None)
     if script_index is None:  # as sbatch says when the script is gone
         return 1, "", "sbatch: error: Unable to open file %s\n" % next(
             (a for a in argv if "/" in a and not a.startswith("-")), argv[-1])
-    job_id = str(cluster["next_id"])
-    cluster["next_id"] += 1
+    counter = "next_id" if wrap is None else "next_wrap_id"  # guards apart: tests name link IDs
+    job_id = str(cluster.setdefault(counter, 900000))
+    cluster[counter] += 1
     cluster["jobs"][job_id] = {
         "state": "PENDING", "elapsed": 0, "start": "Unknown", "end": "Unknown",
         "dependency": option(argv, "-d", "--dependency") or "",
-        "time_limit": option(argv, "-t", "--time"), "script": argv[script_index],
-        "args": argv[script_index + 1:], "options": argv[:script_index], "in_controller": True,
+        "time_limit": option(argv, "-t", "--time"), "in_controller": True,
+        "script": argv[script_index] if wrap is None else None, "name": option(argv, "-J",
+                                                                                "--job-name"),
+        "args": argv[script_index + 1:], "options": argv[:script_index], "wrap": wrap,
         "cwd": os.getcwd(), "held": "--hold" in argv or "-H" in argv,
         "requeue": "0" if "--no-requeue" in argv else "1"}
-    with open(argv[script_index], "rb") as handle:  # Slurm keeps the script's text, not its path
-        cluster["jobs"][job_id]["script_text"] = handle.read().decode("utf-8", "replace")
+    if wrap is not None:  # what sbatch --wrap writes
+        cluster["jobs"][job_id]["script_text"] = ("#!/bin/sh\n# This script was created by "
+                                                  "sbatch --wrap.\n\n%s\n" % wrap)
+    else:
+        with open(argv[script_index], "rb") as handle:  # Slurm keeps the text, not the path
+            cluster["jobs"][job_id]["script_text"] = handle.read().decode("utf-8", "replace")
     if cluster.get("sbatch_lost_answer"):
         return 1, "", ("sbatch: error: Batch job submission failed: Socket timed out on send/recv "
                        "operation\n")
@@ -137,12 +146,20 @@ def sacct(argv, cluster, now):
     return 0, "".join(line + "\n" for line in lines), ""
 
 
+def nodes_of(job):
+    """The job's node list ("" if it never got one): ``nodes`` if set, else the fake's node
+    once it started."""
+    nodes = job.get("nodes")
+    started = job.get("start", "Unknown") not in ("Unknown", "None")
+    return (NODE if started else "") if nodes is None else nodes
+
+
 def render(job_id, job, fields):
     values = {"JobIDRaw": job_id, "JobID": job_id, "State": job["state"],
               "ElapsedRaw": str(job.get("elapsed", 0)), "Start": job.get("start", "Unknown"),
               "End": job.get("end", "Unknown"), "ExitCode": job.get("exit_code", "0:0"),
               "Submit": job.get("submit", "2026-11-30T00:00:00"),
-              "NodeList": "None assigned" if job.get("start", "Unknown") == "Unknown" else NODE}
+              "NodeList": nodes_of(job) or "None assigned"}
     return "|".join(values[field] for field in fields)
 
 
@@ -178,17 +195,20 @@ def scontrol(argv, cluster, now):
     start = job.get("start", "Unknown")
     if start == "Unknown" and job.get("elapsed", 0):  # a job that ran has a start time
         start = "2026-11-30T01:00:00"
-    text = ("JobId=%s JobName=job UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=%d Nice=0 "
+    text = ("JobId=%s JobName=%s UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=%d Nice=0 "
             "Account=(null) QOS=(null) JobState=%s Reason=%s Dependency=(null) Requeue=%s "
             "Restarts=%d BatchFlag=1 Reboot=0 ExitCode=%s RunTime=%s TimeLimit=%s TimeMin=N/A "
             "SubmitTime=2026-11-30T00:00:00 StartTime=%s EndTime=%s Partition=debug "
-            "Command=%s WorkDir=/tmp" % (job_id, 0 if job.get("held") else 1, job["state"].split()[0],
-                                        "JobHeldUser" if job.get("held") else "None",
+            "NodeList=%s Command=%s WorkDir=/tmp" % (
+                job_id, job.get("name") or "job", 0 if job.get("held") else 1,
+                job["state"].split()[0], job.get("reason") or (
+                    "JobHeldUser" if job.get("held") else "None"),
                                         job.get("requeue", "1"),
                                         len(job.get("runs", [])), job.get("exit_code", "0:0"),
                                         seconds_to_clock(job.get("elapsed", 0)),
                                         limit, start, job.get("end", "Unknown"),
-                                        job.get("script", "/tmp/job.sh")))
+                                        nodes_of(dict(job, start=start)),
+                                        job.get("script") or "/tmp/job.sh"))
     if "-o" not in argv and "--oneliner" not in argv:
         text = text.replace(" Requeue=", "\n   Requeue=").replace(" RunTime=", "\n   RunTime=")
     return 0, text + "\n", ""
@@ -217,7 +237,7 @@ def squeue(argv, cluster, now):
             limit = seconds_to_clock(int(limit) * 60)
         start = job.get("start", "N/A")
         line = (fmt.replace("%i", job_id).replace("%T", base).replace("%E", dependency)
-                .replace("%o", os.path.abspath(job.get("script", "/tmp/job.sh")))
+                .replace("%o", os.path.abspath(job.get("script") or "/tmp/job.sh"))
                 .replace("%M", seconds_to_clock(job.get("elapsed", 0)))
                 .replace("%S", "N/A" if start == "Unknown" else start).replace("%l", limit)
                 .replace("%r", job.get("reason") or ("JobHeldUser" if job.get("held")

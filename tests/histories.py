@@ -1,9 +1,10 @@
 """Randomized fault histories of one chain, against the fake Slurm, checked after every step.
 
 Each history is one chain driven from its first job to its end by a small
-scheduler that behaves as Slurm does for these jobs (afternotok, kill-on-
-invalid-dep, requeue of a job queued with --requeue, holds), with the real
-in-job step (``run_link``, in-process) and the real operations (``status``,
+scheduler that behaves as Slurm does for these jobs (afternotok, afterany,
+kill-on-invalid-dep, requeue of a job queued with --requeue, holds), with the
+real in-job step (``run_link``, in-process), the guards' step (``guard_chain``)
+and the real operations (``status``,
 ``cancel``, ``resume``) interleaved as "another node" would run them. Faults
 are drawn from FAULTS at every link; the invariants (INVARIANTS) are checked
 after every step. A history is fully determined by its seed: a violation
@@ -48,7 +49,8 @@ FAULTS = {
     "forgotten": 0.1,  # the controller forgot the predecessor; accounting has it
     "accounting outage": 0.02,  # ... and slurmdbd is down until the next prologue ran
     "death before prologue": 0.06,  # node failure / boot failure while Slurm launches it
-    "launch failure": 0.02,  # node Prolog failed: Slurm requeues it held; a person releases it
+    "launch failure": 0.02,  # node Prolog failed: Slurm cancels it (requeues it held with
+    # --requeue: then a person releases it)
     "sbatch fails": 0.06,  # the successor's sbatch fails (the retrier heals it)
     "sbatch fails after creating the job": 0.04,  # it timed out but created the job
     "sbatch hangs": 0.02,  # it times out and created nothing
@@ -159,12 +161,17 @@ class History(object):
             if not dependency:
                 ready.append(job_id)
                 continue
-            predecessor = jobs.get(dependency.split(":")[1])
+            kind, _, on = dependency.partition(":")
+            predecessor = jobs.get(on)
             state = predecessor["state"].split()[0] if predecessor else "COMPLETED"
-            if state == "COMPLETED":
+            if kind == "afterany":
+                if rc.is_final(state):
+                    ready.append(job_id)
+            elif state == "COMPLETED":
                 self.update(job_id, state="CANCELLED", end=iso(self.now),
                             reason="DependencyNeverSatisfied")
                 self.log("Slurm cancels %s: its dependency can never be met" % job_id)
+                return self.eligible()  # that may release jobs waiting on it
             elif rc.is_final(state):
                 ready.append(job_id)
         return ready
@@ -242,16 +249,23 @@ class History(object):
 
     def start(self, job_id):
         job = self.jobs()[job_id]
-        if job.get("requeue", "1") == "1" and len(job.get("runs", [])) < 4 and (
+        if job.get("wrap"):
+            return self.guard(job_id, job)
+        requeue = job.get("requeue", "1") == "1"
+        if len(job.get("runs", [])) < 4 and (
                 FAULTS["death before prologue"] + FAULTS["launch failure"]) > 0:
             if self.fault("death before prologue"):
                 self.launch(job_id)
                 state = self.rng.choice(("NODE_FAIL", "BOOT_FAIL"))
-                self.log("job %s dies while Slurm launches it (%s): requeued" % (job_id, state))
-                return self.requeue(job_id, state)
+                self.log("job %s dies while Slurm launches it (%s): %s" % (
+                    job_id, state, "requeued" if requeue else "it ends"))
+                return self.requeue(job_id, state) if requeue else self.end(job_id, state, 0)
             if self.fault("launch failure"):
                 self.launch(job_id)
-                self.log("job %s: node Prolog fails: requeued held" % job_id)
+                self.log("job %s: node Prolog fails: %s" % (
+                    job_id, "requeued held" if requeue else "slurmd cancels it"))
+                if not requeue:
+                    return self.end(job_id, "CANCELLED by 0", 0)
                 return self.requeue(job_id, "NODE_FAIL", held="launch_failed_requeued_held")
         self.update(job_id, state="RUNNING", start=iso(self.now), elapsed=0)
         self.links_started += 1
@@ -268,6 +282,25 @@ class History(object):
                              "(successor %s)" % (job_id, again.status, again.record.successor,
                                                   outcome.status, outcome.record.successor))
         return outcome
+
+    def guard(self, job_id, job):
+        """A guard runs (its job ended): the guard's step, its pauses on a clock of its own."""
+        self.update(job_id, state="RUNNING", start=iso(self.now))
+        clock = [0.0]
+
+        def sleep(seconds):
+            clock[0] += seconds
+
+        guarded = job["dependency"].split(":")[1]
+        event, _, words = rc.guard_chain(self.run_dir, guarded, {"SLURM_JOB_ID": job_id},
+                                         sleep=sleep, clock=lambda: clock[0])
+        self.update(job_id, state="COMPLETED", end=iso(self.now), elapsed=1)
+        self.log("guard %s of job %s: %s" % (job_id, guarded, words))
+        if event and event.event == "broken":
+            self.deliberate = "the guard gave up"
+        elif event:
+            self.deliberate = None
+        return None
 
     def launch(self, job_id):
         """Slurm allocated a node (the job's Start) and spent a few seconds launching on it."""
@@ -365,7 +398,7 @@ class History(object):
         if self.fault("requeue of the running link"):  # Requeue=1 first: links turn it off
             self.progress += elapsed
             self.now += elapsed
-            self.update(job_id, elapsed=elapsed)
+            self.update(job_id, elapsed=elapsed, requeue="1")  # scontrol requeue needs it
             self.log("a person requeues job %s after %d s of work" % (job_id, elapsed))
             self.working = None
             return self.requeue(job_id, "REQUEUED")
@@ -419,6 +452,11 @@ class History(object):
                 if job.get("sacct_hidden_calls") else "")))
 
     def between_links(self):
+        guards = [job_id for job_id, job in self.jobs().items()
+                  if job.get("wrap") and job["state"] == "PENDING"]
+        if len(guards) > 1:
+            self.fail(5, "guards %s pending at once: more than one extra pending job"
+                      % " ".join(guards))
         if self.fault("sbatch fails"):
             self.sbatch_failures, self.sbatch_creates_then_fails = self.rng.randint(1, 2), False
         elif self.fault("sbatch fails after creating the job"):
@@ -505,7 +543,10 @@ class History(object):
         if live:
             self.fail(4, "the chain ended but jobs %s are %s" % (
                 " ".join(live), " ".join(jobs[job_id]["state"] for job_id in live)))
-        for job_id, job in jobs.items():  # no sentinel, no watcher: every job is a link
+        for job_id, job in jobs.items():  # links, and guards that never hold the links' resources
+            if job.get("wrap") and "--cpus-per-task=1" in job["options"] and \
+                    "--mem=" + rc.GUARD_MEMORY in job["options"]:
+                continue
             if job["script"] not in (self.script, os.path.join(self.run_dir, rc.STAGED_SCRIPT)):
                 self.fail(5, "job %s is not a link of the chain: %s %s" % (
                     job_id, job.get("options"), job.get("script")))
@@ -528,9 +569,10 @@ class History(object):
         status = rc.chain_status(self.run_dir)
         self.log("end: %s; verdict: %s" % ("work finished" if finished else why,
                                            status["verdict"]))
-        expected = "finished" if finished else {"max_retries": "failed"}.get(why, "stopped")
+        expected = "finished" if finished else {"max_retries": "failed",
+                                                "the guard gave up": "broken"}.get(why, "stopped")
         if status["verdict_word"] != expected or status["jobs"] and rc.needs_attention(
-                status) and expected != "failed":
+                status) and expected not in ("failed", "broken"):
             self.fail(3, "the chain ended (%s) but status says %s (attention: %s)" % (
                 "work finished" if finished else why, status["verdict"], status["attention"]))
 

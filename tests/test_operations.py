@@ -37,7 +37,7 @@ def test_status_shows_every_link_with_one_sacct_call(cluster, run_dir, running_c
     assert report["pending_successor"] == "1001"
     assert report["verdict"].startswith("running: job 1000 is RUNNING")
     [sacct] = cluster.calls("sacct")[before:]
-    assert sacct["argv"][:2] == ["-j", "100,1000,1001"]
+    assert sacct["argv"][:2] == ["-j", "100,1000,1001,900001"]  # with the successor's guard
     status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
     assert "verdict: running: job 1000 is RUNNING" in out and "1001" in out
 
@@ -71,9 +71,11 @@ def test_cancel_pending_successor_first_then_running_link(cluster, run_dir, runn
                                                           monkeypatch):
     status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
     assert status == 0, err
-    assert out.splitlines()[0] == "cancelled: 1001 1000"
+    # the pending successor and its guard first (cancelling it would start the guard), then the
+    # running link; its own guard was cancelled when it queued its successor
+    assert out.splitlines()[0] == "cancelled: 1001 900001 1000"
     cancels = [call["argv"] for call in cluster.calls("scancel")]
-    assert cancels == [["1001"], ["1000"]]
+    assert cancels == [["900000"], ["1001", "900001"], ["1000"]]
     assert cluster.pending() == [] and cluster.job(1000)["state"].startswith("CANCELLED")
     again = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
     assert again[0] == 0 and again[1].startswith("cancelled: nothing")
@@ -95,8 +97,9 @@ def test_a_link_that_starts_after_cancel_stops_without_work(cluster, run_dir, ru
 
 def test_cancel_dry_run_changes_nothing(cluster, run_dir, running_chain, capsys, monkeypatch):
     status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir, "--dry-run")
-    assert status == 0 and out == "would cancel: 1000 1001\n"
-    assert cluster.calls("scancel") == [] and cluster.pending() == ["1001"]
+    assert status == 0 and out == "would cancel: 1000 1001 900001\n"
+    assert [call["argv"] for call in cluster.calls("scancel")] == [["900000"]]  # by link 1000
+    assert cluster.pending() == ["1001"] and cluster.guards() == {"1001": "900001"}
     assert not os.path.exists(os.path.join(run_dir, rc.CANCEL_FILE))
 
 
@@ -185,8 +188,8 @@ def test_submit_refuses_a_live_chain_unless_forced(cluster, run_dir, running_cha
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--force",
                                "--python", sys.executable, script)
     assert status == 0, err
-    assert "--force: cancelled the live chain's jobs 1001 1000" in err
-    assert [c["argv"] for c in cluster.calls("scancel")] == [["1001"], ["1000"]]
+    assert "--force: cancelled the live chain's jobs 1001 900001 1000" in err
+    assert [c["argv"] for c in cluster.calls("scancel")][1:] == [["1001", "900001"], ["1000"]]
     assert read(run_dir, rc.CHAIN_FILE + ".prev") == "100\n1000\n"
     assert not os.path.exists(os.path.join(run_dir, rc.CHAIN_FILE))
     new_first = out.strip()
@@ -218,9 +221,10 @@ def test_submit_force_refused_by_sbatch_leaves_the_live_chain_alone(
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
     cluster.update(sbatch_error="Batch job submission failed: Invalid partition name specified")
     before = {name: read(run_dir, name) for name in os.listdir(run_dir)}
+    cancelled = cluster.calls("scancel")  # link 1000 cancelled its guard
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--force", script)
     assert status == 2 and "Invalid partition name specified" in err
-    assert cluster.calls("scancel") == [] and cluster.pending() == ["1001"]
+    assert cluster.calls("scancel") == cancelled and cluster.pending() == ["1001"]
     assert {name: read(run_dir, name) for name in os.listdir(run_dir)} == before
 
 
@@ -385,6 +389,12 @@ def test_resume_a_cancelled_chain_counts_the_last_link_once(cluster, run_dir, ru
     assert read(run_dir, rc.CHAIN_FILE).split() == ["100", "1000", second]
 
 
+def guard_failed(cluster, successor):
+    """The successor's guard ended without continuing the chain (its own node failed): nothing
+    continues it (while the guard is queued, status says it waits for it)."""
+    cluster.set_job(cluster.guards()[successor], state="FAILED", end="2026-11-30T02:00:01")
+
+
 @pytest.mark.parametrize("successor_end,verdict", [
     ("CANCELLED by 0", "stopped: job 1000 ended TIMEOUT and its successor 1001 was CANCELLED by "
                        "root (uid 0) before it ran"),  # a person, on purpose
@@ -397,6 +407,7 @@ def test_a_chain_whose_pending_successor_ended_says_why_and_resumes(
         cluster, run_dir, running_chain, capsys, monkeypatch, successor_end, verdict):
     cluster.finish(1000, "TIMEOUT", 60)
     cluster.set_job(1001, state=successor_end, start="None")
+    guard_failed(cluster, "1001")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
     assert status == 0, err
     assert "verdict: " + verdict in out
@@ -991,6 +1002,7 @@ def collection_chain(cluster, parent, name, situation):
     elif situation == "broken: the successor died before its prologue":
         cluster.finish(first, "TIMEOUT", 60)
         cluster.set_job(successor, state="NODE_FAIL", end="2026-11-30T02:00:00")
+        guard_failed(cluster, successor)
     elif situation == "stopped: a person cancelled the pending successor":
         cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T01:30:00")
         cluster.finish(first, "TIMEOUT", 60)
@@ -1099,9 +1111,9 @@ def test_cancel_several_chains_one_line_each_and_an_error_stops_only_its_own(
     missing = os.path.join(parent, "typo")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", a, missing, b)
     assert status == 2
-    assert out.splitlines() == ["%s: cancelled: 1000 100" % a,
+    assert out.splitlines() == ["%s: cancelled: 1000 900000 100" % a,
                                 "%s: error: %s is not a directory" % (missing, missing),
-                                "%s: cancelled: 1001 200" % b]
+                                "%s: cancelled: 1001 900001 200" % b]
     assert cluster.pending() == []
 
 
@@ -1179,6 +1191,7 @@ def test_each_chain_event_is_notified_once(cluster, run_dir, capsys, monkeypatch
     if "status learns it" in situation:
         cluster.finish(100, "TIMEOUT", 60)
         cluster.set_job(successor, state="NODE_FAIL", end="2026-11-30T02:00:00")
+        guard_failed(cluster, successor)
     if situation == "resumable-chain resume":
         status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
         assert status == 0 and out.strip() == "1001", err

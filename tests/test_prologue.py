@@ -22,7 +22,8 @@ from resumable_chain import NOT_VISIBLE
 
 def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
     script = cluster.write_script(run_dir, max_walltime="1:00:00", sbatch_args=["-p", "gpu"])
-    result = cluster.run_link(script, 100, args=["--lr", "3e-4"])
+    result = cluster.run_link(script, 100, args=["--lr", "3e-4"], SLURM_JOB_PARTITION="gpu",
+                              SLURM_JOB_ACCOUNT="proj", SBATCH_GRES="gpu:8")
     assert result.returncode == 0, result.stderr
     assert cluster.work_done() == ["100"]
     assert read(run_dir, rc.CHAIN_FILE) == "100\n"
@@ -30,10 +31,22 @@ def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
     assert read(run_dir, rc.RETRIES_FILE) == "0\n"
     [call] = cluster.calls("sbatch")
     assert call["argv"] == ["--parsable", "--job-name=job.sh", "-p", "gpu", "--dependency=afternotok:100",
-                            "--kill-on-invalid-dep=yes", "--requeue", script, "--lr", "3e-4"]
-    # Slurm requeues the successor if its node fails before its prologue; a running link is
-    # the chain's to continue once its successor is queued: then it turns its requeue off
-    assert (cluster.job(100)["requeue"], cluster.job(1000)["requeue"]) == ("0", "1")
+                            "--kill-on-invalid-dep=yes", "--no-requeue", script, "--lr", "3e-4"]
+    assert call["env"]["SBATCH_GRES"] == "gpu:8"  # the user's defaults apply to links
+    # Slurm never requeues the successor (a node Prolog failure would hold it): its guard, the
+    # smallest job, runs when it ends and continues the chain if it died before its prologue.
+    [guard] = cluster.calls("sbatch", guards=True)[1:]
+    assert guard["argv"][:-1] == [
+        "--parsable", "--job-name=job.sh-guard", "--dependency=afterany:1000", "--no-requeue",
+        "--time=5", "--ntasks=1", "--cpus-per-task=1", "--mem=256M", "--chdir=" + run_dir,
+        "--open-mode=append", "--output=" + os.path.join(run_dir, rc.GUARD_LOG),
+        "--partition=gpu", "--account=proj", "--wrap"]
+    assert "SBATCH_GRES" not in guard["env"]  # never the links' GPUs; the links it may queue
+    assert shlex.split(guard["argv"][-1])[-4:] == ["guard", run_dir, "1000", "SBATCH_GRES=gpu:8"]
+    assert cluster.guards() == {"1000": "900000"}
+    assert json.loads(read(run_dir, rc.JOURNAL_FILE))["guard"] == "900000"
+    # A first job has no guard: Slurm requeues it until its successor is queued, then not.
+    assert (cluster.job(100)["requeue"], cluster.job(1000)["requeue"]) == ("0", "0")
     calls = [(call["command"], call["argv"][:1]) for call in cluster.calls()]
     assert calls.index(("scontrol", ["update"])) > calls.index(("sbatch", ["--parsable"]))
     assert cluster.calls("sacct") == []
@@ -81,9 +94,11 @@ def test_second_link(cluster, run_dir, situation, predecessor, before, expected)
     assert int(read(run_dir, rc.RETRIES_FILE)) == retries_after
     assert cluster.calls("sacct") == []  # the controller still knows a job that just ended
     calls = [call["argv"] for call in cluster.calls("scontrol")][first_links_calls:]
-    # A link that works turns its requeue off once its successor is queued; one that ends the
-    # chain leaves it (a node failure in its last milliseconds reruns the same decision).
-    assert calls.count(["update", "JobId=%s" % successor, "Requeue=0"]) == (1 if works else 0)
+    # A link that works queues its successor's guard and cancels its own (the first job's); one
+    # that ends the chain cancels its own. Guarded, it is never requeued (no Requeue=0 call).
+    assert cluster.guards() == ({cluster.pending()[-1]: "900001"} if works else {})
+    assert cluster.job("900000")["state"].startswith("CANCELLED")
+    assert not [call for call in calls if call[0] == "update" and "Requeue=0" in call]
     assert calls.count(["show", "job", "-o", "100"]) == 1
     line = [l for l in result.stderr.splitlines() if l.startswith("resumable-chain: job %s" % successor)]
     # The controller answered: it shows the base state (sacct adds "by <uid>" for status).
@@ -725,14 +740,124 @@ def test_the_work_steers_the_chain_with_exit_75_and_76(cluster, run_dir, source)
 
 
 
+@pytest.mark.parametrize("state", ["NODE_FAIL", "BOOT_FAIL", "CANCELLED by 0"],
+                         ids=["its node failed while Slurm launched it", "its node did not boot",
+                              "its node Prolog failed: slurmd cancelled it"])
+def test_a_successor_that_died_before_its_prologue_is_replaced_by_its_guard(
+        cluster, run_dir, capsys, monkeypatch, state):
+    script = cluster.write_script(run_dir)
+    assert cluster.run_link(script, 100, args=["--lr", "3e-4"],
+                            SBATCH_GRES="gpu:8").returncode == 0
+    [successor] = cluster.pending()
+    cluster.finish(100, "TIMEOUT", 60)
+    guard = cluster.guards()[successor]
+    cluster.set_job(successor, state=state, start="2026-11-30T01:01:00", elapsed=0,
+                    end="2026-11-30T01:01:00")  # it had its node: Slurm was launching it
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    assert status == 0 and ("verdict: waiting: job 100 ended TIMEOUT and its successor %s ended "
+                            "%s on %s before its prologue ran; its guard %s (PENDING) continues "
+                            "the chain" % (successor, state, fake_slurm.NODE, guard)) in out
+    result = cluster.run_guard(successor)
+    assert result.returncode == 0, result.stderr
+    [new] = cluster.pending()
+    assert ("guard %s of job %s: job %s died before its prologue (%s on %s); the chain "
+            "continued with job %s" % (guard, successor, successor, state.split()[0],
+                                       fake_slurm.NODE, new)) in result.stderr
+    queued = cluster.job(new)
+    assert (queued["dependency"], queued["held"], queued["requeue"]) == ("", False, "0")
+    assert queued["script"] == cluster.job(successor)["script"] and queued["args"] == [
+        "--lr", "3e-4"] and "--job-name=job.sh" in queued["options"]
+    assert cluster.calls("sbatch")[-1]["env"]["SBATCH_GRES"] == "gpu:8"  # the user's defaults
+    assert cluster.guards() == {new: "900001"}  # the new link is guarded in turn
+    record = json.loads(read(run_dir, rc.JOURNAL_FILE))
+    assert (record["job"], record["successor"], record["dead_successors"]) == ("100", new, 1)
+    result = cluster.run_link(script, new)  # no dependency: the journal names its predecessor
+    assert result.returncode == 0, result.stderr
+    assert "resume | predecessor 100 TIMEOUT" in result.stderr
+    assert read(run_dir, rc.CHAIN_FILE).split() == ["100", new]
+    assert read(run_dir, rc.WALLTIME_FILE) == "60\n" and read(run_dir, rc.RETRIES_FILE) == "0\n"
+    assert cluster.job("900001")["state"].startswith("CANCELLED")  # its own guard, done
+    events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
+    assert [(event["event"], event["job"]) for event in events] == [("healed", successor)]
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
+    assert "healed (job %s): job %s died before its prologue" % (successor, successor) in out
+
+
+@pytest.mark.parametrize("cancelled_by", ["a person", "Slurm: its predecessor completed"])
+def test_a_successor_cancelled_before_it_started_is_not_continued_by_its_guard(
+        cluster, run_dir, capsys, monkeypatch, cancelled_by):
+    script, successor = start_chain(cluster, run_dir)
+    if cancelled_by == "a person":
+        cluster.set_job(successor, state="CANCELLED by 1000", end="2026-11-30T01:00:00")
+        cluster.finish(100, "TIMEOUT", 60)
+    else:  # the work finished: kill-on-invalid-dep
+        cluster.finish(100, "COMPLETED", 60)
+        cluster.set_job(successor, state="CANCELLED", end="2026-11-30T01:00:00",
+                        reason="DependencyNeverSatisfied")
+    before = json.loads(read(run_dir, rc.JOURNAL_FILE))
+    result = cluster.run_guard(successor)
+    assert result.returncode == 0, result.stderr
+    assert "was cancelled before it started" in result.stderr
+    assert cluster.pending() == [] and cluster.guards() == {}  # nothing of the chain is left
+    assert json.loads(read(run_dir, rc.JOURNAL_FILE)) == before
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    word = "stopped" if cancelled_by == "a person" else "finished"
+    assert status == 0 and "verdict: %s" % word in out
+
+
+def test_successors_that_keep_dying_before_their_prologue_end_in_broken(cluster, run_dir, capsys,
+                                                                       monkeypatch):
+    # max_retries 1: the first death is free, the second counts, the third is not replaced
+    script, successor = start_chain(cluster, run_dir, max_retries=1)
+    cluster.finish(100, "TIMEOUT", 60)
+    dead = [successor]
+    for _ in range(3):
+        cluster.set_job(dead[-1], state="CANCELLED by 0", start="2026-11-30T01:01:00",
+                        end="2026-11-30T01:01:00")
+        result = cluster.run_guard(dead[-1])
+        assert result.returncode == 0, result.stderr
+        dead += cluster.pending()
+    assert len(dead) == 3 and cluster.pending() == [] and cluster.guards() == {}
+    assert ("3 successors of job 100 in a row died before their prologue, more than max_retries "
+            "1 allows: not replaced; resumable-chain resume continues the chain") in result.stderr
+    events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
+    assert [event["event"] for event in events] == ["healed", "healed", "broken"]
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    assert status == 1 and "verdict: broken" in out
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
+    assert status == 0, err
+
+
+def test_a_site_that_refuses_the_guard_gets_slurms_requeue_instead(cluster, run_dir, capsys,
+                                                                   monkeypatch):
+    cluster.update(sbatch_wrap_error="Batch job submission failed: Requested node configuration "
+                                     "is not available")
+    script, successor = start_chain(cluster, run_dir)
+    assert cluster.guards() == {} and cluster.job(successor)["requeue"] == "1"
+    cluster.finish(100, "TIMEOUT", 60)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 0, result.stderr
+    assert ("WARNING: could not queue a guard for job %s (sbatch: error: Batch job submission "
+            "failed: Requested node configuration is not available): if it dies before its "
+            "prologue, only Slurm's requeue can start it again" % cluster.pending()[-1]
+            ) in result.stderr
+    assert cluster.job(cluster.pending()[-1])["requeue"] == "1"
+    record = json.loads(read(run_dir, rc.JOURNAL_FILE))
+    assert record["guard"] is None and "Requested node configuration" in record["guard_error"]
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
+    assert "guard: none: sbatch: error: Batch job submission failed" in out
+
+
 @pytest.mark.parametrize("death", ["NODE_FAIL", "BOOT_FAIL", "launch failure"],
                          ids=["its node failed while Slurm launched it",
                               "its node did not boot",
                               "its node Prolog failed: requeued held, a person released it"])
-def test_a_successor_slurm_requeued_before_its_prologue_continues_and_says_it_healed(
+def test_an_unguarded_successor_slurm_requeued_before_its_prologue_continues_and_says_it_healed(
         cluster, run_dir, capsys, monkeypatch, death):
-    # Slurm requeues a --requeue job whose launch fails (job_mgr.c: BOOT_FAIL only when requeue
-    # is refused); after a node Prolog failure it holds it (launch failed requeued held).
+    # A successor without a guard (the site refused it) is queued requeueable: Slurm requeues
+    # a --requeue job whose launch fails (job_mgr.c: BOOT_FAIL only when requeue is refused);
+    # after a node Prolog failure it holds it (launch failed requeued held).
+    cluster.update(sbatch_wrap_error="Batch job submission failed: Invalid partition")
     script, successor = start_chain(cluster, run_dir)
     cluster.finish(100, "TIMEOUT", 60)
     earlier = {"state": "NODE_FAIL" if death == "launch failure" else death, "elapsed": 1,
@@ -782,25 +907,30 @@ def test_a_step_killed_by_a_signal_runs_once_more_and_the_link_goes_on(cluster, 
     assert json.loads(read(run_dir, rc.JOURNAL_FILE))["successor"] == queued
 
 
-def test_chaos_run_a_link_whose_node_fails_before_its_successor_is_queued_is_requeued(cluster,
-                                                                                    run_dir):
+def test_chaos_run_a_link_whose_node_fails_before_its_successor_is_queued_is_continued(cluster,
+                                                                                      run_dir):
     # Found by the chaos run on the real cluster (22.05): sbatch failed for a minute, the
-    # retrier had not succeeded yet, and the node failed: with requeue turned off first, the
-    # link ended NODE_FAIL with no successor and the chain was lost. Requeue stays on until
-    # the successor is queued, so Slurm requeues such a link and its rerun queues one.
+    # retrier had not succeeded yet, and the node failed: the link ended NODE_FAIL with no
+    # successor and the chain was lost. The link's guard runs when it ends and queues it.
     script, successor = start_chain(cluster, run_dir)
     cluster.finish(100, "TIMEOUT", 60)
     cluster.update(sbatch_error="Batch job submission failed: Socket timed out on send/recv "
                                 "operation")
     result = cluster.run_link(script, successor, predecessor=100)
     assert result.returncode == 0 and "could not queue a successor" in result.stderr
-    assert cluster.job(successor)["requeue"] == "1"  # a node failure now requeues it
+    assert cluster.guards() == {successor: "900000"}  # kept: nothing else would continue
     cluster.update(sbatch_error=None)
-    cluster.set_job(successor, state="PENDING", runs=[{"state": "NODE_FAIL", "elapsed": 20}])
-    result = cluster.run_link(script, successor, predecessor=100, SLURM_RESTART_COUNT="1")
+    cluster.finish(successor, "NODE_FAIL", 20)
+    result = cluster.run_guard(successor)
     assert result.returncode == 0, result.stderr
     [queued] = [job for job in cluster.pending() if job != successor]
+    assert ("job %s ended NODE_FAIL before it queued its successor; the chain continued with "
+            "job %s" % (successor, queued)) in result.stderr
     assert cluster.job(queued)["dependency"] == "afternotok:%s" % successor
-    assert cluster.job(successor)["requeue"] == "0"
-    assert read(run_dir, rc.WALLTIME_FILE) == "60\n" and read(run_dir, rc.RETRIES_FILE) == "0\n"
-    assert cluster.work_done() == ["100", successor, successor]
+    assert cluster.guards() == {queued: "900001"}
+    result = cluster.run_link(script, queued, predecessor=successor)
+    assert result.returncode == 0, result.stderr
+    assert read(run_dir, rc.WALLTIME_FILE) == "80\n" and read(run_dir, rc.RETRIES_FILE) == "0\n"
+    assert cluster.work_done() == ["100", successor, queued]
+    events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
+    assert [(event["event"], event["job"]) for event in events] == [("healed", successor)]

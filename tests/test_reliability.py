@@ -710,7 +710,10 @@ def test_a_failed_successor_sbatch_is_retried_while_the_link_runs(
     assert event.event == "healed" and event.job == "100"
     if not existing:
         options = slurm.jobs()[successor]["options"]
-        assert "--job-name=train" in options and "-p" in options and "--requeue" in options
+        assert "--job-name=train" in options and "-p" in options and "--no-requeue" in options
+    guards = [job for job in slurm.jobs().values() if job.get("wrap")]
+    assert [guard["dependency"] for guard in guards] == ["afterany:" + successor]
+    assert record.guard and record.guard_error is None
 
 
 @pytest.mark.parametrize("situation", ["the link ended", "squeue cannot answer",

@@ -104,9 +104,13 @@ class Chain(object):
         self.script = os.path.join(self.run_dir, "resumable-job.sh")
         return self.first
 
-    def live(self):
-        out = run(["squeue", "-h", "-n", self.name, "-o", "%i|%T"]).stdout
+    def live(self, name=None):
+        out = run(["squeue", "-h", "-n", name or self.name, "-o", "%i|%T"]).stdout
         return dict(line.split("|") for line in out.split())
+
+    def guards(self):
+        """The chain's guards that squeue shows (queued by its links, named after them)."""
+        return self.live(self.name + rc.GUARD_SUFFIX)
 
     def wait_for(self, condition, what, timeout=CHAIN_TIMEOUT):
         deadline = time.time() + timeout
@@ -123,8 +127,8 @@ class Chain(object):
 
     def wait_done(self, timeout=CHAIN_TIMEOUT):
         """Wait until no job of the chain is queued or running and sacct shows them all final."""
-        def settled():
-            if self.live() or self.live():
+        def settled():  # its guards too: nothing of a chain that ended stays queued
+            if self.live() or self.guards() or self.live():
                 return None
             jobs = self.jobs()
             newest = [runs[-1] for runs in by_id(jobs).values()]  # REQUEUED runs are history
@@ -170,10 +174,12 @@ class Chain(object):
             return handle.read()
 
     def log(self):
+        """The links' output, then the guards' log."""
         text = []
-        for name in sorted(os.listdir(self.dir)):
-            if name.startswith("slurm-"):
-                with open(os.path.join(self.dir, name)) as handle:
+        for path in [os.path.join(self.dir, name) for name in sorted(os.listdir(self.dir))
+                     if name.startswith("slurm-")] + [os.path.join(self.run_dir, rc.GUARD_LOG)]:
+            if os.path.exists(path):
+                with open(path) as handle:
                     text.append(handle.read())
         return "".join(text)
 
@@ -333,9 +339,10 @@ def test_cancel_command_stops_a_running_chain_for_good(phase_a):
     chain.wait_running(chain.first)
     successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                "a pending successor")[0]
+    [guard] = chain.wait_for(chain.guards, "the successor's guard")
     out = cli("cancel", chain.run_dir)
-    assert out.splitlines()[0] == "cancelled: %s %s" % (successor, chain.first)
-    assert chain.live() == {}
+    assert out.splitlines()[0] == "cancelled: %s %s %s" % (successor, guard, chain.first)
+    assert chain.live() == {} and chain.guards() == {}
     jobs = chain.wait_done()
     assert [(job["id"], job["state"].split()[0], job["elapsed"]) for job in jobs] == [
         (chain.first, "CANCELLED", jobs[0]["elapsed"]), (successor, "CANCELLED", 0)]
@@ -388,7 +395,9 @@ def test_submit_force_cancels_the_live_chain_and_a_refused_submit_changes_nothin
     assert refused.returncode == 2 and "live chain" in refused.stderr
     result = run([sys.executable, os.path.join(ROOT, "resumable_chain.py"), "submit",
                   chain.run_dir, "--force", "--python", sys.executable, quick])
-    assert "cancelled the live chain's jobs %s %s" % (old_successor, chain.first) in result.stderr
+    cancelled = result.stderr.split("cancelled the live chain's jobs ")[1].split("\n")[0].split()
+    assert cancelled[0] == old_successor and cancelled[-1] == chain.first, result.stderr
+    assert len(cancelled) == 3  # and the pending successor's guard
     new_first = result.stdout.strip()
     chain.first = new_first
     jobs = chain.wait_done()
@@ -722,44 +731,60 @@ def test_node_failure_resumes_without_a_retry(root, node_alone):
     assert chain.state_file(rc.RETRIES_FILE) == "0\n"
 
 
-def test_a_successor_whose_node_fails_while_slurm_launches_it_continues_by_itself(root,
-                                                                                  node_alone):
-    """The node fails while its Prolog (ci/local-slurm.sh: it waits while a flag file exists)
-    still holds the successor's launch: Slurm requeues the successor (--requeue), which runs
-    its prologue later and continues the chain; nobody runs resume."""
+def launching_successor(chain, node, how):
+    """Start ``chain``, then end its first link's pending successor while Slurm launches it:
+    ``node down`` while the node Prolog holds it (ci/local-slurm.sh: it waits while a flag file
+    exists), or ``Prolog fails`` (the Prolog fails for the job IDs in a file; Slurm cancels the
+    job and drains the node). The node is back afterwards. Returns the successor's ID."""
     config = run(["scontrol", "show", "config"]).stdout
     if "node-prolog.sh" not in config:
         pytest.skip("the cluster has no node Prolog: start it with ci/local-slurm.sh up")
-    hold = "/tmp/local-slurm-prolog-hold.%s" % rc.current_cluster()
-    chain = Chain(root, "launch-fail", 'if [ "$n" -le 1 ]; then sleep 600; fi', time_limit="1")
+    flag = "/tmp/local-slurm-prolog-%s.%s" % ("hold" if how == "node down" else "fail",
+                                              rc.current_cluster())
     chain.submit("--no-requeue")
     chain.wait_running(chain.first)
     successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                "a pending successor")[0]
-    open(hold, "w").close()
+    with open(flag, "w") as handle:
+        handle.write("" if how == "node down" else successor + "\n")
     try:
-        chain.wait_for(lambda: chain.live().get(successor) not in (None, "PENDING"),
-                       "the successor's launch (held in the node Prolog)", timeout=180)
-        assert chain.work() == [chain.first]  # its batch script has not started
-        run(["scontrol", "update", "nodename=%s" % node_alone, "state=down",
-             "reason=e2e-launch-fail"])
-        chain.wait_for(lambda: chain.live().get(successor) == "PENDING",
-                       "Slurm to requeue the successor", timeout=120)
+        if how == "node down":
+            chain.wait_for(lambda: chain.live().get(successor) not in (None, "PENDING"),
+                           "the successor's launch (held in the node Prolog)", timeout=180)
+            assert chain.work() == [chain.first]  # its batch script has not started
+            run(["scontrol", "update", "nodename=%s" % node, "state=down",
+                 "reason=e2e-launch-fail"])
+        chain.wait_for(lambda: successor not in chain.live(), "the successor's end", timeout=180)
     finally:
-        if os.path.exists(hold):
-            os.unlink(hold)
-        run(["scontrol", "update", "nodename=%s" % node_alone, "state=resume"], check=False)
+        os.unlink(flag)
+        run(["scontrol", "update", "nodename=%s" % node, "state=resume"], check=False)
+    return successor
+
+
+@pytest.mark.parametrize("how,state", [("node down", "NODE_FAIL"), ("Prolog fails", "CANCELLED")])
+def test_a_successor_that_dies_while_slurm_launches_it_is_replaced_by_its_guard(
+        root, node_alone, how, state):
+    """Nobody runs resume: the successor's guard (a one-CPU job that runs when it ends) sees
+    it died before its prologue and queues a new link that continues the chain."""
+    chain = Chain(root, "launch-" + how.split()[1], 'if [ "$n" -le 1 ]; then sleep 600; fi',
+                  time_limit="1")
+    successor = launching_successor(chain, node_alone, how)
     jobs = chain.wait_done()
     runs = by_id(jobs)
-    assert chain.work() == [chain.first, successor], jobs  # the same job ID, after the requeue
-    assert runs[successor][-1]["state"] == "COMPLETED", jobs
+    assert [job["state"].split()[0] for job in runs[successor]] == [state], jobs
+    replacement = chain.work()[-1]
+    assert chain.work() == [chain.first, replacement] and replacement not in (chain.first,
+                                                                              successor), jobs
+    assert runs[replacement][-1]["state"] == "COMPLETED", jobs
     assert int(chain.state_file(rc.WALLTIME_FILE)) == runs[chain.first][-1]["elapsed"]
     assert chain.state_file(rc.RETRIES_FILE) == "0\n"
-    assert chain.live() == {}
+    assert chain.live() == {} and chain.guards() == {}
     events = json.loads(chain.state_file(rc.EVENTS_FILE))["events"]
     assert [(event["event"], event["job"]) for event in events] == [("healed", successor)]
-    assert "job %s died before its prologue recorded anything (NODE_FAIL on %s)" % (
-        successor, node_alone) in chain.log()
+    assert "job %s died before its prologue (%s on %s); the chain continued with job %s" % (
+        successor, state, node_alone, replacement) in chain.log()
+    status = json.loads(cli("status", chain.run_dir, "--json", "--check"))
+    assert status["verdict_word"] == "finished", status
 
 
 @pytest.mark.parametrize("outage", ["restarted during the window", "down for the whole window"])
