@@ -2,8 +2,7 @@
 random times from MENU, then the invariants of tests/histories.py checked from sacct, the
 state files and each chain's own work log.
 
-    python3 tests/chaos.py --chains 30 --faults 100 --work 1500 --minutes 3 --gap 2 6
-                                                                # the long run (about an hour)
+    python3 tests/chaos.py --chains 30 --faults 100 --work 1800 --gap 2 6  # the long run
     python3 tests/chaos.py --chains 3 --faults 6 --seed 1       # CI's short run (a few minutes)
 
 Needs the local cluster (``ci/local-slurm.sh up``) and root (it fails the node, restarts the
@@ -30,7 +29,8 @@ from histories import INVARIANTS  # noqa: E402
 LOCAL_SLURM = os.path.join(ROOT, "ci", "local-slurm.sh")
 WORK_SECONDS = 100  # each chain's work by default: two one-minute links without faults
 MENU = ("node down while links work", "node down while a successor launches",
-        "slurmctld restart", "slurmdbd stop and start", "preemption", "in-job step SIGKILLed",
+        "node Prolog fails for the pending successors", "slurmctld restart",
+        "slurmdbd stop and start", "preemption", "in-job step SIGKILLed",
         "sbatch fails for a minute", "a person scancels a running link")
 WORK = r"""
 progress=$(cat {dir}/progress 2>/dev/null || echo 0)
@@ -60,6 +60,7 @@ class Chaos(object):
         self.tag = "chaos%x" % (int(time.time()) % 0xFFFFF)
         self.node = run(["hostname", "-s"]).stdout.strip()
         self.hold = "/tmp/local-slurm-prolog-hold.%s" % rc.current_cluster()
+        self.prolog_fails = "/tmp/local-slurm-prolog-fail.%s" % rc.current_cluster()
         self.started = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 5))
         self.flag = os.path.join(root, "sbatch-fails")  # while it exists, the jobs' sbatch fails
         wrappers = os.path.join(root, "bin")
@@ -138,6 +139,23 @@ class Chaos(object):
             os.unlink(self.hold)
             self._node("resume")
         return launching and "job %s held in the node Prolog" % " ".join(launching)
+
+    def _node_Prolog_fails_for_the_pending_successors(self):
+        """ci/local-slurm.sh's node Prolog fails for the job IDs in a file: Slurm cancels each
+        such job as it launches and drains the node, which an admin then resumes."""
+        pending = [job for job, (name, state) in self.live().items()
+                   if state == "PENDING" and not name.endswith(rc.GUARD_SUFFIX)]
+        if not pending:
+            return None
+        with open(self.prolog_fails, "w") as handle:
+            handle.write("".join(job + "\n" for job in pending))
+        try:
+            failed = self.wait(lambda: [job for job in pending if job not in self.live()], 90)
+        finally:
+            os.unlink(self.prolog_fails)
+            time.sleep(2)
+            self._node("resume")
+        return failed and "jobs %s" % " ".join(sorted(failed))
 
     def launching(self):
         """Jobs Slurm started whose batch script has not begun (held in the node Prolog)."""
@@ -259,7 +277,7 @@ class Chaos(object):
                 progress, self.work, ended)))
         if len(runs) > 4 + self.work // (30 * self.minutes) + 2 * len(self.faults):
             problems.append((3, "%d jobs for %d s of work" % (len(runs), self.work)))
-        live = [job for job, (name, _) in self.live().items() if name == chain["name"]]
+        live = [job for job, (name, _) in self.live().items() if name.startswith(chain["name"])]
         if live:
             problems.append((4, "jobs %s still queued" % " ".join(live)))
         problems += [(5, "job %s holds %d CPUs" % (job["id"], job["cpus"]))
@@ -318,9 +336,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=int, default=WORK_SECONDS,
                         help="seconds of work per chain")
-    parser.add_argument("--minutes", type=int, default=1,
-                        help="each link's time limit; an sbatch outage (60 s) that covers a "
-                             "link's whole life loses its chain, so the long run uses 3")
+    parser.add_argument("--minutes", type=int, default=1, help="each link's time limit")
     parser.add_argument("--gap", type=float, nargs=2, default=(5, 25), metavar=("MIN", "MAX"),
                         help="seconds between two faults (uniform)")
     parser.add_argument("--root", help="where the chains' directories go (default: a temp dir)")
