@@ -402,12 +402,13 @@ def test_parse_earlier_runs_tells_how_a_requeued_job_died_before(release):
     assert rc.parse_earlier_runs("") == [] and rc.parse_earlier_runs("7|RUNNING|vm\n") == []
 
 
-def test_parse_sacct_tells_a_launch_failure_from_a_cancel_before_start():
-    # Recorded on 26.05: 997 --no-requeue, its node Prolog failed (slurmd cancelled it and
-    # drained the node); 999 held, then scancelled by a person before it ever started.
-    jobs = rc.parse_sacct(recorded("26.05/sacct-launch-failed")[2])
-    assert [(job.state, job.nodes) for [job] in jobs.values()] == [
-        ("CANCELLED by 0", "vm"), ("CANCELLED by 0", None)]
+@pytest.mark.parametrize("release,state", [("22.05", "CANCELLED"), ("26.05", "CANCELLED by 0")])
+def test_parse_sacct_tells_a_launch_failure_from_a_cancel_before_start(release, state):
+    # Recorded: a --no-requeue job whose node Prolog failed (slurmd cancelled it and drained the
+    # node), then one cancelled before it ever started (26.05: held, a person's scancel; 22.05:
+    # its dependency could never be met).
+    jobs = rc.parse_sacct(recorded(release + "/sacct-launch-failed")[2])
+    assert [(job.state, job.nodes) for [job] in jobs.values()] == [(state, "vm"), (state, None)]
 
 
 TIMEOUT_26_05 = 85  # RunTime of the recorded --time=1 job
