@@ -1899,8 +1899,13 @@ def ended_job(job_id):
 def sbatch(options, script, script_args, cwd=None, cluster=None):
     """Submit a batch job (``--parsable`` first); return (its ID, the cluster sbatch named or
     None) or raise StateError."""
-    result = run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options) + [script]
-                       + list(script_args), submit=True, cwd=cwd)
+    return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
+                                   + [script] + list(script_args), submit=True, cwd=cwd))
+
+
+def sbatch_answer(result):
+    """(the job ID ``sbatch --parsable`` printed, the cluster it named or None); StateError with
+    sbatch's error when it queued nothing."""
     job_id, named = parse_sbatch_reply(result.stdout) if result.returncode == 0 else (None, None)
     if job_id is None:
         raise StateError(last_line(result.stderr) if result.returncode != 0
@@ -1951,12 +1956,10 @@ def sbatch_guard(job_id, command, name, run_dir, environ):
     wait = run_slurm(["sbatch"] + options + ["--wrap", command], background=True)
 
     def queued():
-        result = wait()
-        job, _ = parse_sbatch_reply(result.stdout) if result.returncode == 0 else (None, None)
-        if job is None:
-            return None, (last_line(result.stderr) if result.returncode != 0
-                          else "unexpected sbatch output %r" % first_line(result.stdout))
-        return job, None
+        try:
+            return sbatch_answer(wait())[0], None
+        except StateError as error:
+            return None, str(error)
     return queued
 
 
@@ -2575,6 +2578,21 @@ def runnable_script(store, script):
     return store.path(SCRIPT_COPY)
 
 
+def runnable_next_link(store, record):
+    """How the journal says the chain's next link is queued, with a script that still exists."""
+    next_link = NextLink(**record.next)
+    return next_link._replace(script=runnable_script(store, next_link.script))
+
+
+def successor_of(store, record):
+    """The successor of the link ``record`` describes: the one an sbatch that failed or timed
+    out created after all (squeue), else queued now; (its ID, None) or (None, the error)."""
+    successor, error = queued_successor(record.job)
+    if successor is None and error is None:
+        successor, error = queue_successor(record.job, runnable_next_link(store, record), [])
+    return successor, error
+
+
 def _retry_once(store, job_id, tries, environ):
     """One try of the retrier under the lock: return (whether it is over, (event, command))."""
     with store.locked():
@@ -2582,11 +2600,7 @@ def _retry_once(store, job_id, tries, environ):
         if record is None or record.job != job_id or record.successor or \
                 record.action not in WORK_ACTIONS or not record.next:
             return True, (None, None)  # nothing left to do here
-        successor, error = queued_successor(job_id)
-        if successor is None and error is None:
-            next_link = NextLink(**record.next)
-            successor, error = queue_successor(job_id, next_link._replace(
-                script=runnable_script(store, next_link.script)), [])
+        successor, error = successor_of(store, record)
         record = record._replace(successor=successor, successor_error=error,
                                  successor_retries=tries)
         if successor:
@@ -2673,13 +2687,10 @@ def _guard_queue(store, record, job, environ, final, what, dead):
     """Queue the link the chain waits for and its guard; journal the ``healed`` event. A
     successor that died is replaced by a held job without dependency (its predecessor may be
     forgotten; the journal names it), released once recorded: never two."""
-    next_link = NextLink(**record.next)
-    next_link = next_link._replace(script=runnable_script(store, next_link.script))
     if record.job == job.job_id:
-        successor, error = queued_successor(job.job_id)
-        if successor is None and error is None:
-            successor, error = queue_successor(job.job_id, next_link, [])
+        successor, error = successor_of(store, record)
     else:
+        next_link = runnable_next_link(store, record)
         try:
             successor, error = sbatch_held(successor_options(
                 next_link, "--hold", "--no-requeue"), next_link.script, next_link.script_args,

@@ -12,14 +12,16 @@ to ``$FAKE_SLURM_STATE.calls`` (argv and the SLURM_*/SBATCH_* environment)
 so tests can check what was run. Knobs a test may set on the cluster:
 
 * ``jobs[ID]``: state, elapsed, start, end, nodes (default: the fake's node once started),
-  runs (earlier runs of a requeued ID), reason (squeue's and scontrol's), wrap (sbatch --wrap), dependency, time_limit, held (sbatch --hold until scontrol release), in_controller, sacct_hidden_calls (sacct
-  prints nothing for that many calls), sacct_lag_state (what sacct shows
-  instead while hidden), sacct_state (what sacct shows once visible, when the
-  controller shows another state), visible_at (epoch seconds before which sacct
-  prints nothing);
+  runs (earlier runs of a requeued ID), reason (squeue's and scontrol's), wrap (sbatch
+  --wrap), dependency, time_limit, held (sbatch --hold until scontrol release),
+  in_controller, sacct_hidden_calls (sacct prints nothing for that many calls),
+  sacct_lag_state (what sacct shows instead while hidden), sacct_state (what sacct shows once
+  visible, when the controller shows another state), visible_at (epoch seconds before which
+  sacct prints nothing);
 * ``sacct_down``, ``scontrol_down`` (squeue too), ``squeue_down``, ``sbatch_error``: make a
-  command fail as Slurm does; ``sbatch_wrap_error``: only ``sbatch --wrap`` (a guard) fails; ``sbatch_lost_answer``: sbatch creates the job, then fails as
-  when the controller's answer timed out;
+  command fail as Slurm does; ``sbatch_wrap_error``: only ``sbatch --wrap`` (a guard) fails;
+  ``sbatch_lost_answer``: sbatch creates the job, then fails as when the controller's answer
+  timed out;
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
 * ``name``: the cluster's name (default ``local``); ``-M OTHER`` is refused as Slurm refuses a
   cluster its database does not know (sacct prints nothing);

@@ -81,6 +81,20 @@ class InstantTime(object):
         pass
 
 
+class OwnClock(object):
+    """The clock of a background step (retrier, guard): its pauses take no time of the
+    history's, whose links work meanwhile."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+    def __call__(self):
+        return self.now
+
+
 def iso(seconds):
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
@@ -284,16 +298,12 @@ class History(object):
         return outcome
 
     def guard(self, job_id, job):
-        """A guard runs (its job ended): the guard's step, its pauses on a clock of its own."""
+        """A guard runs (its job ended): the guard's step, on a clock of its own."""
         self.update(job_id, state="RUNNING", start=iso(self.now))
-        clock = [0.0]
-
-        def sleep(seconds):
-            clock[0] += seconds
-
+        clock = OwnClock()
         guarded = job["dependency"].split(":")[1]
         event, _, words = rc.guard_chain(self.run_dir, guarded, {"SLURM_JOB_ID": job_id},
-                                         sleep=sleep, clock=lambda: clock[0])
+                                         sleep=clock.sleep, clock=clock)
         self.update(job_id, state="COMPLETED", end=iso(self.now), elapsed=1)
         self.log("guard %s of job %s: %s" % (job_id, guarded, words))
         if event and event.event == "broken":
@@ -412,18 +422,14 @@ class History(object):
     def retrier(self, job_id, limit):
         """The background retrier of a link whose successor's sbatch failed, within its life
         (its pauses on a clock of its own: the link's work runs meanwhile)."""
-        clock = [0.0]
-
-        def sleep(seconds):
-            clock[0] += seconds
-
-        rc.retry_successor(self.run_dir, {"SLURM_JOB_ID": job_id}, sleep=sleep,
-                           clock=lambda: clock[0])
+        clock = OwnClock()
+        rc.retry_successor(self.run_dir, {"SLURM_JOB_ID": job_id}, sleep=clock.sleep,
+                           clock=clock)
         record = rc.StateStore(self.run_dir).read_record()
         self.log("  retrier of job %s: %s after %d s" % (
             job_id, "successor %s" % record.successor if record.successor else "no successor",
-            clock[0]))
-        if clock[0] > limit:
+            clock.now))
+        if clock.now > limit:
             self.deliberate = "sbatch failed for longer than the link lived"
 
     def end(self, job_id, state, elapsed, exit_code="0:0", work=False):
