@@ -95,6 +95,7 @@ STAGED_SCRIPT = ".resumable_chain.staged"  # submit's script before sbatch accep
 BUDGET_FILE = ".resumable_chain.budget.json"  # a walltime budget shared by several chains
 BUDGET_LOCK = ".resumable_chain.budget.lock"  # serializes every link drawing on one budget
 EVENTS_FILE = ".resumable_chain.events.json"  # the chain's events, each notified at most once
+NOTIFY_FILE = ".resumable_chain.notify"  # the notify command (it may hold a token): owner only
 PREVIOUS_SUFFIX = ".prev"  # submit keeps the previous chain's files under this suffix
 
 LOOKUP_SECONDS_ENV = "RESUMABLE_CHAIN_LOOKUP_SECONDS"  # accounting-lag window override
@@ -104,6 +105,7 @@ COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout o
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
+MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file: read by its tail
 VIEW_WAIT_SECONDS = 90  # how long a link waits for a lagging view of the run directory
 LOCK_ENV = "RESUMABLE_CHAIN_LOCK"  # "kernel" or "file": force one kind of lock
 LOCK_KINDS = ("kernel", "file")
@@ -120,6 +122,7 @@ NODE_LOCAL_LOCKS = {"lustre": ("localflock", "noflock"),
 CRASH_ENV = "RESUMABLE_CHAIN_TEST_KILL_AT"  # tests only: SIGKILL self at the Nth checkpoint
 REQUEUE_GAP_SECONDS = 120  # a record ending this close to the next submit is the same job, requeued
 STATUS_ROWS = 1000  # status shows at most this many of the newest links
+STATUS_SECONDS = 60  # chains not read by then are rows that say so: the table always prints
 COLLECTION_ROWS = 2  # status of several chains asks about this many newest links of each
 CANCEL_ROUNDS = 5  # cancel retries what started meanwhile at most this often
 EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
@@ -275,6 +278,7 @@ DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes,
                   "2-00), or seconds as 5400s")
 SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End,ExitCode,NodeList"  # sacct -P -n -o
 SQUEUE_FORMAT = "%i|%T|%M|%S|%l|%E|%r"  # JobID|State|elapsed|start|limit|dependency|reason
+HIDDEN_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))  # visible() escapes
 UNKNOWN_TIMES = ("", "Unknown", "None", "N/A", "(null)")  # Slurm's ways to say "no time"
 
 
@@ -331,7 +335,8 @@ RECORD_FIELDS = collections.OrderedDict((
                         "by its guard (None: none)"),
     ("time_limit", "seconds this link lowered its own time limit to, or None"),
     ("budget_dir", "the shared walltime budget the chain draws on, or None"),
-    ("notify", "the command run with /bin/sh -c for each chain event, or None"),
+    ("notify", "the command run with /bin/sh -c for each chain event, or None; on disk only "
+               "true (the command is in NOTIFY_FILE, which its owner alone can read)"),
     ("reserved", "seconds this link reserved from the shared budget, or None"),
     ("next", "how the next link is queued: script, sbatch_args, script_args, job_name, workdir"),
     ("phase", "'counted' (decided; state files may lag), 'queued' (written) or 'done' (final)"),
@@ -970,6 +975,17 @@ def shell_quote(text):
     return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
+def visible(text):
+    """Text as a terminal may show it: control and format characters (C0 but newline and tab,
+    DEL, C1, bidi overrides, lone surrogates) become escapes, so that no state file drives the
+    terminal of whoever looks at it."""
+    import unicodedata
+    return "".join(
+        char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
+        else "\\x%02x" % ord(char) if ord(char) < 0x100 else "\\u%04x" % ord(char)
+        for char in text)
+
+
 def uid_name(uid):
     """``0`` -> ``root``: who ``CANCELLED by <uid>`` was (the uid itself if unknown here)."""
     import pwd
@@ -1191,7 +1207,7 @@ def _checkpoint():
 
 def _fsync_directory(directory):
     try:
-        descriptor = os.open(directory, os.O_RDONLY)
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
     try:
@@ -1202,22 +1218,103 @@ def _fsync_directory(directory):
         os.close(descriptor)
 
 
+def _text(value):
+    return value is None or isinstance(value, str)
+
+
+def _count(value):
+    return value is None or (type(value) is int and 0 <= value <= MAX_TIME_LIMIT)
+
+
+def _job(value):
+    return value is None or (isinstance(value, str) and is_job_id(value))
+
+
+def _one_of(*allowed):
+    return lambda value: value in allowed
+
+
+def _next_link_ok(value):
+    """What comes back from the journal is checked as the command line is: the sbatch options
+    through the same validator (a planted --wrap or --export=...BASH_ENV is refused)."""
+    if value is None:
+        return True
+    if not isinstance(value, dict) or not all(_text(value.get(name)) for name in (
+            "script", "job_name", "workdir")):
+        return False
+    lists = [value.get(name) or [] for name in ("sbatch_args", "script_args")]
+    if not all(isinstance(words, list) and all(isinstance(word, str) and "\0" not in word
+                                               for word in words) for words in lists):
+        return False
+    try:
+        check_sbatch_args(lists[0], strict=False)
+    except ValueError:
+        return False
+    return True
+
+
+RECORD_CHECKS = {  # every journal field's test (True: the value may be used as it is)
+    "job": lambda value: _job(value) and value is not None, "cluster": _text,
+    "predecessor": _job, "predecessor_state": _text, "predecessor_elapsed": _count,
+    "predecessor_exit_code": lambda value: value is None or type(value) is int,
+    "source": _text, "action": _one_of(*ACTIONS), "cause": _one_of(None, *STOP_CAUSES),
+    "reason": _text, "walltime": _count, "retries": _count, "max_retries": _count,
+    "max_walltime": _count, "settings_from": _one_of(None, "prologue", "resume"),
+    "link": _count, "successor": _job, "successor_error": _text, "successor_retries": _count,
+    "guard": _job, "guard_error": _text, "guarded_by": _job,
+    "dead_successors": _count,
+    "time_limit": _count, "budget_dir": _text,
+    "notify": lambda value: value is None or value is True or (_text(value) and "\0" not in value),
+    "reserved": _count, "next": _next_link_ok,
+    "phase": _one_of(None, "counted", "queued", "done"),
+    "time": lambda value: value is None or type(value) in (int, float),
+}
+EVENT_CHECKS = {"event": _one_of(*EVENTS), "job": _job, "link": _count, "reason": _text,
+                "time": RECORD_CHECKS["time"]}
+
+
+def _checked(data, checks, fields):
+    """{field: value} of a JSON object whose every field passes its check; ValueError naming
+    the first that does not."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    values = {name: data.get(name) for name in fields}
+    for name, value in values.items():
+        if not checks[name](value):
+            raise ValueError("field %r cannot be %s" % (name, json.dumps(value)[:40]))
+    return values
+
+
+SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECKS)
+    "first_job": RECORD_CHECKS["job"], "cluster": _text, "script": _text, "original": _text,
+    "sbatch_args": lambda value: _next_link_ok({"sbatch_args": value}),
+    "sbatch_options": lambda value: _next_link_ok({"sbatch_args": value}),
+    "script_args": lambda value: _next_link_ok({"script_args": value}),
+    "max_retries": _count, "max_walltime": _count, "workdir": _text, "budget_dir": _text,
+    "notify": RECORD_CHECKS["notify"], "time": RECORD_CHECKS["time"],
+}
+
+
+def submitted_from_json(data):
+    """Return what a submit record holds ({field: value}, unknown keys dropped); ValueError."""
+    values = _checked(data, SUBMIT_CHECKS, SUBMIT_CHECKS)
+    return {name: value for name, value in values.items() if name in data}
+
+
 def events_from_json(items):
-    """Return the Events a list of JSON objects holds, or None if it is not one."""
-    if not isinstance(items, list) or not all(
-            isinstance(item, dict) and item.get("event") in EVENTS for item in items):
-        return None
-    return [Event(*(item.get(name) for name in Event._fields)) for item in items]
+    """Return the Events a list of JSON objects holds; ValueError if it is not one."""
+    if not isinstance(items, list):
+        raise ValueError("'events' is not a list")
+    return [Event(**_checked(item, EVENT_CHECKS, Event._fields)) for item in items]
 
 
 def record_from_json(data):
-    """Return the Record a journal holds (unknown keys ignored), or None if it is not one."""
-    if not isinstance(data, dict) or not is_job_id(str(data.get("job"))):
-        return None
-    fields = {name: data.get(name, data.get(OLD_RECORD_NAMES.get(name))) for name in RECORD_FIELDS}
-    if fields["action"] not in ACTIONS:
-        return None
-    return Record(**fields)
+    """Return the Record a journal holds (unknown keys ignored); ValueError naming the field
+    when it is not one: any field of the wrong type or value makes the whole journal corrupt."""
+    if isinstance(data, dict):
+        data = dict(data, **{name: data[old] for name, old in OLD_RECORD_NAMES.items()
+                             if name not in data and old in data})
+    return Record(**_checked(data, RECORD_CHECKS, RECORD_FIELDS))
 
 
 Holder = collections.namedtuple("Holder", "cluster job host pid time token")
@@ -1251,11 +1348,16 @@ def probe_lock(directory):
     kind, why = lock_kind_here(directory)
     if kind == "file":
         return kind, why
-    try:
-        descriptor = os.open(os.path.join(directory, LOCK_FILE), os.O_RDONLY)
-    except OSError:
+    try:  # never through a symlink, never blocking on a FIFO: status only reads
+        descriptor = os.open(os.path.join(directory, LOCK_FILE),
+                             os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "refused", "the lock file is a symlink: every writer refuses it"
         return kind, why  # no lock file yet, or not readable: nothing to learn
     try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return "refused", "the lock file is not a regular file: every writer refuses it"
         fcntl.lockf(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as error:
         if error.errno in NO_KERNEL_LOCK:
@@ -1263,6 +1365,64 @@ def probe_lock(directory):
     finally:
         os.close(descriptor)  # closing releases it
     return kind, why
+
+
+def owner_problem(info, path, what):
+    """Why the invoking user may not act on ``path`` (``info``: its os.stat), or None: it must be
+    theirs and writable by no one else (as ssh's StrictModes; only a job's owner changes it)."""
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid != os.geteuid():
+        return ("refusing to act on %s %s: it belongs to %s (uid %d, mode %04o), not to you; only "
+                "a chain's owner may change it (status only reads it): use a run directory of "
+                "your own" % (what, path, uid_name(info.st_uid), info.st_uid, mode))
+    if mode & 0o022:
+        return ("refusing to act on %s %s: mode %04o lets %s write it, so anyone there could act "
+                "as you; if you trust what is in it, run: chmod go-w %s"
+                % (what, path, mode, "group and others" if mode & 0o022 == 0o022 else
+                   "its group" if mode & 0o020 else "others", shell_quote(path)))
+    return None
+
+
+def check_owned_dir(path, what="run directory"):
+    """Refuse (StateError) to act on a directory the invoking user does not own alone; a symlink
+    to it must be theirs too (someone else's link could point anywhere of theirs)."""
+    try:
+        link, info = os.lstat(path), os.stat(path)
+    except OSError as error:
+        raise StateError("cannot use %s %s: %s" % (what, path, error.strerror or error))
+    if stat.S_ISLNK(link.st_mode) and link.st_uid != os.geteuid():
+        raise StateError("refusing to act on %s %s: it is a symlink of %s (uid %d) to %s; use the "
+                         "real path if you trust it" % (what, path, uid_name(link.st_uid),
+                                                        link.st_uid, os.readlink(path)))
+    if not stat.S_ISDIR(info.st_mode):
+        raise StateError("%s %s is not a directory" % (what, path))
+    problem = owner_problem(info, path, what)
+    if problem:
+        raise StateError(problem)
+
+
+def open_own_file(path, flags, mode=0o644, what="state file"):
+    """os.open a file the invoking user may act on: never through a symlink, never blocking on a
+    FIFO, a regular file of theirs that no one else can write; StateError otherwise."""
+    try:
+        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+    except OSError as error:
+        if error.errno == errno.ELOOP or os.path.islink(path):
+            raise StateError("refusing %s %s: it is a symlink (nothing was changed)" % (what, path))
+        raise StateError("cannot open %s %s: %s" % (what, path, error.strerror or error))
+    info = os.fstat(descriptor)
+    problem = ("is not a regular file" if not stat.S_ISREG(info.st_mode)
+               else owner_problem(info, path, what))
+    if problem:
+        os.close(descriptor)
+        raise StateError(problem if problem.startswith("refusing") else "refusing %s %s: it %s "
+                         "(nothing was changed)" % (what, path, problem))
+    return descriptor
+
+
+def _random_word():
+    """A name part no one can guess in advance (temporary files are never predictable)."""
+    return "".join("%02x" % byte for byte in bytearray(os.urandom(8)))
 
 
 def _open_fresh(path, flags, sleep=time.sleep, clock=time.monotonic):
@@ -1289,6 +1449,8 @@ class StateStore(object):
         self.directory = directory
         self.job_over = job_over
         self.lock_used = None  # (kind, why) of the last lock taken, for the log and status
+        self.acting = False  # set by locked(): from then on every file read must be the caller's
+        self.notify_on_file = None  # NOTIFY_FILE as read or written ("": none), read at most once
 
     def path(self, name):
         return os.path.join(self.directory, name)
@@ -1308,18 +1470,20 @@ class StateStore(object):
                                  "(nothing was changed)" % (path, os.readlink(path)))
             raise StateError("cannot read state file %s: %s (nothing was changed)"
                              % (path, error.strerror or error))
-        mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
+        info = os.fstat(descriptor)
+        problem = self.acting and owner_problem(info, path, "state file")
+        if problem or not stat.S_ISREG(info.st_mode):
             os.close(descriptor)
-            raise StateError("state file %s is a %s, not a regular file (nothing was changed)"
-                             % (path, "directory" if stat.S_ISDIR(mode) else "special file"))
+            raise StateError(problem or "state file %s is a %s, not a regular file (nothing was "
+                             "changed)" % (path, "directory" if stat.S_ISDIR(info.st_mode)
+                                           else "special file"))
         with os.fdopen(descriptor, "rb") as handle:
             try:
                 if tail is not None:
                     handle.seek(0, os.SEEK_END)
                     handle.seek(max(0, handle.tell() - tail))
                     return handle.read(tail)
-                return handle.read() if most is None else handle.read(most + 1)
+                return handle.read(MAX_STATE_BYTES + 1 if most is None else most + 1)
             except OSError as error:
                 raise StateError("cannot read state file %s: %s (nothing was changed)"
                                  % (path, error.strerror or error))
@@ -1353,10 +1517,13 @@ class StateStore(object):
         return last
 
     def chain_jobs(self):
-        """Return every job ID of the chain file (whole-file read: for status, not the hot path)."""
-        raw = self.read_bytes(CHAIN_FILE)
+        """Return the job IDs of the chain file, all of its last MiB (for status: the hot path
+        reads only the last line)."""
+        raw = self.read_bytes(CHAIN_FILE, tail=MAX_STATE_BYTES + 1)
         if raw is None:
             return []
+        if len(raw) > MAX_STATE_BYTES:
+            raw = raw[raw.index(b"\n") + 1:] if b"\n" in raw[:-1] else b""
         jobs = raw.decode("ascii", "replace").split()
         if not jobs or not all(is_job_id(job) for job in jobs):
             raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
@@ -1368,23 +1535,52 @@ class StateStore(object):
         raw = self.read_bytes(name)
         if raw is None:
             return None
-        try:
-            data = load_json(raw.decode("utf-8"))
+        why = "longer than %d bytes" % MAX_STATE_BYTES
+        try:  # RecursionError: JSON nested deeper than Python's stack, never a real state file
+            data = load_json(raw.decode("utf-8")) if len(raw) <= MAX_STATE_BYTES else None
             value = convert(data) if isinstance(data, dict) else None
-        except ValueError:
-            value = None
+        except (TypeError, RecursionError):
+            value, why = None, "not JSON"
+        except ValueError as error:  # also what a convert says: the field that is wrong
+            value, why = None, str(error)
         if value is None:
-            raise self.corrupt(name, raw, expected)
+            raise self.corrupt(name, raw, "%s (%s)" % (expected, why))
         return value
 
     def read_record(self):
-        """Return the journal's Record, or None if there is none yet."""
-        return self.read_json(JOURNAL_FILE, "a resumable_chain journal (JSON object)",
-                              record_from_json)
+        """Return the journal's Record, or None if there is none yet; under the lock its notify
+        is the command itself."""
+        record = self.read_json(JOURNAL_FILE, "a resumable_chain journal (JSON object)",
+                                record_from_json)
+        if record is not None and record.notify is True and self.acting:
+            record = record._replace(notify=self.read_notify())
+        return record
 
     def read_submitted(self):
         """Return what ``submit`` recorded (a dict), or None."""
-        return self.read_json(SUBMIT_FILE, "a resumable_chain submit record (JSON object)")
+        return self.read_json(SUBMIT_FILE, "a resumable_chain submit record (JSON object)",
+                              submitted_from_json)
+
+    def read_notify(self):
+        """Return the chain's notify command (NOTIFY_FILE), or None."""
+        if self.notify_on_file is None:
+            self.notify_on_file = self.read_json(
+                NOTIFY_FILE, "a resumable_chain notify command (JSON object)",
+                lambda data: data.get("notify") if RECORD_CHECKS["notify"](data.get("notify"))
+                and isinstance(data.get("notify"), str) else None) or ""
+        return self.notify_on_file or None
+
+    def public(self, data):
+        """A journal's or submit record's fields as written for everyone to read: a notify
+        command may hold a token, so it goes to NOTIFY_FILE (mode 0600) and the record only
+        says that there is one."""
+        command = data.get("notify")
+        if not isinstance(command, str):
+            return data
+        if self.read_notify() != command:
+            self.write_text(NOTIFY_FILE, dump_json({"notify": command}) + "\n", mode=0o600)
+            self.notify_on_file = command
+        return dict(data, notify=True)
 
     def read_events(self):
         """Return the journaled Events, oldest first ([] when there are none)."""
@@ -1427,9 +1623,10 @@ class StateStore(object):
     def write_text(self, name, text, mode=0o644):
         """Replace a file atomically: temp file, fsync, rename, fsync of the directory."""
         path = self.path(name)
-        temporary = "%s.tmp.%d" % (path, os.getpid())
-        try:
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        temporary = "%s.tmp.%s" % (path, _random_word())
+        try:  # a fresh name, created here or not at all: never through a planted symlink
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                                 mode)
             try:
                 payload = text.encode("utf-8", "surrogateescape")
                 while payload:
@@ -1450,7 +1647,7 @@ class StateStore(object):
                              % (path, error.strerror or error))
 
     def write_record(self, record):
-        self.write_text(JOURNAL_FILE, dump_json(record._asdict()) + "\n")
+        self.write_text(JOURNAL_FILE, dump_json(self.public(record._asdict())) + "\n")
 
     def write_counter(self, name, value):
         self.write_text(name, "%d\n" % value)
@@ -1458,7 +1655,7 @@ class StateStore(object):
     def append_job(self, job_id):
         """Append a job ID with one write() so a kill leaves the old or the new file, never half."""
         try:
-            descriptor = os.open(self.path(CHAIN_FILE), os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+            descriptor = open_own_file(self.path(CHAIN_FILE), os.O_RDWR | os.O_APPEND)
             try:
                 size = os.fstat(descriptor).st_size
                 newline = size and os.pread(descriptor, 1, size - 1) != b"\n"
@@ -1525,11 +1722,11 @@ class StateStore(object):
         exclusively created ``<lock>.held`` file naming its holder. Record-lock holders wait
         for a live ``.held`` too, so the two kinds exclude each other."""
         path = self.path(name)
+        check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
+                        "run directory")
         kind, why = lock_kind_here(self.directory)
-        try:
-            descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as error:
-            raise StateError("cannot open lock file %s: %s" % (path, error.strerror or error))
+        descriptor = open_own_file(path, os.O_RDWR | os.O_CREAT, what="lock file")
+        self.acting = True
         token = None
         try:
             deadline = time.monotonic() + wait
@@ -1576,12 +1773,14 @@ class StateStore(object):
 
     def _read_holder(self, held):
         try:
-            with open(held) as handle:
-                data = load_json(handle.read())
+            with os.fdopen(open_own_file(held, os.O_RDONLY, what="lock file"), "rb") as handle:
+                data = load_json(handle.read(4096).decode("utf-8"))
             return Holder(*(data.get(name) for name in Holder._fields))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, AttributeError):  # half written or not ours: a live holder
+        except StateError as error:
+            if not os.path.lexists(held):
+                return None
+            raise error
+        except (OSError, ValueError, AttributeError):  # half written: a live holder
             return Holder(None, None, None, None, None, None)
 
     def _holder_gone(self, holder):
@@ -1640,9 +1839,11 @@ def _try_lock(descriptor, path):
 def _create_held(held, holder):
     """Create the ``.held`` lock file with its holder, all at once (a hard link of a complete
     temp file: NFS-safe). Return the token, or None when another holder got there first."""
-    temporary = "%s.%s" % (held, holder.token)
+    temporary = "%s.%s" % (held, _random_word())
     try:
-        with open(temporary, "w") as handle:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                             0o644)
+        with os.fdopen(descriptor, "w") as handle:
             handle.write(dump_json(holder._asdict()) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
@@ -1663,16 +1864,22 @@ def _create_held(held, holder):
             pass
 
 
-def make_run_dir(run_dir):
-    """Create run_dir and its missing parents; return those it created, outermost first."""
+def make_run_dir(run_dir, what="run directory"):
+    """Create run_dir and its missing parents, writable by the caller alone whatever the umask;
+    refuse an existing one the caller may not act on. Return those it created, outermost first."""
     created, path = [], os.path.abspath(run_dir)
     while not os.path.lexists(path) and path != os.path.dirname(path):
         created.insert(0, path)
         path = os.path.dirname(path)
-    try:
-        os.makedirs(run_dir, exist_ok=True)
+    umask = os.umask(0o077)
+    os.umask(umask)
+    try:  # private while it is made, then readable as the umask says, never writable by others
+        for directory in created:
+            os.mkdir(directory, 0o700)
+            os.chmod(directory, 0o755 & ~umask)
     except OSError as error:
-        raise StateError("cannot create run directory %s: %s" % (run_dir, error.strerror or error))
+        raise StateError("cannot create %s %s: %s" % (what, run_dir, error.strerror or error))
+    check_owned_dir(run_dir, what)
     return created
 
 
@@ -1765,7 +1972,11 @@ def _wait_for(process, name, timeout):
 
 def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
     """Run a chain's notify command for ``event`` with ``/bin/sh -c``, the event in its
-    environment; return the line to log (it never changes the chain, whatever it does)."""
+    environment; return the line to log (it never changes the chain, whatever it does). It
+    runs only in a process of the chain's owner: never as someone who looks at it."""
+    problem = os.path.isdir(run_dir) and owner_problem(os.stat(run_dir), run_dir, "run directory")
+    if problem:
+        return "%s not notified: %s" % (event.event, problem)
     values = {"EVENT": event.event, "DIR": run_dir, "JOB": event.job, "LINK": event.link,
               "REASON": event.reason}
     environment = dict(os.environ, **{EXPORT_PREFIX + name: "" if value is None else str(value)
@@ -1914,8 +2125,11 @@ def sbatch_answer(result):
 
 
 def scancel(job_ids, cluster=None):
-    """Cancel jobs; return the error text or None."""
-    return slurm_error(["scancel"] + on_cluster(cluster) + list(job_ids))
+    """Cancel jobs of the invoking user; return the error text or None. Slurm lets a user
+    cancel only their own jobs, except root (and operators): root's scancel says whose, so that
+    a job ID in a chain's files never cancels another user's job."""
+    mine = ["--user=root"] if os.geteuid() == 0 else []
+    return slurm_error(["scancel"] + on_cluster(cluster) + mine + list(job_ids))
 
 
 def sbatch_held(options, script, script_args, cwd=None, cluster=None):
@@ -2670,9 +2884,19 @@ def _guard_ran(store, record, job, environ, final):
 def _guard_died(store, record, job, environ, final):
     """The guarded successor ended before its prologue recorded anything."""
     if base_state(job.state) == "CANCELLED" and job.nodes is None:
-        return True, (None, None, "job %s was cancelled before it started (by a person, or by "
-                      "Slurm because its predecessor completed): nothing continues it"
-                      % job.job_id)
+        # Only accounting says whose cancel it was (the controller says CANCELLED either way).
+        by = sacct_jobs([job.job_id])[0].get(job.job_id) or job
+        if by.state == "CANCELLED" or base_state(by.state) != "CANCELLED":
+            return True, (None, None, "job %s was cancelled before it started (by Slurm because "
+                          "its predecessor completed, or its canceller is not known yet): "
+                          "nothing continues it" % job.job_id)
+        # A person's cancel of the pending successor stops the chain: no link is left to say so.
+        reason = "job %s, the pending successor of job %s, was cancelled before it started " \
+            "(%s): the chain stops when job %s ends" % (job.job_id, record.job,
+                                                        _state_words(by.state), record.job)
+        event = journal_event(store, Event("stopped", record.job, record.link, reason,
+                                           int(time.time())), [])
+        return True, (event, record.notify, reason)
     died = "job %s died before its prologue (%s)" % (job.job_id, "%s on %s" % (
         job.state, job.nodes) if job.nodes else job.state)
     dead = (record.dead_successors or 0) + 1
@@ -2869,8 +3093,10 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         return recorded_cluster(self.record, self.submitted)
 
     def notify(self):
-        """The chain's notify command (its journal's, else submit's), or None."""
-        return (self.record and self.record.notify) or (self.submitted or {}).get("notify")
+        """The chain's notify command (its journal's, else submit's), or None: for its owner's
+        process, under the lock (only the owner can read NOTIFY_FILE)."""
+        command = (self.record and self.record.notify) or (self.submitted or {}).get("notify")
+        return self.store.read_notify() if command is True else command
 
     def last_link(self):
         """The last link that ran (the first job while none has), or None."""
@@ -2994,21 +3220,50 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
     for all of them: one sacct and at most one squeue call per cluster, one report per shared
     budget. ``rows``: how many of each chain's newest links to show."""
     asked, budgets, plans, wanted = {}, {}, [], collections.OrderedDict()
+    deadline = time.monotonic() + STATUS_SECONDS
     for run_dir in run_dirs:
-        chain = open_chain(run_dir, strict=False)
-        recorded = chain.cluster()
-        if recorded not in asked:  # scontrol show config once per recorded cluster, if any
-            asked[recorded] = cluster_to_ask(recorded)
-        target, note = asked[recorded]
-        roles = _status_roles(chain, rows)
-        guard = [chain.record.guard] if chain.record and chain.record.guard else []
-        wanted.setdefault(target, [])
-        wanted[target] += [job for job in list(roles) + guard if job not in wanted[target]]
-        plans.append((run_dir, chain, roles, target, note))
+        try:
+            if time.monotonic() > deadline:
+                raise StateError("not read: status ran out of its %d s" % STATUS_SECONDS)
+            chain = open_chain(run_dir, strict=False)
+            recorded = chain.cluster()
+            if recorded not in asked:  # scontrol show config once per recorded cluster, if any
+                asked[recorded] = cluster_to_ask(recorded)
+            target, note = asked[recorded]
+            roles = _status_roles(chain, rows)
+            guard = [chain.record.guard] if chain.record and chain.record.guard else []
+            wanted.setdefault(target, [])
+            wanted[target] += [job for job in list(roles) + guard if job not in wanted[target]]
+            plans.append((run_dir, chain, roles, target, note))
+        except Exception as error:  # one damaged chain is one row, never the whole table
+            plans.append((run_dir, error, None, None, None))
     answers = dict((target, query_jobs(job_ids, cluster=target))
                    for target, job_ids in wanted.items())
-    return [_status_of(run_dir, chain, roles, answers[target], note, budgets)
-            for run_dir, chain, roles, target, note in plans]
+    statuses = []
+    for run_dir, chain, roles, target, note in plans:
+        try:
+            if isinstance(chain, Exception):
+                raise chain
+            statuses.append(_status_of(run_dir, chain, roles, answers[target], note, budgets))
+        except Exception as error:
+            statuses.append(unreadable_status(run_dir, error))
+    return statuses
+
+
+def unreadable_status(run_dir, error):
+    """The status of a chain that could not be read safely: verdict ``unknown``, and why."""
+    problem = str(error) if isinstance(error, StateError) else (
+        "cannot read the chain safely (%s: %s)" % (type(error).__name__, error))
+    status = dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
+                            "guard_error", "guard", "pending_successor", "cancelled", "budget",
+                            "cluster", "cluster_note", "would_not_continue"))
+    status.update(run_dir=os.path.abspath(run_dir), jobs=[], links=0, walltime=0,
+                  walltime_uncounted=0, walltime_used=0, retries=0, problems=[problem],
+                  slurm_errors=[], lock={"kind": "unknown", "why": None}, events=[],
+                  verdict_word="unknown", verdict="unknown: the chain's files cannot be read",
+                  next="fix or delete what the warning names, then look again",
+                  attention=problem)
+    return status
 
 
 def _status_roles(chain, rows):
@@ -3055,6 +3310,8 @@ def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
               "slurm_errors": list(unanswered), "cluster": chain.cluster(),
               "cluster_note": cluster_note, "lock": dict(zip(("kind", "why"),
                                                             probe_lock(run_dir)))}
+    if status["lock"]["kind"] == "refused":
+        status["problems"].append(status["lock"]["why"])
     budget_dir = record.budget_dir or submitted.get("budget_dir")
     if budget_dir:
         if budget_dir not in budgets:
@@ -3073,12 +3330,6 @@ def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
         status["next"] = "fix or delete the file named above, then: " + status["next"]
     status["attention"] = needs_attention(status)
     status["events"] = [event._asdict() for event in chain.events]
-    word, command = status["verdict_word"], chain.notify()
-    status["notified"] = []
-    if command and word in ("finished", "stopped", "broken"):  # no link is left to say so
-        status["notified"] = announce(chain.store, Event(
-            word, chain.last_link(), len(chain.jobs), status["verdict"], int(time.time())),
-            command)
     return status
 
 
@@ -3219,7 +3470,7 @@ def _submit_again(submitted, run_dir):
         words += ["--max-walltime", "%ds" % submitted["max_walltime"]]
     if submitted.get("budget_dir"):
         words += ["--budget-dir", submitted["budget_dir"]]
-    if submitted.get("notify"):
+    if isinstance(submitted.get("notify"), str):  # a 0.5 record (now NOTIFY_FILE, owner only)
         words += ["--notify", submitted["notify"]]
     words += list(submitted.get("sbatch_args") or submitted.get("sbatch_options") or [])
     words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
@@ -3273,18 +3524,13 @@ def _idle_verdict(record, rows, resume, unanswered):
 
 
 def budget_report(budget_dir):
-    """Settle what ended and return the shared budget's figures (what ``budget --json`` prints)."""
-    store = chain_store(budget_dir)
-    if not os.path.isfile(store.path(BUDGET_FILE)):
-        store.read_budget()  # says how to create one
-    with store.locked(name=BUDGET_LOCK):
-        budget = store.read_budget()
-        try:
-            settled = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
-        except StateError:
-            settled = budget  # squeue unreachable: show what is known
-        if settled != budget:
-            store.write_budget(settled)
+    """Return the shared budget's figures (what ``budget --json`` prints), links that ended
+    settled in what it shows only: a look writes nothing (the next link to draw settles them)."""
+    budget = chain_store(budget_dir).read_budget()
+    try:
+        settled = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
+    except StateError:
+        settled = budget  # squeue unreachable: show what is known
     reserved = sum(settled.reservations.values())
     return {"dir": os.path.abspath(budget_dir), "cap": settled.cap, "used": settled.settled,
             "reserved": reserved, "left": budget_left(settled),
@@ -3487,10 +3733,10 @@ def _install_chain(run_dir, force, copy_path, submitted):
                 cancelled = result["cancelled"]
             os.replace(store.path(STAGED_SCRIPT), copy_path)
             for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
-                         SCRIPT_COPY):
+                         SCRIPT_COPY, NOTIFY_FILE):
                 if os.path.isfile(store.path(name)):
                     os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
-            store.write_text(SUBMIT_FILE, dump_json(submitted) + "\n")
+            store.write_text(SUBMIT_FILE, dump_json(store.public(submitted)) + "\n")
     except (StateError, OSError):
         store.remove(STAGED_SCRIPT)  # its job is cancelled: the script goes too
         raise
@@ -3962,8 +4208,13 @@ def _pretty_json(value):
 
 
 def _log(message):
-    sys.stderr.write("resumable-chain: %s\n" % message)
+    sys.stderr.write("resumable-chain: %s\n" % visible(message))
     sys.stderr.flush()
+
+
+def _say(text):
+    """Write text for a person: what came from state files is shown, never obeyed."""
+    _write(visible(text))
 
 
 def _write(text):
@@ -4117,13 +4368,10 @@ def status_command(arguments):
     run_dirs = chain_dirs(arguments.run_dir)
     if run_dirs == arguments.run_dir[:1] == arguments.run_dir:  # one chain: all its jobs
         statuses = [chain_status(run_dirs[0])]
-        _write(_pretty_json(statuses[0]) if arguments.json else format_status(statuses[0]))
+        (_write(_pretty_json(statuses[0])) if arguments.json else _say(format_status(statuses[0])))
     else:
         statuses = chains_status(run_dirs)
-        _write(_pretty_json(statuses) if arguments.json else format_collection(statuses))
-    for status in statuses:
-        for line in status["notified"]:
-            _log(line)
+        (_write(_pretty_json(statuses)) if arguments.json else _say(format_collection(statuses)))
     if any(status["slurm_errors"] for status in statuses):
         return 1  # what it shows is incomplete
     return 1 if arguments.check and any(status["attention"] for status in statuses) else 0
@@ -4135,7 +4383,7 @@ def _each_chain(run_dirs, operation):
     return the worst exit status."""
     if len(run_dirs) == 1:
         status, line = operation(run_dirs[0])
-        _write(line + "\n")
+        _say(line + "\n")
         return status
     worst = 0
     for run_dir in run_dirs:
@@ -4143,7 +4391,7 @@ def _each_chain(run_dirs, operation):
             status, line = operation(run_dir)
         except (StateError, ValueError) as error:
             status, line = EXIT_USAGE, "error: %s" % error
-        _write("%s: %s\n" % (run_dir, line))
+        _say("%s: %s\n" % (run_dir, line))
         worst = max(worst, status)
     return worst
 
@@ -4165,7 +4413,7 @@ def cancel_command(arguments):
 def budget_command(arguments):
     report = (set_budget(arguments.run_dir, arguments.max_walltime)
               if arguments.max_walltime is not None else budget_report(arguments.run_dir))
-    _write(_pretty_json(report) if arguments.json else
+    (_write if arguments.json else _say)(_pretty_json(report) if arguments.json else
            "budget in %s: cap %s, used %s, reserved %s by %d link(s), left %s\n" % (
                report["dir"], format_duration(report["cap"]), format_duration(report["used"]),
                format_duration(report["reserved"]), len(report["reservations"]),

@@ -100,7 +100,7 @@ def sbatch(argv, cluster, now):
                                                                                 "--job-name"),
         "args": argv[script_index + 1:], "options": argv[:script_index], "wrap": wrap,
         "cwd": os.getcwd(), "held": "--hold" in argv or "-H" in argv,
-        "requeue": "0" if "--no-requeue" in argv else "1"}
+        "requeue": "0" if "--no-requeue" in argv else "1", "uid": os.geteuid()}
     if wrap is not None:  # what sbatch --wrap writes
         cluster["jobs"][job_id]["script_text"] = ("#!/bin/sh\n# This script was created by "
                                                   "sbatch --wrap.\n\n%s\n" % wrap)
@@ -252,14 +252,28 @@ def squeue(argv, cluster, now):
     return 0, "".join(line + "\n" for line in lines), ""
 
 
+def _uid(user):
+    import pwd
+    return user if user.isdigit() else str(pwd.getpwnam(user).pw_uid)
+
+
 def scancel(argv, cluster, now):
     if cluster.get("scancel_ignored"):
         return 0, "", ""
+    user = next((word.split("=", 1)[1] for word in argv if word.startswith("--user=")), None)
+    errors = []
     for job_id in argv:
         job = cluster["jobs"].get(job_id)
+        owner = str(job.get("uid", os.geteuid())) if job else None
+        if job and user is not None and owner != _uid(user):
+            continue  # as scancel's filters: a job of another user is left alone
+        if job and os.geteuid() != 0 and owner != str(os.geteuid()):
+            errors.append("scancel: error: Kill job error on job id %s: Access/permission denied"
+                          % job_id)  # Slurm: only a job's owner (or root) signals it
+            continue
         if job and job["state"].split()[0] in ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING"):
-            job["state"] = "CANCELLED by 0"
-    return 0, "", ""
+            job["state"] = "CANCELLED by %d" % os.geteuid()
+    return (1, "", "".join(error + "\n" for error in errors)) if errors else (0, "", "")
 
 
 COMMANDS = {"sbatch": sbatch, "sacct": sacct, "scontrol": scontrol, "squeue": squeue, "scancel": scancel}

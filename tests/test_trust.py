@@ -1,0 +1,368 @@
+"""The trust model (docs/trust-model.md), tried as colleagues and an admin would: three local
+users in one group on one machine, a group-shared parent directory, the real command line and
+the in-job step against the fake Slurm.
+
+Needs root (to create the users and to run as each of them; CI runs as root): otherwise the
+module skips with a one-line reason. The users only exist on this machine.
+"""
+import grp
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import tempfile
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PYTHON = "/usr/bin/python3"  # the system's: other users cannot reach root's pyenv
+GROUP, OWNER, MATE, PEER = "rctrust", "rcowner", "rcmate", "rcpeer"
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0 or not os.access(PYTHON, os.X_OK) or not shutil.which("useradd"),
+    reason="trust tests need root, useradd and %s (to act as three local users)" % PYTHON)
+
+
+def ensure_users():
+    if subprocess.run(["getent", "group", GROUP], stdout=subprocess.DEVNULL).returncode:
+        subprocess.run(["groupadd", GROUP], check=True)
+    for user in (OWNER, MATE, PEER):
+        if subprocess.run(["getent", "passwd", user], stdout=subprocess.DEVNULL).returncode:
+            subprocess.run(["useradd", "-M", "-N", "-g", GROUP, "-s", "/bin/sh", user],
+                           check=True)
+
+
+class World(object):
+    """Three users in one group, a shared runs/ directory, the module and the fake Slurm."""
+
+    def __init__(self, top):
+        self.top = top
+        os.chmod(top, 0o755)
+        self.tool = os.path.join(top, "tool")
+        self.bin = os.path.join(top, "bin")
+        self.cluster = os.path.join(top, "cluster")
+        self.runs = os.path.join(top, "runs")
+        self.secret = os.path.join(top, "root-only")
+        for directory in (self.tool, self.bin):
+            os.makedirs(directory, 0o755)
+        os.makedirs(self.cluster)
+        os.chmod(self.cluster, 0o777)  # the fake Slurm's own state: every user's commands
+        os.makedirs(self.runs)
+        os.chown(self.runs, 0, grp.getgrnam(GROUP).gr_gid)
+        os.chmod(self.runs, 0o2775)  # a project directory: the group may create runs in it
+        os.makedirs(self.secret, 0o700)
+        for name in ("resumable_chain.py", os.path.join("tests", "fake_slurm.py")):
+            shutil.copy(os.path.join(ROOT, name), self.tool)
+        self.module = os.path.join(self.tool, "resumable_chain.py")
+        for command in ("sbatch", "sacct", "scontrol", "squeue", "scancel"):
+            path = os.path.join(self.bin, command)
+            with open(path, "w") as handle:
+                handle.write('#!/bin/sh\numask 000\nexec %s -I -S %s %s "$@"\n'
+                             % (PYTHON, os.path.join(self.tool, "fake_slurm.py"), command))
+            os.chmod(path, 0o755)
+        self.state = os.path.join(self.cluster, "cluster.json")
+        with open(self.state, "w") as handle:
+            json.dump({"jobs": {}, "next_id": 1000}, handle)
+        os.chmod(self.state, 0o666)
+        self.homes = {}
+        for user in (OWNER, MATE, PEER):
+            home = os.path.join(top, "home-" + user)
+            os.makedirs(home, 0o700)
+            os.chown(home, pwd.getpwnam(user).pw_uid, grp.getgrnam(GROUP).gr_gid)
+            self.homes[user] = home
+        self.pwned = os.path.join(self.cluster, "pwned")
+
+    def env(self, user, **extra):
+        environ = {"PATH": self.bin + ":/usr/bin:/bin", "FAKE_SLURM_STATE": self.state,
+                   "HOME": self.homes.get(user, "/root"), "LANG": "C.UTF-8",
+                   "RESUMABLE_CHAIN_LOOKUP_SECONDS": "0", "RESUMABLE_CHAIN_SBATCH_RETRY": "0",
+                   "SECRET_TOKEN": "token-of-%s" % (user or "root")}
+        environ.update({key: str(value) for key, value in extra.items()})
+        return environ
+
+    def run(self, user, argv, timeout=60, **extra):
+        """Run argv as ``user`` (root: None) with umask 002, as on a group-shared project."""
+        def become():
+            os.umask(0o002)
+            if user is not None:
+                entry = pwd.getpwnam(user)
+                os.setgroups([entry.pw_gid])
+                os.setgid(entry.pw_gid)
+                os.setuid(entry.pw_uid)
+        return subprocess.run(argv, env=self.env(user, **extra), preexec_fn=become, cwd=self.top,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=timeout)
+
+    def cli(self, user, *argv, **extra):
+        return self.run(user, [PYTHON, self.module] + list(argv), **extra)
+
+    def jobs(self):
+        with open(self.state) as handle:
+            return json.load(handle)["jobs"]
+
+    def sbatch_calls(self):
+        path = self.state + ".calls"
+        if not os.path.exists(path):
+            return []
+        with open(path) as handle:
+            return [json.loads(line) for line in handle if '"sbatch"' in line]
+
+    def script(self, name="job.sh"):
+        """A plain batch script any user can read."""
+        path = os.path.join(self.tool, name)
+        with open(path, "w") as handle:
+            handle.write("#!/bin/bash\n#SBATCH --time=10\necho work\n")
+        os.chmod(path, 0o755)
+        return path
+
+    def as_job(self, user, script, job_id, predecessor=None):
+        """Run a job script as Slurm would run it for ``user``."""
+        environ = {"SLURM_JOB_ID": job_id, "SLURM_JOB_NAME": "job.sh",
+                   "SLURM_CLUSTER_NAME": "local"}
+        if predecessor:
+            environ["SLURM_JOB_DEPENDENCY"] = "afternotok:%s" % predecessor
+        self.set_job(job_id, state="RUNNING", start="2026-11-30T01:00:00",
+                     uid=pwd.getpwnam(user).pw_uid)
+        return self.run(user, ["/bin/bash", script], **environ)
+
+    def set_job(self, job_id, **fields):
+        with open(self.state) as handle:
+            cluster = json.load(handle)
+        job = cluster["jobs"].setdefault(job_id, {"state": "PENDING", "elapsed": 0,
+                                                  "start": "Unknown", "end": "Unknown"})
+        job.update(fields)
+        with open(self.state, "w") as handle:
+            json.dump(cluster, handle)
+
+
+@pytest.fixture(scope="module")
+def world():
+    ensure_users()
+    top = tempfile.mkdtemp(prefix="rc-trust-", dir="/tmp")
+    try:
+        yield World(top)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def tree(path):
+    """{path: (mode, size, mtime)} of everything under path: what "nothing changed" compares."""
+    found = {}
+    for directory, dirs, files in os.walk(path):
+        for name in dirs + files:
+            full = os.path.join(directory, name)
+            info = os.lstat(full)
+            found[full] = (info.st_mode, info.st_size, info.st_mtime_ns)
+    return found
+
+
+def mkdir_as(world, user, path, mode):
+    assert world.run(user, ["/bin/sh", "-c", "mkdir -p %s && chmod %o %s" % (path, mode, path)]
+                     ).returncode == 0
+
+
+def plant(world, user, path, files):
+    """Write ``files`` ({name: text, or a ("symlink", target) / ("fifo",) / ("sparse", size)})
+    into path as ``user``."""
+    mkdir_as(world, user, path, 0o775)
+    entry = pwd.getpwnam(user)
+    for name, content in files.items():
+        full = os.path.join(path, name)
+        if isinstance(content, tuple) and content[0] == "symlink":
+            os.symlink(content[1], full)
+        elif isinstance(content, tuple) and content[0] == "fifo":
+            os.mkfifo(full, 0o666)
+        elif isinstance(content, tuple) and content[0] == "sparse":
+            with open(full, "wb") as handle:
+                handle.truncate(content[1])
+                handle.seek(content[1] - 20)
+                handle.write(b"\n1000\n1001\n")
+        else:
+            with open(full, "w", encoding="utf-8", errors="surrogatepass") as handle:
+                handle.write(content if isinstance(content, str) else json.dumps(content))
+        os.lchown(full, entry.pw_uid, entry.pw_gid)
+        if not os.path.islink(full):
+            os.chmod(full, 0o666 if name.endswith(".lock") else 0o664)
+
+
+# -- reading is not acting -----------------------------------------------------------------
+
+def planted_chain(world, name):
+    """A group member's three-file "chain" whose notify command would run as whoever acts."""
+    path = os.path.join(world.runs, name)
+    plant(world, MATE, path, {
+        ".resumable_chain.submit.json": {
+            "first_job": "1", "notify": "id -un >> %s; env >> %s" % (world.pwned, world.pwned)},
+        ".resumable_chain.cancelled": "2026-12-01T00:00:00\n",
+        ".resumable_chain.lock": ""})
+    return path
+
+
+@pytest.mark.parametrize("who,argv", [
+    ("a colleague's status of the parent", [PEER, "status", "{runs}"]),
+    ("a colleague's status of the chain", [PEER, "status", "{chain}"]),
+    ("root's status --check from cron", [None, "status", "--check", "{runs}"]),
+    ("root's status --json", [None, "status", "--json", "{chain}"]),
+    ("a colleague's cancel --dry-run", [PEER, "cancel", "--dry-run", "{chain}"]),
+])
+def test_looking_at_someone_elses_chain_runs_nothing_and_writes_nothing(world, who, argv):
+    chain = planted_chain(world, "planted-" + who.split()[1].strip("'s") + str(len(argv)))
+    before = tree(world.runs)
+    user, words = argv[0], [word.format(runs=world.runs, chain=chain) for word in argv[1:]]
+    result = world.cli(user, *words)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert not os.path.exists(world.pwned), "a notify command ran as %s" % (user or "root")
+    assert tree(world.runs) == before, "status wrote into a chain it only looked at"
+
+
+@pytest.mark.parametrize("command", ["cancel", "resume"])
+def test_acting_on_someone_elses_chain_is_refused_in_one_line(world, command):
+    chain = planted_chain(world, "planted-" + command)
+    before, calls = tree(world.runs), len(world.sbatch_calls())
+    result = world.cli(PEER, command, chain)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "belongs to %s" % MATE in result.stderr and chain in result.stderr
+    assert not os.path.exists(world.pwned)
+    assert tree(world.runs) == before and len(world.sbatch_calls()) == calls
+
+
+# -- only the owner acts, on a directory no one else can write -------------------------------
+
+def test_the_owners_chain_works_end_to_end_in_a_group_shared_parent(world):
+    run_dir = os.path.join(world.runs, "mine")
+    notify = "echo \"$RESUMABLE_CHAIN_EVENT $(id -un)\" >> %s/notified" % world.homes[OWNER]
+    result = world.cli(OWNER, "submit", run_dir, "--notify", notify, "--", world.script())
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.strip()
+    info = os.stat(run_dir)
+    assert info.st_uid == pwd.getpwnam(OWNER).pw_uid and not info.st_mode & 0o022, oct(
+        info.st_mode)  # umask 002, yet the group cannot write it
+    notify_file = os.path.join(run_dir, ".resumable_chain.notify")
+    assert stat.S_IMODE(os.stat(notify_file).st_mode) == 0o600
+    for name in (".resumable_chain.submit.json",):
+        with open(os.path.join(run_dir, name)) as handle:
+            assert "notified" not in handle.read()  # the command (maybe a token) is not public
+    copy = os.path.join(run_dir, "resumable-job.sh")
+    assert world.as_job(OWNER, copy, first).returncode == 0
+    successor = max((job for job, fields in world.jobs().items()
+                     if fields["state"] == "PENDING" and not fields.get("wrap")), key=int)
+    world.set_job(first, state="COMPLETED", elapsed=5, end="2026-11-30T02:00:00")
+    result = world.as_job(OWNER, copy, successor, predecessor=first)
+    assert result.returncode == 0, result.stderr  # found its predecessor COMPLETED: done
+    status = world.cli(PEER, "status", run_dir)  # a colleague may look
+    assert status.returncode == 0 and "verdict: finished" in status.stdout, status.stdout
+    with open(os.path.join(world.homes[OWNER], "notified")) as handle:
+        assert handle.read() == "finished %s\n" % OWNER
+
+
+@pytest.mark.parametrize("situation", [
+    "a run directory another user created first",
+    "the owner's own run directory, group-writable",
+])
+def test_a_run_directory_others_can_write_is_refused_before_anything_is_queued(world,
+                                                                                situation):
+    run_dir = os.path.join(world.runs, "guess-%d" % len(situation))
+    if situation.startswith("a run directory another user"):
+        mkdir_as(world, MATE, run_dir, 0o755)
+        expected = "belongs to %s" % MATE
+    else:
+        mkdir_as(world, OWNER, run_dir, 0o775)
+        expected = "lets its group write it"
+    calls = len(world.sbatch_calls())
+    for argv in (["submit", run_dir, "--", world.script()], ["render", run_dir]):
+        result = world.cli(OWNER, *argv)
+        assert result.returncode == 2 and expected in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr and run_dir in result.stderr
+    assert len(world.sbatch_calls()) == calls and os.listdir(run_dir) == []
+
+
+def test_the_in_job_step_refuses_a_run_directory_its_group_can_write(world):
+    run_dir = os.path.join(world.runs, "job-in-shared")
+    prologue = world.cli(OWNER, "render", run_dir, "--python", PYTHON)
+    assert prologue.returncode == 0, prologue.stderr
+    script = os.path.join(world.homes[OWNER], "job.sh")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\n" + prologue.stdout + "echo WORK RAN\n")
+    os.chmod(script, 0o755)
+    os.chmod(run_dir, 0o775)  # e.g. chmod -R g+w by a well-meaning colleague (or the owner)
+    calls = len(world.sbatch_calls())
+    result = world.as_job(OWNER, script, "4242")
+    assert result.returncode == 2 and "WORK RAN" not in result.stdout
+    assert "mode 0775" in result.stderr and run_dir in result.stderr
+    assert len(world.sbatch_calls()) == calls and os.listdir(run_dir) == []
+
+
+def test_a_job_id_in_the_owners_journal_never_cancels_another_users_job(world):
+    other = "777"
+    world.set_job(other, state="RUNNING", uid=pwd.getpwnam(PEER).pw_uid)
+    run_dir = os.path.join(world.top, "root-chain")
+    os.makedirs(run_dir, 0o755)
+    with open(os.path.join(run_dir, ".gym_job_chain"), "w") as handle:
+        handle.write("100\n")
+    with open(os.path.join(run_dir, ".resumable_chain.json"), "w") as handle:
+        json.dump({"job": "100", "action": "resume", "successor": other, "guard": other,
+                   "phase": "done", "walltime": 0, "retries": 0}, handle)
+    result = world.cli(None, "cancel", run_dir)  # root: Slurm would let it cancel anything
+    assert "Traceback" not in result.stderr
+    assert world.jobs()[other]["state"] == "RUNNING"
+    for user in (OWNER,):  # a user's scancel of another's job: Slurm refuses, as the fake does
+        assert world.run(user, ["scancel", other]).returncode == 1
+    assert world.jobs()[other]["state"] == "RUNNING"
+
+
+# -- nothing through a symlink, never a hang on a FIFO -----------------------------------------
+
+@pytest.mark.parametrize("planted", [
+    "the lock file is a symlink into a root-only directory",
+    "the lock file is a symlink to the owner's other chain's cancel mark",
+    "the lock file is a FIFO",
+    "the journal is a FIFO",
+])
+def test_planted_files_are_refused_not_followed(world, planted):
+    other = os.path.join(world.top, "other-chain-%d" % len(planted))
+    os.makedirs(other, 0o755)
+    run_dir = os.path.join(world.top, "victim-%d" % len(planted))
+    os.makedirs(run_dir, 0o755)
+    with open(os.path.join(run_dir, ".gym_job_chain"), "w") as handle:
+        handle.write("100\n")
+    lock = os.path.join(run_dir, ".resumable_chain.lock")
+    target = {"root-only": os.path.join(world.secret, "created"),
+              "other chain": os.path.join(other, ".resumable_chain.cancelled")}
+    if "root-only" in planted:
+        os.symlink(target["root-only"], lock)
+    elif "other chain" in planted:
+        os.symlink(target["other chain"], lock)
+    elif "lock file is a FIFO" in planted:
+        os.mkfifo(lock)
+    else:
+        os.mkfifo(os.path.join(run_dir, ".resumable_chain.json"))
+    for argv in (["status", "--check", run_dir], ["cancel", run_dir], ["resume", run_dir]):
+        result = world.cli(None, *argv, timeout=30)  # a hang fails here
+        assert "Traceback" not in result.stderr, (argv, result.stderr)
+    assert not any(os.path.exists(path) for path in target.values())
+    assert os.listdir(other) == []
+
+
+def test_state_writes_never_follow_a_symlink_planted_for_a_coming_temp_name(world):
+    import sys
+    sys.path.insert(0, world.tool)
+    try:
+        import resumable_chain as rc
+    finally:
+        sys.path.remove(world.tool)
+    run_dir = tempfile.mkdtemp(dir=world.top)
+    victim = os.path.join(world.top, "victim-file")
+    with open(victim, "w") as handle:
+        handle.write("precious\n")
+    for pid in range(os.getpid(), os.getpid() + 50):  # what 0.5's names were: <file>.tmp.<pid>
+        os.symlink(victim, os.path.join(run_dir, ".gym_infra_retries.tmp.%d" % pid))
+    store = rc.StateStore(run_dir)
+    with store.locked():
+        store.write_counter(rc.RETRIES_FILE, 3)
+    with open(victim) as handle:
+        assert handle.read() == "precious\n"
+    assert store.read_counter(rc.RETRIES_FILE) == 3
