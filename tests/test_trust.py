@@ -280,20 +280,29 @@ def test_a_run_directory_others_can_write_is_refused_before_anything_is_queued(w
     assert len(world.sbatch_calls()) == calls and os.listdir(run_dir) == []
 
 
-def test_the_in_job_step_refuses_a_run_directory_its_group_can_write(world):
-    run_dir = os.path.join(world.runs, "job-in-shared")
+@pytest.mark.parametrize("who", ["a first job", "a later link", "cancel", "resume"])
+def test_a_chain_whose_directory_its_group_can_write_is_refused_by_every_writer(world, who):
+    run_dir = os.path.join(world.runs, "job-in-shared-" + who.replace(" ", "-"))
     prologue = world.cli(OWNER, "render", run_dir, "--python", PYTHON)
     assert prologue.returncode == 0, prologue.stderr
-    script = os.path.join(world.homes[OWNER], "job.sh")
+    script = os.path.join(world.homes[OWNER], "job-%s.sh" % who.replace(" ", "-"))
     with open(script, "w") as handle:
         handle.write("#!/bin/bash\n" + prologue.stdout + "echo WORK RAN\n")
     os.chmod(script, 0o755)
+    if who != "a first job":  # the chain ran a link while its directory was the owner's alone
+        first = world.as_job(OWNER, script, "5%d" % len(who))
+        assert first.returncode == 0 and "WORK RAN" in first.stdout, first.stderr
+        world.set_job("5%d" % len(who), state="TIMEOUT", elapsed=60, end="2026-11-30T02:00:00")
     os.chmod(run_dir, 0o775)  # e.g. chmod -R g+w by a well-meaning colleague (or the owner)
-    calls = len(world.sbatch_calls())
-    result = world.as_job(OWNER, script, "4242")
-    assert result.returncode == 2 and "WORK RAN" not in result.stdout
+    before, calls = tree(run_dir), len(world.sbatch_calls())
+    if who in ("cancel", "resume"):
+        result = world.cli(OWNER, who, run_dir)
+    else:
+        result = world.as_job(OWNER, script, "6%d" % len(who),
+                              predecessor="5%d" % len(who) if who != "a first job" else None)
+    assert result.returncode == 2 and "WORK RAN" not in result.stdout, result.stderr
     assert "mode 0775" in result.stderr and run_dir in result.stderr
-    assert len(world.sbatch_calls()) == calls and os.listdir(run_dir) == []
+    assert len(world.sbatch_calls()) == calls and tree(run_dir) == before
 
 
 def test_a_job_id_in_the_owners_journal_never_cancels_another_users_job(world):
