@@ -1,6 +1,6 @@
 """Benchmark resumable_chain's prologue against the seed's reference prologue, side by side.
 
-    python3 bench/run.py            # full run (under 5 minutes), writes docs/performance.md's figures
+    python3 bench/run.py            # full run (under 5 minutes), writes docs/performance.md
     python3 bench/run.py --smoke    # about 30 seconds, for CI; writes nothing
     python3 bench/run.py --real     # adds link-to-link latency on the local Slurm cluster
 
