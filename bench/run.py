@@ -1,6 +1,6 @@
 """Benchmark resumable_chain's prologue against the seed's reference prologue, side by side.
 
-    python3 bench/run.py            # full run (under 5 minutes), writes BENCHMARKS.md
+    python3 bench/run.py            # full run (under 5 minutes), writes docs/performance.md
     python3 bench/run.py --smoke    # about 30 seconds, for CI; writes nothing
     python3 bench/run.py --real     # adds link-to-link latency on the local Slurm cluster
 
@@ -374,17 +374,34 @@ def real_latency(links):
     return statistics.median(gaps), len(gaps)
 
 
+# docs/performance.md: the targets and decisions (written by hand) above this line, the latest
+# run's figures (written by this script) below it.
+MARKER = "<!-- bench/run.py writes everything below this line -->"
+
+
+def kept_above_marker(path):
+    """The hand-written text of ``path`` up to its MARKER line, with the marker ('' if none)."""
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return ""
+    head, found, _ = text.partition(MARKER)
+    return head + MARKER + "\n\n" if found else ""
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--smoke", action="store_true", help="a 30-second version for CI")
     parser.add_argument("--real", action="store_true", help="also measure on the local cluster")
-    parser.add_argument("--output", default=os.path.join(ROOT, "BENCHMARKS.md"))
+    parser.add_argument("--output", default=os.path.join(ROOT, "docs", "performance.md"),
+                        help="the report's file: what it holds above %s is kept" % MARKER)
     options = parser.parse_args(argv)
     started = time.time()
     root = tempfile.mkdtemp(prefix="rc-bench-")
     harness = Harness(root)
     repeats = 5 if options.smoke else 21
-    lines = ["# Benchmarks", "",
+    lines = ["## The latest run", "",
              "Command: `python3 bench/run.py%s`; machine: %s, %s, %d CPUs, Python %s; %s." % (
                  "".join(" " + arg for arg in (argv if argv is not None else sys.argv[1:])),
                  platform.platform(), platform.processor()
@@ -392,7 +409,7 @@ def main(argv=None):
                  time.strftime("%Y-%m-%d")), ""]
 
     work = time_to_work(harness, repeats)
-    lines += ["## 1. Time to work of a resumed link (instant fake Slurm, predecessor just ended)",
+    lines += ["### 1. Time to work of a resumed link (instant fake Slurm, predecessor just ended)",
               "", "| | median | ratio to the baseline (seed-style bash prologue) |",
               "| --- | --- | --- |"]
     for kind in ("ours", "baseline", "module loaded", "bare -I -S"):
@@ -408,7 +425,7 @@ def main(argv=None):
 
     lags = (0, 1) if options.smoke else LAGS
     lag_rows, known = lag_reaction(harness, lags, 1 if options.smoke else 3)
-    lines += ["## 2. Reaction to accounting lag (controller has forgotten the job)", "",
+    lines += ["### 2. Reaction to accounting lag (controller has forgotten the job)", "",
               "| lag L | ours: extra beyond L | baseline: extra beyond L | ours: sacct calls | "
               "baseline: sacct calls |", "| --- | --- | --- | --- | --- |"]
     for lag, ours_extra, base_extra, ours_calls, base_calls in lag_rows:
@@ -419,7 +436,7 @@ def main(argv=None):
               "Target: at most 1 s beyond L; under 1 s in total when scontrol knows the job.", ""]
 
     ours_load, base_load = controller_load(harness)
-    lines += ["## 3. Slurm commands per link", "",
+    lines += ["### 3. Slurm commands per link", "",
               "| case | ours | baseline |", "| --- | --- | --- |",
               "| common (predecessor just ended) | %s | %s |" % (
                   ", ".join("%s %d" % item for item in sorted(ours_load.items())),
@@ -431,7 +448,7 @@ def main(argv=None):
 
     sizes = (1, 10000) if options.smoke else (1, 10000, 1000000)
     by_size, many = scale(root, sizes, 5 if options.smoke else 31, 50 if options.smoke else 1000)
-    lines += ["## 4. Scale (in-job step in-process, instant fake Slurm)", "",
+    lines += ["### 4. Scale (in-job step in-process, instant fake Slurm)", "",
               "| chain file | median step | ratio to 1 line |", "| --- | --- | --- |"]
     for size in sizes:
         lines.append("| %d lines | %.2f ms | %.2fx |" % (size, by_size[size] * 1000,
@@ -443,18 +460,18 @@ def main(argv=None):
     if options.real:
         real = real_time_to_work(5 if options.smoke else 21)
         latency, count = real_latency(10)
-        lines += ["## 5. Time to work on the real local cluster (predecessor just ended)", "",
+        lines += ["### 5. Time to work on the real local cluster (predecessor just ended)", "",
                   "| | median | ratio to the baseline |", "| --- | --- | --- |"]
         for kind in ("ours", "baseline"):
             lines.append("| %s | %.1f ms | %.2fx |" % (kind, real[kind] * 1000,
                                                        real[kind] / real["baseline"]))
         lines += ["", "Target: ours at most 0.3x the baseline (which pays two sacct calls).", "",
-                  "## 6. Real cluster", "",
+                  "### 6. Real cluster", "",
                   "Median seconds from a link's end (sacct End, whole seconds) to its successor's "
                   "work start over %d links: %.2f s. Target: under 3 s." % (count, latency), ""]
         chains = 10 if options.smoke else 50
         table, each = real_collection_status(chains, 3 if options.smoke else 7)
-        lines += ["## 7. Status of a collection on the real local cluster", "",
+        lines += ["### 7. Status of a collection on the real local cluster", "",
                   "| %d chains (real jobs: an ended link, a held link, a pending successor) | "
                   "seconds | ratio to one status per chain |" % chains, "| --- | --- | --- |",
                   "| `status PARENT` (one table) | %.2f s | %.2fx |" % (table, table / each),
@@ -466,7 +483,7 @@ def main(argv=None):
     sys.stdout.write(report)
     if not options.smoke:
         with open(options.output, "w") as handle:
-            handle.write(report)
+            handle.write(kept_above_marker(options.output) + report)
     return 0
 
 

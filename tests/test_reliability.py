@@ -1,5 +1,5 @@
 """Adversarial reliability suite: crash injection, corrupt and hostile state, outages, races and
-fuzzing. Each part prints how many cases it ran (see the README's reliability section)."""
+fuzzing. Each part prints how many cases it ran (see docs/reliability.md)."""
 import errno
 import glob
 import os
