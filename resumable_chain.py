@@ -3260,7 +3260,7 @@ def unreadable_status(run_dir, error):
     status.update(run_dir=os.path.abspath(run_dir), jobs=[], links=0, walltime=0,
                   walltime_uncounted=0, walltime_used=0, retries=0, problems=[problem],
                   slurm_errors=[], lock={"kind": "unknown", "why": None}, events=[],
-                  verdict_word="unknown", verdict="unknown: the chain's files cannot be read",
+                  verdict_word="unknown", verdict="unknown: cannot read the chain's state",
                   next="fix or delete what the warning names, then look again",
                   attention=problem)
     return status
