@@ -3487,7 +3487,7 @@ def _install_chain(run_dir, force, copy_path, submitted):
                 cancelled = result["cancelled"]
             os.replace(store.path(STAGED_SCRIPT), copy_path)
             for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
-                         SCRIPT_COPY):
+                         SCRIPT_COPY, EVENTS_FILE):
                 if os.path.isfile(store.path(name)):
                     os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
             store.write_text(SUBMIT_FILE, dump_json(submitted) + "\n")
