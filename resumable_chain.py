@@ -3313,11 +3313,16 @@ def cancel_chain(run_dir, dry_run=False):
     """Stop a chain for good: mark it, cancel pending successors, then the running link.
 
     The mark makes any link that still starts stop without work. Verifies that
-    nothing of the chain is left, cancelling again what started meanwhile.
-    Returns {"cancelled": [...], "leftover": [...], "dry_run": bool, "errors": [...],
-    "log": [what the notify command did]}.
+    nothing of the chain is left, cancelling again what started meanwhile. A chain that
+    already ended is left as it is. Returns {"cancelled": [...], "leftover": [...],
+    "dry_run": bool, "errors": [...], "log": [what the notify command did], "ended": why
+    nothing was done (only for a chain that ended)}.
     """
     chain = open_chain(run_dir)
+    ended = _already_ended(run_dir, chain)
+    if ended:  # nothing to stop: a cancel mark would turn it into "stopped"
+        return {"cancelled": [], "leftover": [], "dry_run": dry_run, "errors": [], "log": [],
+                "ended": ended}
     if dry_run:
         return dict(_cancel_jobs(chain.to_cancel(), *cluster_to_ask(chain.cluster()),
                                  dry_run=True), log=[])
@@ -3328,6 +3333,19 @@ def cancel_chain(run_dir, dry_run=False):
         "(jobs %s)" % " ".join(result["cancelled"]), int(time.time())),
         chain.notify()) if result["cancelled"] else []
     return result
+
+
+def _already_ended(run_dir, chain):
+    """Why cancel leaves a chain as it is ("already finished (job 7 COMPLETED): nothing to
+    cancel"), or None: nothing of it is queued or running and status's verdict says it ended
+    (finished, stopped, failed; a broken chain is marked, so that it reads stopped)."""
+    if any(_queued_chain_jobs(chain.candidates(), cluster_to_ask(chain.cluster())[0])):
+        return None
+    status = chains_status([run_dir])[0]
+    if status["verdict_word"] not in ("finished", "stopped", "failed"):
+        return None
+    return "already %s (%s): nothing to cancel" % (status["verdict_word"],
+                                                   status["verdict"].partition(": ")[2])
 
 
 def _cancel_locked(store):
@@ -4153,6 +4171,8 @@ def cancel_command(arguments):
         result = cancel_chain(run_dir, arguments.dry_run)
         for error in result["errors"] + result["log"]:
             _log(error if len(arguments.run_dir) == 1 else "%s: %s" % (run_dir, error))
+        if result.get("ended"):
+            return 0, result["ended"]
         if result["dry_run"]:
             return 0, "would cancel: %s" % (" ".join(result["leftover"]) or "nothing")
         line = "cancelled: %s" % (" ".join(result["cancelled"]) or "nothing")

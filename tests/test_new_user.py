@@ -26,3 +26,38 @@ def test_a_new_chain_in_an_old_directory_starts_without_the_old_chains_events(
     assert read(run_dir, rc.EVENTS_FILE + rc.PREVIOUS_SUFFIX) == old  # kept with the others
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert report["events"] == []
+
+
+def ended_chain(cluster, run_dir, capsys, monkeypatch, how):
+    """A chain that ended ``how``: finished, stopped (cancelled before), failed."""
+    if how == "failed":
+        return failed_chain(cluster, run_dir)
+    script, successor = start_chain(cluster, run_dir)
+    if how == "finished":
+        cluster.finish(100, "COMPLETED", 5)
+        cluster.set_job(successor, state="CANCELLED", start="None")
+    else:
+        assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
+
+
+@pytest.mark.parametrize("how,words", [
+    ("finished", "already finished (job 100 COMPLETED): nothing to cancel"),
+    ("stopped", "already stopped (cancelled with resumable-chain cancel ("),
+    ("failed", "already failed (predecessor FAILED: retry 1 exceeds max_retries 0"),
+], ids=["finished", "stopped", "failed"])
+@pytest.mark.parametrize("dry_run", [False, True], ids=["cancel", "cancel --dry-run"])
+def test_cancel_leaves_a_chain_that_ended_as_it_is(cluster, run_dir, capsys, monkeypatch, how,
+                                                   words, dry_run):
+    ended_chain(cluster, run_dir, capsys, monkeypatch, how)
+    before = {name: read(run_dir, name) for name in os.listdir(run_dir) if name != rc.LOCK_FILE}
+    verdict = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    scancels = len(cluster.calls("scancel"))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir,
+                               *["--dry-run"][:dry_run])
+    assert (status, err) == (0, "")
+    assert out.startswith(words) and out.endswith(": nothing to cancel\n")
+    assert len(cluster.calls("scancel")) == scancels
+    after = {name: read(run_dir, name) for name in os.listdir(run_dir) if name != rc.LOCK_FILE}
+    assert after == before  # no cancel mark, no event
+    again = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert again["verdict"] == verdict["verdict"]

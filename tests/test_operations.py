@@ -78,7 +78,7 @@ def test_cancel_pending_successor_first_then_running_link(cluster, run_dir, runn
     assert cancels == [["900000"], ["1001", "900001"], ["1000"]]
     assert cluster.pending() == [] and cluster.job(1000)["state"].startswith("CANCELLED")
     again = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
-    assert again[0] == 0 and again[1].startswith("cancelled: nothing")
+    assert again[0] == 0 and again[1].startswith("already stopped (cancelled with ")
 
 
 def test_a_link_that_starts_after_cancel_stops_without_work(cluster, run_dir, running_chain, capsys,
