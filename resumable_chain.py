@@ -196,6 +196,9 @@ STOP_CAUSES = {
                "raise the budget ({budget} --max-walltime T), then {resume}"),
     "work": ("stopped", "stopped by the work (exit {predecessor_exit_code}): job {predecessor} "
              "asked the chain to stop", "{resume} continues it, if the work can go on after all"),
+    "work_done": ("finished", "finished: job {predecessor}'s work exited 0 (its exit trap said "
+                  "so) though Slurm recorded {predecessor_state}; job {job}, queued before the "
+                  "work ended, found nothing left to do", None),  # _work_done_before
     None: ("stopped", "stopped: {reason}", "{resume} continues it"),  # a cause unknown here
 }
 # The cause when decide() ends the chain, by what the predecessor's state means (LAG never does).
@@ -2364,8 +2367,9 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
             snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
         else:
             observation = observe_predecessor(predecessor_id, asked=asked)
-        record = plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link,
-                           now(), budget_dir, cluster, notify)
+        record = _work_done_before(store, plan_link(
+            job_id, predecessor_id, observation, snapshot, settings, next_link, now(),
+            budget_dir, cluster, notify), warnings)
         own = None
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
@@ -2373,6 +2377,29 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
         store.commit(snapshot, record)
         outcome = _finish_link(store, record, observation, next_link, environ, warnings, own=own)
         return outcome._replace(event=outcome.event or healed)
+
+
+def _work_done_before(store, record, warnings):
+    """The record of a link whose predecessor's exit trap journaled ``finished``: its work
+    exited 0 while the job still ran, so the chain is finished whatever state Slurm recorded
+    after (TIMEOUT, when the limit sweep came before the job's end: the work ran just past its
+    time limit). This link does no work and journals no second ``finished``."""
+    if not record.predecessor or record.action not in WORK_ACTIONS:
+        return record
+    try:
+        events = store.read_events()
+    except StateError as error:
+        warnings.append("cannot tell whether job %s's work finished: %s" % (record.predecessor,
+                                                                           error))
+        return record
+    for event in reversed(events):  # since the chain was last resumed
+        if event.event == "resumed":
+            break
+        if event.event == "finished" and event.job == record.predecessor:
+            return restate(record, "complete", "job %s's work exited 0 (its exit trap said so) "
+                           "though Slurm recorded %s: the work is done" % (
+                               record.predecessor, record.predecessor_state), "work_done")
+    return record
 
 
 def _guarded(record, previous):
@@ -2771,6 +2798,8 @@ unset resumable_chain_status resumable_chain_env
 """
 # With a notify command: when the job exits 0 after its work, the chain finished; its successor
 # is cancelled by Slurm before it runs, so only this job can say so (bash keeps the exit status).
+# If Slurm records the job TIMEOUT all the same (its work ended just past the time limit), the
+# successor runs, finds the journaled event and ends the chain without work (_work_done_before).
 FINISHED_TRAP = """\
 # shellcheck disable=SC2016  # single quotes keep paths literal on purpose
 resumable_chain_finished() {{ if [ "$?" -eq 0 ]; then {command} || true; fi; }}

@@ -9,7 +9,7 @@ import pytest
 
 import resumable_chain as rc
 from fake_cluster import read, run_cli, start_chain
-from test_operations import failed_chain, write
+from test_operations import failed_chain, notified, notify_chain, write
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["submit", "submit --force"])
@@ -61,3 +61,27 @@ def test_cancel_leaves_a_chain_that_ended_as_it_is(cluster, run_dir, capsys, mon
     assert after == before  # no cancel mark, no event
     again = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert again["verdict"] == verdict["verdict"]
+
+
+def test_work_that_exits_0_just_after_its_time_limit_finishes_the_chain_once(
+        cluster, run_dir, capsys, monkeypatch):
+    # Seen on Slurm 26.05: work `sleep 63; exit 0` under --time=1 ended before the limit sweep
+    # killed it; its exit trap saw the job RUNNING and said finished, then Slurm recorded TIMEOUT
+    # and the successor started.
+    script, successor = notify_chain(cluster, run_dir)
+    assert cluster.run_link(script, 100).returncode == 0  # the rerun's work exits 0
+    cluster.finish(100, "TIMEOUT", 63)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 0, result.stderr
+    assert "job %s: complete | predecessor 100 TIMEOUT" % successor in result.stderr
+    assert successor not in cluster.work_done()  # no work, no successor of its own
+    assert cluster.pending() == []
+    cluster.finish(successor, "COMPLETED", 1)
+    for _ in range(2):
+        report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert notified(cluster) == [("finished", "100", "1")]
+    assert [(event["event"], event["job"]) for event in report["events"]] == [("finished", "100")]
+    assert report["verdict"] == (
+        "finished: job 100's work exited 0 (its exit trap said so) though Slurm recorded "
+        "TIMEOUT; job %s, queued before the work ended, found nothing left to do" % successor)
+    assert report["next"] is None and report["links"] == 1
