@@ -229,6 +229,47 @@ HELD_BY_SLURM = {
     "launch_failed_requeued_held": "its launch failed (node Prolog) and Slurm held it",
 }
 
+# Why a pending job never starts until a person changes it or Slurm's configuration, by the
+# reason squeue prints. From the sources of Slurm 22.05 (src/common/slurm_protocol_defs.c
+# job_reason_string; src/slurmctld/job_mgr.c job_independent, which never schedules a job with
+# one of the sticky reasons, and _part_access_check's callers; partition_mgr.c; job_scheduler.c,
+# which holds a job BadConstraints until the job or the nodes' features change) and 26.05 (the
+# same in src/common/job_state_reason.c and src/slurmctld). Left out because they clear by
+# themselves: limits that other jobs' ends or decaying usage free (Grp*, *PerUser, *PerAccount,
+# AssocMaxJobsLimit, *RunMinutes, QOSUsageThreshold), a partition that is down or inactive, and
+# Constraints (26.05: "future node updates may satisfy the constraints"). Held jobs: HELD_BY_SLURM.
+NEVER_STARTS = {
+    "BadConstraints": "no node can satisfy its request (CPUs, memory, GRES, features)",
+    "PartitionConfig": "its partition's configuration does not allow its request",
+    "PartitionTimeLimit": "its time limit is over its partition's MaxTime",
+    "PartitionNodeLimit": "it asks for more nodes than its partition allows",
+    "MaxMemPerLimit": "its memory is over its partition's MaxMemPerNode or MaxMemPerCPU",
+    "InvalidAccount": "its account is invalid",
+    "InvalidQOS": "its QOS is invalid for its account",
+    "AccountNotAllowed": "its partition does not allow its account",
+    "QOSNotAllowed": "its partition does not allow its QOS",
+    "ReservationDeleted": "its reservation was deleted",
+    "ReservationInvalid": "its reservation is invalid",  # 26.05
+    "DependencyNeverSatisfied": "its dependency can never be satisfied",
+    "BurstBufferOperation": "its burst buffer operation failed",
+}
+# And every per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit,
+# AssocMaxCpuPerJobLimit, QOSMaxGRESPerNode, QOSMinCpuNotSatisfied...): the job itself is too big
+# or too small for it, in both releases.
+PER_JOB_LIMIT = "it breaks a per-job limit of its QOS or association"
+
+
+def never_starts(reason):
+    """Why a job pending for ``reason`` (squeue's) never starts by itself, or None."""
+    reason = reason or ""
+    if reason in NEVER_STARTS:
+        return NEVER_STARTS[reason]
+    if reason.startswith(("QOS", "Assoc")) and (
+            "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin")):
+        return PER_JOB_LIMIT
+    return None
+
+
 # Options that would break the chain if a user passed them to every successor.
 REFUSED_SBATCH_OPTIONS = {
     "--dependency": "the chain sets the dependency itself",
@@ -3120,11 +3161,15 @@ def _status_row(job, role, record):
     elif role == "decided":
         note = "ran no work: decided %s" % record.action
     elif role == "resumed link" and state == "PENDING":
-        note = "queued by resumable-chain resume"
+        note = "queued by resumable-chain resume" + (
+            ", pending: %s" % job.reason if job.reason else "")
     elif state.startswith("CANCELLED") and job.state != "CANCELLED":
         note = _state_words(job.state)
     elif state == "PENDING" and job.reason:
         note = "pending: %s" % job.reason
+    if state == "PENDING" and never_starts(job.reason):
+        note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
+                                                        never_starts(job.reason))
     row = {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
            "nodes": job.nodes,
            "end": job.end if is_final(job.state) else None, "role": role, "reason": job.reason,
@@ -3171,8 +3216,9 @@ def needs_attention(status):
     if status["would_not_continue"]:
         return "nothing would continue the chain if its running link ended: %s" \
             % status["would_not_continue"]
-    if word == "waiting" and any(row["reason"] in HELD_BY_SLURM for row in status["jobs"]):
-        return status["verdict"]  # held until a person releases it
+    if word == "waiting" and any(row["reason"] in HELD_BY_SLURM or never_starts(row["reason"])
+                                 for row in status["jobs"]):
+        return status["verdict"]  # held or unrunnable until a person acts
     if status["problems"] and word not in ("finished", "stopped"):
         return "a state file cannot be read: %s" % status["problems"][0]
     return None
@@ -3228,6 +3274,12 @@ def _verdict(record, rows, status, chain):
                 row["job"], row["reason"], HELD_BY_SLURM[row["reason"]]),
                     "find out why (scontrol show job %s; sinfo -R), then scontrol release %s "
                     "(an admin's hold needs an admin)" % (row["job"], row["job"]))
+        if never_starts(row["reason"]):
+            return ("waiting", "waiting: job %s is pending (%s) and never starts by itself: %s"
+                    % (row["job"], row["reason"], never_starts(row["reason"])),
+                    "fix its request (scontrol update JobId=%s ...), or resumable-chain cancel %s,"
+                    " then %s with sbatch options that fix it" % (
+                        row["job"], shell_quote(status["run_dir"]), resume))
         return "waiting", "waiting: job %s is pending%s" % (
             row["job"], " (%s)" % row["reason"] if row["reason"] else ""), None
     idle = _idle_verdict(record, rows, resume, status["slurm_errors"])

@@ -85,3 +85,36 @@ def test_work_that_exits_0_just_after_its_time_limit_finishes_the_chain_once(
         "finished: job 100's work exited 0 (its exit trap said so) though Slurm recorded "
         "TIMEOUT; job %s, queued before the work ended, found nothing left to do" % successor)
     assert report["next"] is None and report["links"] == 1
+
+
+@pytest.mark.parametrize("reason,never", [
+    ("BadConstraints", True),  # resume --mem 100000G on the 26.05 cluster
+    ("PartitionConfig", True),
+    ("InvalidQOS", True),
+    ("QOSMaxWallDurationPerJobLimit", True),
+    ("AssocMaxCpuPerJobLimit", True),
+    ("AssocMaxJobsLimit", False),  # clears as the user's other jobs end
+    ("QOSGrpCpuLimit", False),
+    ("Constraints", False),  # 26.05: later node updates may satisfy them
+    ("Priority", False),
+])
+def test_a_link_pending_for_a_reason_that_never_clears_needs_a_person(
+        cluster, run_dir, capsys, monkeypatch, reason, never):
+    failed_chain(cluster, run_dir)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir, "--mem", "100000G")
+    assert status == 0, err
+    cluster.set_job(out.strip(), reason=reason)
+    checked = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    assert checked[0] == int(never)
+    [row] = [line for line in checked[1].splitlines() if line.startswith(out.strip() + " ")]
+    assert row.endswith("queued by resumable-chain resume, pending: %s%s" % (
+        reason, " (%s: it never starts by itself)" % rc.never_starts(reason) if never else ""))
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    if never:
+        assert report["verdict"].startswith("waiting: job %s is pending (%s) and never starts "
+                                            "by itself: " % (out.strip(), reason))
+        assert report["next"].startswith("fix its request (scontrol update JobId=%s ...), or "
+                                         "resumable-chain cancel " % out.strip())
+    else:
+        assert report["verdict"] == "waiting: job %s is pending (%s)" % (out.strip(), reason)
+        assert report["next"] is None
