@@ -787,9 +787,10 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
     if not matches:
         if equals:
             return name, False
-        raise ValueError("unknown option %s: neither sbatch (22.05, 26.05) nor resumable-chain "
-                         "has it (a site plugin's option can be written %s=VALUE or go in the "
-                         "script's #SBATCH lines)" % (name, name))
+        raise ValueError("unknown option %s%s: neither sbatch (22.05, 26.05) nor "
+                         "resumable-chain has it (a site plugin's option can be written %s=VALUE "
+                         "or go in the script's #SBATCH lines)" % (
+                             name, did_you_mean(name, value_options | other_options), name))
     return matches[0], not equals and matches[0] in value_options
 
 
@@ -2866,7 +2867,7 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
     exports RESUMABLE_CHAIN_* variables to the work. ``budget_dir`` names a
     walltime budget shared with other chains (``resumable-chain budget``); it
     must exist. ``notify`` is a shell command run for each chain event
-    (finished, stopped, failed, broken, resumed); with it the snippet sets an
+    (finished, stopped, failed, broken, healed, resumed); with it the snippet sets an
     EXIT trap that reports a finished chain when the job exits 0. Works with
     and without ``set -euo pipefail``; every value is shell-quoted. Creates
     the run directory (Slurm opens ``--output`` files in it before the
@@ -3643,7 +3644,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
                         next_link.script_args, cwd=next_link.workdir, cluster=target)
         record = Record(job=job, predecessor=previous.job, predecessor_state=state,
                         predecessor_elapsed=counted, source="resume", action="resume",
-                        reason="resumed with resumable-chain resume after %s" % previous.action,
+                        reason="resumed with resumable-chain resume after %s" % _what_ended(
+                            previous, state),
                         walltime=walltime, retries=0, max_retries=caps.max_retries,
                         max_walltime=caps.max_walltime, settings_from="resume",
                         budget_dir=previous.budget_dir, cluster=cluster,
@@ -3662,20 +3664,32 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
     return {"job": job, "walltime": walltime, "counted": counted, "log": log}
 
 
+def _what_ended(previous, state):
+    """How the chain a resume continues ended, in words: "the chain failed (job 7)", "job 7
+    ended TIMEOUT" (``state``: how its last link ended, if resume counted it)."""
+    if previous.action in EVENT_OF_ACTION:
+        return "the chain %s (job %s)" % (EVENT_OF_ACTION[previous.action], previous.job)
+    return "job %s ended %s" % (previous.job, _state_words(state)) if state else \
+        "job %s ended" % previous.job
+
+
 def _resumable_record(store, snapshot, submitted, cluster):
     """The journal's last record, if the chain it describes can be resumed; StateError if not."""
     previous = snapshot.record
-    if previous is None and snapshot.last_job is None:
+    if previous is None and snapshot.last_job is None and not submitted:
         raise StateError("%s is not a chain: it has no %s" % (store.directory, CHAIN_FILE))
-    if previous is None:
-        raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
-                         "or later; use submit to start a new chain"
-                         % (store.directory, JOURNAL_FILE))
     live = queued_jobs(live_candidates([snapshot.last_job], previous, submitted), cluster=cluster)
     if live:
         raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
                          "resumable-chain cancel first" % (store.directory, ", ".join(
                              "job %s %s" % (job.job_id, job.state) for job in live)))
+    if previous is None and snapshot.last_job is None:  # as status says
+        raise StateError("nothing to resume in %s: %s" % (
+            store.directory, _submit_again(submitted, store.directory)))
+    if previous is None:
+        raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
+                         "or later; use submit to start a new chain"
+                         % (store.directory, JOURNAL_FILE))
     if previous.action == "complete":
         raise StateError("the chain in %s finished (job %s found its predecessor COMPLETED): "
                          "nothing to resume; submit starts a new run"
@@ -3724,7 +3738,8 @@ def resumable_run_overrides(benchmark, executor):
     """Return a copy of a resumable benchmark's ``run`` overrides with resume_from_cache.
 
     ``benchmark`` is the benchmark's settings mapping (with ``resumable`` and
-    ``run``); ``resume_from_cache: true`` is added unless the user set it.
+    ``run``); ``resume_from_cache: true`` is added unless the user set it. Without a
+    ``resumable`` setting the copy is returned unchanged (the benchmark is not resumable).
     Raises ValueError when the executor is not Slurm or the benchmark uses a
     ``command`` (resuming relies on the eval cache). The input is not changed.
     """
@@ -3843,9 +3858,9 @@ def _build_parser():
                          if default_retries is not None else
                          "a new cap on the accumulated walltime (default: the chain's own)")
         sub.add_argument("--notify", type=notify_command, default=None, metavar="CMD",
-                         help="run CMD with /bin/sh -c once per chain event (finished, stopped, "
-                              "failed, broken, resumed), with RESUMABLE_CHAIN_EVENT, _DIR, _JOB, "
-                              "_LINK, _REASON set; at most %d s" % NOTIFY_TIMEOUT
+                         help="run CMD with /bin/sh -c once per chain event (%s), with "
+                              "RESUMABLE_CHAIN_EVENT, _DIR, _JOB, _LINK, _REASON set; at most "
+                              "%d s" % (", ".join(EVENTS), NOTIFY_TIMEOUT)
                          if default_retries is not None else
                          "a new notify command for this link and every later one (default: "
                          "the chain's own)")
@@ -4020,6 +4035,9 @@ def format_collection(statuses):
     table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB", "NEXT")]
     for status in statuses:
         cap = format_duration(status["max_walltime"]) if status["max_walltime"] else "-"
+        if status["budget"]:  # the cap that binds the chain too
+            cap += " (budget %s of %s left)" % (format_duration(status["budget"]["left"]),
+                                                format_duration(status["budget"]["cap"]))
         table.append((_shown_path(status["run_dir"]), status["verdict_word"],
                       str(status["links"]), "%s/%s" % (format_duration(status["walltime_used"]),
                                                        cap),
@@ -4306,6 +4324,28 @@ OWN_WORDS = {"prologue": prologue_command, "finished": finished_command,
              "submit": submit_command, "resume": resume_command}
 
 
+def did_you_mean(name, names):
+    """" (did you mean --max-retries?)" for a misspelt option name, or ""."""
+    import difflib
+    close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.8)
+    return " (did you mean %s?)" % close[0] if close else ""
+
+
+def _unrecognized_hint(parser, message, command):
+    """argparse's error with what its "unrecognized arguments: WORDS" misses: the command's
+    option that was meant, and for render where sbatch options go."""
+    words = message.partition("unrecognized arguments: ")[2].rpartition(" (see --help)")[0]
+    sub = parser._subparsers._group_actions[0].choices.get(command[0]) if command else None
+    if not words or sub is None:
+        return message
+    hint = "".join(did_you_mean(word.partition("=")[0], sub._option_string_actions)
+                   for word in words.split() if word.startswith("--"))
+    if command == ["render"] and not hint:
+        hint = "; sbatch options for every successor go after --: resumable-chain render DIR " \
+            "[OPTIONS] -- %s" % words
+    return message.replace(" (see --help)", hint + " (see --help)")
+
+
 def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -4315,7 +4355,10 @@ def main(argv=None):
             return OWN_WORDS[argv[0]](argv[1:])
         after = argv.index("--") if "--" in argv else len(argv)
         parser = _build_parser()
-        arguments = parser.parse_args(argv[:after])
+        try:
+            arguments = parser.parse_args(argv[:after])
+        except StateError as error:
+            raise StateError(_unrecognized_hint(parser, str(error), argv[:1]))
         if arguments.command == "render":
             return render_command(arguments, argv[after + 1:])
         if arguments.command not in COMMANDS:

@@ -9,7 +9,8 @@ import pytest
 
 import resumable_chain as rc
 from fake_cluster import read, run_cli, start_chain
-from test_operations import failed_chain, notified, notify_chain, write
+from test_operations import (failed_chain, notified, notify_chain, one_chain_on_a_budget,
+                             write)
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["submit", "submit --force"])
@@ -118,3 +119,68 @@ def test_a_link_pending_for_a_reason_that_never_clears_needs_a_person(
     else:
         assert report["verdict"] == "waiting: job %s is pending (%s)" % (out.strip(), reason)
         assert report["next"] is None
+
+
+@pytest.mark.parametrize("words,message", [
+    (["render", "r", "-p", "debug"], "unrecognized arguments: -p debug; sbatch options for every "
+     "successor go after --: resumable-chain render DIR [OPTIONS] -- -p debug (see --help)"),
+    (["render", "r", "--max-retry", "2"], "--max-retry 2 (did you mean --max-retries?)"),
+    (["status", "r", "--jsn"], "--jsn (did you mean --json?)"),
+    (["submit", "r", "--max-retry", "2", "s.sh"], "unknown option --max-retry (did you mean "
+     "--max-retries?)"),
+    (["resume", "r", "--max-retry", "2"], "unknown option --max-retry (did you mean "
+     "--max-retries?)"),
+], ids=["render's sbatch options before --", "render --max-retry", "status --jsn",
+        "submit --max-retry", "resume --max-retry"])
+def test_a_mistyped_command_line_says_what_was_meant(cluster, capsys, monkeypatch, words,
+                                                     message):
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *words)
+    assert status == 2 and message in err and err.count("\n") == 1 and out == ""
+
+
+def test_help_lists_every_notify_event(capsys):
+    assert rc.main(["submit", "--help"]) == 0
+    assert "(%s)" % ", ".join(rc.EVENTS) in " ".join(capsys.readouterr().out.split())
+    assert "healed" in rc.EVENTS
+
+
+def test_resume_of_a_chain_whose_first_job_never_ran_says_to_submit_it_again(
+        cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "train.sh"), "#!/bin/bash\ntrue\n")
+    run_dir = str(tmp_path / "r")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)[0] == 0
+    assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
+    assert status == 2 and out == ""
+    assert err == "resumable-chain: error: nothing to resume in %s: %s\n" % (run_dir,
+                                                                             report["next"])
+    assert "submit %s --force" % run_dir in err
+
+
+@pytest.mark.parametrize("how,words", [
+    ("failed", "after the chain failed (job 1000)"),
+    ("cancelled", "after job 1000 ended CANCELLED"),
+])
+def test_a_resumed_link_says_what_it_resumed_after(cluster, run_dir, capsys, monkeypatch, how,
+                                                    words):
+    if how == "failed":
+        failed_chain(cluster, run_dir)
+    else:
+        script, successor = start_chain(cluster, run_dir)
+        cluster.finish(100, "TIMEOUT", 60)
+        assert cluster.run_link(script, successor, predecessor=100).returncode == 0
+        assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
+    assert run_cli(cluster, capsys, monkeypatch, "resume", run_dir)[0] == 0
+    reason = json.loads(read(run_dir, rc.JOURNAL_FILE))["reason"]
+    assert reason == "resumed with resumable-chain resume " + words
+
+
+def test_a_collection_shows_a_shared_budget_in_the_walltime_column(cluster, tmp_path, capsys,
+                                                                   monkeypatch):
+    budget_dir, script = one_chain_on_a_budget(cluster, tmp_path, capsys, monkeypatch, "10")
+    assert cluster.run_link(script, 100).returncode == 0
+    monkeypatch.chdir(str(tmp_path))
+    out = run_cli(cluster, capsys, monkeypatch, "status", "a", "a")[1]
+    assert out.splitlines()[1].startswith("a ")
+    assert " 00:00:00/- (budget 00:00:00 of 00:10:00 left) " in out.splitlines()[1]
