@@ -130,7 +130,9 @@ RETRY_BLIND_ROUNDS = 60  # rounds the retrier waits for a controller it never he
 RETRY_LAST_TRY = 5  # seconds before the link's time is up: the retrier's last try
 GUARD_MINUTES = 5  # a guard's time limit: it reads the journal and queues at most two jobs
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
-GUARD_SUFFIX = "-guard"  # a guard's job name: its link's name and this
+# A guard's job name: this and its link's name; in front, so that default squeue output (which
+# cuts names at 8 characters) still tells a guard from the links.
+GUARD_PREFIX = "g:"
 GUARD_LOG = ".resumable_chain.guard.log"  # what the guards did, a line each, for a person
 EVENTS = ("finished", "stopped", "failed", "broken", "healed", "resumed")  # what notify hears
 EVENT_OF_ACTION = {"complete": "finished", "stop": "stopped", "fail": "failed"}  # a link's end
@@ -2241,7 +2243,7 @@ def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
         record.successor, " ".join(shell_quote(word) for word in step_command(
             "guard", run_dir, record.successor, *sorted(
                 "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_")))),
-        name + GUARD_SUFFIX, run_dir, environ)
+        GUARD_PREFIX + name, run_dir, environ)
     if cancel and record.guarded_by:
         scancel([record.guarded_by])  # it may have ended already: nothing to say then
     guard, error = queued()
@@ -3535,8 +3537,12 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
     given = option_names(script_directives(header) + sbatch_args)
     if "--output" not in given:
         sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
-    if "--job-name" not in given:  # sbatch would name it after our copy
-        sbatch_args = ["--job-name=" + os.path.basename(script)] + sbatch_args
+    if "--chdir" not in given:  # the links work in the run directory, not where submit ran
+        sbatch_args = ["--chdir=" + run_dir] + sbatch_args
+    if "--job-name" not in given:  # after the chain (sbatch would name it after our copy):
+        # squeue shows the first 8 characters, the same script's chains apart
+        sbatch_args = ["--job-name=" + (os.path.basename(run_dir) or os.path.basename(script))
+                       ] + sbatch_args
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     first_job, named = _submit_staged(
         run_dir, script_args, ["--hold", "--requeue"] + sbatch_args, lambda: header

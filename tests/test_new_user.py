@@ -184,3 +184,22 @@ def test_a_collection_shows_a_shared_budget_in_the_walltime_column(cluster, tmp_
     out = run_cli(cluster, capsys, monkeypatch, "status", "a", "a")[1]
     assert out.splitlines()[1].startswith("a ")
     assert " 00:00:00/- (budget 00:00:00 of 00:10:00 left) " in out.splitlines()[1]
+
+
+def test_two_chains_of_one_script_are_told_apart_in_squeues_8_characters(
+        cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "train.sh"), "#!/bin/bash\ntrue\n")
+    for name in ("gpqa", "mmlu-pro"):
+        run_dir = str(tmp_path / "runs" / name)
+        status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python",
+                                   sys.executable, script)
+        assert status == 0, err
+        first = out.strip()
+        copy = os.path.join(run_dir, "resumable-train.sh")
+        assert cluster.run_link(copy, first, SLURM_JOB_NAME=cluster.job(first)["name"],
+                                SLURM_JOB_PARTITION="debug").returncode == 0
+    shown = sorted((job["name"][:8], bool(job.get("wrap")))  # as default squeue shows NAME
+                   for job in cluster.load()["jobs"].values())
+    assert shown == [("g:gpqa", True), ("g:mmlu-p", True), ("gpqa", False), ("gpqa", False),
+                     ("mmlu-pro", False), ("mmlu-pro", False)]
+    assert all(name.startswith(rc.GUARD_PREFIX) == guard for name, guard in shown)
