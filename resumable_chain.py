@@ -134,6 +134,7 @@ GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' res
 # cuts names at 8 characters) still tells a guard from the links.
 GUARD_PREFIX = "g:"
 GUARD_LOG = ".resumable_chain.guard.log"  # what the guards did, a line each, for a person
+CONTINUED_WITH = "the chain continued with job "  # a guard's words when it queued a job (status)
 EVENTS = ("finished", "stopped", "failed", "broken", "healed", "resumed")  # what notify hears
 EVENT_OF_ACTION = {"complete": "finished", "stop": "stopped", "fail": "failed"}  # a link's end
 
@@ -2780,8 +2781,8 @@ def _guard_queue(store, record, job, environ, final, what, dead):
                         warnings, cancel=False)
     store.write_record(record)
     error = record.job != job.job_id and release_job(successor)
-    reason = "%s; the chain continued with job %s%s" % (
-        what, successor, " (held: %s; scontrol release %s)" % (error, successor) if error else "")
+    reason = "%s; %s%s%s" % (what, CONTINUED_WITH, successor, " (held: %s; scontrol release %s)"
+                             % (error, successor) if error else "")
     event = journal_event(store, Event("healed", job.job_id, record.link, reason,
                                        int(time.time())), warnings)
     return True, (event, record.notify, "; ".join([reason] + warnings))
@@ -3074,14 +3075,16 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             asked[recorded] = cluster_to_ask(recorded)
         target, note = asked[recorded]
         roles = _status_roles(chain, rows)
+        others = _other_roles(chain) if rows > COLLECTION_ROWS else {}
         guard = [chain.record.guard] if chain.record and chain.record.guard else []
         wanted.setdefault(target, [])
-        wanted[target] += [job for job in list(roles) + guard if job not in wanted[target]]
-        plans.append((run_dir, chain, roles, target, note))
+        wanted[target] += [job for job in collections.OrderedDict.fromkeys(
+            list(roles) + guard + list(others)) if job not in wanted[target]]
+        plans.append((run_dir, chain, roles, others, target, note))
     answers = dict((target, query_jobs(job_ids, cluster=target))
                    for target, job_ids in wanted.items())
-    return [_status_of(run_dir, chain, roles, answers[target], note, budgets)
-            for run_dir, chain, roles, target, note in plans]
+    return [_status_of(run_dir, chain, roles, answers[target], note, budgets, others)
+            for run_dir, chain, roles, others, target, note in plans]
 
 
 def _status_roles(chain, rows):
@@ -3099,9 +3102,50 @@ def _status_roles(chain, rows):
     return roles
 
 
-def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
+def guards_that_ran(run_dir):
+    """[(guard, the job it guarded, what it did)] of the guards that ran, oldest first, from
+    GUARD_LOG (guard_command's lines; [] when it cannot be read)."""
+    try:
+        with open(os.path.join(run_dir, GUARD_LOG), "rb") as handle:
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    found = []
+    for line in text.splitlines():  # resumable-chain: TIME guard GUARD of job JOB: WHAT
+        words = line.split(" ", 6)
+        if len(words) == 7 and words[2] == "guard" and words[4:6] == ["of", "job"]:
+            guarded, _, what = words[6].partition(": ")
+            if is_job_id(words[3]) and is_job_id(guarded):
+                found.append((words[3], guarded, what))
+    return found
+
+
+def _other_roles(chain):
+    """{job ID: (role, note)} of the jobs the chain queued besides its links and successor: the
+    successor's guard, the guards that ran (what they did), the successors they found dead and
+    the jobs they queued (a replacement, or the successor a link could not queue)."""
+    record, others = chain.record or Record(), collections.OrderedDict()
+    for guard, guarded, what in guards_that_ran(chain.store.directory):
+        others[guard] = ("guard", "ran once job %s ended: %s" % (guarded, what))
+        queued = what.partition(CONTINUED_WITH)[2].split(" ")[0]
+        dead = guarded not in chain.jobs and guarded != record.successor
+        if dead and queued:
+            others.setdefault(guarded, ("dead successor", "died before its prologue; job %s "
+                                        "replaced it" % queued))
+        if is_job_id(queued):
+            others.setdefault(queued, ("replacement" if dead else "successor", "queued by "
+                                       "guard %s" % guard))
+    if record.guard:
+        others.setdefault(record.guard, ("guard", "continues the chain if job %s dies before "
+                                         "its prologue" % record.successor))
+    return others
+
+
+def _status_of(run_dir, chain, roles, answer, cluster_note, budgets, others=None):
     """One chain's status from what Slurm answered (``answer``: ({job ID: Job}, errors)) and the
-    budget reports read so far (``budgets``: {budget dir: report or StateError}, filled in)."""
+    budget reports read so far (``budgets``: {budget dir: report or StateError}, filled in).
+    ``others``: the jobs that are rows of the table only (guards, dead successors...), not of
+    the verdict."""
     record, submitted = chain.record or Record(), chain.submitted or {}
     known, unanswered = answer
     rows = []
@@ -3146,6 +3190,19 @@ def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
         status["next"] = "fix or delete the file named above, then: " + status["next"]
     status["attention"] = needs_attention(status)
     status["events"] = [event._asdict() for event in chain.events]
+    ran = [what for guard, _, what in guards_that_ran(run_dir) if guard == record.guard]
+    shown = dict((row["job"], row) for row in rows)
+    for job_id, (role, note) in (others or {}).items():
+        if job_id in shown:  # a link or successor that a guard queued: say so
+            shown[job_id].update(role=role, note="; ".join(
+                words for words in (note, shown[job_id]["note"]) if words))
+            continue
+        job = known.get(job_id) or Job(job_id, "UNKNOWN", 0)
+        ended = job_id == record.guard and is_final(job.state) and not ran  # e.g. cancelled
+        rows.append(dict(_status_row(job, role, record), note=None if ended else note))
+    status["jobs"] = sorted(rows, key=lambda row: int(row["job"]))
+    if status["guard"] and ran:
+        status["guard"]["ran"] = ran[-1]
     word, command = status["verdict_word"], chain.notify()
     status["notified"] = []
     if command and word in ("finished", "stopped", "broken"):  # no link is left to say so
@@ -3170,6 +3227,8 @@ def _status_row(job, role, record):
         note = _state_words(job.state)
     elif state == "PENDING" and job.reason:
         note = "pending: %s" % job.reason
+    elif role == "link" and is_final(job.state) and state != "CANCELLED":
+        note = _link_end(job)
     if state == "PENDING" and never_starts(job.reason):
         note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
                                                         never_starts(job.reason))
@@ -3182,6 +3241,21 @@ def _status_row(job, role, record):
         if job.time_limit is not None:
             row["time_left"] = max(job.time_limit - job.elapsed, 0)
     return row
+
+
+# What a link's end meant for the chain, by what its state means (state_meaning).
+LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "resumed without a retry",
+             RESUME_ASKED: "resumed without a retry", STOP_ASKED: "the work stopped the chain",
+             RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
+
+
+def _link_end(job):
+    """"exit 75: resumed without a retry": how an ended link ended and what that meant."""
+    words = LINK_ENDS.get(state_meaning(job.state, job.exit_code), "")
+    code = exit_status(job.exit_code)
+    if code is None or base_state(job.state) not in ("COMPLETED", "FAILED"):
+        return words
+    return "exit %d: %s" % (code, words)
 
 
 def _uncounted_row(rows, record, chain):
@@ -3593,7 +3667,7 @@ def _install_chain(run_dir, force, copy_path, submitted):
                 cancelled = result["cancelled"]
             os.replace(store.path(STAGED_SCRIPT), copy_path)
             for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
-                         SCRIPT_COPY, EVENTS_FILE):
+                         SCRIPT_COPY, EVENTS_FILE, GUARD_LOG):
                 if os.path.isfile(store.path(name)):
                     os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
             store.write_text(SUBMIT_FILE, dump_json(submitted) + "\n")
@@ -3967,16 +4041,16 @@ def format_status(status):
     lines += ["WARNING: %s" % problem for problem in status["problems"]]
     lines += ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
     lines += ["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []
-    lines.append("%-12s %-26s %10s  %-19s  %-19s  %s" % ("JOBID", "STATE", "ELAPSED", "START",
-                                                          "END", "NOTE"))
+    lines.append("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % (
+        "JOBID", "ROLE", "STATE", "ELAPSED", "START", "END", "NOTE"))
     for row in status["jobs"]:
         state = _state_words(row["state"])  # who cancelled it, by name
         note = "" if row["note"] == state else row["note"] or ""
         if row["time_left"] is not None:
             note = "time limit %s, %s left" % (format_duration(row["time_limit"]),
                                                format_duration(row["time_left"]))
-        lines.append(("%-12s %-26s %10s  %-19s  %-19s  %s" % (
-            row["job"], state, format_duration(row["elapsed"]), row["start"] or "-",
+        lines.append(("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % (
+            row["job"], row["role"], state, format_duration(row["elapsed"]), row["start"] or "-",
             row["end"] or "-", note)).rstrip())
     cap = status["max_walltime"]
     walltime = "walltime: %s" % format_duration(status["walltime_used"])
@@ -4003,6 +4077,10 @@ def format_status(status):
     if (guard or status["guard_error"]) and status["verdict_word"] in ("running", "waiting"):
         lines.append("guard: %s" % ("job %s %s (continues the chain if the successor dies "
                                     "before its prologue)" % (guard["job"], guard["state"])
+                                    if guard and not is_final(guard["state"]) else
+                                    "job %s ran (%s): %s" % (guard["job"], guard["state"],
+                                                             guard.get("ran") or "see %s"
+                                                             % GUARD_LOG)
                                     if guard else "none: %s (Slurm's requeue only)"
                                     % status["guard_error"]))
     lines.append("lock: %s%s" % (status["lock"]["kind"], " (%s)" % status["lock"]["why"]

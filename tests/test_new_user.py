@@ -203,3 +203,70 @@ def test_two_chains_of_one_script_are_told_apart_in_squeues_8_characters(
     assert shown == [("g:gpqa", True), ("g:mmlu-p", True), ("gpqa", False), ("gpqa", False),
                      ("mmlu-pro", False), ("mmlu-pro", False)]
     assert all(name.startswith(rc.GUARD_PREFIX) == guard for name, guard in shown)
+
+
+def status_rows(cluster, capsys, monkeypatch, run_dir):
+    """{job: (role, state, note)} of status --json, and the text status prints."""
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    return ({row["job"]: (row["role"], row["state"], row["note"]) for row in report["jobs"]},
+            run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1])
+
+
+def test_status_shows_a_guard_that_ran_after_a_person_cancelled_the_successor(
+        cluster, run_dir, capsys, monkeypatch):
+    script, successor = start_chain(cluster, run_dir)  # link 100 runs on
+    cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T01:30:00")
+    guard = cluster.guards()[successor]
+    assert cluster.run_guard(successor).returncode == 0
+    rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
+    did = ("job %s was cancelled before it started (by a person, or by Slurm because its "
+           "predecessor completed): nothing continues it" % successor)
+    assert rows == {"100": ("link", "RUNNING", None),
+                    successor: ("successor", "CANCELLED by 0", "CANCELLED by root (uid 0)"),
+                    guard: ("guard", "COMPLETED", "ran once job %s ended: %s" % (successor, did))}
+    assert "guard: job %s ran (COMPLETED): %s\n" % (guard, did) in text  # told in the past
+    assert "continues the chain if the successor dies" not in text
+    [row] = [line for line in text.splitlines() if line.startswith(guard + " ")]
+    assert row.split()[1:3] == ["guard", "COMPLETED"]
+
+
+def test_status_shows_a_dead_successor_its_guard_and_the_replacement(cluster, run_dir, capsys,
+                                                                     monkeypatch):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "FAILED", 60)
+    cluster.set_job(100, exit_code="75:0")  # the work asked to be resumed
+    cluster.set_job(successor, state="NODE_FAIL", start="2026-11-30T01:01:00",
+                    end="2026-11-30T01:01:00")
+    guard = cluster.guards()[successor]
+    assert cluster.run_guard(successor).returncode == 0
+    [new] = cluster.pending()
+    rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
+    assert rows["100"] == ("link", "FAILED", "exit 75: resumed without a retry")
+    assert rows[successor] == ("dead successor", "NODE_FAIL", "died before its prologue; job %s "
+                               "replaced it" % new)
+    assert rows[guard][:2] == ("guard", "COMPLETED")
+    assert rows[guard][2].startswith("ran once job %s ended: job %s died before its prologue"
+                                     % (successor, successor))
+    assert rows[new][:2] == ("replacement", "PENDING")
+    assert rows[new][2].startswith("queued by guard %s" % guard)
+    new_guard = cluster.guards()[new]
+    assert rows[new_guard] == ("guard", "PENDING", "continues the chain if job %s dies before "
+                               "its prologue" % new)
+    assert list(rows) == sorted(rows, key=int)
+
+
+@pytest.mark.parametrize("state,exit_code,note", [
+    ("COMPLETED", "0:0", "exit 0: the work is done"),
+    ("FAILED", "75:0", "exit 75: resumed without a retry"),
+    ("FAILED", "76:0", "exit 76: the work stopped the chain"),
+    ("FAILED", "1:0", "exit 1: a failure, retried while retries are left"),
+    ("TIMEOUT", "0:15", "resumed without a retry"),
+    ("OUT_OF_MEMORY", "0:125", "a failure, retried while retries are left"),
+])
+def test_an_ended_link_shows_its_exit_and_what_it_meant(cluster, run_dir, capsys, monkeypatch,
+                                                        state, exit_code, note):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, state, 60)
+    cluster.set_job(100, exit_code=exit_code)
+    rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
+    assert rows["100"] == ("link", state, note)

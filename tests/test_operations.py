@@ -31,8 +31,9 @@ def test_status_shows_every_link_with_one_sacct_call(cluster, run_dir, running_c
     status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")
     assert status == 0, err
     report = json.loads(out)
-    assert [(row["job"], row["state"]) for row in report["jobs"]] == [
-        ("100", "TIMEOUT"), ("1000", "RUNNING"), ("1001", "PENDING")]
+    assert [(row["job"], row["role"], row["state"]) for row in report["jobs"]] == [
+        ("100", "link", "TIMEOUT"), ("1000", "link", "RUNNING"), ("1001", "successor", "PENDING"),
+        ("900001", "guard", "PENDING")]
     assert report["walltime"] == 73 and report["retries"] == 0 and report["max_retries"] == 3
     assert report["pending_successor"] == "1001"
     assert report["verdict"].startswith("running: job 1000 is RUNNING")
