@@ -133,8 +133,11 @@ RETRY_BLIND_ROUNDS = 60  # rounds the retrier waits for a controller it never he
 RETRY_LAST_TRY = 5  # seconds before the link's time is up: the retrier's last try
 GUARD_MINUTES = 5  # a guard's time limit: it reads the journal and queues at most two jobs
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
-GUARD_SUFFIX = "-guard"  # a guard's job name: its link's name and this
+# A guard's job name: this and its link's name; in front, so that default squeue output (which
+# cuts names at 8 characters) still tells a guard from the links.
+GUARD_PREFIX = "g:"
 GUARD_LOG = ".resumable_chain.guard.log"  # what the guards did, a line each, for a person
+CONTINUED_WITH = "the chain continued with job "  # a guard's words when it queued a job (status)
 EVENTS = ("finished", "stopped", "failed", "broken", "healed", "resumed")  # what notify hears
 EVENT_OF_ACTION = {"complete": "finished", "stop": "stopped", "fail": "failed"}  # a link's end
 
@@ -199,6 +202,9 @@ STOP_CAUSES = {
                "raise the budget ({budget} --max-walltime T), then {resume}"),
     "work": ("stopped", "stopped by the work (exit {predecessor_exit_code}): job {predecessor} "
              "asked the chain to stop", "{resume} continues it, if the work can go on after all"),
+    "work_done": ("finished", "finished: job {predecessor}'s work exited 0 (its exit trap said "
+                  "so) though Slurm recorded {predecessor_state}; job {job}, queued before the "
+                  "work ended, found nothing left to do", None),  # _work_done_before
     None: ("stopped", "stopped: {reason}", "{resume} continues it"),  # a cause unknown here
 }
 # The cause when decide() ends the chain, by what the predecessor's state means (LAG never does).
@@ -228,6 +234,47 @@ HELD_BY_SLURM = {
     "JobHoldMaxRequeue": "Slurm requeued it MaxBatchRequeue times after launch failures",
     "launch_failed_requeued_held": "its launch failed (node Prolog) and Slurm held it",
 }
+
+# Why a pending job never starts until a person changes it or Slurm's configuration, by the
+# reason squeue prints. From the sources of Slurm 22.05 (src/common/slurm_protocol_defs.c
+# job_reason_string; src/slurmctld/job_mgr.c job_independent, which never schedules a job with
+# one of the sticky reasons, and _part_access_check's callers; partition_mgr.c; job_scheduler.c,
+# which holds a job BadConstraints until the job or the nodes' features change) and 26.05 (the
+# same in src/common/job_state_reason.c and src/slurmctld). Left out because they clear by
+# themselves: limits that other jobs' ends or decaying usage free (Grp*, *PerUser, *PerAccount,
+# AssocMaxJobsLimit, *RunMinutes, QOSUsageThreshold), a partition that is down or inactive, and
+# Constraints (26.05: "future node updates may satisfy the constraints"). Held jobs: HELD_BY_SLURM.
+NEVER_STARTS = {
+    "BadConstraints": "no node can satisfy its request (CPUs, memory, GRES, features)",
+    "PartitionConfig": "its partition's configuration does not allow its request",
+    "PartitionTimeLimit": "its time limit is over its partition's MaxTime",
+    "PartitionNodeLimit": "it asks for more nodes than its partition allows",
+    "MaxMemPerLimit": "its memory is over its partition's MaxMemPerNode or MaxMemPerCPU",
+    "InvalidAccount": "its account is invalid",
+    "InvalidQOS": "its QOS is invalid for its account",
+    "AccountNotAllowed": "its partition does not allow its account",
+    "QOSNotAllowed": "its partition does not allow its QOS",
+    "ReservationDeleted": "its reservation was deleted",
+    "ReservationInvalid": "its reservation is invalid",  # 26.05
+    "DependencyNeverSatisfied": "its dependency can never be satisfied",
+    "BurstBufferOperation": "its burst buffer operation failed",
+}
+# And every per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit,
+# AssocMaxCpuPerJobLimit, QOSMaxGRESPerNode, QOSMinCpuNotSatisfied...): the job itself is too big
+# or too small for it, in both releases.
+PER_JOB_LIMIT = "it breaks a per-job limit of its QOS or association"
+
+
+def never_starts(reason):
+    """Why a job pending for ``reason`` (squeue's) never starts by itself, or None."""
+    reason = reason or ""
+    if reason in NEVER_STARTS:
+        return NEVER_STARTS[reason]
+    if reason.startswith(("QOS", "Assoc")) and (
+            "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin")):
+        return PER_JOB_LIMIT
+    return None
+
 
 # Options that would break the chain if a user passed them to every successor.
 REFUSED_SBATCH_OPTIONS = {
@@ -748,9 +795,10 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
     if not matches:
         if equals:
             return name, False
-        raise ValueError("unknown option %s: neither sbatch (22.05, 26.05) nor resumable-chain "
-                         "has it (a site plugin's option can be written %s=VALUE or go in the "
-                         "script's #SBATCH lines)" % (name, name))
+        raise ValueError("unknown option %s%s: neither sbatch (22.05, 26.05) nor "
+                         "resumable-chain has it (a site plugin's option can be written %s=VALUE "
+                         "or go in the script's #SBATCH lines)" % (
+                             name, did_you_mean(name, value_options | other_options), name))
     return matches[0], not equals and matches[0] in value_options
 
 
@@ -2410,7 +2458,7 @@ def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
         record.successor, " ".join(shell_quote(word) for word in step_command(
             "guard", run_dir, record.successor, *sorted(
                 "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_")))),
-        name + GUARD_SUFFIX, run_dir, environ)
+        GUARD_PREFIX + name, run_dir, environ)
     if cancel and record.guarded_by:
         scancel([record.guarded_by])  # it may have ended already: nothing to say then
     guard, error = queued()
@@ -2578,8 +2626,9 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
             snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
         else:
             observation = observe_predecessor(predecessor_id, asked=asked)
-        record = plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link,
-                           now(), budget_dir, cluster, notify)
+        record = _work_done_before(store, plan_link(
+            job_id, predecessor_id, observation, snapshot, settings, next_link, now(),
+            budget_dir, cluster, notify), warnings)
         own = None
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
@@ -2587,6 +2636,29 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
         store.commit(snapshot, record)
         outcome = _finish_link(store, record, observation, next_link, environ, warnings, own=own)
         return outcome._replace(event=outcome.event or healed)
+
+
+def _work_done_before(store, record, warnings):
+    """The record of a link whose predecessor's exit trap journaled ``finished``: its work
+    exited 0 while the job still ran, so the chain is finished whatever state Slurm recorded
+    after (TIMEOUT, when the limit sweep came before the job's end: the work ran just past its
+    time limit). This link does no work and journals no second ``finished``."""
+    if not record.predecessor or record.action not in WORK_ACTIONS:
+        return record
+    try:
+        events = store.read_events()
+    except StateError as error:
+        warnings.append("cannot tell whether job %s's work finished: %s" % (record.predecessor,
+                                                                           error))
+        return record
+    for event in reversed(events):  # since the chain was last resumed
+        if event.event == "resumed":
+            break
+        if event.event == "finished" and event.job == record.predecessor:
+            return restate(record, "complete", "job %s's work exited 0 (its exit trap said so) "
+                           "though Slurm recorded %s: the work is done" % (
+                               record.predecessor, record.predecessor_state), "work_done")
+    return record
 
 
 def _guarded(record, previous):
@@ -2933,8 +3005,8 @@ def _guard_queue(store, record, job, environ, final, what, dead):
                         warnings, cancel=False)
     store.write_record(record)
     error = record.job != job.job_id and release_job(successor)
-    reason = "%s; the chain continued with job %s%s" % (
-        what, successor, " (held: %s; scontrol release %s)" % (error, successor) if error else "")
+    reason = "%s; %s%s%s" % (what, CONTINUED_WITH, successor, " (held: %s; scontrol release %s)"
+                             % (error, successor) if error else "")
     event = journal_event(store, Event("healed", job.job_id, record.link, reason,
                                        int(time.time())), warnings)
     return True, (event, record.notify, "; ".join([reason] + warnings))
@@ -2995,6 +3067,8 @@ unset resumable_chain_status resumable_chain_env
 """
 # With a notify command: when the job exits 0 after its work, the chain finished; its successor
 # is cancelled by Slurm before it runs, so only this job can say so (bash keeps the exit status).
+# If Slurm records the job TIMEOUT all the same (its work ended just past the time limit), the
+# successor runs, finds the journaled event and ends the chain without work (_work_done_before).
 FINISHED_TRAP = """\
 # shellcheck disable=SC2016  # single quotes keep paths literal on purpose
 resumable_chain_finished() {{ if [ "$?" -eq 0 ]; then {command} || true; fi; }}
@@ -3020,7 +3094,7 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
     exports RESUMABLE_CHAIN_* variables to the work. ``budget_dir`` names a
     walltime budget shared with other chains (``resumable-chain budget``); it
     must exist. ``notify`` is a shell command run for each chain event
-    (finished, stopped, failed, broken, resumed); with it the snippet sets an
+    (finished, stopped, failed, broken, healed, resumed); with it the snippet sets an
     EXIT trap that reports a finished chain when the job exits 0. Works with
     and without ``set -euo pipefail``; every value is shell-quoted. Creates
     the run directory (Slurm opens ``--output`` files in it before the
@@ -3231,20 +3305,23 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
                 asked[recorded] = cluster_to_ask(recorded)
             target, note = asked[recorded]
             roles = _status_roles(chain, rows)
+            others = _other_roles(chain) if rows > COLLECTION_ROWS else {}
             guard = [chain.record.guard] if chain.record and chain.record.guard else []
             wanted.setdefault(target, [])
-            wanted[target] += [job for job in list(roles) + guard if job not in wanted[target]]
-            plans.append((run_dir, chain, roles, target, note))
+            wanted[target] += [job for job in collections.OrderedDict.fromkeys(
+                list(roles) + guard + list(others)) if job not in wanted[target]]
+            plans.append((run_dir, chain, roles, others, target, note))
         except Exception as error:  # one damaged chain is one row, never the whole table
-            plans.append((run_dir, error, None, None, None))
+            plans.append((run_dir, error, None, None, None, None))
     answers = dict((target, query_jobs(job_ids, cluster=target))
                    for target, job_ids in wanted.items())
     statuses = []
-    for run_dir, chain, roles, target, note in plans:
+    for run_dir, chain, roles, others, target, note in plans:
         try:
             if isinstance(chain, Exception):
                 raise chain
-            statuses.append(_status_of(run_dir, chain, roles, answers[target], note, budgets))
+            statuses.append(_status_of(run_dir, chain, roles, answers[target], note, budgets,
+                                       others))
         except Exception as error:
             statuses.append(unreadable_status(run_dir, error))
     return statuses
@@ -3281,9 +3358,50 @@ def _status_roles(chain, rows):
     return roles
 
 
-def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
+def guards_that_ran(store):
+    """[(guard, the job it guarded, what it did)] of the guards that ran, oldest first, from
+    the last MiB of GUARD_LOG (guard_command's lines; [] when it cannot be read)."""
+    try:
+        text = (store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b"").decode("utf-8",
+                                                                               "replace")
+    except StateError:
+        return []
+    found = []
+    for line in text.splitlines():  # resumable-chain: TIME guard GUARD of job JOB: WHAT
+        words = line.split(" ", 6)
+        if len(words) == 7 and words[2] == "guard" and words[4:6] == ["of", "job"]:
+            guarded, _, what = words[6].partition(": ")
+            if is_job_id(words[3]) and is_job_id(guarded):
+                found.append((words[3], guarded, what))
+    return found
+
+
+def _other_roles(chain):
+    """{job ID: (role, note)} of the jobs the chain queued besides its links and successor: the
+    successor's guard, the guards that ran (what they did), the successors they found dead and
+    the jobs they queued (a replacement, or the successor a link could not queue)."""
+    record, others = chain.record or Record(), collections.OrderedDict()
+    for guard, guarded, what in guards_that_ran(chain.store):
+        others[guard] = ("guard", "ran once job %s ended: %s" % (guarded, what))
+        queued = what.partition(CONTINUED_WITH)[2].split(" ")[0]
+        dead = guarded not in chain.jobs and guarded != record.successor
+        if dead and queued:
+            others.setdefault(guarded, ("dead successor", "died before its prologue; job %s "
+                                        "replaced it" % queued))
+        if is_job_id(queued):
+            others.setdefault(queued, ("replacement" if dead else "successor", "queued by "
+                                       "guard %s" % guard))
+    if record.guard:
+        others.setdefault(record.guard, ("guard", "continues the chain if job %s dies before "
+                                         "its prologue" % record.successor))
+    return others
+
+
+def _status_of(run_dir, chain, roles, answer, cluster_note, budgets, others=None):
     """One chain's status from what Slurm answered (``answer``: ({job ID: Job}, errors)) and the
-    budget reports read so far (``budgets``: {budget dir: report or StateError}, filled in)."""
+    budget reports read so far (``budgets``: {budget dir: report or StateError}, filled in).
+    ``others``: the jobs that are rows of the table only (guards, dead successors...), not of
+    the verdict."""
     record, submitted = chain.record or Record(), chain.submitted or {}
     known, unanswered = answer
     rows = []
@@ -3330,7 +3448,27 @@ def _status_of(run_dir, chain, roles, answer, cluster_note, budgets):
         status["next"] = "fix or delete the file named above, then: " + status["next"]
     status["attention"] = needs_attention(status)
     status["events"] = [event._asdict() for event in chain.events]
+    _show_other_jobs(status, chain, others or {}, known)
     return status
+
+
+def _show_other_jobs(status, chain, others, known):
+    """Add the rows of the jobs the chain queued besides its links (``others``: {job ID: (role,
+    note)}) to ``status``: for a person to see, not for the verdict."""
+    record, rows = chain.record or Record(), list(status["jobs"])
+    ran = [what for guard, _, what in guards_that_ran(chain.store) if guard == record.guard]
+    shown = dict((row["job"], row) for row in rows)
+    for job_id, (role, note) in others.items():
+        if job_id in shown:  # a link or successor that a guard queued: say so
+            shown[job_id].update(role=role, note="; ".join(
+                words for words in (note, shown[job_id]["note"]) if words))
+            continue
+        job = known.get(job_id) or Job(job_id, "UNKNOWN", 0)
+        ended = job_id == record.guard and is_final(job.state) and not ran  # e.g. cancelled
+        rows.append(dict(_status_row(job, role, record), note=None if ended else note))
+    status["jobs"] = sorted(rows, key=lambda row: int(row["job"]))
+    if status["guard"] and ran:
+        status["guard"]["ran"] = ran[-1]
 
 
 def _status_row(job, role, record):
@@ -3342,11 +3480,17 @@ def _status_row(job, role, record):
     elif role == "decided":
         note = "ran no work: decided %s" % record.action
     elif role == "resumed link" and state == "PENDING":
-        note = "queued by resumable-chain resume"
+        note = "queued by resumable-chain resume" + (
+            ", pending: %s" % job.reason if job.reason else "")
     elif state.startswith("CANCELLED") and job.state != "CANCELLED":
         note = _state_words(job.state)
     elif state == "PENDING" and job.reason:
         note = "pending: %s" % job.reason
+    elif role == "link" and is_final(job.state) and state != "CANCELLED":
+        note = _link_end(job)
+    if state == "PENDING" and never_starts(job.reason):
+        note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
+                                                        never_starts(job.reason))
     row = {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
            "nodes": job.nodes,
            "end": job.end if is_final(job.state) else None, "role": role, "reason": job.reason,
@@ -3356,6 +3500,21 @@ def _status_row(job, role, record):
         if job.time_limit is not None:
             row["time_left"] = max(job.time_limit - job.elapsed, 0)
     return row
+
+
+# What a link's end meant for the chain, by what its state means (state_meaning).
+LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "resumed without a retry",
+             RESUME_ASKED: "resumed without a retry", STOP_ASKED: "the work stopped the chain",
+             RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
+
+
+def _link_end(job):
+    """"exit 75: resumed without a retry": how an ended link ended and what that meant."""
+    words = LINK_ENDS.get(state_meaning(job.state, job.exit_code), "")
+    code = exit_status(job.exit_code)
+    if code is None or base_state(job.state) not in ("COMPLETED", "FAILED"):
+        return words
+    return "exit %d: %s" % (code, words)
 
 
 def _uncounted_row(rows, record, chain):
@@ -3393,8 +3552,9 @@ def needs_attention(status):
     if status["would_not_continue"]:
         return "nothing would continue the chain if its running link ended: %s" \
             % status["would_not_continue"]
-    if word == "waiting" and any(row["reason"] in HELD_BY_SLURM for row in status["jobs"]):
-        return status["verdict"]  # held until a person releases it
+    if word == "waiting" and any(row["reason"] in HELD_BY_SLURM or never_starts(row["reason"])
+                                 for row in status["jobs"]):
+        return status["verdict"]  # held or unrunnable until a person acts
     if status["problems"] and word not in ("finished", "stopped"):
         return "a state file cannot be read: %s" % status["problems"][0]
     return None
@@ -3441,23 +3601,33 @@ def _verdict(record, rows, status, chain):
                     "if it ends before its work is done, %s continues the chain" % resume)
         return "running", verdict, None
     if live:
-        row = live[-1]
-        if row["reason"] == "JobHeldUser":
-            return ("waiting", "waiting: job %s is held (JobHeldUser)" % row["job"],
-                    "scontrol release %s starts it" % row["job"])
-        if row["reason"] in HELD_BY_SLURM:
-            return ("waiting", "waiting: job %s is held (%s: %s)" % (
-                row["job"], row["reason"], HELD_BY_SLURM[row["reason"]]),
-                    "find out why (scontrol show job %s; sinfo -R), then scontrol release %s "
-                    "(an admin's hold needs an admin)" % (row["job"], row["job"]))
-        return "waiting", "waiting: job %s is pending%s" % (
-            row["job"], " (%s)" % row["reason"] if row["reason"] else ""), None
+        return _waiting_verdict(live[-1], status["run_dir"], resume)
     idle = _idle_verdict(record, rows, resume, status["slurm_errors"])
     guard = status["guard"]
     if idle[0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
         return ("waiting", "waiting: %s; its guard %s (%s) continues the chain" % (
             idle[1].partition(": ")[2], guard["job"], guard["state"]), None)
     return idle
+
+
+def _waiting_verdict(row, run_dir, resume):
+    """The verdict of a chain whose newest live job (``row``) is pending."""
+    if row["reason"] == "JobHeldUser":
+        return ("waiting", "waiting: job %s is held (JobHeldUser)" % row["job"],
+                "scontrol release %s starts it" % row["job"])
+    if row["reason"] in HELD_BY_SLURM:
+        return ("waiting", "waiting: job %s is held (%s: %s)" % (
+            row["job"], row["reason"], HELD_BY_SLURM[row["reason"]]),
+                "find out why (scontrol show job %s; sinfo -R), then scontrol release %s "
+                "(an admin's hold needs an admin)" % (row["job"], row["job"]))
+    if never_starts(row["reason"]):
+        return ("waiting", "waiting: job %s is pending (%s) and never starts by itself: %s"
+                % (row["job"], row["reason"], never_starts(row["reason"])),
+                "fix its request (scontrol update JobId=%s ...), or resumable-chain cancel %s,"
+                " then %s with sbatch options that fix it" % (
+                    row["job"], shell_quote(run_dir), resume))
+    return "waiting", "waiting: job %s is pending%s" % (
+        row["job"], " (%s)" % row["reason"] if row["reason"] else ""), None
 
 
 def _submit_again(submitted, run_dir):
@@ -3559,11 +3729,16 @@ def cancel_chain(run_dir, dry_run=False):
     """Stop a chain for good: mark it, cancel pending successors, then the running link.
 
     The mark makes any link that still starts stop without work. Verifies that
-    nothing of the chain is left, cancelling again what started meanwhile.
-    Returns {"cancelled": [...], "leftover": [...], "dry_run": bool, "errors": [...],
-    "log": [what the notify command did]}.
+    nothing of the chain is left, cancelling again what started meanwhile. A chain that
+    already ended is left as it is. Returns {"cancelled": [...], "leftover": [...],
+    "dry_run": bool, "errors": [...], "log": [what the notify command did], "ended": why
+    nothing was done (only for a chain that ended)}.
     """
     chain = open_chain(run_dir)
+    ended = _already_ended(run_dir, chain)
+    if ended:  # nothing to stop: a cancel mark would turn it into "stopped"
+        return {"cancelled": [], "leftover": [], "dry_run": dry_run, "errors": [], "log": [],
+                "ended": ended}
     if dry_run:
         return dict(_cancel_jobs(chain.to_cancel(), *cluster_to_ask(chain.cluster()),
                                  dry_run=True), log=[])
@@ -3574,6 +3749,19 @@ def cancel_chain(run_dir, dry_run=False):
         "(jobs %s)" % " ".join(result["cancelled"]), int(time.time())),
         chain.notify()) if result["cancelled"] else []
     return result
+
+
+def _already_ended(run_dir, chain):
+    """Why cancel leaves a chain as it is ("already finished (job 7 COMPLETED): nothing to
+    cancel"), or None: nothing of it is queued or running and status's verdict says it ended
+    (finished, stopped, failed; a broken chain is marked, so that it reads stopped)."""
+    if any(_queued_chain_jobs(chain.candidates(), cluster_to_ask(chain.cluster())[0])):
+        return None
+    status = chains_status([run_dir])[0]
+    if status["verdict_word"] not in ("finished", "stopped", "failed"):
+        return None
+    return "already %s (%s): nothing to cancel" % (status["verdict_word"],
+                                                   status["verdict"].partition(": ")[2])
 
 
 def _cancel_locked(store):
@@ -3681,8 +3869,12 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
     given = option_names(script_directives(header) + sbatch_args)
     if "--output" not in given:
         sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
-    if "--job-name" not in given:  # sbatch would name it after our copy
-        sbatch_args = ["--job-name=" + os.path.basename(script)] + sbatch_args
+    if "--chdir" not in given:  # the links work in the run directory, not where submit ran
+        sbatch_args = ["--chdir=" + run_dir] + sbatch_args
+    if "--job-name" not in given:  # after the chain (sbatch would name it after our copy):
+        # squeue shows the first 8 characters, the same script's chains apart
+        sbatch_args = ["--job-name=" + (os.path.basename(run_dir) or os.path.basename(script))
+                       ] + sbatch_args
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     first_job, named = _submit_staged(
         run_dir, script_args, ["--hold", "--requeue"] + sbatch_args, lambda: header
@@ -3733,7 +3925,7 @@ def _install_chain(run_dir, force, copy_path, submitted):
                 cancelled = result["cancelled"]
             os.replace(store.path(STAGED_SCRIPT), copy_path)
             for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
-                         SCRIPT_COPY, NOTIFY_FILE):
+                         SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
                 if os.path.isfile(store.path(name)):
                     os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
             store.write_text(SUBMIT_FILE, dump_json(store.public(submitted)) + "\n")
@@ -3790,7 +3982,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
                         next_link.script_args, cwd=next_link.workdir, cluster=target)
         record = Record(job=job, predecessor=previous.job, predecessor_state=state,
                         predecessor_elapsed=counted, source="resume", action="resume",
-                        reason="resumed with resumable-chain resume after %s" % previous.action,
+                        reason="resumed with resumable-chain resume after %s" % _what_ended(
+                            previous, state),
                         walltime=walltime, retries=0, max_retries=caps.max_retries,
                         max_walltime=caps.max_walltime, settings_from="resume",
                         budget_dir=previous.budget_dir, cluster=cluster,
@@ -3809,20 +4002,32 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
     return {"job": job, "walltime": walltime, "counted": counted, "log": log}
 
 
+def _what_ended(previous, state):
+    """How the chain a resume continues ended, in words: "the chain failed (job 7)", "job 7
+    ended TIMEOUT" (``state``: how its last link ended, if resume counted it)."""
+    if previous.action in EVENT_OF_ACTION:
+        return "the chain %s (job %s)" % (EVENT_OF_ACTION[previous.action], previous.job)
+    return "job %s ended %s" % (previous.job, _state_words(state)) if state else \
+        "job %s ended" % previous.job
+
+
 def _resumable_record(store, snapshot, submitted, cluster):
     """The journal's last record, if the chain it describes can be resumed; StateError if not."""
     previous = snapshot.record
-    if previous is None and snapshot.last_job is None:
+    if previous is None and snapshot.last_job is None and not submitted:
         raise StateError("%s is not a chain: it has no %s" % (store.directory, CHAIN_FILE))
-    if previous is None:
-        raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
-                         "or later; use submit to start a new chain"
-                         % (store.directory, JOURNAL_FILE))
     live = queued_jobs(live_candidates([snapshot.last_job], previous, submitted), cluster=cluster)
     if live:
         raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
                          "resumable-chain cancel first" % (store.directory, ", ".join(
                              "job %s %s" % (job.job_id, job.state) for job in live)))
+    if previous is None and snapshot.last_job is None:  # as status says
+        raise StateError("nothing to resume in %s: %s" % (
+            store.directory, _submit_again(submitted, store.directory)))
+    if previous is None:
+        raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
+                         "or later; use submit to start a new chain"
+                         % (store.directory, JOURNAL_FILE))
     if previous.action == "complete":
         raise StateError("the chain in %s finished (job %s found its predecessor COMPLETED): "
                          "nothing to resume; submit starts a new run"
@@ -3871,7 +4076,8 @@ def resumable_run_overrides(benchmark, executor):
     """Return a copy of a resumable benchmark's ``run`` overrides with resume_from_cache.
 
     ``benchmark`` is the benchmark's settings mapping (with ``resumable`` and
-    ``run``); ``resume_from_cache: true`` is added unless the user set it.
+    ``run``); ``resume_from_cache: true`` is added unless the user set it. Without a
+    ``resumable`` setting the copy is returned unchanged (the benchmark is not resumable).
     Raises ValueError when the executor is not Slurm or the benchmark uses a
     ``command`` (resuming relies on the eval cache). The input is not changed.
     """
@@ -3990,9 +4196,9 @@ def _build_parser():
                          if default_retries is not None else
                          "a new cap on the accumulated walltime (default: the chain's own)")
         sub.add_argument("--notify", type=notify_command, default=None, metavar="CMD",
-                         help="run CMD with /bin/sh -c once per chain event (finished, stopped, "
-                              "failed, broken, resumed), with RESUMABLE_CHAIN_EVENT, _DIR, _JOB, "
-                              "_LINK, _REASON set; at most %d s" % NOTIFY_TIMEOUT
+                         help="run CMD with /bin/sh -c once per chain event (%s), with "
+                              "RESUMABLE_CHAIN_EVENT, _DIR, _JOB, _LINK, _REASON set; at most "
+                              "%d s" % (", ".join(EVENTS), NOTIFY_TIMEOUT)
                          if default_retries is not None else
                          "a new notify command for this link and every later one (default: "
                          "the chain's own)")
@@ -4093,16 +4299,16 @@ def format_status(status):
     lines += ["WARNING: %s" % problem for problem in status["problems"]]
     lines += ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
     lines += ["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []
-    lines.append("%-12s %-26s %10s  %-19s  %-19s  %s" % ("JOBID", "STATE", "ELAPSED", "START",
-                                                          "END", "NOTE"))
+    lines.append("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % (
+        "JOBID", "ROLE", "STATE", "ELAPSED", "START", "END", "NOTE"))
     for row in status["jobs"]:
         state = _state_words(row["state"])  # who cancelled it, by name
         note = "" if row["note"] == state else row["note"] or ""
         if row["time_left"] is not None:
             note = "time limit %s, %s left" % (format_duration(row["time_limit"]),
                                                format_duration(row["time_left"]))
-        lines.append(("%-12s %-26s %10s  %-19s  %-19s  %s" % (
-            row["job"], state, format_duration(row["elapsed"]), row["start"] or "-",
+        lines.append(("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % (
+            row["job"], row["role"], state, format_duration(row["elapsed"]), row["start"] or "-",
             row["end"] or "-", note)).rstrip())
     cap = status["max_walltime"]
     walltime = "walltime: %s" % format_duration(status["walltime_used"])
@@ -4129,6 +4335,10 @@ def format_status(status):
     if (guard or status["guard_error"]) and status["verdict_word"] in ("running", "waiting"):
         lines.append("guard: %s" % ("job %s %s (continues the chain if the successor dies "
                                     "before its prologue)" % (guard["job"], guard["state"])
+                                    if guard and not is_final(guard["state"]) else
+                                    "job %s ran (%s): %s" % (guard["job"], guard["state"],
+                                                             guard.get("ran") or "see %s"
+                                                             % GUARD_LOG)
                                     if guard else "none: %s (Slurm's requeue only)"
                                     % status["guard_error"]))
     lines.append("lock: %s%s" % (status["lock"]["kind"], " (%s)" % status["lock"]["why"]
@@ -4167,6 +4377,9 @@ def format_collection(statuses):
     table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB", "NEXT")]
     for status in statuses:
         cap = format_duration(status["max_walltime"]) if status["max_walltime"] else "-"
+        if status["budget"]:  # the cap that binds the chain too
+            cap += " (budget %s of %s left)" % (format_duration(status["budget"]["left"]),
+                                                format_duration(status["budget"]["cap"]))
         table.append((_shown_path(status["run_dir"]), status["verdict_word"],
                       str(status["links"]), "%s/%s" % (format_duration(status["walltime_used"]),
                                                        cap),
@@ -4401,6 +4614,8 @@ def cancel_command(arguments):
         result = cancel_chain(run_dir, arguments.dry_run)
         for error in result["errors"] + result["log"]:
             _log(error if len(arguments.run_dir) == 1 else "%s: %s" % (run_dir, error))
+        if result.get("ended"):
+            return 0, result["ended"]
         if result["dry_run"]:
             return 0, "would cancel: %s" % (" ".join(result["leftover"]) or "nothing")
         line = "cancelled: %s" % (" ".join(result["cancelled"]) or "nothing")
@@ -4453,6 +4668,28 @@ OWN_WORDS = {"prologue": prologue_command, "finished": finished_command,
              "submit": submit_command, "resume": resume_command}
 
 
+def did_you_mean(name, names):
+    """" (did you mean --max-retries?)" for a misspelt option name, or ""."""
+    import difflib
+    close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.8)
+    return " (did you mean %s?)" % close[0] if close else ""
+
+
+def _unrecognized_hint(parser, message, command):
+    """argparse's error with what its "unrecognized arguments: WORDS" misses: the command's
+    option that was meant, and for render where sbatch options go."""
+    words = message.partition("unrecognized arguments: ")[2].rpartition(" (see --help)")[0]
+    sub = parser._subparsers._group_actions[0].choices.get(command[0]) if command else None
+    if not words or sub is None:
+        return message
+    hint = "".join(did_you_mean(word.partition("=")[0], sub._option_string_actions)
+                   for word in words.split() if word.startswith("--"))
+    if command == ["render"] and not hint:
+        hint = "; sbatch options for every successor go after --: resumable-chain render DIR " \
+            "[OPTIONS] -- %s" % words
+    return message.replace(" (see --help)", hint + " (see --help)")
+
+
 def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -4462,7 +4699,10 @@ def main(argv=None):
             return OWN_WORDS[argv[0]](argv[1:])
         after = argv.index("--") if "--" in argv else len(argv)
         parser = _build_parser()
-        arguments = parser.parse_args(argv[:after])
+        try:
+            arguments = parser.parse_args(argv[:after])
+        except StateError as error:
+            raise StateError(_unrecognized_hint(parser, str(error), argv[:1]))
         if arguments.command == "render":
             return render_command(arguments, argv[after + 1:])
         if arguments.command not in COMMANDS:

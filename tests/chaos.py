@@ -144,7 +144,7 @@ class Chaos(object):
         """ci/local-slurm.sh's node Prolog fails for the job IDs in a file: Slurm cancels each
         such job as it launches and drains the node, which an admin then resumes."""
         pending = [job for job, (name, state) in self.live().items()
-                   if state == "PENDING" and not name.endswith(rc.GUARD_SUFFIX)]
+                   if state == "PENDING" and not name.startswith(rc.GUARD_PREFIX)]
         if not pending:
             return None
         with open(self.prolog_fails, "w") as handle:

@@ -93,6 +93,11 @@ class FakeCluster(object):
                                 stderr=subprocess.PIPE, universal_newlines=True, timeout=120,
                                 cwd=self.root)
         self.set_job(guard, state="COMPLETED" if result.returncode == 0 else "FAILED")
+        output = [word.split("=", 1)[1] for word in self.job(guard)["options"]
+                  if word.startswith("--output=")]
+        for path in output:  # where Slurm writes a batch job's output (--open-mode=append)
+            with open(path, "a") as handle:
+                handle.write(result.stdout + result.stderr)
         return result
 
     # -- running links ---------------------------------------------------------

@@ -31,8 +31,9 @@ def test_status_shows_every_link_with_one_sacct_call(cluster, run_dir, running_c
     status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")
     assert status == 0, err
     report = json.loads(out)
-    assert [(row["job"], row["state"]) for row in report["jobs"]] == [
-        ("100", "TIMEOUT"), ("1000", "RUNNING"), ("1001", "PENDING")]
+    assert [(row["job"], row["role"], row["state"]) for row in report["jobs"]] == [
+        ("100", "link", "TIMEOUT"), ("1000", "link", "RUNNING"), ("1001", "successor", "PENDING"),
+        ("900001", "guard", "PENDING")]
     assert report["walltime"] == 73 and report["retries"] == 0 and report["max_retries"] == 3
     assert report["pending_successor"] == "1001"
     assert report["verdict"].startswith("running: job 1000 is RUNNING")
@@ -78,7 +79,7 @@ def test_cancel_pending_successor_first_then_running_link(cluster, run_dir, runn
     assert cancels == [["900000"], ["1001", "900001"], ["1000"]]
     assert cluster.pending() == [] and cluster.job(1000)["state"].startswith("CANCELLED")
     again = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
-    assert again[0] == 0 and again[1].startswith("cancelled: nothing")
+    assert again[0] == 0 and again[1].startswith("already stopped (cancelled with ")
 
 
 def test_a_link_that_starts_after_cancel_stops_without_work(cluster, run_dir, running_chain, capsys,
@@ -125,8 +126,8 @@ def test_submit_writes_a_resumable_copy_and_submits_it(cluster, tmp_path, capsys
     [call] = cluster.calls("sbatch")
     log = "--output=" + os.path.join(run_dir, "slurm-%j.out")
     staged = call["argv"][-3]  # submitted held from a staged copy: nothing on disk before sbatch
-    assert call["argv"] == ["--parsable", "--hold", "--requeue", log, "-p", "gpu",
-                            "--time=4:00:00", staged, "--lr", "3e-4"]
+    assert call["argv"] == ["--parsable", "--hold", "--requeue", "--chdir=" + run_dir, log, "-p",
+                            "gpu", "--time=4:00:00", staged, "--lr", "3e-4"]
     with open(copy) as handle:
         text = handle.read()
     assert cluster.job(1000)["script_text"] == text and not os.path.exists(staged)
@@ -749,16 +750,24 @@ def test_cancel_and_submit_write_only_under_the_lock(cluster, run_dir, running_c
     assert os.stat(os.path.join(run_dir, written)).st_mtime >= released_at
 
 
-def test_submit_names_the_jobs_after_the_script_unless_told(cluster, tmp_path, capsys, monkeypatch):
-    script = write(str(tmp_path / "eval-gpqa.sh"), "#!/bin/bash\ntrue\n")
-    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)
+@pytest.mark.parametrize("given", [[], ["-J", "mine"], ["--chdir=/tmp"], ["-D", "/tmp"]],
+                         ids=["nothing", "-J", "--chdir", "-D"])
+@pytest.mark.parametrize("where", ["options", "#SBATCH lines"])
+def test_submit_names_the_jobs_after_the_run_directory_and_works_there_unless_told(
+        cluster, tmp_path, capsys, monkeypatch, given, where):
+    header = "".join("#SBATCH %s\n" % word for word in [" ".join(given)] if word)
+    script = write(str(tmp_path / "eval.sh"), "#!/bin/bash\n%strue\n" % header[:-1] if header
+                   else "#!/bin/bash\ntrue\n")
+    run_dir = str(tmp_path / "runs" / "gpqa")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir,
+                               *(given if where == "options" else []) + [script])
     assert status == 0, err
-    assert "--job-name=eval-gpqa.sh" in cluster.calls("sbatch")[-1]["argv"]
-    prologue = read(str(tmp_path / "r"), "resumable-eval-gpqa.sh")
-    assert "--sbatch-arg=--job-name=eval-gpqa.sh" in prologue  # every successor too
-    named = write(str(tmp_path / "named.sh"), "#!/bin/bash\n#SBATCH -J mine\ntrue\n")
-    assert run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "s"), named)[0] == 0
-    assert not any(word.startswith("--job-name") for word in cluster.calls("sbatch")[-1]["argv"])
+    argv, prologue = cluster.calls("sbatch")[-1]["argv"], read(run_dir, "resumable-eval.sh")
+    ours = {"--job-name=gpqa": "-J" not in given,
+            "--chdir=" + run_dir: given[:1] not in (["-D"], ["--chdir=/tmp"])}
+    assert {word: word in argv for word in ours} == ours
+    assert {word: "--sbatch-arg=" + word in prologue for word in ours} == ours  # successors too
+    assert not [word for word in argv if word.startswith("--job-name=eval")]
 
 
 @pytest.mark.parametrize("where", ["under /proc", "under a file"])

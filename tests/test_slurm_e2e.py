@@ -110,7 +110,7 @@ class Chain(object):
 
     def guards(self):
         """The chain's guards that squeue shows (queued by its links, named after them)."""
-        return self.live(self.name + rc.GUARD_SUFFIX)
+        return self.live(rc.GUARD_PREFIX + self.name)
 
     def wait_for(self, condition, what, timeout=CHAIN_TIMEOUT):
         deadline = time.time() + timeout

@@ -1,0 +1,272 @@
+"""What a new user tripped over (issue 30): one ``finished`` per chain, cancel of an ended chain,
+a new chain's own events, pending reasons that never clear, job names and working directories,
+every job of the chain in ``status``, and the words of the command line."""
+import json
+import os
+import sys
+
+import pytest
+
+import resumable_chain as rc
+from fake_cluster import read, run_cli, start_chain
+from test_operations import (failed_chain, notified, notify_chain, one_chain_on_a_budget,
+                             write)
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["submit", "submit --force"])
+def test_a_new_chain_in_an_old_directory_starts_without_the_old_chains_events(
+        cluster, run_dir, tmp_path, capsys, monkeypatch, force):
+    failed_chain(cluster, run_dir)
+    old = read(run_dir, rc.EVENTS_FILE)
+    assert '"failed"' in old
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir,
+                               *(["--force"] if force else []) + [script])
+    assert status == 0, err
+    assert not os.path.exists(os.path.join(run_dir, rc.EVENTS_FILE))
+    assert read(run_dir, rc.EVENTS_FILE + rc.PREVIOUS_SUFFIX) == old  # kept with the others
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["events"] == []
+
+
+def ended_chain(cluster, run_dir, capsys, monkeypatch, how):
+    """A chain that ended ``how``: finished, stopped (cancelled before), failed."""
+    if how == "failed":
+        return failed_chain(cluster, run_dir)
+    script, successor = start_chain(cluster, run_dir)
+    if how == "finished":
+        cluster.finish(100, "COMPLETED", 5)
+        cluster.set_job(successor, state="CANCELLED", start="None")
+    else:
+        assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
+
+
+@pytest.mark.parametrize("how,words", [
+    ("finished", "already finished (job 100 COMPLETED): nothing to cancel"),
+    ("stopped", "already stopped (cancelled with resumable-chain cancel ("),
+    ("failed", "already failed (predecessor FAILED: retry 1 exceeds max_retries 0"),
+], ids=["finished", "stopped", "failed"])
+@pytest.mark.parametrize("dry_run", [False, True], ids=["cancel", "cancel --dry-run"])
+def test_cancel_leaves_a_chain_that_ended_as_it_is(cluster, run_dir, capsys, monkeypatch, how,
+                                                   words, dry_run):
+    ended_chain(cluster, run_dir, capsys, monkeypatch, how)
+    before = {name: read(run_dir, name) for name in os.listdir(run_dir) if name != rc.LOCK_FILE}
+    verdict = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    scancels = len(cluster.calls("scancel"))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir,
+                               *["--dry-run"][:dry_run])
+    assert (status, err) == (0, "")
+    assert out.startswith(words) and out.endswith(": nothing to cancel\n")
+    assert len(cluster.calls("scancel")) == scancels
+    after = {name: read(run_dir, name) for name in os.listdir(run_dir) if name != rc.LOCK_FILE}
+    assert after == before  # no cancel mark, no event
+    again = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert again["verdict"] == verdict["verdict"]
+
+
+def test_work_that_exits_0_just_after_its_time_limit_finishes_the_chain_once(
+        cluster, run_dir, capsys, monkeypatch):
+    # Seen on Slurm 26.05: work `sleep 63; exit 0` under --time=1 ended before the limit sweep
+    # killed it; its exit trap saw the job RUNNING and said finished, then Slurm recorded TIMEOUT
+    # and the successor started.
+    script, successor = notify_chain(cluster, run_dir)
+    assert cluster.run_link(script, 100).returncode == 0  # the rerun's work exits 0
+    cluster.finish(100, "TIMEOUT", 63)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 0, result.stderr
+    assert "job %s: complete | predecessor 100 TIMEOUT" % successor in result.stderr
+    assert successor not in cluster.work_done()  # no work, no successor of its own
+    assert cluster.pending() == []
+    cluster.finish(successor, "COMPLETED", 1)
+    for _ in range(2):
+        report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert notified(cluster) == [("finished", "100", "1")]
+    assert [(event["event"], event["job"]) for event in report["events"]] == [("finished", "100")]
+    assert report["verdict"] == (
+        "finished: job 100's work exited 0 (its exit trap said so) though Slurm recorded "
+        "TIMEOUT; job %s, queued before the work ended, found nothing left to do" % successor)
+    assert report["next"] is None and report["links"] == 1
+
+
+@pytest.mark.parametrize("reason,never", [
+    ("BadConstraints", True),  # resume --mem 100000G on the 26.05 cluster
+    ("PartitionConfig", True),
+    ("InvalidQOS", True),
+    ("QOSMaxWallDurationPerJobLimit", True),
+    ("AssocMaxCpuPerJobLimit", True),
+    ("AssocMaxJobsLimit", False),  # clears as the user's other jobs end
+    ("QOSGrpCpuLimit", False),
+    ("Constraints", False),  # 26.05: later node updates may satisfy them
+    ("Priority", False),
+])
+def test_a_link_pending_for_a_reason_that_never_clears_needs_a_person(
+        cluster, run_dir, capsys, monkeypatch, reason, never):
+    failed_chain(cluster, run_dir)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir, "--mem", "100000G")
+    assert status == 0, err
+    cluster.set_job(out.strip(), reason=reason)
+    checked = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    assert checked[0] == int(never)
+    [row] = [line for line in checked[1].splitlines() if line.startswith(out.strip() + " ")]
+    assert row.endswith("queued by resumable-chain resume, pending: %s%s" % (
+        reason, " (%s: it never starts by itself)" % rc.never_starts(reason) if never else ""))
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    if never:
+        assert report["verdict"].startswith("waiting: job %s is pending (%s) and never starts "
+                                            "by itself: " % (out.strip(), reason))
+        assert report["next"].startswith("fix its request (scontrol update JobId=%s ...), or "
+                                         "resumable-chain cancel " % out.strip())
+    else:
+        assert report["verdict"] == "waiting: job %s is pending (%s)" % (out.strip(), reason)
+        assert report["next"] is None
+
+
+@pytest.mark.parametrize("words,message", [
+    (["render", "r", "-p", "debug"], "unrecognized arguments: -p debug; sbatch options for every "
+     "successor go after --: resumable-chain render DIR [OPTIONS] -- -p debug (see --help)"),
+    (["render", "r", "--max-retry", "2"], "--max-retry 2 (did you mean --max-retries?)"),
+    (["status", "r", "--jsn"], "--jsn (did you mean --json?)"),
+    (["submit", "r", "--max-retry", "2", "s.sh"], "unknown option --max-retry (did you mean "
+     "--max-retries?)"),
+    (["resume", "r", "--max-retry", "2"], "unknown option --max-retry (did you mean "
+     "--max-retries?)"),
+], ids=["render's sbatch options before --", "render --max-retry", "status --jsn",
+        "submit --max-retry", "resume --max-retry"])
+def test_a_mistyped_command_line_says_what_was_meant(cluster, capsys, monkeypatch, words,
+                                                     message):
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *words)
+    assert status == 2 and message in err and err.count("\n") == 1 and out == ""
+
+
+def test_help_lists_every_notify_event(capsys):
+    assert rc.main(["submit", "--help"]) == 0
+    assert "(%s)" % ", ".join(rc.EVENTS) in " ".join(capsys.readouterr().out.split())
+    assert "healed" in rc.EVENTS
+
+
+def test_resume_of_a_chain_whose_first_job_never_ran_says_to_submit_it_again(
+        cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "train.sh"), "#!/bin/bash\ntrue\n")
+    run_dir = str(tmp_path / "r")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)[0] == 0
+    assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
+    assert status == 2 and out == ""
+    assert err == "resumable-chain: error: nothing to resume in %s: %s\n" % (run_dir,
+                                                                             report["next"])
+    assert "submit %s --force" % run_dir in err
+
+
+@pytest.mark.parametrize("how,words", [
+    ("failed", "after the chain failed (job 1000)"),
+    ("cancelled", "after job 1000 ended CANCELLED"),
+])
+def test_a_resumed_link_says_what_it_resumed_after(cluster, run_dir, capsys, monkeypatch, how,
+                                                    words):
+    if how == "failed":
+        failed_chain(cluster, run_dir)
+    else:
+        script, successor = start_chain(cluster, run_dir)
+        cluster.finish(100, "TIMEOUT", 60)
+        assert cluster.run_link(script, successor, predecessor=100).returncode == 0
+        assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
+    assert run_cli(cluster, capsys, monkeypatch, "resume", run_dir)[0] == 0
+    reason = json.loads(read(run_dir, rc.JOURNAL_FILE))["reason"]
+    assert reason == "resumed with resumable-chain resume " + words
+
+
+def test_a_collection_shows_a_shared_budget_in_the_walltime_column(cluster, tmp_path, capsys,
+                                                                   monkeypatch):
+    budget_dir, script = one_chain_on_a_budget(cluster, tmp_path, capsys, monkeypatch, "10")
+    assert cluster.run_link(script, 100).returncode == 0
+    monkeypatch.chdir(str(tmp_path))
+    out = run_cli(cluster, capsys, monkeypatch, "status", "a", "a")[1]
+    assert out.splitlines()[1].startswith("a ")
+    assert " 00:00:00/- (budget 00:00:00 of 00:10:00 left) " in out.splitlines()[1]
+
+
+def test_two_chains_of_one_script_are_told_apart_in_squeues_8_characters(
+        cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "train.sh"), "#!/bin/bash\ntrue\n")
+    for name in ("gpqa", "mmlu-pro"):
+        run_dir = str(tmp_path / "runs" / name)
+        status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python",
+                                   sys.executable, script)
+        assert status == 0, err
+        first = out.strip()
+        copy = os.path.join(run_dir, "resumable-train.sh")
+        assert cluster.run_link(copy, first, SLURM_JOB_NAME=cluster.job(first)["name"],
+                                SLURM_JOB_PARTITION="debug").returncode == 0
+    shown = sorted((job["name"][:8], bool(job.get("wrap")))  # as default squeue shows NAME
+                   for job in cluster.load()["jobs"].values())
+    assert shown == [("g:gpqa", True), ("g:mmlu-p", True), ("gpqa", False), ("gpqa", False),
+                     ("mmlu-pro", False), ("mmlu-pro", False)]
+    assert all(name.startswith(rc.GUARD_PREFIX) == guard for name, guard in shown)
+
+
+def status_rows(cluster, capsys, monkeypatch, run_dir):
+    """{job: (role, state, note)} of status --json, and the text status prints."""
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    return ({row["job"]: (row["role"], row["state"], row["note"]) for row in report["jobs"]},
+            run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1])
+
+
+def test_status_shows_a_guard_that_ran_after_a_person_cancelled_the_successor(
+        cluster, run_dir, capsys, monkeypatch):
+    script, successor = start_chain(cluster, run_dir)  # link 100 runs on
+    cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T01:30:00")
+    guard = cluster.guards()[successor]
+    assert cluster.run_guard(successor).returncode == 0
+    rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
+    did = ("job %s was cancelled before it started (by a person, or by Slurm because its "
+           "predecessor completed): nothing continues it" % successor)
+    assert rows == {"100": ("link", "RUNNING", None),
+                    successor: ("successor", "CANCELLED by 0", "CANCELLED by root (uid 0)"),
+                    guard: ("guard", "COMPLETED", "ran once job %s ended: %s" % (successor, did))}
+    assert "guard: job %s ran (COMPLETED): %s\n" % (guard, did) in text  # told in the past
+    assert "continues the chain if the successor dies" not in text
+    [row] = [line for line in text.splitlines() if line.startswith(guard + " ")]
+    assert row.split()[1:3] == ["guard", "COMPLETED"]
+
+
+def test_status_shows_a_dead_successor_its_guard_and_the_replacement(cluster, run_dir, capsys,
+                                                                     monkeypatch):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "FAILED", 60)
+    cluster.set_job(100, exit_code="75:0")  # the work asked to be resumed
+    cluster.set_job(successor, state="NODE_FAIL", start="2026-11-30T01:01:00",
+                    end="2026-11-30T01:01:00")
+    guard = cluster.guards()[successor]
+    assert cluster.run_guard(successor).returncode == 0
+    [new] = cluster.pending()
+    rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
+    assert rows["100"] == ("link", "FAILED", "exit 75: resumed without a retry")
+    assert rows[successor] == ("dead successor", "NODE_FAIL", "died before its prologue; job %s "
+                               "replaced it" % new)
+    assert rows[guard][:2] == ("guard", "COMPLETED")
+    assert rows[guard][2].startswith("ran once job %s ended: job %s died before its prologue"
+                                     % (successor, successor))
+    assert rows[new][:2] == ("replacement", "PENDING")
+    assert rows[new][2].startswith("queued by guard %s" % guard)
+    new_guard = cluster.guards()[new]
+    assert rows[new_guard] == ("guard", "PENDING", "continues the chain if job %s dies before "
+                               "its prologue" % new)
+    assert list(rows) == sorted(rows, key=int)
+
+
+@pytest.mark.parametrize("state,exit_code,note", [
+    ("COMPLETED", "0:0", "exit 0: the work is done"),
+    ("FAILED", "75:0", "exit 75: resumed without a retry"),
+    ("FAILED", "76:0", "exit 76: the work stopped the chain"),
+    ("FAILED", "1:0", "exit 1: a failure, retried while retries are left"),
+    ("TIMEOUT", "0:15", "resumed without a retry"),
+    ("OUT_OF_MEMORY", "0:125", "a failure, retried while retries are left"),
+])
+def test_an_ended_link_shows_its_exit_and_what_it_meant(cluster, run_dir, capsys, monkeypatch,
+                                                        state, exit_code, note):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, state, 60)
+    cluster.set_job(100, exit_code=exit_code)
+    rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
+    assert rows["100"] == ("link", state, note)
