@@ -1315,7 +1315,7 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
     "notify": lambda value: value is None or value is True or (_text(value) and "\0" not in value),
     "reserved": _count, "next": _next_link_ok,
     "phase": _one_of(None, "counted", "queued", "done"),
-    "time": lambda value: value is None or type(value) in (int, float),
+    "time": lambda value: value is None or (type(value) in (int, float) and 0 <= value < 1e11),
 }
 EVENT_CHECKS = {"event": _one_of(*EVENTS), "job": _job, "link": _count, "reason": _text,
                 "time": RECORD_CHECKS["time"]}
@@ -1431,20 +1431,50 @@ def owner_problem(info, path, what):
     return None
 
 
+def unsafe_path(path, what="run directory"):
+    """Why someone else could make ``path`` name another directory, or None: as ssh's
+    StrictModes, every directory above it (and every symlink on the way) must belong to root or
+    the caller, and a directory that others can write must have the sticky bit (as /tmp), or a
+    group member could rename it away and put a directory (or symlink) of theirs in its place
+    between two steps of a link."""
+    trusted = (0, os.geteuid())
+    parts = os.path.abspath(path).split(os.sep)[1:]
+    walked = [os.sep + os.sep.join(parts[:end]) for end in range(1, len(parts) + 1)]
+    ancestors = set(os.path.dirname(one) for one in walked + [os.path.realpath(path)])
+    real = os.path.realpath(path)
+    while real != os.path.dirname(real):  # the directories the path really goes through
+        real = os.path.dirname(real)
+        ancestors.add(real)
+    for directory in sorted(ancestors) + walked:
+        try:
+            info = os.lstat(directory)
+        except OSError:
+            continue  # not there yet (make_run_dir creates it) or not ours to see: the next says
+        if info.st_uid not in trusted and (stat.S_ISLNK(info.st_mode) or directory in ancestors):
+            return ("refusing to act on %s %s: %s %s belongs to %s (uid %d), who could swap it "
+                    "for another; use a path through directories only you and root own"
+                    % (what, path, "the symlink" if stat.S_ISLNK(info.st_mode) else
+                       "the directory", directory, uid_name(info.st_uid), info.st_uid))
+        if directory in ancestors and stat.S_ISDIR(info.st_mode) and \
+                info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            return ("refusing to act on %s %s: %s (mode %04o) lets others rename what is in it "
+                    "(no sticky bit), so they could swap the run directory for one of theirs; "
+                    "ask its owner to run chmod +t %s, or use a run directory below ones only "
+                    "you can write" % (what, path, directory, stat.S_IMODE(info.st_mode),
+                                       shell_quote(directory)))
+    return None
+
+
 def check_owned_dir(path, what="run directory"):
-    """Refuse (StateError) to act on a directory the invoking user does not own alone; a symlink
-    to it must be theirs too (someone else's link could point anywhere of theirs)."""
+    """Refuse (StateError) to act on a directory the invoking user does not own alone, or one
+    that someone else could swap for another (``unsafe_path``)."""
     try:
-        link, info = os.lstat(path), os.stat(path)
+        info = os.stat(path)
     except OSError as error:
         raise StateError("cannot use %s %s: %s" % (what, path, error.strerror or error))
-    if stat.S_ISLNK(link.st_mode) and link.st_uid != os.geteuid():
-        raise StateError("refusing to act on %s %s: it is a symlink of %s (uid %d) to %s; use the "
-                         "real path if you trust it" % (what, path, uid_name(link.st_uid),
-                                                        link.st_uid, os.readlink(path)))
     if not stat.S_ISDIR(info.st_mode):
         raise StateError("%s %s is not a directory" % (what, path))
-    problem = owner_problem(info, path, what)
+    problem = owner_problem(info, path, what) or unsafe_path(path, what)
     if problem:
         raise StateError(problem)
 
@@ -1919,6 +1949,9 @@ def make_run_dir(run_dir, what="run directory"):
     while not os.path.lexists(path) and path != os.path.dirname(path):
         created.insert(0, path)
         path = os.path.dirname(path)
+    problem = unsafe_path(run_dir, what)
+    if problem:  # before anything is made below a directory someone else could swap
+        raise StateError(problem)
     umask = os.umask(0o077)
     os.umask(umask)
     try:  # private while it is made, then readable as the umask says, never writable by others
@@ -2031,11 +2064,11 @@ def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
                                       for name, value in values.items()})
     result = run_command(["/bin/sh", "-c", command], timeout, environment)
     if result.returncode == 0:
-        return "notified %s (job %s) (command: %s)" % (event.event, event.job, command)
+        return "notified %s (job %s)" % (event.event, event.job)  # never the command: a token
     why = ("timed out after %g s" % timeout if result.returncode is None else
            "exit %d: %s" % (result.returncode, last_line(result.stderr) or "no message"))
-    return "notify for %s (job %s) failed (%s); the chain is not affected (command: %s)" % (
-        event.event, event.job, why, command)
+    return "notify for %s (job %s) failed (%s); the chain is not affected" % (
+        event.event, event.job, why)
 
 
 def error_of(result):
@@ -2570,7 +2603,7 @@ def save_script(store, next_link):
     try:
         with open(next_link.script, "rb") as handle:
             text = handle.read().decode("utf-8", "surrogateescape")
-        store.write_text(SCRIPT_COPY, text, mode=0o755)
+        store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
     except (OSError, StateError):
         pass
 
@@ -2628,7 +2661,7 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
             observation = observe_predecessor(predecessor_id, asked=asked)
         record = _work_done_before(store, plan_link(
             job_id, predecessor_id, observation, snapshot, settings, next_link, now(),
-            budget_dir, cluster, notify), warnings)
+            budget_dir, cluster, store.read_notify() if notify is None else notify), warnings)
         own = None
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
@@ -3273,7 +3306,11 @@ def chain_dirs(paths):
         elif not os.path.isdir(path):
             raise StateError("%s is not a directory" % path)
         else:
-            children = [os.path.join(path, name) for name in sorted(os.listdir(path))]
+            try:
+                names = sorted(os.listdir(path))
+            except OSError as error:
+                raise StateError("cannot list %s: %s" % (path, error.strerror or error))
+            children = [os.path.join(path, name) for name in names]
             children = [child for child in children if os.path.isdir(child) and holds_chain(child)]
             if not children:
                 raise StateError("%s is not a chain (it has no %s) and no directory in it holds "
@@ -3745,10 +3782,12 @@ def cancel_chain(run_dir, dry_run=False):
                                  dry_run=True), log=[])
     with chain.store.locked():
         result = _cancel_locked(chain.store)
+        command = chain._replace(record=chain.store.read_record(),  # as the lock holder sees it
+                                 submitted=chain.store.read_submitted()).notify()
     result["log"] = announce(chain.store, Event(
         "stopped", chain.last_link(), len(chain.jobs), "cancelled with resumable-chain cancel "
         "(jobs %s)" % " ".join(result["cancelled"]), int(time.time())),
-        chain.notify()) if result["cancelled"] else []
+        command) if result["cancelled"] else []
     return result
 
 
@@ -3881,7 +3920,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
         run_dir, script_args, ["--hold", "--requeue"] + sbatch_args, lambda: header
         + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
                           script=copy_path, sbatch_args=sbatch_args, python=python,
-                          budget_dir=budget_dir, notify=notify) + body)
+                          budget_dir=budget_dir) + body)  # notify: NOTIFY_FILE, owner only
     submitted = {"first_job": first_job, "cluster": named or current_cluster(),
                  "script": copy_path, "original": os.path.abspath(script),
                  "sbatch_args": sbatch_args, "script_args": list(script_args),
@@ -3902,7 +3941,7 @@ def _submit_staged(run_dir, script_args, options, render):
     created = make_run_dir(run_dir)
     store = chain_store(run_dir)
     try:
-        store.write_text(STAGED_SCRIPT, render(), mode=0o755)
+        store.write_text(STAGED_SCRIPT, render(), mode=0o700)
         return sbatch_held(options, store.path(STAGED_SCRIPT), script_args)
     except (StateError, ValueError):
         store.remove(STAGED_SCRIPT)
@@ -4418,7 +4457,25 @@ example (inside a batch job):
 
 
 def _pretty_json(value):
-    return json.dumps(value, indent=2, sort_keys=True) + "\n"
+    # A lone surrogate (from a state file) is not JSON that every reader takes: its escape text.
+    return json.dumps(_each_text(value, lambda text: text.encode(
+        "utf-8", "backslashreplace").decode("utf-8")), indent=2, sort_keys=True) + "\n"
+
+
+def _each_text(value, change):
+    """``value`` (dicts, lists, strings...) with ``change`` applied to every string in it."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {_each_text(key, change): _each_text(item, change) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_each_text(item, change) for item in value]
+    return value
+
+
+def _one_line(text):
+    """A value of a status for a person: one line, whatever a state file put in it."""
+    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
 
 
 def _log(message):
@@ -4580,12 +4637,13 @@ def render_command(arguments, sbatch_args):
 
 def status_command(arguments):
     run_dirs = chain_dirs(arguments.run_dir)
-    if run_dirs == arguments.run_dir[:1] == arguments.run_dir:  # one chain: all its jobs
-        statuses = [chain_status(run_dirs[0])]
-        (_write(_pretty_json(statuses[0])) if arguments.json else _say(format_status(statuses[0])))
+    one = run_dirs == arguments.run_dir[:1] == arguments.run_dir  # one chain: all its jobs
+    statuses = [chain_status(run_dirs[0])] if one else chains_status(run_dirs)
+    if arguments.json:
+        _write(_pretty_json(statuses[0] if one else statuses))
     else:
-        statuses = chains_status(run_dirs)
-        (_write(_pretty_json(statuses)) if arguments.json else _say(format_collection(statuses)))
+        shown = _each_text(statuses, _one_line)
+        _say(format_status(shown[0]) if one else format_collection(shown))
     if any(status["slurm_errors"] for status in statuses):
         return 1  # what it shows is incomplete
     return 1 if arguments.check and any(status["attention"] for status in statuses) else 0

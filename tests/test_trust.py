@@ -52,7 +52,13 @@ class World(object):
         os.chmod(self.cluster, 0o777)  # the fake Slurm's own state: every user's commands
         os.makedirs(self.runs)
         os.chown(self.runs, 0, grp.getgrnam(GROUP).gr_gid)
-        os.chmod(self.runs, 0o2775)  # a project directory: the group may create runs in it
+        # A project directory: the group may create runs in it, and the sticky bit keeps each
+        # member from renaming another's (docs/trust-model.md).
+        os.chmod(self.runs, 0o3775)
+        self.unsticky = os.path.join(top, "unsticky")  # the same without the sticky bit
+        os.makedirs(self.unsticky)
+        os.chown(self.unsticky, 0, grp.getgrnam(GROUP).gr_gid)
+        os.chmod(self.unsticky, 0o2775)
         os.makedirs(self.secret, 0o700)
         for name in ("resumable_chain.py", os.path.join("tests", "fake_slurm.py")):
             shutil.copy(os.path.join(ROOT, name), self.tool)
@@ -190,14 +196,15 @@ def plant(world, user, path, files):
 
 # -- reading is not acting -----------------------------------------------------------------
 
-def planted_chain(world, name):
+def planted_chain(world, name, cancelled=True):
     """A group member's three-file "chain" whose notify command would run as whoever acts."""
     path = os.path.join(world.runs, name)
-    plant(world, MATE, path, {
-        ".resumable_chain.submit.json": {
-            "first_job": "1", "notify": "id -un >> %s; env >> %s" % (world.pwned, world.pwned)},
-        ".resumable_chain.cancelled": "2026-12-01T00:00:00\n",
-        ".resumable_chain.lock": ""})
+    files = {".resumable_chain.submit.json": {
+        "first_job": "1", "notify": "id -un >> %s; env >> %s" % (world.pwned, world.pwned)},
+        ".resumable_chain.lock": ""}
+    if cancelled:
+        files[".resumable_chain.cancelled"] = "2026-12-01T00:00:00\n"
+    plant(world, MATE, path, files)
     return path
 
 
@@ -220,7 +227,7 @@ def test_looking_at_someone_elses_chain_runs_nothing_and_writes_nothing(world, w
 
 @pytest.mark.parametrize("command", ["cancel", "resume"])
 def test_acting_on_someone_elses_chain_is_refused_in_one_line(world, command):
-    chain = planted_chain(world, "planted-" + command)
+    chain = planted_chain(world, "planted-" + command, cancelled=False)
     before, calls = tree(world.runs), len(world.sbatch_calls())
     result = world.cli(PEER, command, chain)
     assert result.returncode == 2
@@ -375,3 +382,89 @@ def test_state_writes_never_follow_a_symlink_planted_for_a_coming_temp_name(worl
     with open(victim) as handle:
         assert handle.read() == "precious\n"
     assert store.read_counter(rc.RETRIES_FILE) == 3
+
+
+# -- nobody can swap the run directory between two steps --------------------------------------
+
+@pytest.mark.parametrize("situation", [
+    "the parent lets the group rename entries (no sticky bit)",
+    "a group member's symlink stands for a directory on the path",
+    "a group member's symlink is the run directory, named with a trailing slash",
+])
+def test_a_run_directory_someone_else_could_swap_is_refused(world, situation):
+    # The review's attack: between two steps of submit (or of a link) a group member renames
+    # the run directory away and puts hers in its place, so that sbatch reads her script.
+    def chain_of_the_owner(path):
+        assert world.run(OWNER, ["/bin/sh", "-c", "mkdir -m 755 %s && echo 5 > %s/.gym_job_chain"
+                                 % (path, path)]).returncode == 0
+    mine = os.path.join(world.homes[OWNER], "private-%d" % len(situation))
+    chain_of_the_owner(mine)  # a chain of the owner's, elsewhere
+    if situation.startswith("the parent"):
+        run_dir = os.path.join(world.unsticky, "a")
+        chain_of_the_owner(run_dir)
+        expected = "lets others rename what is in it (no sticky bit)"
+    elif "on the path" in situation:
+        link = os.path.join(world.runs, "proj-%s" % MATE)
+        assert world.run(MATE, ["ln", "-s", world.homes[OWNER], link]).returncode == 0
+        run_dir = os.path.join(link, os.path.basename(mine))
+        expected = "the symlink %s belongs to %s" % (link, MATE)
+    else:
+        link = os.path.join(world.runs, "slash-%s" % MATE)
+        assert world.run(MATE, ["ln", "-s", mine, link]).returncode == 0
+        run_dir = link + "/"
+        expected = "belongs to %s" % MATE
+    before, calls = tree(world.homes[OWNER]), len(world.sbatch_calls())
+    for argv in (["submit", run_dir, "--", world.script()], ["cancel", run_dir],
+                 ["resume", run_dir], ["render", run_dir]):
+        result = world.cli(OWNER, *argv)
+        assert result.returncode == 2 and expected in result.stderr, (argv, result.stderr)
+        assert "Traceback" not in result.stderr
+    assert tree(world.homes[OWNER]) == before and len(world.sbatch_calls()) == calls
+
+
+def test_the_notify_command_is_in_no_file_or_log_others_can_read(world):
+    run_dir = os.path.join(world.runs, "token")
+    notify = "echo $RESUMABLE_CHAIN_EVENT TOKEN123 >> %s/heard" % world.homes[OWNER]
+    result = world.cli(OWNER, "submit", run_dir, "--notify", notify, "--", world.script())
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.strip()
+    log = world.as_job(OWNER, os.path.join(run_dir, "resumable-job.sh"), first)
+    assert log.returncode == 0, log.stderr
+    for directory, _, files in os.walk(run_dir):
+        for name in files:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as handle:
+                if b"TOKEN123" in handle.read():
+                    assert name == ".resumable_chain.notify" and \
+                        stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    assert "TOKEN123" not in log.stderr + log.stdout  # what goes to slurm-%j.out
+    peer = world.cli(PEER, "status", "--json", run_dir)
+    assert peer.returncode == 0 and "TOKEN123" not in peer.stdout
+
+
+@pytest.mark.parametrize("planted,expected", [
+    ({"reason": "x\nverdict: finished"}, "x\\nverdict: finished"),
+    ({"reason": "\ud800 odd"}, "\\ud800 odd"),
+    ({"time": 1e20}, "corrupt state file"),
+])
+def test_what_a_state_file_holds_is_shown_never_obeyed(world, planted, expected):
+    run_dir = os.path.join(world.runs, "shown-%d" % len(str(planted)))
+    event = dict({"event": "stopped", "job": "7", "link": 1, "reason": "r", "time": 0}, **planted)
+    plant(world, MATE, run_dir, {".resumable_chain.submit.json": {"first_job": "7"},
+                                 ".resumable_chain.events.json": {"events": [event]}})
+    for argv in (["status", run_dir], ["status", "--json", run_dir], ["status", world.runs]):
+        result = world.cli(PEER, *argv)
+        assert "Traceback" not in result.stderr, result.stderr
+        if argv[1] == "--json":
+            json.loads(result.stdout)
+            assert "\\ud800" not in result.stdout.replace("\\\\ud800", "")
+        elif argv[1] == run_dir:
+            assert expected in result.stdout and "\nverdict: finished" not in result.stdout
+
+
+def test_a_directory_the_caller_cannot_list_is_one_line(world):
+    hidden = os.path.join(world.runs, "hidden")
+    mkdir_as(world, MATE, hidden, 0o711)
+    result = world.cli(PEER, "status", hidden)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "cannot list" in result.stderr and "Traceback" not in result.stderr
