@@ -3098,9 +3098,8 @@ eval "$resumable_chain_env"  # RESUMABLE_CHAIN_DIR, _LINK, _RESUMING, _WALLTIME_
 unset resumable_chain_status resumable_chain_env
 {finished}# <<< resumable_chain <<<
 """
-# When the job exits 0 after its work, the chain finished; its successor is cancelled by Slurm
-# before it runs, so only this job can journal the event (bash keeps the exit status); always,
-# notify command or not: the events are the chain's history.
+# With a notify command: when the job exits 0 after its work, the chain finished; its successor
+# is cancelled by Slurm before it runs, so only this job can say so (bash keeps the exit status).
 # If Slurm records the job TIMEOUT all the same (its work ended just past the time limit), the
 # successor runs, finds the journaled event and ends the chain without work (_work_done_before).
 FINISHED_TRAP = """\
@@ -3128,8 +3127,8 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
     exports RESUMABLE_CHAIN_* variables to the work. ``budget_dir`` names a
     walltime budget shared with other chains (``resumable-chain budget``); it
     must exist. ``notify`` is a shell command run for each chain event
-    (finished, stopped, failed, broken, healed, resumed). The snippet sets an EXIT
-    trap that journals a finished chain when the job exits 0. Works with
+    (finished, stopped, failed, broken, healed, resumed); with it the snippet sets an
+    EXIT trap that reports a finished chain when the job exits 0. Works with
     and without ``set -euo pipefail``; every value is shell-quoted. Creates
     the run directory (Slurm opens ``--output`` files in it before the
     prologue runs). ``benchmark_dir`` is run_dir's older name.
@@ -3165,7 +3164,7 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
     if script is None:
         command += ' --script="$0"'  # the running batch script (Slurm's spool copy)
     command += ' -- ${1+"$@"}'
-    finished = FINISHED_TRAP.format(command=" ".join(
+    finished = "" if notify is None else FINISHED_TRAP.format(command=" ".join(
         shell_quote(argument) for argument in module + ["finished", os.path.abspath(run_dir)]))
     return PROLOGUE_TEMPLATE.format(version=__version__, command=command, done=EXIT_DONE,
                                     finished=finished)

@@ -270,15 +270,3 @@ def test_an_ended_link_shows_its_exit_and_what_it_meant(cluster, run_dir, capsys
     cluster.set_job(100, exit_code=exit_code)
     rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
     assert rows["100"] == ("link", state, note)
-
-
-def test_a_chain_without_notify_journals_its_events_too(cluster, run_dir, capsys, monkeypatch):
-    # Issue 30: a chain's events are its history; --notify only adds a command.
-    script = cluster.write_script(run_dir)
-    assert cluster.run_link(script, 100).returncode == 0
-    successor = cluster.pending()[-1]
-    cluster.finish(100, "TIMEOUT", 63)  # the work exited 0 just past its limit: the trap saw it
-    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
-    assert [(event["event"], event["job"]) for event in report["events"]] == [("finished", "100")]
-    assert cluster.run_link(script, successor, predecessor=100).returncode == 0
-    assert successor not in cluster.work_done() and cluster.pending() == []

@@ -1240,9 +1240,9 @@ def test_a_hanging_notify_command_is_killed_with_all_it_started(tmp_path):
     assert not os.path.exists(marker)  # the background child went with its session
 
 
-def test_notify_is_validated_and_the_finished_trap_is_always_rendered(run_dir):
-    assert "trap resumable_chain_finished EXIT" in rc.render_prologue(run_dir)
-    assert "--notify=true" in rc.render_prologue(run_dir, notify="true")
+def test_notify_is_validated_and_rendered_only_when_given(run_dir):
+    assert "trap" not in rc.render_prologue(run_dir)
+    assert "trap resumable_chain_finished EXIT" in rc.render_prologue(run_dir, notify="true")
     for bad in ("", "  ", "a\0b", 3):
         with pytest.raises(ValueError, match="notify must be a shell command"):
             rc.render_prologue(run_dir, notify=bad)
