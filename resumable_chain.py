@@ -2989,19 +2989,7 @@ def _guard_ran(store, record, job, environ, final):
 def _guard_died(store, record, job, environ, final):
     """The guarded successor ended before its prologue recorded anything."""
     if base_state(job.state) == "CANCELLED" and job.nodes is None:
-        # Only accounting says whose cancel it was (the controller says CANCELLED either way).
-        by = sacct_jobs([job.job_id])[0].get(job.job_id) or job
-        if by.state == "CANCELLED" or base_state(by.state) != "CANCELLED":
-            return True, (None, None, "job %s was cancelled before it started (by Slurm because "
-                          "its predecessor completed, or its canceller is not known yet): "
-                          "nothing continues it" % job.job_id)
-        # A person's cancel of the pending successor stops the chain: no link is left to say so.
-        reason = "job %s, the pending successor of job %s, was cancelled before it started " \
-            "(%s): the chain stops when job %s ends" % (job.job_id, record.job,
-                                                        _state_words(by.state), record.job)
-        event = journal_event(store, Event("stopped", record.job, record.link, reason,
-                                           int(time.time())), [])
-        return True, (event, record.notify, reason)
+        return _guard_cancelled(store, record, job)
     died = "job %s died before its prologue (%s)" % (job.job_id, "%s on %s" % (
         job.state, job.nodes) if job.nodes else job.state)
     dead = (record.dead_successors or 0) + 1
@@ -3010,6 +2998,28 @@ def _guard_died(store, record, job, environ, final):
                                      "before their prologue, more than max_retries %s allows: "
                                      "not replaced" % (died, dead, record.job, record.max_retries))
     return _guard_queue(store, record, job, environ, final, died, dead=dead)
+
+
+def _guard_cancelled(store, record, job):
+    """The guarded successor was cancelled before it started: by Slurm, because its predecessor
+    completed (the chain finished), or by a person (the chain stops). No link is left to journal
+    either: the guard does (once; the exit trap may have said ``finished`` already)."""
+    by = sacct_jobs([job.job_id])[0].get(job.job_id) or job  # only accounting says who
+    if by.state != "CANCELLED" and base_state(by.state) == "CANCELLED":
+        reason = "job %s, the pending successor of job %s, was cancelled before it started " \
+            "(%s): the chain stops when job %s ends" % (job.job_id, record.job,
+                                                        _state_words(by.state), record.job)
+        event = Event("stopped", record.job, record.link, reason, int(time.time()))
+    else:
+        predecessor = ended_job(record.job)
+        if predecessor is None or base_state(predecessor.state) != "COMPLETED":
+            return True, (None, None, "job %s was cancelled before it started, and job %s is %s: "
+                          "nothing continues it" % (job.job_id, record.job, predecessor and
+                                                    predecessor.state or "not known"))
+        reason = "job %s (link %s) completed its work; Slurm cancelled its successor %s" % (
+            record.job, record.link, job.job_id)
+        event = Event("finished", record.job, record.link, reason, int(time.time()))
+    return True, (journal_event(store, event, []), record.notify, reason)
 
 
 def _guard_queue(store, record, job, environ, final, what, dead):
@@ -3164,10 +3174,16 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
     if script is None:
         command += ' --script="$0"'  # the running batch script (Slurm's spool copy)
     command += ' -- ${1+"$@"}'
-    finished = "" if notify is None else FINISHED_TRAP.format(command=" ".join(
-        shell_quote(argument) for argument in module + ["finished", os.path.abspath(run_dir)]))
     return PROLOGUE_TEMPLATE.format(version=__version__, command=command, done=EXIT_DONE,
-                                    finished=finished)
+                                    finished="" if notify is None else finished_trap(
+                                        python, run_dir))
+
+
+def finished_trap(python, run_dir):
+    """The exit trap that says the chain finished (FINISHED_TRAP), for a chain that notifies."""
+    return FINISHED_TRAP.format(command=" ".join(shell_quote(argument) for argument in [
+        python, "-I", "-S", "-c", BOOTSTRAP, module_path(), "finished",
+        os.path.abspath(run_dir)]))
 
 
 # ---------------------------------------------------------------------------
@@ -3919,7 +3935,8 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
         run_dir, script_args, ["--hold", "--requeue"] + sbatch_args, lambda: header
         + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
                           script=copy_path, sbatch_args=sbatch_args, python=python,
-                          budget_dir=budget_dir) + body)  # notify: NOTIFY_FILE, owner only
+                          budget_dir=budget_dir)  # the notify command: NOTIFY_FILE, owner only
+        + (finished_trap(python, run_dir) if notify else "") + body)
     submitted = {"first_job": first_job, "cluster": named or current_cluster(),
                  "script": copy_path, "original": os.path.abspath(script),
                  "sbatch_args": sbatch_args, "script_args": list(script_args),
