@@ -219,8 +219,8 @@ def test_status_shows_a_guard_that_ran_after_a_person_cancelled_the_successor(
     guard = cluster.guards()[successor]
     assert cluster.run_guard(successor).returncode == 0
     rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
-    did = ("job %s was cancelled before it started (by a person, or by Slurm because its "
-           "predecessor completed): nothing continues it" % successor)
+    did = ("job %s, the pending successor of job 100, was cancelled before it started "
+           "(CANCELLED by root (uid 0)): the chain stops when job 100 ends" % successor)
     assert rows == {"100": ("link", "RUNNING", None),
                     successor: ("successor", "CANCELLED by 0", "CANCELLED by root (uid 0)"),
                     guard: ("guard", "COMPLETED", "ran once job %s ended: %s" % (successor, did))}

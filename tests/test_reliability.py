@@ -226,7 +226,7 @@ def open_cluster():
         pytest.skip(problem)
     root = "/tmp/rc-nobody-%d-%d" % (os.getpid(), int(time.time() * 1000) % 100000)
     os.makedirs(root)
-    os.chmod(root, 0o777)
+    os.chmod(root, 0o1777)  # as /tmp: everyone may create, no one may rename another's
     cluster = FakeCluster(root, python=SYSTEM_PYTHON, tool_python=SYSTEM_PYTHON)
     for path in (cluster.state_path, cluster.state_path + ".calls"):
         open(path, "a").close()
