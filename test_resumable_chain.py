@@ -534,14 +534,15 @@ def test_parse_recorded_sbatch(release):
 
 # The contract between the fake Slurm (tests/fake_slurm.py) and the real one: for every recorded
 # output, a fake cluster holding the jobs it shows prints what parses to the same. sbatch's
-# refusals are left out: the fake only prints them when a test asks it to.
+# refusals are left out: the fake only prints them when a test asks it to; so is the cluster's
+# configuration (scontrol-show-config, read by tests/local_cluster.py only).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests"))
 import fake_slurm  # noqa: E402
 
 RECORDINGS = sorted(os.path.relpath(os.path.join(folder, name), OUTPUTS)[:-len(".txt")]
                     for folder, _, names in os.walk(OUTPUTS) for name in names
-                    if name.endswith(".txt") and not name.startswith("sbatch-") or
-                    name == "sbatch-parsable.txt")
+                    if name.endswith(".txt") and not name.startswith(("sbatch-", "scontrol-show-"))
+                    or name == "sbatch-parsable.txt")
 
 
 def as_fake_job(job, earlier=()):
