@@ -8,6 +8,7 @@
 #   ci/local-slurm.sh [--release R] dbd-stop|dbd-start   slurmdbd alone (accounting outages)
 #   ci/local-slurm.sh [--release R] ctld-restart         slurmctld stopped and started again
 #   ci/local-slurm.sh [--release R] env     the PATH and SLURM_CONF lines that select it
+#   ci/local-slurm.sh [--release R] build   build (if missing) a release built from source, no more
 # R is a release of the table below (default 22.05, Debian's packages; the others are built once
 # from ../shared/slurm/<tarball>, checksum verified, into /opt); also LOCAL_SLURM_RELEASE=R.
 # All run side by side on this node: own ports, cluster name, state, logs and accounting
@@ -342,8 +343,9 @@ case "${1:-}" in
     ctld-restart) stop_pidfile slurmctld "$RUN/slurmctld.pid"; start_slurmctld ;;
     env) printf 'export PATH=%s\nexport SLURM_CONF=%s\n' \
              "$([ -n "$TARBALL" ] && echo "$PREFIX/bin:")\$PATH" "$CONF" ;;
+    build) [ -z "$TARBALL" ] || build ;;
     table) awk -v marker="$MARKER" 'NF {print $1, $8, $4 "/slurm.conf"} END {print "marker", marker}' \
                <<<"$TABLE" ;;
-    *) echo "usage: $0 [--release ${RELEASES// /|}] up|down|status|dbd-stop|dbd-start|ctld-restart|env|table" >&2
+    *) echo "usage: $0 [--release ${RELEASES// /|}] up|down|status|dbd-stop|dbd-start|ctld-restart|env|build|table" >&2
        exit 2 ;;
 esac
