@@ -375,6 +375,7 @@ def test_lock_kind_refuses_an_unknown_forced_value(tmp_path):
 # --------------------------------------------------------------------------- recorded Slurm output
 
 OUTPUTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests", "slurm_outputs")
+RELEASES = ["22.05", "24.11", "26.05"]  # recorded on each (ci/local-slurm.sh's table)
 
 
 def recorded(name):
@@ -386,7 +387,7 @@ def recorded(name):
     return command, status, "\n".join(lines[2:split]), "\n".join(lines[split + 1:])
 
 
-@pytest.mark.parametrize("release,held", [("22.05", "1728"), ("26.05", "716")])
+@pytest.mark.parametrize("release,held", [("22.05", "1728"), ("24.11", "197"), ("26.05", "716")])
 def test_parse_held_by_script_finds_only_the_held_job_running_that_script(release, held):
     # Recorded: a held job running job.sh, its pending dependent, a held job of another script.
     stdout = recorded(release + "/squeue-held-by-script")[2]
@@ -394,7 +395,7 @@ def test_parse_held_by_script_finds_only_the_held_job_running_that_script(releas
     assert rc.parse_held_by_script(stdout, "/tmp/rcprobe/other.sh") == []
 
 
-@pytest.mark.parametrize("release", ["22.05", "26.05"])
+@pytest.mark.parametrize("release", RELEASES)
 def test_parse_earlier_runs_tells_how_a_requeued_job_died_before(release):
     # Recorded: a successor whose node failed during its launch, requeued, then COMPLETED.
     assert rc.parse_earlier_runs(recorded(release + "/sacct-requeued-at-launch")[2]) == [
@@ -402,10 +403,11 @@ def test_parse_earlier_runs_tells_how_a_requeued_job_died_before(release):
     assert rc.parse_earlier_runs("") == [] and rc.parse_earlier_runs("7|RUNNING|vm\n") == []
 
 
-@pytest.mark.parametrize("release,state", [("22.05", "CANCELLED"), ("26.05", "CANCELLED by 0")])
+@pytest.mark.parametrize("release,state", [("22.05", "CANCELLED"), ("24.11", "CANCELLED by 0"),
+                                           ("26.05", "CANCELLED by 0")])
 def test_parse_sacct_tells_a_launch_failure_from_a_cancel_before_start(release, state):
     # Recorded: a --no-requeue job whose node Prolog failed (slurmd cancelled it and drained the
-    # node), then one cancelled before it ever started (26.05: held, a person's scancel; 22.05:
+    # node), then one cancelled before it ever started (24.11, 26.05: held, a person's scancel; 22.05:
     # its dependency could never be met).
     jobs = rc.parse_sacct(recorded(release + "/sacct-launch-failed")[2])
     assert [(job.state, job.nodes) for [job] in jobs.values()] == [(state, "vm"), (state, None)]
@@ -422,7 +424,13 @@ RECORDED_SCONTROL = [
     ("22.05/scontrol-dependency-cancelled", "CANCELLED", 0, None, 0),
     ("22.05/scontrol-held", "PENDING", 0, None, 0),
     ("22.05/scontrol-running", "RUNNING", 9, 60, 0),
-    ("26.05/scontrol-completed", "COMPLETED", 2, 365 * 86400, 0),  # backfill's default limit
+    ("24.11/scontrol-completed", "COMPLETED", 2, 365 * 86400, 0),  # backfill's default limit
+    ("24.11/scontrol-failed", "FAILED", 0, 365 * 86400, 0),
+    ("24.11/scontrol-timeout", "TIMEOUT", 69, 60, 0),
+    ("24.11/scontrol-dependency-cancelled", "CANCELLED", 0, None, 0),
+    ("24.11/scontrol-held", "PENDING", 0, None, 0),
+    ("24.11/scontrol-running", "RUNNING", 11, 60, 0),
+    ("26.05/scontrol-completed", "COMPLETED", 2, 365 * 86400, 0),
     ("26.05/scontrol-failed", "FAILED", 0, 365 * 86400, 0),
     ("26.05/scontrol-timeout", "TIMEOUT", TIMEOUT_26_05, 60, 0),
     ("26.05/scontrol-dependency-cancelled", "CANCELLED", 0, None, 0),
@@ -441,7 +449,7 @@ def test_parse_recorded_scontrol(name, state, elapsed, limit, restarts):
         command.split()[-1], state, elapsed, limit, restarts)
 
 
-@pytest.mark.parametrize("release", ["22.05", "26.05"])
+@pytest.mark.parametrize("release", RELEASES)
 def test_recorded_unknown_job_is_forgotten_by_the_controller(release):
     _, status, stdout, stderr = recorded(release + "/scontrol-unknown")
     assert status == 1 and rc.parse_scontrol(stdout) is None
@@ -451,8 +459,9 @@ def test_recorded_unknown_job_is_forgotten_by_the_controller(release):
 
 
 @pytest.mark.parametrize("name,state,forgotten", [
-    ("22.05/scontrol-unknown", None, True), ("26.05/scontrol-unknown", None, True),
-    ("22.05/scontrol-timeout", "TIMEOUT", False), ("26.05/scontrol-held", "PENDING", False)])
+    ("22.05/scontrol-unknown", None, True), ("24.11/scontrol-unknown", None, True),
+    ("26.05/scontrol-unknown", None, True), ("22.05/scontrol-timeout", "TIMEOUT", False),
+    ("24.11/scontrol-running", "RUNNING", False), ("26.05/scontrol-held", "PENDING", False)])
 def test_controller_job_reads_a_recorded_answer(monkeypatch, name, state, forgotten):
     _, status, stdout, stderr = recorded(name)
     monkeypatch.setattr(rc, "run_slurm", lambda argv, timeout=None: rc.SlurmResult(
@@ -462,25 +471,29 @@ def test_controller_job_reads_a_recorded_answer(monkeypatch, name, state, forgot
     assert (answer.error is None) == (state is not None)
 
 
-def test_recorded_26_05_refuses_a_dependency_on_an_unknown_job():
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_recorded_23_02_and_later_refuse_a_dependency_on_an_unknown_job(release):
     # Why resume queues its link held and without a dependency (Slurm 23.02 and later).
-    command, status, stdout, stderr = recorded("26.05/sbatch-unknown-dependency")
+    command, status, stdout, stderr = recorded(release + "/sbatch-unknown-dependency")
     assert "--dependency=afternotok:999999" in command and status == 1
     assert rc.parse_sbatch_output(stdout) is None
     assert rc.last_line(stderr) == "sbatch: error: Batch job submission failed: Job dependency problem"
 
 
-@pytest.mark.parametrize("release", ["22.05", "26.05"])
+@pytest.mark.parametrize("release", RELEASES)
 def test_recorded_flag_field_spelling_does_not_matter(release):
-    # 22.05 prints KillOInInvalidDependent= (sic), 26.05 KillOnInvalidDependent=: never read.
+    # 22.05 and 24.11 print KillOInInvalidDependent= (sic), 26.05 KillOnInvalidDependent=: never
+    # read.
     _, _, stdout, _ = recorded(release + "/scontrol-dependency-cancelled")
-    assert ("KillOInInvalidDependent=" if release == "22.05" else "KillOnInvalidDependent=") in stdout
+    assert ("KillOnInvalidDependent=" if release == "26.05" else "KillOInInvalidDependent=") in stdout
     assert rc.parse_scontrol(stdout).state == "CANCELLED"
 
 
 RECORDED_SACCT = {  # job ID: (state, elapsed) in tests/slurm_outputs/<release>/sacct-chain.txt
     "22.05": {"117": ("COMPLETED", 2), "118": ("FAILED", 0), "119": ("PREEMPTED", 40),
               "120": ("CANCELLED", 0), "121": ("PENDING", 0), "122": ("COMPLETED", 2)},
+    "24.11": {"184": ("COMPLETED", 2), "185": ("FAILED", 0), "186": ("TIMEOUT", 69),
+              "187": ("CANCELLED", 0), "188": ("PENDING", 0), "189": ("COMPLETED", 2)},
     "26.05": {"42": ("COMPLETED", 2), "43": ("FAILED", 0), "44": ("TIMEOUT", 85),
               "45": ("CANCELLED", 0), "47": ("PENDING", 0), "48": ("COMPLETED", 2)},
 }
@@ -502,7 +515,7 @@ def test_parse_recorded_sacct_steps():
     assert [job.state for job in rc.parse_sacct(stdout)["119"]] == ["PREEMPTED"]
 
 
-@pytest.mark.parametrize("release", ["22.05", "26.05"])
+@pytest.mark.parametrize("release", RELEASES)
 def test_parse_recorded_squeue_pending_dependents(release):
     _, _, stdout, _ = recorded(release + "/squeue-pending-dependents")
     jobs = rc.parse_squeue(stdout)
@@ -522,7 +535,7 @@ def test_parse_recorded_squeue():
         ("115", "104"), ("122", "119"), ("121", None)]
 
 
-@pytest.mark.parametrize("release", ["22.05", "26.05"])
+@pytest.mark.parametrize("release", RELEASES)
 def test_parse_recorded_sbatch(release):
     _, status, stdout, _ = recorded(release + "/sbatch-parsable")
     assert status == 0 and rc.parse_sbatch_output(stdout) == stdout.strip()
@@ -534,14 +547,15 @@ def test_parse_recorded_sbatch(release):
 
 # The contract between the fake Slurm (tests/fake_slurm.py) and the real one: for every recorded
 # output, a fake cluster holding the jobs it shows prints what parses to the same. sbatch's
-# refusals are left out: the fake only prints them when a test asks it to.
+# refusals are left out: the fake only prints them when a test asks it to; so is the cluster's
+# configuration (scontrol-show-config, read by tests/local_cluster.py only).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tests"))
 import fake_slurm  # noqa: E402
 
 RECORDINGS = sorted(os.path.relpath(os.path.join(folder, name), OUTPUTS)[:-len(".txt")]
                     for folder, _, names in os.walk(OUTPUTS) for name in names
-                    if name.endswith(".txt") and not name.startswith("sbatch-") or
-                    name == "sbatch-parsable.txt")
+                    if name.endswith(".txt") and not name.startswith(("sbatch-", "scontrol-show-"))
+                    or name == "sbatch-parsable.txt")
 
 
 def as_fake_job(job, earlier=()):
@@ -802,9 +816,9 @@ def test_render_prologue_creates_the_run_directory_for_output_files(tmp_path):
 
 
 def recorded_sbatch_options():
-    """({option: {kinds}}, {short option: its long name}) from both releases' recordings."""
+    """({option: {kinds}}, {short option: its long name}) from every release's recordings."""
     kinds, pairs = {}, {}
-    for release in ("22.05", "26.05"):
+    for release in RELEASES:
         with open(os.path.join(OUTPUTS, release, "sbatch-options.txt")) as handle:
             for line in handle:
                 if not line.startswith("#"):
@@ -814,7 +828,7 @@ def recorded_sbatch_options():
     return kinds, pairs
 
 
-def test_the_sbatch_option_table_is_what_both_releases_accept():
+def test_the_sbatch_option_table_is_what_the_recorded_releases_accept():
     kinds, pairs = recorded_sbatch_options()
     assert rc.SBATCH_VALUE_OPTIONS == {name for name, kind in kinds.items() if "value" in kind}
     assert rc.SBATCH_OTHER_OPTIONS == {name for name, kind in kinds.items() if "value" not in kind}
@@ -862,17 +876,17 @@ def test_check_sbatch_args_spells_options_out_and_refuses_what_breaks_a_chain(ar
     assert expected in str(error.value)
 
 
-@pytest.mark.parametrize("release", ["22.05", "26.05"])
+@pytest.mark.parametrize("release", RELEASES)
 def test_sbatch_s_own_error_line_is_kept(release):
     _, status, _, stderr = recorded(release + "/sbatch-unknown-option")
     assert status != 0 and rc.last_line(stderr) == "sbatch: unrecognized option '--nosuch'"
 
 
-@pytest.mark.parametrize("release", ["22.05", "26.05"])
-def test_parse_recorded_squeue_reasons(release):
+@pytest.mark.parametrize("release,running", [("22.05", "135"), ("24.11", "195"), ("26.05", "135")])
+def test_parse_recorded_squeue_reasons(release, running):
     _, _, stdout, _ = recorded(release + "/squeue-reasons")
     assert sorted((job.state, job.reason, job.predecessor) for job in rc.parse_squeue(stdout)) == [
-        ("PENDING", "Dependency", "135"), ("PENDING", "JobHeldUser", None),
+        ("PENDING", "Dependency", running), ("PENDING", "JobHeldUser", None),
         ("RUNNING", None, None)]
 
 
@@ -882,7 +896,7 @@ def test_parse_resumable_refuses_a_cap_slurm_cannot_represent():
         rc.parse_resumable({"max_walltime": rc.MAX_TIME_LIMIT + 60})
 
 
-@pytest.mark.parametrize("release", ["22.05", "26.05"])
+@pytest.mark.parametrize("release", RELEASES)
 def test_parse_recorded_exit_codes(release):
     codes = [rc.parse_scontrol(recorded("%s/%s" % (release, name))[2]).exit_code
              for name in ("scontrol-exit-75", "scontrol-exit-76", "scontrol-killed-by-signal")]

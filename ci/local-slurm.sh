@@ -8,46 +8,59 @@
 #   ci/local-slurm.sh [--release R] dbd-stop|dbd-start   slurmdbd alone (accounting outages)
 #   ci/local-slurm.sh [--release R] ctld-restart         slurmctld stopped and started again
 #   ci/local-slurm.sh [--release R] env     the PATH and SLURM_CONF lines that select it
-# R is 22.05 (Debian's packages, the default) or 26.05 (26.05.3 built once from
-# ../shared/slurm/slurm-26.05.3.tar.xz, checksum verified, into /opt/slurm-26.05.3); also
-# LOCAL_SLURM_RELEASE=R. Both run side by side on this node: own ports, cluster name, state,
-# logs and accounting database in the same MariaDB, the same munged.
+#   ci/local-slurm.sh [--release R] build   build (if missing) a release built from source, no more
+# R is a release of the table below (default 22.05, Debian's packages; the others are built once
+# from ../shared/slurm/<tarball>, checksum verified, into /opt); also LOCAL_SLURM_RELEASE=R.
+# All run side by side on this node: own ports, cluster name, state, logs and accounting
+# database in the same MariaDB, the same munged.
 # Needs root on Debian/Ubuntu. Configured for fast tests: 16 CPUs declared on the node
 # (config_overrides) so chains run side by side, two partitions (debug tier 1, high tier 10,
 # preempt/partition_prio with PreemptMode=CANCEL), 1 s scheduling, KillWait=2, cred_expire=10.
+#   ci/local-slurm.sh table   the table's rows: release, cluster name, slurm.conf (the
+#                             real-cluster tests run only on a cluster named here, whose
+#                             slurm.conf is the one written here, with MARKER as its first line)
 set -euo pipefail
 
+# The releases: one row each. TARBALL "-" is Debian's packages (22.05, Debian 12), otherwise
+# the source archive built into PREFIX. PORTS are slurmctld,slurmd,slurmdbd.
+#       RELEASE TARBALL               PREFIX             ETC                    RUN                    LOGS                 SPOOL                  CLUSTER   PORTS          DATABASE
+TABLE="
+        22.05   -                     /usr               /etc/slurm             /run/local-slurm       /var/log/slurm       /var/spool             local     6817,6818,6819 slurm_acct_db
+        24.11   slurm-24.11.7.tar.xz  /opt/slurm-24.11.7 /opt/slurm-24.11.7/etc /run/local-slurm-24.11 /var/log/slurm-24.11 /var/spool/slurm-24.11 local2411 8817,8818,8819 slurm_acct_db_2411
+        26.05   slurm-26.05.3.tar.xz  /opt/slurm-26.05.3 /opt/slurm-26.05.3/etc /run/local-slurm-26.05 /var/log/slurm-26.05 /var/spool/slurm-26.05 local2605 7817,7818,7819 slurm_acct_db_2605"
+MARKER="# Written by ci/local-slurm.sh"  # slurm.conf's first line
+
 HERE=$(cd "$(dirname "$0")" && pwd)
+RELEASES=$(awk 'NF {printf "%s%s", sep, $1; sep = " "}' <<<"$TABLE")
 RELEASE=${LOCAL_SLURM_RELEASE:-22.05}
-if [ "${1:-}" = --release ]; then RELEASE=${2:?--release needs 22.05 or 26.05}; shift 2; fi
+if [ "${1:-}" = --release ]; then RELEASE=${2:?--release needs one of: $RELEASES}; shift 2; fi
+ROW=$(awk -v release="$RELEASE" '$1 == release' <<<"$TABLE")
+if [ -z "$ROW" ]; then
+    echo "local-slurm: unknown release '$RELEASE' (one of: $RELEASES)" >&2; exit 2
+fi
+read -r _ TARBALL_NAME PREFIX ETC RUN LOGS SPOOL CLUSTER PORTS DB <<<"$ROW"
+IFS=, read -r -a PORTS <<<"$PORTS"
 SHARED_RUN=/run/local-slurm             # PID files of munged and MariaDB (shared)
 NODE=$(hostname -s)
 DB_PASS=local-slurm-test
-TARBALL=${SLURM_TARBALL:-}
-for candidate in "$HERE/../../shared/slurm" /work/shared/slurm; do  # beside the checkout
-    [ -n "$TARBALL" ] || [ ! -f "$candidate/slurm-26.05.3.tar.xz" ] \
-        || TARBALL=$candidate/slurm-26.05.3.tar.xz
-done
-TARBALL=${TARBALL:-$HERE/../../shared/slurm/slurm-26.05.3.tar.xz}
-
-case "$RELEASE" in
-    22.05)
-        RUN=/run/local-slurm; PREFIX=/usr; ETC=/etc/slurm; LOGS=/var/log/slurm
-        SPOOL=/var/spool; CLUSTER=local; PORTS=(6817 6818 6819); DB=slurm_acct_db ;;
-    26.05)
-        RUN=/run/local-slurm-26.05; PREFIX=/opt/slurm-26.05.3; ETC=$PREFIX/etc
-        LOGS=/var/log/slurm-26.05; SPOOL=/var/spool/slurm-26.05; CLUSTER=local2605
-        PORTS=(7817 7818 7819); DB=slurm_acct_db_2605
-        export PATH=$PREFIX/bin:$PREFIX/sbin:$PATH SLURM_CONF=$ETC/slurm.conf ;;
-    *) echo "local-slurm: unknown release '$RELEASE' (22.05 or 26.05)" >&2; exit 2 ;;
-esac
+TARBALL=""
+if [ "$TARBALL_NAME" != - ]; then
+    TARBALL=${SLURM_TARBALL:-}
+    for candidate in "$HERE/../../shared/slurm" /work/shared/slurm; do  # beside the checkout
+        [ -n "$TARBALL" ] || [ ! -f "$candidate/$TARBALL_NAME" ] || TARBALL=$candidate/$TARBALL_NAME
+    done
+    TARBALL=${TARBALL:-$HERE/../../shared/slurm/$TARBALL_NAME}
+fi
 CONF=$ETC/slurm.conf
 PROLOG_HOLD=/tmp/local-slurm-prolog-hold.$CLUSTER  # while it exists, job launches wait
 PROLOG_FAIL=/tmp/local-slurm-prolog-fail.$CLUSTER  # job IDs (a line each) whose node Prolog fails
 DBD_CONF=$ETC/slurmdbd.conf
 SBIN=$PREFIX/sbin
-# 22.05 is Debian's: its commands in /usr/bin must win over another release's on PATH.
-[ "$RELEASE" = 22.05 ] && export SLURM_CONF=$CONF PATH=/usr/bin:/usr/sbin:$PATH
+if [ -n "$TARBALL" ]; then
+    export PATH=$PREFIX/bin:$PREFIX/sbin:$PATH SLURM_CONF=$CONF
+else  # Debian's: its commands in /usr/bin must win over another release's on PATH
+    export SLURM_CONF=$CONF PATH=/usr/bin:/usr/sbin:$PATH
+fi
 
 log() { printf 'local-slurm %s: %s\n' "$RELEASE" "$*" >&2; }
 
@@ -85,17 +98,16 @@ install_packages() {
     for need in mariadbd:mariadb-server munged:munge; do
         command -v "${need%%:*}" >/dev/null || missing+=("${need#*:}")
     done
-    if [ "$RELEASE" = 22.05 ]; then
+    if [ -z "$TARBALL" ]; then
         for need in slurmctld:slurm-wlm slurmdbd:slurmdbd; do
             command -v "${need%%:*}" >/dev/null || missing+=("${need#*:}")
         done
     fi
     apt_install "${missing[@]}"
-    [ "$RELEASE" = 26.05 ] && build_26_05
-    return 0
+    [ -z "$TARBALL" ] || build
 }
 
-build_26_05() {  # once per machine: reused when the install is complete
+build() {  # once per machine: reused when the install is complete
     [ -x "$SBIN/slurmctld" ] && [ -f "$PREFIX/.built-by-local-slurm" ] && return 0
     [ -f "$TARBALL" ] || fail "no $TARBALL (set SLURM_TARBALL)"
     (cd "$(dirname "$TARBALL")" && sha256sum -c "$(basename "$TARBALL").sha256" >/dev/null) \
@@ -108,9 +120,10 @@ build_26_05() {  # once per machine: reused when the install is complete
     mkdir -p "$LOGS"
     local build
     build=$(mktemp -d /tmp/slurm-build.XXXXXX)
-    log "building Slurm 26.05.3 (about 5.5 minutes on 2 cores; log in $LOGS/build.log)"
+    local source=${TARBALL_NAME%.tar.xz}
+    log "building $source (about 5.5 minutes on 2 cores; log in $LOGS/build.log)"
     tar -xJf "$TARBALL" -C "$build"
-    (cd "$build"/slurm-26.05.3 \
+    (cd "$build/$source" \
         && ./configure --prefix="$PREFIX" --sysconfdir="$ETC" --with-mysql_config=/usr/bin \
                --with-munge=/usr \
         && make -j"$(nproc)" && make install) >"$LOGS/build.log" 2>&1 || fail "build failed"
@@ -121,7 +134,7 @@ build_26_05() {  # once per machine: reused when the install is complete
 write_configs() {
     mkdir -p "$ETC" "$LOGS" "$SPOOL/slurmctld" "$SPOOL/slurmd" "$RUN" "$SHARED_RUN"
     local extra=""
-    if [ "$RELEASE" = 26.05 ]; then
+    if [ -n "$TARBALL" ]; then
         # A job submitted with --export=NONE gets the system PATH, whose sbatch is 22.05's on
         # this machine (real sites have one release): select this release for every task.
         cat > "$ETC/task-prolog.sh" <<PROLOG
@@ -134,7 +147,7 @@ PROLOG
         extra="TaskProlog=$ETC/task-prolog.sh"
     fi
     cat > "$CONF" <<CONF
-# Written by ci/local-slurm.sh: a single-node test cluster, Slurm $RELEASE.
+$MARKER: a single-node test cluster, Slurm $RELEASE.
 ClusterName=$CLUSTER
 SlurmctldHost=$NODE(127.0.0.1)
 SlurmctldPort=${PORTS[0]}
@@ -273,11 +286,11 @@ up() {
 
 other_release_runs() {
     local other
-    for other in /run/local-slurm /run/local-slurm-26.05; do
-        [ "$other" = "$RUN" ] && continue
+    while read -r _ _ _ _ other _; do
+        [ -z "$other" ] || [ "$other" = "$RUN" ] && continue
         alive "$other/slurmctld.pid" || alive "$other/slurmd.pid" || alive "$other/slurmdbd.pid" \
             && return 0
-    done
+    done <<<"$TABLE"
     return 1
 }
 
@@ -329,6 +342,10 @@ case "${1:-}" in
     dbd-start) start_slurmdbd ;;
     ctld-restart) stop_pidfile slurmctld "$RUN/slurmctld.pid"; start_slurmctld ;;
     env) printf 'export PATH=%s\nexport SLURM_CONF=%s\n' \
-             "$([ "$RELEASE" = 26.05 ] && echo "$PREFIX/bin:")\$PATH" "$CONF" ;;
-    *) echo "usage: $0 [--release 22.05|26.05] up|down|status|dbd-stop|dbd-start|ctld-restart|env" >&2; exit 2 ;;
+             "$([ -n "$TARBALL" ] && echo "$PREFIX/bin:")\$PATH" "$CONF" ;;
+    build) [ -z "$TARBALL" ] || build ;;
+    table) awk -v marker="$MARKER" 'NF {print $1, $8, $4 "/slurm.conf"} END {print "marker", marker}' \
+               <<<"$TABLE" ;;
+    *) echo "usage: $0 [--release ${RELEASES// /|}] up|down|status|dbd-stop|dbd-start|ctld-restart|env|build|table" >&2
+       exit 2 ;;
 esac

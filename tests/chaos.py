@@ -6,8 +6,9 @@ state files and each chain's own work log.
     python3 tests/chaos.py --chains 3 --faults 6 --seed 1       # CI's short run (a few minutes)
 
 Needs the local cluster (``ci/local-slurm.sh up``) and root (it fails the node, restarts the
-daemons); ``LOCAL_SLURM_RELEASE`` names the release the commands on PATH belong to. Every
-fault and every job is printed; the exit status is 1 when an invariant is violated.
+daemons); it refuses (exit 2) any cluster ci/local-slurm.sh did not make (tests/local_cluster.py).
+``LOCAL_SLURM_RELEASE`` names the release the commands on PATH belong to. Every fault and every
+job is printed; the exit status is 1 when an invariant is violated.
 """
 import argparse
 import os
@@ -25,6 +26,7 @@ sys.path[:0] = [HERE, ROOT]
 
 import resumable_chain as rc  # noqa: E402
 from histories import INVARIANTS  # noqa: E402
+from local_cluster import not_local_reason  # noqa: E402
 
 LOCAL_SLURM = os.path.join(ROOT, "ci", "local-slurm.sh")
 WORK_SECONDS = 100  # each chain's work by default: two one-minute links without faults
@@ -341,6 +343,10 @@ def main(argv=None):
                         help="seconds between two faults (uniform)")
     parser.add_argument("--root", help="where the chains' directories go (default: a temp dir)")
     options = parser.parse_args(argv)
+    refused = not_local_reason()
+    if refused:
+        sys.stderr.write("chaos: refused: %s\n" % refused)
+        return 2
     root = tempfile.mkdtemp(prefix="rc-chaos-", dir=options.root)
     started = time.time()
     chaos = Chaos(root, options.chains, options.seed, options.work, options.minutes)

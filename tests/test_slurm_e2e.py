@@ -1,9 +1,10 @@
 """End-to-end chains on a real Slurm cluster: real sbatch, sacct, dependencies, timeouts,
 preemption, node failure and accounting outages.
 
-Needs a running cluster (``sudo ci/local-slurm.sh up``). Without one these tests skip with a
-one-line reason, unless RESUMABLE_CHAIN_REQUIRE_SLURM=1 (set by .ci/run) turns that into a
-failure. Independent chains run side by side (phase A); chains that disturb the whole node
+Needs the project's own local cluster (``sudo ci/local-slurm.sh up``): they down its node, stop
+its daemons and preempt its jobs, so any other cluster (one that ci/local-slurm.sh did not make,
+tests/local_cluster.py) is refused. Without it these tests skip with a one-line reason, unless
+RESUMABLE_CHAIN_REQUIRE_SLURM=1 (set by .ci/run) turns that into a failure. Independent chains run side by side (phase A); chains that disturb the whole node
 (preemption, node failure, slurmdbd outages) run alone afterwards (phase B).
 """
 import json
@@ -18,6 +19,7 @@ import time
 import pytest
 
 import resumable_chain as rc
+from local_cluster import not_local_reason
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCAL_SLURM = os.path.join(ROOT, "ci", "local-slurm.sh")
@@ -45,14 +47,18 @@ def cli(*argv, **kwargs):
 
 
 def cluster_problem():
-    """Return why no Slurm cluster can be used here, or None when sinfo and sacct answer."""
+    """Return why no Slurm cluster can be used here, or None when it is the project's local one
+    and sinfo and sacct answer."""
+    refused = not_local_reason()
+    if refused:
+        return refused
     for argv in (["sinfo", "-h", "-o", "%T"], ["sacct", "-n", "-X", "-S", "now"]):
         try:
             result = run(argv, check=False, timeout=20)
         except (OSError, subprocess.TimeoutExpired) as error:
-            return "%s: %s" % (argv[0], error)
+            return "no Slurm cluster (%s: %s)" % (argv[0], error)
         if result.returncode != 0:
-            return "%s: %s" % (argv[0], rc.last_line(result.stderr))
+            return "no Slurm cluster (%s: %s)" % (argv[0], rc.last_line(result.stderr))
     return None
 
 
@@ -62,10 +68,10 @@ if RELEASE and os.environ.get("RESUMABLE_CHAIN_REQUIRE_RELEASE", RELEASE) not in
     raise RuntimeError("RESUMABLE_CHAIN_REQUIRE_RELEASE=%s but sbatch is %s"
                        % (os.environ["RESUMABLE_CHAIN_REQUIRE_RELEASE"], RELEASE))
 if PROBLEM and os.environ.get("RESUMABLE_CHAIN_REQUIRE_SLURM") == "1":
-    raise RuntimeError("RESUMABLE_CHAIN_REQUIRE_SLURM=1 but no Slurm cluster: %s" % PROBLEM)
+    raise RuntimeError("RESUMABLE_CHAIN_REQUIRE_SLURM=1 but %s" % PROBLEM)
 pytestmark = pytest.mark.skipif(
-    PROBLEM is not None, reason="no Slurm cluster (%s): run `sudo ci/local-slurm.sh up` first"
-    % PROBLEM)
+    PROBLEM is not None, reason="%s: real-cluster tests skipped (`sudo ci/local-slurm.sh up` "
+    "starts the local one)" % PROBLEM)
 
 
 class Chain(object):
