@@ -1747,6 +1747,15 @@ class StateStore(object):
             raise StateError("cannot append to %s: %s (old content kept)"
                              % (self.path(CHAIN_FILE), error.strerror or error))
 
+    def keep_previous(self):
+        """Keep an old chain's files as ``*.prev`` (the caller holds the lock): a new chain in
+        this directory starts from nothing, and the old one's history is not lost."""
+        for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
+                     SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
+            if os.path.isfile(self.path(name)):
+                os.replace(self.path(name), self.path(name) + PREVIOUS_SUFFIX)
+        self.notify_on_file = None
+
     def remove(self, name):
         try:
             os.unlink(self.path(name))
@@ -2407,6 +2416,43 @@ def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
     return snapshot
 
 
+def unnamed(snapshot, job_id):
+    """Whether a job without a predecessor finds a chain that goes on (not ended, not cancelled)
+    and does not name it: a job a guard or ``resume`` queued reads a lagging view, or someone
+    started a second chain over this one."""
+    record = snapshot.record
+    return bool(record and record.action in WORK_ACTIONS and not snapshot.cancelled
+                and job_id not in (record.job, record.successor))
+
+
+def wait_to_be_named(store, snapshot, job_id, cluster, warnings, sleep=time.sleep,
+                     clock=time.monotonic):
+    """A job without a predecessor in a directory whose chain goes on: wait (as wait_for_view)
+    until the journal names it, as the guard or ``resume`` that queued it wrote before it was
+    released; never start a fresh chain over it (its caps, retries and history would be lost)."""
+    if not unnamed(snapshot, job_id):
+        return snapshot
+    warning = check_no_live_chain(snapshot.record, job_id, cluster)  # live: a second chain
+    warnings += [warning] if warning else []
+    started = clock()
+    while unnamed(snapshot, job_id) and clock() - started < VIEW_WAIT_SECONDS:
+        sleep(1)
+        os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
+        snapshot = store.snapshot()
+    if unnamed(snapshot, job_id):
+        record = snapshot.record
+        raise StateError(
+            "job %s has no predecessor, but the chain in %s goes on (job %s, link %s) and does "
+            "not name it, after %d s: not starting a fresh chain over it; no work, no successor "
+            "(resumable-chain resume continues that chain; resumable-chain cancel ends it, then a "
+            "new job starts a new chain)" % (job_id, store.directory, record.job, record.link,
+                                            VIEW_WAIT_SECONDS))
+    if clock() - started >= 1:
+        warnings.append("the run directory's view lagged (a client cache): waited %d s until "
+                        "the journal named job %s" % (clock() - started, job_id))
+    return snapshot
+
+
 def check_link_belongs(record, job_id, predecessor_id, run_dir):
     """Refuse a link that would be a second continuation or belongs to an older chain."""
     if record is None or predecessor_id is None:
@@ -2636,6 +2682,9 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
     with store.locked():
         warnings += store.lock_note()
         snapshot = store.snapshot()
+        if predecessor_id is None:  # a first job, or one a guard or resume queued: which?
+            snapshot = wait_to_be_named(store, snapshot, job_id,
+                                        environ.get("SLURM_CLUSTER_NAME"), warnings)
         previous = snapshot.record
         cluster = environ.get("SLURM_CLUSTER_NAME") or (previous and previous.cluster)
         if previous and previous.cluster not in (None, cluster) and (
@@ -2724,12 +2773,17 @@ def _requeued_before_prologue(store, job_id, environ, warnings):
 
 
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
-    """A first job: no live chain beside it, no cancel mark, a copy of its script."""
+    """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link
+    never starts a fresh chain over an existing one), a copy of its script."""
     warning = check_no_live_chain(snapshot.record, job_id, cluster)
     warnings += [warning] if warning else []
-    store.remove(CANCEL_FILE)  # a new chain in this directory
+    if snapshot.record or snapshot.last_job or snapshot.cancelled:
+        store.keep_previous()
+        warnings.append("a new chain in %s: the previous one's files are kept as *%s"
+                        % (store.directory, PREVIOUS_SUFFIX))
+        snapshot = Snapshot(None, None, None, None, None)
     save_script(store, next_link)
-    return snapshot._replace(cancelled=None)
+    return snapshot
 
 
 def _finish_link(store, record, observation, next_link, environ, warnings, successor=None,
@@ -3980,10 +4034,7 @@ def _install_chain(run_dir, force, copy_path, submitted):
                                      % " ".join(result["leftover"]))
                 cancelled = result["cancelled"]
             os.replace(store.path(STAGED_SCRIPT), copy_path)
-            for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
-                         SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
-                if os.path.isfile(store.path(name)):
-                    os.replace(store.path(name), store.path(name) + PREVIOUS_SUFFIX)
+            store.keep_previous()
             store.write_text(SUBMIT_FILE, dump_json(store.public(submitted)) + "\n")
     except (StateError, OSError):
         store.remove(STAGED_SCRIPT)  # its job is cancelled: the script goes too
