@@ -2434,6 +2434,9 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, sleep=time.slee
         return snapshot
     warning = check_no_live_chain(snapshot.record, job_id, cluster)  # live: a second chain
     warnings += [warning] if warning else []
+    last = ended_job(snapshot.record.job)
+    if last is not None and base_state(last.state) == "COMPLETED":
+        return snapshot  # the chain finished (its journal could not say so): a new one starts
     started = clock()
     while unnamed(snapshot, job_id) and clock() - started < VIEW_WAIT_SECONDS:
         sleep(1)

@@ -850,3 +850,93 @@ def test_sigterm_ends_the_retriers_pause_with_a_last_try(cluster, run_dir):
     record = rc.StateStore(run_dir).read_record()
     assert record.successor and cluster.job(record.successor)["dependency"] == \
         "afternotok:%s" % successor
+
+
+def stale_view(run_dir, names, before, seconds=3):
+    """Show ``before`` ({file: text}) of the run directory now and its current version after
+    ``seconds``, as an NFS client that lags would; returns the thread that catches up."""
+    after = {name: read(run_dir, name) for name in names}
+    for name, text in before.items():
+        with open(os.path.join(run_dir, name), "w") as handle:
+            handle.write(text)
+
+    def catch_up():
+        time.sleep(seconds)
+        for name, text in after.items():
+            with open(os.path.join(run_dir, name + ".new"), "w") as handle:
+                handle.write(text)
+            os.replace(os.path.join(run_dir, name + ".new"), os.path.join(run_dir, name))
+    thread = threading.Thread(target=catch_up)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("queued_by", ["the guard of a successor that died"])
+def test_a_job_without_a_predecessor_waits_for_a_lagging_view_and_never_starts_fresh(
+        cluster, run_dir, capsys, monkeypatch, queued_by):
+    # Issue 29: a job queued without a dependency (a guard's replacement, a resumed link) read
+    # a journal one link stale, took itself for a first job and reset the chain.
+    script = cluster.write_script(run_dir, max_retries=0)
+    assert cluster.run_link(script, 100).returncode == 0
+    [successor] = cluster.pending()
+    names = (rc.CHAIN_FILE, rc.JOURNAL_FILE, rc.WALLTIME_FILE, rc.RETRIES_FILE)
+    before = {name: read(run_dir, name) for name in names if os.path.exists(
+        os.path.join(run_dir, name))}
+    if queued_by == "resume":
+        cluster.finish(100, "FAILED", 60)
+        assert cluster.run_link(script, successor, predecessor=100).returncode == 1  # failed
+        cluster.finish(successor, "FAILED", 0)
+        before = {name: read(run_dir, name) for name in names}
+        status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
+        assert status == 0, err
+        new = out.strip()
+    else:
+        cluster.finish(100, "TIMEOUT", 60)
+        cluster.set_job(successor, state="NODE_FAIL", start="2026-11-30T01:01:00",
+                        end="2026-11-30T01:01:00")
+        assert cluster.run_guard(successor).returncode == 0
+        [new] = cluster.pending()
+    thread = stale_view(run_dir, names, before)
+    result = cluster.run_link(script, new)  # no dependency
+    thread.join()
+    assert result.returncode == 0, result.stderr
+    assert "waited" in result.stderr and "until the journal named job %s" % new in result.stderr
+    assert "starting fresh" not in result.stderr
+    assert read(run_dir, rc.CHAIN_FILE).split()[0] == "100"  # the chain's history is kept
+    assert int(read(run_dir, rc.WALLTIME_FILE)) >= 60
+
+
+def test_a_job_without_a_predecessor_that_the_journal_never_names_is_refused_after_the_wait(
+        tmp_path, monkeypatch):
+    run_dir = str(tmp_path / "run")
+    store = rc.StateStore(run_dir)
+    os.makedirs(run_dir)
+    store.write_text(rc.CHAIN_FILE, "100\n")
+    store.write_counter(rc.WALLTIME_FILE, 60)
+    store.write_record(rc.Record(job="100", action="resume", walltime=60, retries=0,
+                                 max_retries=3, link=1, successor="1000", phase="queued"))
+    monkeypatch.setattr(rc, "run_slurm", in_process_slurm(str(tmp_path), {"100": ("TIMEOUT", 60)}))
+    waited, now = [], [0.0]
+
+    def sleep(seconds):
+        waited.append(seconds)
+        now[0] += seconds
+    snapshot = store.snapshot()
+    with pytest.raises(rc.StateError, match="job 1001 has no predecessor, but the chain in .* "
+                                            "goes on .* not starting a fresh chain over it"):
+        rc.wait_to_be_named(store, snapshot, "1001", None, [], sleep=sleep,
+                            clock=lambda: now[0])
+    assert sum(waited) >= rc.VIEW_WAIT_SECONDS  # it waited the whole window first
+    assert read(run_dir, rc.CHAIN_FILE) == "100\n" and read(run_dir, rc.WALLTIME_FILE) == "60\n"
+
+
+def test_a_first_job_over_a_chain_that_ended_keeps_the_old_files(cluster, run_dir):
+    script = cluster.write_script(run_dir)
+    assert cluster.run_link(script, 100).returncode == 0
+    cluster.finish(100, "COMPLETED", 60)  # the work finished; no link was left to say so
+    cluster.finish(cluster.pending()[-1], "CANCELLED", 0)
+    old = read(run_dir, rc.JOURNAL_FILE)
+    assert cluster.run_link(script, 200, mark_running=True).returncode == 0  # sbatch job.sh again
+    assert read(run_dir, rc.CHAIN_FILE) == "200\n"
+    assert read(run_dir, rc.JOURNAL_FILE + rc.PREVIOUS_SUFFIX) == old
+    assert read(run_dir, rc.CHAIN_FILE + rc.PREVIOUS_SUFFIX) == "100\n"
