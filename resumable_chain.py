@@ -54,7 +54,6 @@ __all__ = [
     "decide",
     "parse_walltime",
     "parse_resumable",
-    "resumable_run_overrides",
     "render_prologue",
     "chain_status",
     "chains_status",
@@ -340,8 +339,6 @@ RECORD_FIELDS = collections.OrderedDict((
 Record = collections.namedtuple("Record", list(RECORD_FIELDS))
 Record.__doc__ = "The journal: the last decision in a run directory. Fields: RECORD_FIELDS."
 Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
-# Journals written before 0.3 named two fields differently.
-OLD_RECORD_NAMES = {"predecessor_state": "state", "predecessor_elapsed": "elapsed"}
 
 Event = collections.namedtuple("Event", "event job link reason time")
 Event.__doc__ = """One chain event (EVENTS_FILE keeps them, oldest first): event (one of
@@ -573,11 +570,6 @@ def parse_sbatch_reply(text):
     return job_id, cluster or None
 
 
-def parse_sbatch_output(text):
-    """Return the job ID sbatch printed, or None."""
-    return parse_sbatch_reply(text)[0]
-
-
 def known_nodes(text):
     """A node list as Slurm prints it, or None for a job that was never given one."""
     return None if (text or "").strip() in UNKNOWN_TIMES + ("None assigned",) else text.strip()
@@ -667,10 +659,10 @@ def parse_squeue(text):
     """Return the Jobs in ``squeue -h -o SQUEUE_FORMAT`` output (malformed lines skipped)."""
     jobs = []
     for line in (text or "").splitlines():
-        fields = line.strip().split("|") + [""]  # recorded before %r was asked: no reason
-        if len(fields) not in (7, 8) or not is_job_id(fields[0]):
+        fields = line.strip().split("|")
+        if len(fields) != 7 or not is_job_id(fields[0]):
             continue
-        job_id, state, elapsed, start, limit, dependency, reason = fields[:7]
+        job_id, state, elapsed, start, limit, dependency, reason = fields
         try:
             predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
         except ValueError:
@@ -687,11 +679,6 @@ def parse_runs(text):
     runs = [line.strip().split("|") for line in (text or "").splitlines()]
     return [(state, known_nodes(nodes)) for job_id, state, nodes in
             (fields for fields in runs if len(fields) == 3) if is_job_id(job_id) and state]
-
-
-def parse_earlier_runs(text):
-    """How a requeued job's earlier runs ended: ``parse_runs`` without the newest."""
-    return parse_runs(text)[:-1]
 
 
 def parse_guard(text, job_id):
@@ -1090,7 +1077,7 @@ cancelled (the cancel mark's text or None).
 
 
 def chain_length(snapshot):
-    """Links that ran their work, from the journal (None: a chain started before 0.2)."""
+    """Links that ran their work, from the journal (None: no journal gave a link number)."""
     record = snapshot.record
     if record is None or record.link is None:
         return None
@@ -1214,7 +1201,7 @@ def record_from_json(data):
     """Return the Record a journal holds (unknown keys ignored), or None if it is not one."""
     if not isinstance(data, dict) or not is_job_id(str(data.get("job"))):
         return None
-    fields = {name: data.get(name, data.get(OLD_RECORD_NAMES.get(name))) for name in RECORD_FIELDS}
+    fields = {name: data.get(name) for name in RECORD_FIELDS}
     if fields["action"] not in ACTIONS:
         return None
     return Record(**fields)
@@ -2786,9 +2773,8 @@ def check_budget_dir(budget_dir):
     return budget_dir
 
 
-def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
-                    script=None, sbatch_args=(), python="python3", budget_dir=None,
-                    benchmark_dir=None, notify=None):
+def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
+                    script=None, sbatch_args=(), python="python3", budget_dir=None, notify=None):
     """Return the bash snippet a job script puts after its #SBATCH lines, before any work.
 
     It runs this module's in-job step and exits the job when the chain ends
@@ -2800,12 +2786,9 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
     EXIT trap that reports a finished chain when the job exits 0. Works with
     and without ``set -euo pipefail``; every value is shell-quoted. Creates
     the run directory (Slurm opens ``--output`` files in it before the
-    prologue runs). ``benchmark_dir`` is run_dir's older name.
+    prologue runs).
     """
-    if (run_dir is None) == (benchmark_dir is None):
-        raise ValueError("render_prologue needs the run directory: run_dir (or benchmark_dir, "
-                         "its older name), not both")
-    run_dir = check_path(benchmark_dir if run_dir is None else run_dir, "run_dir")
+    run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ValueError("run directory %s exists and is not a directory" % run_dir)
     if not isinstance(python, str) or not python.strip() or "\0" in python:
@@ -3149,20 +3132,6 @@ def needs_attention(status):
     return None
 
 
-def stop_cause(record):
-    """Why a chain ended (a key of STOP_CAUSES), or None. Journals before 0.3 did not record
-    it: theirs is read from their data."""
-    if record.cause is not None or record.action in WORK_ACTIONS:
-        return record.cause
-    if record.action != "stop":
-        return {"complete": "completed", "fail": "max_retries"}[record.action]
-    if base_state(record.predecessor_state) == "CANCELLED":
-        return "cancelled"
-    capped = (record.max_walltime is not None
-              and record.max_walltime - record.walltime < MIN_TIME_LIMIT)
-    return "max_walltime" if capped else "budget" if record.budget_dir else None
-
-
 def _verdict(record, rows, status, chain):
     """Return (the verdict's word, the verdict, what to do next or None). The words: running,
     waiting, finished, stopped, failed, broken, unknown."""
@@ -3221,7 +3190,7 @@ def _submit_again(submitted, run_dir):
         words += ["--budget-dir", submitted["budget_dir"]]
     if submitted.get("notify"):
         words += ["--notify", submitted["notify"]]
-    words += list(submitted.get("sbatch_args") or submitted.get("sbatch_options") or [])
+    words += list(submitted.get("sbatch_args") or [])
     words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
     return "its first job never ran: " + " ".join(shell_quote(word) for word in words)
 
@@ -3230,7 +3199,7 @@ def _ended_verdict(record, rows, resume):
     """The verdict of a chain whose last record ended it, by its cause."""
     # sacct says who cancelled the predecessor (the controller, which the link asked, does not)
     predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
-    cause = stop_cause(record)
+    cause = record.cause
     if cause not in STOP_CAUSES or (cause == "cancelled" and not predecessor):
         cause = None  # a cause of a newer version, or who cancelled is unknown
     words = dict(record._asdict(), resume=resume, cancelled_by=_state_words(
@@ -3569,8 +3538,7 @@ def _resumable_record(store, snapshot, submitted, cluster):
     if previous is None and snapshot.last_job is None:
         raise StateError("%s is not a chain: it has no %s" % (store.directory, CHAIN_FILE))
     if previous is None:
-        raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
-                         "or later; use submit to start a new chain"
+        raise StateError("%s has no journal (%s): use submit to start a new chain"
                          % (store.directory, JOURNAL_FILE))
     live = queued_jobs(live_candidates([snapshot.last_job], previous, submitted), cluster=cluster)
     if live:
@@ -3603,8 +3571,8 @@ def _recorded_next_link(store, previous):
     """How the chain's links are queued, as its journal recorded it (script, options, ...)."""
     spec = previous.next or {}
     if not spec.get("script"):
-        raise StateError("the chain did not record how to queue its next link (started before "
-                         "resumable_chain 0.2); use submit to start a new chain")
+        raise StateError("the chain did not record how to queue its next link; use submit to "
+                         "start a new chain")
     spec = NextLink(spec["script"], list(spec.get("sbatch_args") or ()),
                     list(spec.get("script_args") or ()), spec.get("job_name"), spec.get("workdir"))
     spec = spec._replace(script=runnable_script(store, spec.script))
@@ -3617,39 +3585,7 @@ def _recorded_next_link(store, previous):
 
 
 # ---------------------------------------------------------------------------
-# 9. Driver helpers
-# ---------------------------------------------------------------------------
-
-
-def resumable_run_overrides(benchmark, executor):
-    """Return a copy of a resumable benchmark's ``run`` overrides with resume_from_cache.
-
-    ``benchmark`` is the benchmark's settings mapping (with ``resumable`` and
-    ``run``); ``resume_from_cache: true`` is added unless the user set it.
-    Raises ValueError when the executor is not Slurm or the benchmark uses a
-    ``command`` (resuming relies on the eval cache). The input is not changed.
-    """
-    import copy
-    if not isinstance(benchmark, dict) and not hasattr(benchmark, "keys"):
-        raise ValueError("benchmark settings must be a mapping, got %r" % (benchmark,))
-    run = benchmark.get("run") or {}
-    if not isinstance(run, dict) and not hasattr(run, "keys"):
-        raise ValueError("benchmark run must be a mapping, got %r" % (run,))
-    overrides = copy.deepcopy(dict(run))
-    if parse_resumable(benchmark.get("resumable")) is None:
-        return overrides
-    if str(executor).strip().lower() != "slurm":
-        raise ValueError("resumable needs the slurm executor, not %r: only Slurm jobs can "
-                         "chain themselves" % (executor,))
-    if benchmark.get("command") is not None:
-        raise ValueError("resumable does not work with a benchmark command: resuming "
-                         "relies on gym eval run's cache; remove command or resumable")
-    overrides.setdefault("resume_from_cache", True)
-    return overrides
-
-
-# ---------------------------------------------------------------------------
-# 10. Command line: one argparse parser for the user's commands; all printing is here
+# 9. Command line: one argparse parser for the user's commands; all printing is here
 # ---------------------------------------------------------------------------
 
 OWN_SUBMIT_VALUES = frozenset(("--max-retries", "--max-walltime", "--python", "--budget-dir",

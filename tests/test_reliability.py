@@ -441,7 +441,7 @@ def fuzz_text(rng):
 
 
 @pytest.mark.parametrize("parser", ["parse_sacct", "summarize_sacct", "parse_scontrol",
-                                    "parse_sbatch_output",
+                                    "parse_sbatch_reply",
                                     "parse_walltime", "parse_duration", "parse_job_id",
                                     "parse_dependency", "base_state"])
 def test_fuzz_parsers_raise_nothing_but_value_error(parser, capsys):
