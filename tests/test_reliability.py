@@ -546,6 +546,37 @@ def test_the_lock_excludes_every_other_writer(tmp_path, request, locks):
     assert not glob.glob(os.path.join(run_dir, "*.held*"))
 
 
+@pytest.mark.parametrize("lock", ["kernel", "file"])
+@pytest.mark.parametrize("holder_cluster,job_over,broken", [
+    (None, True, True), ("here", True, True), ("here", False, False), ("here", None, False),
+    ("elsewhere", True, False),
+], ids=["its job ended", "its job on this cluster ended", "its job still runs",
+        "Slurm cannot tell", "a job of another cluster"])
+def test_a_file_lock_held_by_a_job_on_another_host_is_broken_only_once_the_job_ended(
+        tmp_path, monkeypatch, lock, holder_cluster, job_over, broken):
+    run_dir = str(tmp_path)
+    held = os.path.join(run_dir, rc.LOCK_FILE + rc.HELD_SUFFIX)
+    rc._create_held(held, rc.Holder(holder_cluster, "555", "another-node", 1, 0, "theirs"))
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "here")
+    if lock == "file":
+        monkeypatch.setenv(rc.LOCK_ENV, "file")
+    else:
+        monkeypatch.delenv(rc.LOCK_ENV, raising=False)
+    asked = []
+    store = rc.StateStore(run_dir, job_over=lambda job: asked.append(job) or job_over)
+    try:
+        with store.locked(wait=0):
+            holder = store._read_holder(held)
+            assert holder is None if lock == "kernel" else holder.host == os.uname().nodename
+        entered = True
+    except rc.StateError as error:
+        assert "job 555, host another-node" in str(error)
+        entered = False
+    assert entered == broken
+    assert os.path.exists(held) != broken
+    assert asked == ([] if holder_cluster == "elsewhere" else ["555"])
+
+
 # --------------------------------------------------------------------------- shared filesystems
 
 
@@ -594,11 +625,21 @@ def test_a_view_that_never_catches_up_is_refused_after_the_wait(tmp_path, monkey
     store.write_text(rc.CHAIN_FILE, "100\n")
     store.write_record(rc.Record(job="100", action="start", walltime=0, retries=0, max_retries=3,
                                  link=1, successor="1000", phase="queued"))
-    monkeypatch.setattr(rc, "VIEW_WAIT_SECONDS", 2)
     monkeypatch.setattr(rc, "run_slurm", in_process_slurm(str(tmp_path), {"1000": ("TIMEOUT", 60)}))
+    now, listed = [0.0], []
+    wait_for_view = rc.wait_for_view
+
+    def sleep(seconds):  # a clock of its own: the whole wait is taken, at no cost in real time
+        now[0] += seconds
+    monkeypatch.setattr(rc.os, "listdir", lambda path, listdir=os.listdir: listed.append(
+        path) or listdir(path))
+    monkeypatch.setattr(rc, "wait_for_view", lambda *args: wait_for_view(
+        *args, sleep=sleep, clock=lambda: now[0]))
     with pytest.raises(rc.StateError, match="continues job 1000, which is not the last link"):
         rc.run_link(run_dir, rc.Settings(3, None), rc.NextLink(TRUE_SCRIPT, [], [], "lag"),
                     {"SLURM_JOB_ID": "1001", "SLURM_JOB_DEPENDENCY": "afternotok:1000"})
+    assert now[0] >= rc.VIEW_WAIT_SECONDS  # it waited the whole window before refusing
+    assert listed.count(run_dir) >= rc.VIEW_WAIT_SECONDS  # re-reading the directory each second
     assert read(run_dir, rc.CHAIN_FILE) == "100\n"
 
 
