@@ -322,13 +322,15 @@ RECORD_FIELDS = collections.OrderedDict((
     ("successor_error", "sbatch's error when the successor could not be queued, or None"),
     ("successor_retries", "how often the link's retrier tried sbatch again (None: it did not)"),
     ("guard", "the successor's guard: a small job that runs when the successor ends (afterany) "
-              "and continues the chain if it ended before its prologue did; or None"),
+              "and continues the chain if it ended before its prologue did; queued while the "
+              "work runs (before it by a link without a guard of its own); or None"),
     ("guard_error", "sbatch's error when the guard could not be queued, or None"),
     ("guarded_by", "the guard that continues the chain if this link ends before its successor "
-                   "is queued (cancelled once it is), or None"),
+                   "and the successor's guard are queued (cancelled once they are), or None"),
     ("dead_successors", "successors of this link that died before their prologue, each replaced "
                         "by its guard (None: none)"),
-    ("time_limit", "seconds this link lowered its own time limit to, or None"),
+    ("time_limit", "seconds this link's time limit is lowered to (the whole minutes its caps "
+                   "leave; lowered while the work runs), or None"),
     ("budget_dir", "the shared walltime budget the chain draws on, or None"),
     ("notify", "the command run with /bin/sh -c for each chain event, or None"),
     ("reserved", "seconds this link reserved from the shared budget, or None"),
@@ -1929,10 +1931,10 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None):
 
 
 def sbatch_guard(job_id, command, name, run_dir, environ):
-    """Start queueing the guard of ``job_id`` (see RECORD_FIELDS ``guard``): one CPU, a little
-    memory, a few minutes, in the partition and account of the job that queues it, running
-    ``command`` when ``job_id`` ends; no SBATCH_* defaults (a user's SBATCH_GRES must not give
-    it GPUs). Returns a function that waits for (its ID, None) or (None, sbatch's error)."""
+    """Queue the guard of ``job_id`` (see RECORD_FIELDS ``guard``): one CPU, a little memory, a
+    few minutes, in the partition and account of the job that queues it, running ``command``
+    when ``job_id`` ends; no SBATCH_* defaults (a user's SBATCH_GRES must not give it GPUs).
+    Returns (its ID, None) or (None, sbatch's error)."""
     options = ["--parsable", "--job-name=" + name, "--dependency=afterany:" + job_id,
                "--no-requeue", "--time=%d" % GUARD_MINUTES, "--ntasks=1", "--cpus-per-task=1",
                "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir, "--open-mode=append",
@@ -1940,14 +1942,10 @@ def sbatch_guard(job_id, command, name, run_dir, environ):
     options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
         ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
         if environ.get(variable)]
-    wait = run_slurm(["sbatch"] + options + ["--wrap", command], background=True)
-
-    def queued():
-        try:
-            return sbatch_answer(wait())[0], None
-        except StateError as error:
-            return None, str(error)
-    return queued
+    try:
+        return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command]))[0], None
+    except StateError as error:
+        return None, str(error)
 
 
 def queued_guard(job_id):
@@ -2171,25 +2169,25 @@ def step_command(*words):
 
 
 def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
-    """A link whose successor is queued: queue the successor's guard and cancel its own
-    (``record.guarded_by``, unless ``cancel`` is False: the guard itself calls this), at once;
-    return the record with ``guard`` and ``guard_error``. ``again``: a rerun, whose killed run
-    may have queued the guard already. A guard a failed sbatch created anyway is found, never
-    queued twice. Without a guard (the site refused it), Slurm requeues the successor if its
-    launch fails, as before guards."""
+    """A link whose successor is queued: queue the successor's guard, then cancel its own
+    (``record.guarded_by``, unless ``cancel`` is False: the guard itself calls this) once the
+    successor has one; return the record with ``guard`` and ``guard_error``. ``again``: an
+    earlier run may have queued the guard already. A guard a failed sbatch created anyway is
+    found, never queued twice. Without a guard (the site refused it), Slurm requeues the
+    successor if its launch fails, as before guards, and the link's own guard stays: it tries
+    again when the link ends (``_guard_covers``)."""
     name = (record.next or {}).get("job_name") or "resumable-chain"
     guard = again and queued_guard(record.successor)
-    queued = (lambda: (guard, None)) if guard else sbatch_guard(
+    guard, error = (guard, None) if guard else sbatch_guard(
         record.successor, " ".join(shell_quote(word) for word in step_command(
             "guard", run_dir, record.successor, *sorted(
                 "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_")))),
         name + GUARD_SUFFIX, run_dir, environ)
-    if cancel and record.guarded_by:
-        scancel([record.guarded_by])  # it may have ended already: nothing to say then
-    guard, error = queued()
     if error:
         guard = queued_guard(record.successor)
         error = None if guard else error
+    if guard and cancel and record.guarded_by:
+        scancel([record.guarded_by])  # it may have ended already: nothing to say then
     if error:
         warnings.append("WARNING: could not queue a guard for job %s (%s): if it dies before "
                         "its prologue, only Slurm's requeue can start it again" % (
@@ -2207,27 +2205,19 @@ def queued_successor(job_id):
         return None, str(error)
 
 
-def clamp_time_limit(job_id, seconds, warnings, own=None):
-    """Lower this job's own time limit (users may, never raise it) to the whole minutes in
-    ``seconds``, so that a chain ends within a minute of its caps; return the new limit, or None
-    when it already fits or Slurm refused (warned). ``own``: this job, if the controller was
-    already asked."""
-    minutes = int(seconds) // 60
-    if own is None:
-        answer = controller_job(job_id)
-        if answer.job is None:
-            warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the "
-                            "%d s left of its caps" % (job_id, answer.error, seconds))
-            return None
-        own = answer.job
-    if own.time_limit is not None and own.time_limit <= minutes * 60:
-        return None
-    error = lower_time_limit(job_id, minutes)
-    if error:
-        warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
-                        % (job_id, minutes, error))
-        return None
-    return minutes * 60
+def clamp_time_limit(job_id, seconds, warnings):
+    """Lower this job's own time limit (users may, never raise it) to ``seconds`` (whole
+    minutes), so that a chain ends within a minute of its caps, unless it fits already; a
+    refusal is warned."""
+    answer = controller_job(job_id)
+    if answer.job is None:
+        warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
+                        "left of its caps" % (job_id, answer.error, seconds))
+    elif answer.job.time_limit is None or answer.job.time_limit > seconds:
+        error = lower_time_limit(job_id, seconds // 60)
+        if error:
+            warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
+                            % (job_id, seconds // 60, error))
 
 
 def settle_ended(budget, keep=(), cluster=None):
@@ -2363,14 +2353,9 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
 
 
 def _guarded(record, previous):
-    """The record with the guard that watches this link (its predecessor queued it). A link
-    that works unwatched after a predecessor (queued by an sbatch whose answer that one never
-    heard) is made requeueable: Slurm reruns it if its node fails before its successor is
-    queued."""
+    """The record with the guard that watches this link (its predecessor queued it), if any."""
     if previous and previous.successor == record.job:
         return record._replace(guarded_by=previous.guard)
-    if record.predecessor and record.action in WORK_ACTIONS:
-        allow_requeue(record.job)
     return record
 
 
@@ -2403,7 +2388,9 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
 def _finish_link(store, record, observation, next_link, environ, warnings, successor=None,
                  own=None):
     """Journal the end of the prologue; a working link first queues its successor (unless
-    ``successor`` is already known) and its guard, and lowers its own time limit to the caps."""
+    ``successor`` is already known). The rest waits for the work: the background step
+    (``finish_queueing``) queues the successor's guard, cancels the link's own, lowers its time
+    limit to the caps and turns requeue off, while the work runs."""
     if record.action not in WORK_ACTIONS:
         record = record._replace(phase="done")
         store.write_record(record)
@@ -2416,18 +2403,39 @@ def _finish_link(store, record, observation, next_link, environ, warnings, succe
     again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
         record.job, next_link, warnings)
+    record = record._replace(successor=successor, successor_error=error,
+                             time_limit=planned_time_limit(record, own), phase="queued")
+    if not record.guarded_by:
+        record = _unguarded(record, store.directory, environ, warnings, again)
+    store.write_record(record)
+    return Outcome(EXIT_WORK, record, observation, warnings)
+
+
+def planned_time_limit(record, own=None):
+    """The seconds (whole minutes) a working link's time limit is lowered to, so that the chain
+    ends within a minute of its caps; None without a cap, or when ``own`` (this job, if the
+    controller was asked already) fits. Users may lower a limit, never raise it."""
     caps = [seconds for seconds in (
         None if record.max_walltime is None else record.max_walltime - record.walltime,
         record.reserved) if seconds is not None]
-    limit = clamp_time_limit(record.job, min(caps), warnings, own) if caps else None
-    record = record._replace(successor=successor, successor_error=error, time_limit=limit,
-                             phase="queued")
-    if successor:
-        record = swap_guard(record, store.directory, environ, warnings, again=again)
-    store.write_record(record)
-    if successor and not record.guarded_by:
-        requeue_off(record.job, warnings)
-    return Outcome(EXIT_WORK, record, observation, warnings)
+    limit = int(min(caps)) // 60 * 60 if caps else None
+    if limit is None or own is not None and own.time_limit is not None and \
+            own.time_limit <= limit:
+        return None
+    return limit
+
+
+def _unguarded(record, run_dir, environ, warnings, again):
+    """The one part of the background step a link without a guard of its own (a first job, a
+    resumed link, one whose predecessor's guard sbatch failed) does before its work: no guard
+    would finish it if the link ended within a second. Its successor's guard is queued now (a
+    successor that then died at launch would leave nothing to continue the chain); with no
+    successor, Slurm may requeue the link (a node failure reruns it, and the rerun queues one)."""
+    if record.successor:
+        return swap_guard(record, run_dir, environ, warnings, again=again)
+    if record.predecessor:  # a first job or a resumed link was queued --requeue already
+        allow_requeue(record.job)
+    return record
 
 
 def requeue_off(job_id, warnings):
@@ -2452,8 +2460,6 @@ def _same_link_again(store, snapshot, next_link, environ, warnings):
                               "counted again" % (record.job,
                                                  environ.get("SLURM_RESTART_COUNT", "0")))
     if record.action not in WORK_ACTIONS or (record.phase == "queued" and record.successor):
-        if record.action in WORK_ACTIONS:  # requeued (by a person, with Requeue=1): off again
-            requeue_off(record.job, warnings)
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
     successor, error = queued_successor(record.job)
     if error:
@@ -2483,6 +2489,29 @@ def journal_event(store, event, warnings):
     except StateError as error:
         warnings.append("event %s not journaled, not notified: %s" % (event.event, error))
         return None
+
+
+def finish_queueing(run_dir, environ, again=False):
+    """The background step's first part, as the work starts (the in-job step starts the step
+    once its successor is queued): what queueing the successor left to do, bounded (a few Slurm
+    commands, each with its timeout). Under the lock and journaled: the successor's guard, then
+    the cancel of this link's own guard (until then that one finishes this, ``_guard_covers``,
+    if the link ends first). Then this link's time limit and, for a link that Slurm may requeue
+    (unguarded, or run ``again``: a person may have requeued it), requeue off: its successor
+    continues the chain. Returns (the record, or None if the chain went on; warnings)."""
+    job_id, store, warnings = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir), []
+    with store.locked():
+        record = store.read_record()
+        if record is None or record.job != job_id or record.action not in WORK_ACTIONS:
+            return None, warnings  # the chain went on, or ended: nothing left for this link
+        if record.successor and record.guard is None:
+            record = swap_guard(record, run_dir, environ, warnings, again=again)
+            store.write_record(record)
+    if record.time_limit:
+        clamp_time_limit(job_id, record.time_limit, warnings)
+    if record.successor and (again or not record.guarded_by):
+        requeue_off(job_id, warnings)
+    return record, warnings
 
 
 def work_finished(run_dir, environ, now=time.time):
@@ -2629,6 +2658,9 @@ def _guard_once(store, job_id, environ, final):
         if snapshot.cancelled or record is None or job_id not in (record.job, record.successor):
             return True, (None, None, "nothing to guard: the chain %s" % (
                 "was cancelled" if snapshot.cancelled else "went on without job %s" % job_id))
+        if record.job == job_id and record.successor and record.guard is None and \
+                record.action in WORK_ACTIONS:
+            return _guard_covers(store, record, environ, final)
         if record.job == job_id and (record.action not in WORK_ACTIONS or record.successor):
             return True, (None, None, "nothing to guard: job %s ran its prologue and %s" % (
                 job_id, "queued job %s" % record.successor if record.successor
@@ -2644,6 +2676,28 @@ def _guard_once(store, job_id, environ, final):
         if record.job == job_id:
             return _guard_ran(store, record, job, environ, final)
         return _guard_died(store, record, job, environ, final)
+
+
+def _guard_covers(store, record, environ, final):
+    """The guarded link queued its successor but ended before its background step queued the
+    successor's guard (or that sbatch failed): be that guard. A successor that died already is
+    replaced now; otherwise its guard is queued. Returns (whether it is over, (event, command,
+    words))."""
+    successor = ended_job(record.successor)
+    if successor is not None and is_final(successor.state):
+        return _guard_died(store, record, successor, environ, final)
+    warnings = []
+    covered = swap_guard(record, store.directory, environ, warnings, cancel=False, again=True)
+    words = "job %s ended before its successor %s had a guard" % (record.job, record.successor)
+    if covered.guard or final:
+        store.write_record(covered)
+    if covered.guard:
+        return True, (None, None, "%s: queued guard %s" % (words, covered.guard))
+    if final:
+        return True, _guard_gives_up(store, record, "%s; none could be queued (%s)" % (
+            words, covered.guard_error))
+    return False, (None, None, "%s; sbatch failed (%s), trying again" % (
+        words, covered.guard_error))
 
 
 def _guard_ran(store, record, job, environ, final):
@@ -3925,24 +3979,31 @@ def prologue_command(argv):
     _log(describe_link(outcome))
     if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
         _log(notify(outcome.record.notify, outcome.event, os.path.abspath(run_dir)))
-    if outcome.status == EXIT_WORK and not outcome.record.successor and \
-            os.environ.get(RETRY_ENV) != "0":
-        _log(start_retrier(os.path.abspath(run_dir)))
     if outcome.status == EXIT_WORK:
+        started = start_while_working(os.path.abspath(run_dir), outcome)
+        if started:
+            _log(started)
         _write("".join("export %s=%s\n" % (name, shell_quote(value)) for name, value in
                        link_exports(outcome.record, os.path.abspath(run_dir)).items()))
     return outcome.status
 
 
-def start_retrier(run_dir):
-    """Start ``retry-successor DIR`` in the background for the rest of this job (its output
-    goes nowhere: the bash prologue waits for its own stdout; the journal says what it did)."""
+def start_while_working(run_dir, outcome):
+    """Start the background step, ``while-working DIR [--again]``, as the work starts: it
+    finishes the queueing (``finish_queueing``), then retries a failed successor sbatch for the
+    rest of this job. It writes to the job's stderr until its first part is done (the bash
+    prologue waits only for its own stdout); the journal says what it did. Returns a log line."""
+    again = outcome.observation is not None and outcome.observation.source == "journal"
     try:
-        subprocess.Popen(step_command("retry-successor", run_dir), stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        subprocess.Popen(step_command("while-working", run_dir, *(["--again"] if again else [])),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          start_new_session=True)
     except OSError as error:
-        return "cannot start the sbatch retrier (%s): nothing will retry" % error
+        return ("cannot start the background step (%s): %s" % (error, "the guard of this job "
+                "queues its successor's guard when it ends" if outcome.record.successor else
+                "nothing will retry the successor's sbatch"))
+    if outcome.record.successor:
+        return None
     return ("the successor's sbatch is retried in the background while this job runs (every "
             "%d s at most; status shows it)" % RETRY_DELAYS[-1])
 
@@ -3951,12 +4012,21 @@ class LinkEnding(Exception):
     """SIGTERM reached the retrier: Slurm is ending its link (time limit, preemption, cancel)."""
 
 
-def retry_command(argv):
-    """``retry-successor DIR``: the retrier a link starts when its successor's sbatch failed.
-    SIGTERM (Slurm ends the link and signals its processes) ends its pauses with a last try."""
-    if len(argv) != 1:
-        raise ValueError("retry-successor: give DIR (a link starts this by itself)")
+def while_working_command(argv):
+    """``while-working DIR [--again]``: the background step a working link starts as its work
+    starts: ``finish_queueing``, then, if the successor's sbatch failed, the retrier, its output
+    detached. SIGTERM (Slurm ends the link and signals its processes) ends its pauses with a
+    last try."""
+    if len(argv) not in (1, 2) or argv[1:] not in ([], ["--again"]):
+        raise ValueError("while-working: give DIR [--again] (a link starts this by itself)")
     run_dir = os.path.abspath(argv[0])
+    record, warnings = finish_queueing(run_dir, os.environ, again=argv[1:] == ["--again"])
+    for warning in warnings:
+        _log(warning)
+    if record is None or record.successor or os.environ.get(RETRY_ENV) == "0":
+        return 0
+    devnull = os.open(os.devnull, os.O_WRONLY)  # the job's log is not held open for hours
+    os.dup2(devnull, 2)
     sleeping, terms = [False], []
 
     def on_term(signum, frame):
@@ -4137,7 +4207,7 @@ COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget
 # render takes the words after --; these read their own words (the in-job steps without
 # argparse; submit and resume for the sbatch options among them; argparse shows their help)
 OWN_WORDS = {"prologue": prologue_command, "finished": finished_command,
-             "retry-successor": retry_command, "guard": guard_command,
+             "while-working": while_working_command, "guard": guard_command,
              "submit": submit_command, "resume": resume_command}
 
 
@@ -4145,7 +4215,7 @@ def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] in (["prologue"], ["finished"], ["retry-successor"], ["guard"]) or (
+        if argv[:1] in (["prologue"], ["finished"], ["while-working"], ["guard"]) or (
                 argv[:1] in (["submit"], ["resume"]) and not set(argv) & {"-h", "--help"}):
             return OWN_WORDS[argv[0]](argv[1:])
         after = argv.index("--") if "--" in argv else len(argv)

@@ -871,6 +871,93 @@ def test_chaos_run_a_one_minute_link_gets_a_last_retry_before_its_end(tmp_path, 
     assert slurm.successors_of("100") == ["5000"] and max(tries_at) < 60
 
 
+def chain_at_its_second_link(tmp_path, monkeypatch, guard):
+    """A run directory whose first link 100 TIMEOUT and queued 1000 (guarded by ``guard``, or
+    not), the fake Slurm in-process; returns (run_dir, the Slurm commands made, by words)."""
+    run_dir = str(tmp_path / "run")
+    os.makedirs(run_dir)
+    store = rc.StateStore(run_dir)
+    store.write_text(rc.CHAIN_FILE, "100\n")
+    store.write_record(rc.Record(job="100", action="start", walltime=0, retries=0, max_retries=3,
+                                 max_walltime=3600, link=1, successor="1000", guard=guard,
+                                 next=rc.NextLink(TRUE_SCRIPT, [], [], "job.sh")._asdict(),
+                                 phase="queued"))
+    slurm = in_process_slurm(str(tmp_path), {"100": ("TIMEOUT", 60)})
+    cluster = fake_slurm.load(slurm.path)
+    cluster["jobs"]["100"]["in_controller"] = True
+    cluster["jobs"]["1000"] = {"state": "RUNNING", "start": "2026-11-30T01:00:00",
+                               "time_limit": 120, "dependency": "afternotok:100"}
+    if guard:
+        cluster["jobs"][guard] = {"state": "PENDING", "wrap": "guard", "dependency":
+                                  "afterany:1000"}
+    fake_slurm.save(slurm.path, cluster)
+    calls = []
+
+    def recorded(argv, *args, **kwargs):
+        words = [word for word in argv if word in ("show", "update", "--wrap") or
+                 word.startswith(("TimeLimit=", "Requeue=", "--dependency="))]
+        calls.append(" ".join([argv[0]] + words))
+        return slurm(argv, *args, **kwargs)
+    monkeypatch.setattr(rc, "run_slurm", recorded)
+    return run_dir, calls
+
+
+@pytest.mark.parametrize("guard,before_work,while_working", [
+    ("1500", ["scontrol show", "sbatch --dependency=afternotok:1000"],
+     ["sbatch --dependency=afterany:5000 --wrap", "scancel", "scontrol show",
+      "scontrol update TimeLimit=59"]),
+    (None, ["scontrol show", "sbatch --dependency=afternotok:1000",
+            "sbatch --dependency=afterany:5000 --wrap"],
+     ["scontrol show", "scontrol update TimeLimit=59", "scontrol update Requeue=0"]),
+], ids=["a guarded link", "a link without a guard of its own"])
+def test_only_the_successors_sbatch_precedes_the_work_of_a_guarded_link(
+        tmp_path, monkeypatch, guard, before_work, while_working):
+    run_dir, calls = chain_at_its_second_link(tmp_path, monkeypatch, guard)
+    outcome = rc.run_link(run_dir, rc.Settings(3, 3600), rc.NextLink(TRUE_SCRIPT, [], [], "job.sh"),
+                          {"SLURM_JOB_ID": "1000", "SLURM_JOB_DEPENDENCY": "afternotok:100"})
+    assert outcome.status == rc.EXIT_WORK and outcome.record.successor == "5000"
+    assert outcome.record.time_limit == 3540  # exported: whole minutes of what the cap leaves
+    assert calls == before_work
+    del calls[:]
+    record, warnings = rc.finish_queueing(run_dir, {"SLURM_JOB_ID": "1000"})
+    assert calls == while_working and warnings == []
+    assert rc.StateStore(run_dir).read_record() == record and record.guard == "900000"
+
+
+@pytest.mark.parametrize("successor_died", [False, True],
+                         ids=["the successor dies at launch later", "it died at launch first"])
+def test_a_link_that_ends_before_its_background_step_leaves_its_successor_to_its_own_guard(
+        tmp_path, monkeypatch, successor_died):
+    # Its guard runs when it ends: it queues the successor's guard, which replaces the successor
+    # when it dies at launch, or it replaces a successor that died already: the chain goes on.
+    run_dir, calls = chain_at_its_second_link(tmp_path, monkeypatch, "1500")
+    rc.run_link(run_dir, rc.Settings(3, 3600), rc.NextLink(TRUE_SCRIPT, [], [], "job.sh"),
+                {"SLURM_JOB_ID": "1000", "SLURM_JOB_DEPENDENCY": "afternotok:100"})
+    path = os.path.join(str(tmp_path), "cluster.json")
+
+    def ends(job_id, state):
+        cluster = fake_slurm.load(path)
+        cluster["jobs"][job_id].update(state=state, start="2026-11-30T01:00:02",
+                                       end="2026-11-30T01:00:03")
+        fake_slurm.save(path, cluster)
+    ends("1000", "NODE_FAIL")
+    if successor_died:
+        ends("5000", "NODE_FAIL")
+    clock = histories.OwnClock()
+    event, _, words = rc.guard_chain(run_dir, "1000", {"SLURM_JOB_ID": "1500"},
+                                     sleep=clock.sleep, clock=clock)
+    if not successor_died:
+        assert words == ("job 1000 ended before its successor 5000 had a guard: queued guard "
+                         "900000")
+        assert rc.StateStore(run_dir).read_record().guard == "900000"
+        ends("5000", "NODE_FAIL")
+        event, _, words = rc.guard_chain(run_dir, "5000", {"SLURM_JOB_ID": "900000"},
+                                         sleep=clock.sleep, clock=clock)
+    assert event.event == "healed" and "job 5000 died before its prologue" in words, words
+    record = rc.StateStore(run_dir).read_record()
+    assert (record.job, record.successor, record.dead_successors) == ("1000", "5001", 1)
+
+
 def test_sigterm_ends_the_retriers_pause_with_a_last_try(cluster, run_dir):
     # Slurm signals every process of a link it ends (time limit, preemption): the retrier's
     # last try queues the successor, which waits for the link's end and continues the chain.
@@ -882,7 +969,8 @@ def test_sigterm_ends_the_retriers_pause_with_a_last_try(cluster, run_dir):
     cluster.update(sbatch_error=None)  # the controller takes submissions again
     retrier = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(TRUE_SCRIPT), "..",
                                                              "resumable_chain.py"),
-                                "retry-successor", run_dir], env=cluster.env(successor),
+                                "while-working", run_dir],
+                               env=cluster.env(successor, RESUMABLE_CHAIN_SBATCH_RETRY="1"),
                                stderr=subprocess.PIPE, universal_newlines=True)
     time.sleep(1)  # in its first pause (10 s)
     retrier.send_signal(signal.SIGTERM)
