@@ -3989,19 +3989,30 @@ def prologue_command(argv):
 
 
 def start_while_working(run_dir, outcome):
-    """Start the background step, ``while-working DIR [--again]``, as the work starts: it
-    finishes the queueing (``finish_queueing``), then retries a failed successor sbatch for the
-    rest of this job. It writes to the job's stderr until its first part is done (the bash
-    prologue waits only for its own stdout); the journal says what it did. Returns a log line."""
+    """Start the background step as the work starts: a fork of this step (the interpreter and
+    the module are loaded already: no second start-up beside the work) that runs
+    ``while-working DIR [--again]``: it finishes the queueing (``finish_queueing``), then
+    retries a failed successor sbatch for the rest of this job. It writes to the job's stderr
+    until its first part is done (the bash prologue waits only for its own stdout); the journal
+    says what it did. Returns a log line, or None."""
     again = outcome.observation is not None and outcome.observation.source == "journal"
+    sys.stdout.flush()
     try:
-        subprocess.Popen(step_command("while-working", run_dir, *(["--again"] if again else [])),
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         start_new_session=True)
+        child = os.fork()
     except OSError as error:
         return ("cannot start the background step (%s): %s" % (error, "the guard of this job "
                 "queues its successor's guard when it ends" if outcome.record.successor else
                 "nothing will retry the successor's sbatch"))
+    if child == 0:
+        status = EXIT_USAGE
+        try:
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.dup2(devnull, 1)
+            status = main(["while-working", run_dir] + (["--again"] if again else []))
+        finally:
+            os._exit(status)
     if outcome.record.successor:
         return None
     return ("the successor's sbatch is retried in the background while this job runs (every "
