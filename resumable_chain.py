@@ -54,7 +54,6 @@ __all__ = [
     "decide",
     "parse_walltime",
     "parse_resumable",
-    "resumable_run_overrides",
     "render_prologue",
     "chain_status",
     "chains_status",
@@ -374,13 +373,15 @@ RECORD_FIELDS = collections.OrderedDict((
     ("successor_error", "sbatch's error when the successor could not be queued, or None"),
     ("successor_retries", "how often the link's retrier tried sbatch again (None: it did not)"),
     ("guard", "the successor's guard: a small job that runs when the successor ends (afterany) "
-              "and continues the chain if it ended before its prologue did; or None"),
+              "and continues the chain if it ended before its prologue did; queued while the "
+              "work runs (before it by a link without a guard of its own); or None"),
     ("guard_error", "sbatch's error when the guard could not be queued, or None"),
     ("guarded_by", "the guard that continues the chain if this link ends before its successor "
-                   "is queued (cancelled once it is), or None"),
+                   "and the successor's guard are queued (cancelled once they are), or None"),
     ("dead_successors", "successors of this link that died before their prologue, each replaced "
                         "by its guard (None: none)"),
-    ("time_limit", "seconds this link lowered its own time limit to, or None"),
+    ("time_limit", "seconds this link's time limit is lowered to (the whole minutes its caps "
+                   "leave; lowered while the work runs), or None"),
     ("budget_dir", "the shared walltime budget the chain draws on, or None"),
     ("notify", "the command run with /bin/sh -c for each chain event, or None; on disk only "
                "true (the command is in NOTIFY_FILE, which its owner alone can read)"),
@@ -392,8 +393,6 @@ RECORD_FIELDS = collections.OrderedDict((
 Record = collections.namedtuple("Record", list(RECORD_FIELDS))
 Record.__doc__ = "The journal: the last decision in a run directory. Fields: RECORD_FIELDS."
 Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
-# Journals written before 0.3 named two fields differently.
-OLD_RECORD_NAMES = {"predecessor_state": "state", "predecessor_elapsed": "elapsed"}
 
 Event = collections.namedtuple("Event", "event job link reason time")
 Event.__doc__ = """One chain event (EVENTS_FILE keeps them, oldest first): event (one of
@@ -625,11 +624,6 @@ def parse_sbatch_reply(text):
     return job_id, cluster or None
 
 
-def parse_sbatch_output(text):
-    """Return the job ID sbatch printed, or None."""
-    return parse_sbatch_reply(text)[0]
-
-
 def known_nodes(text):
     """A node list as Slurm prints it, or None for a job that was never given one."""
     return None if (text or "").strip() in UNKNOWN_TIMES + ("None assigned",) else text.strip()
@@ -719,10 +713,10 @@ def parse_squeue(text):
     """Return the Jobs in ``squeue -h -o SQUEUE_FORMAT`` output (malformed lines skipped)."""
     jobs = []
     for line in (text or "").splitlines():
-        fields = line.strip().split("|") + [""]  # recorded before %r was asked: no reason
-        if len(fields) not in (7, 8) or not is_job_id(fields[0]):
+        fields = line.strip().split("|")
+        if len(fields) != 7 or not is_job_id(fields[0]):
             continue
-        job_id, state, elapsed, start, limit, dependency, reason = fields[:7]
+        job_id, state, elapsed, start, limit, dependency, reason = fields
         try:
             predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
         except ValueError:
@@ -739,11 +733,6 @@ def parse_runs(text):
     runs = [line.strip().split("|") for line in (text or "").splitlines()]
     return [(state, known_nodes(nodes)) for job_id, state, nodes in
             (fields for fields in runs if len(fields) == 3) if is_job_id(job_id) and state]
-
-
-def parse_earlier_runs(text):
-    """How a requeued job's earlier runs ended: ``parse_runs`` without the newest."""
-    return parse_runs(text)[:-1]
 
 
 def parse_guard(text, job_id):
@@ -1154,7 +1143,7 @@ cancelled (the cancel mark's text or None).
 
 
 def chain_length(snapshot):
-    """Links that ran their work, from the journal (None: a chain started before 0.2)."""
+    """Links that ran their work, from the journal (None: no journal gave a link number)."""
     record = snapshot.record
     if record is None or record.link is None:
         return None
@@ -1359,9 +1348,6 @@ def events_from_json(items):
 def record_from_json(data):
     """Return the Record a journal holds (unknown keys ignored); ValueError naming the field
     when it is not one: any field of the wrong type or value makes the whole journal corrupt."""
-    if isinstance(data, dict):
-        data = dict(data, **{name: data[old] for name, old in OLD_RECORD_NAMES.items()
-                             if name not in data and old in data})
     return Record(**_checked(data, RECORD_CHECKS, RECORD_FIELDS))
 
 
@@ -2246,10 +2232,10 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None):
 
 
 def sbatch_guard(job_id, command, name, run_dir, environ):
-    """Start queueing the guard of ``job_id`` (see RECORD_FIELDS ``guard``): one CPU, a little
-    memory, a few minutes, in the partition and account of the job that queues it, running
-    ``command`` when ``job_id`` ends; no SBATCH_* defaults (a user's SBATCH_GRES must not give
-    it GPUs). Returns a function that waits for (its ID, None) or (None, sbatch's error)."""
+    """Queue the guard of ``job_id`` (see RECORD_FIELDS ``guard``): one CPU, a little memory, a
+    few minutes, in the partition and account of the job that queues it, running ``command``
+    when ``job_id`` ends; no SBATCH_* defaults (a user's SBATCH_GRES must not give it GPUs).
+    Returns (its ID, None) or (None, sbatch's error)."""
     options = ["--parsable", "--job-name=" + name, "--dependency=afterany:" + job_id,
                "--no-requeue", "--time=%d" % GUARD_MINUTES, "--ntasks=1", "--cpus-per-task=1",
                "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir, "--open-mode=append",
@@ -2257,14 +2243,10 @@ def sbatch_guard(job_id, command, name, run_dir, environ):
     options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
         ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
         if environ.get(variable)]
-    wait = run_slurm(["sbatch"] + options + ["--wrap", command], background=True)
-
-    def queued():
-        try:
-            return sbatch_answer(wait())[0], None
-        except StateError as error:
-            return None, str(error)
-    return queued
+    try:
+        return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command]))[0], None
+    except StateError as error:
+        return None, str(error)
 
 
 def queued_guard(job_id):
@@ -2528,25 +2510,25 @@ def step_command(*words):
 
 
 def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
-    """A link whose successor is queued: queue the successor's guard and cancel its own
-    (``record.guarded_by``, unless ``cancel`` is False: the guard itself calls this), at once;
-    return the record with ``guard`` and ``guard_error``. ``again``: a rerun, whose killed run
-    may have queued the guard already. A guard a failed sbatch created anyway is found, never
-    queued twice. Without a guard (the site refused it), Slurm requeues the successor if its
-    launch fails, as before guards."""
+    """A link whose successor is queued: queue the successor's guard, then cancel its own
+    (``record.guarded_by``, unless ``cancel`` is False: the guard itself calls this) once the
+    successor has one; return the record with ``guard`` and ``guard_error``. ``again``: an
+    earlier run may have queued the guard already. A guard a failed sbatch created anyway is
+    found, never queued twice. Without a guard (the site refused it), Slurm requeues the
+    successor if its launch fails, as before guards, and the link's own guard stays: it tries
+    again when the link ends (``_guard_covers``)."""
     name = (record.next or {}).get("job_name") or "resumable-chain"
     guard = again and queued_guard(record.successor)
-    queued = (lambda: (guard, None)) if guard else sbatch_guard(
+    guard, error = (guard, None) if guard else sbatch_guard(
         record.successor, " ".join(shell_quote(word) for word in step_command(
             "guard", run_dir, record.successor, *sorted(
                 "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_")))),
         GUARD_PREFIX + name, run_dir, environ)
-    if cancel and record.guarded_by:
-        scancel([record.guarded_by])  # it may have ended already: nothing to say then
-    guard, error = queued()
     if error:
         guard = queued_guard(record.successor)
         error = None if guard else error
+    if guard and cancel and record.guarded_by:
+        scancel([record.guarded_by])  # it may have ended already: nothing to say then
     if error:
         warnings.append("WARNING: could not queue a guard for job %s (%s): if it dies before "
                         "its prologue, only Slurm's requeue can start it again" % (
@@ -2564,27 +2546,19 @@ def queued_successor(job_id):
         return None, str(error)
 
 
-def clamp_time_limit(job_id, seconds, warnings, own=None):
-    """Lower this job's own time limit (users may, never raise it) to the whole minutes in
-    ``seconds``, so that a chain ends within a minute of its caps; return the new limit, or None
-    when it already fits or Slurm refused (warned). ``own``: this job, if the controller was
-    already asked."""
-    minutes = int(seconds) // 60
-    if own is None:
-        answer = controller_job(job_id)
-        if answer.job is None:
-            warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the "
-                            "%d s left of its caps" % (job_id, answer.error, seconds))
-            return None
-        own = answer.job
-    if own.time_limit is not None and own.time_limit <= minutes * 60:
-        return None
-    error = lower_time_limit(job_id, minutes)
-    if error:
-        warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
-                        % (job_id, minutes, error))
-        return None
-    return minutes * 60
+def clamp_time_limit(job_id, seconds, warnings):
+    """Lower this job's own time limit (users may, never raise it) to ``seconds`` (whole
+    minutes), so that a chain ends within a minute of its caps, unless it fits already; a
+    refusal is warned."""
+    answer = controller_job(job_id)
+    if answer.job is None:
+        warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
+                        "left of its caps" % (job_id, answer.error, seconds))
+    elif answer.job.time_limit is None or answer.job.time_limit > seconds:
+        error = lower_time_limit(job_id, seconds // 60)
+        if error:
+            warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
+                            % (job_id, seconds // 60, error))
 
 
 def settle_ended(budget, keep=(), cluster=None):
@@ -2747,14 +2721,9 @@ def _work_done_before(store, record, warnings):
 
 
 def _guarded(record, previous):
-    """The record with the guard that watches this link (its predecessor queued it). A link
-    that works unwatched after a predecessor (queued by an sbatch whose answer that one never
-    heard) is made requeueable: Slurm reruns it if its node fails before its successor is
-    queued."""
+    """The record with the guard that watches this link (its predecessor queued it), if any."""
     if previous and previous.successor == record.job:
         return record._replace(guarded_by=previous.guard)
-    if record.predecessor and record.action in WORK_ACTIONS:
-        allow_requeue(record.job)
     return record
 
 
@@ -2792,7 +2761,9 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
 def _finish_link(store, record, observation, next_link, environ, warnings, successor=None,
                  own=None):
     """Journal the end of the prologue; a working link first queues its successor (unless
-    ``successor`` is already known) and its guard, and lowers its own time limit to the caps."""
+    ``successor`` is already known). The rest waits for the work: the background step
+    (``finish_queueing``) queues the successor's guard, cancels the link's own, lowers its time
+    limit to the caps and turns requeue off, while the work runs."""
     if record.action not in WORK_ACTIONS:
         record = record._replace(phase="done")
         store.write_record(record)
@@ -2805,18 +2776,39 @@ def _finish_link(store, record, observation, next_link, environ, warnings, succe
     again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
         record.job, next_link, warnings)
+    record = record._replace(successor=successor, successor_error=error,
+                             time_limit=planned_time_limit(record, own), phase="queued")
+    if not record.guarded_by:
+        record = _unguarded(record, store.directory, environ, warnings, again)
+    store.write_record(record)
+    return Outcome(EXIT_WORK, record, observation, warnings)
+
+
+def planned_time_limit(record, own=None):
+    """The seconds (whole minutes) a working link's time limit is lowered to, so that the chain
+    ends within a minute of its caps; None without a cap, or when ``own`` (this job, if the
+    controller was asked already) fits. Users may lower a limit, never raise it."""
     caps = [seconds for seconds in (
         None if record.max_walltime is None else record.max_walltime - record.walltime,
         record.reserved) if seconds is not None]
-    limit = clamp_time_limit(record.job, min(caps), warnings, own) if caps else None
-    record = record._replace(successor=successor, successor_error=error, time_limit=limit,
-                             phase="queued")
-    if successor:
-        record = swap_guard(record, store.directory, environ, warnings, again=again)
-    store.write_record(record)
-    if successor and not record.guarded_by:
-        requeue_off(record.job, warnings)
-    return Outcome(EXIT_WORK, record, observation, warnings)
+    limit = int(min(caps)) // 60 * 60 if caps else None
+    if limit is None or own is not None and own.time_limit is not None and \
+            own.time_limit <= limit:
+        return None
+    return limit
+
+
+def _unguarded(record, run_dir, environ, warnings, again):
+    """The one part of the background step a link without a guard of its own (a first job, a
+    resumed link, one whose predecessor's guard sbatch failed) does before its work: no guard
+    would finish it if the link ended within a second. Its successor's guard is queued now (a
+    successor that then died at launch would leave nothing to continue the chain); with no
+    successor, Slurm may requeue the link (a node failure reruns it, and the rerun queues one)."""
+    if record.successor:
+        return swap_guard(record, run_dir, environ, warnings, again=again)
+    if record.predecessor:  # a first job or a resumed link was queued --requeue already
+        allow_requeue(record.job)
+    return record
 
 
 def requeue_off(job_id, warnings):
@@ -2841,8 +2833,6 @@ def _same_link_again(store, snapshot, next_link, environ, warnings):
                               "counted again" % (record.job,
                                                  environ.get("SLURM_RESTART_COUNT", "0")))
     if record.action not in WORK_ACTIONS or (record.phase == "queued" and record.successor):
-        if record.action in WORK_ACTIONS:  # requeued (by a person, with Requeue=1): off again
-            requeue_off(record.job, warnings)
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings)
     successor, error = queued_successor(record.job)
     if error:
@@ -2872,6 +2862,29 @@ def journal_event(store, event, warnings):
     except StateError as error:
         warnings.append("event %s not journaled, not notified: %s" % (event.event, error))
         return None
+
+
+def finish_queueing(run_dir, environ, again=False):
+    """The background step's first part, as the work starts (the in-job step starts the step
+    once its successor is queued): what queueing the successor left to do, bounded (a few Slurm
+    commands, each with its timeout). Under the lock and journaled: the successor's guard, then
+    the cancel of this link's own guard (until then that one finishes this, ``_guard_covers``,
+    if the link ends first). Then this link's time limit and, for a link that Slurm may requeue
+    (unguarded, or run ``again``: a person may have requeued it), requeue off: its successor
+    continues the chain. Returns (the record, or None if the chain went on; warnings)."""
+    job_id, store, warnings = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir), []
+    with store.locked():
+        record = store.read_record()
+        if record is None or record.job != job_id or record.action not in WORK_ACTIONS:
+            return None, warnings  # the chain went on, or ended: nothing left for this link
+        if record.successor and record.guard is None:
+            record = swap_guard(record, run_dir, environ, warnings, again=again)
+            store.write_record(record)
+    if record.time_limit:
+        clamp_time_limit(job_id, record.time_limit, warnings)
+    if record.successor and (again or not record.guarded_by):
+        requeue_off(job_id, warnings)
+    return record, warnings
 
 
 def work_finished(run_dir, environ, now=time.time):
@@ -3018,6 +3031,9 @@ def _guard_once(store, job_id, environ, final):
         if snapshot.cancelled or record is None or job_id not in (record.job, record.successor):
             return True, (None, None, "nothing to guard: the chain %s" % (
                 "was cancelled" if snapshot.cancelled else "went on without job %s" % job_id))
+        if record.job == job_id and record.successor and record.guard is None and \
+                record.action in WORK_ACTIONS:
+            return _guard_covers(store, record, environ, final)
         if record.job == job_id and (record.action not in WORK_ACTIONS or record.successor):
             return True, (None, None, "nothing to guard: job %s ran its prologue and %s" % (
                 job_id, "queued job %s" % record.successor if record.successor
@@ -3033,6 +3049,28 @@ def _guard_once(store, job_id, environ, final):
         if record.job == job_id:
             return _guard_ran(store, record, job, environ, final)
         return _guard_died(store, record, job, environ, final)
+
+
+def _guard_covers(store, record, environ, final):
+    """The guarded link queued its successor but ended before its background step queued the
+    successor's guard (or that sbatch failed): be that guard. A successor that died already is
+    replaced now; otherwise its guard is queued. Returns (whether it is over, (event, command,
+    words))."""
+    successor = ended_job(record.successor)
+    if successor is not None and is_final(successor.state):
+        return _guard_died(store, record, successor, environ, final)
+    warnings = []
+    covered = swap_guard(record, store.directory, environ, warnings, cancel=False, again=True)
+    words = "job %s ended before its successor %s had a guard" % (record.job, record.successor)
+    if covered.guard or final:
+        store.write_record(covered)
+    if covered.guard:
+        return True, (None, None, "%s: queued guard %s" % (words, covered.guard))
+    if final:
+        return True, _guard_gives_up(store, record, "%s; none could be queued (%s)" % (
+            words, covered.guard_error))
+    return False, (None, None, "%s; sbatch failed (%s), trying again" % (
+        words, covered.guard_error))
 
 
 def _guard_ran(store, record, job, environ, final):
@@ -3184,9 +3222,8 @@ def check_budget_dir(budget_dir):
     return budget_dir
 
 
-def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
-                    script=None, sbatch_args=(), python="python3", budget_dir=None,
-                    benchmark_dir=None, notify=None):
+def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
+                    script=None, sbatch_args=(), python="python3", budget_dir=None, notify=None):
     """Return the bash snippet a job script puts after its #SBATCH lines, before any work.
 
     It runs this module's in-job step and exits the job when the chain ends
@@ -3198,12 +3235,9 @@ def render_prologue(run_dir=None, *, max_retries=DEFAULT_MAX_RETRIES, max_wallti
     EXIT trap that reports a finished chain when the job exits 0. Works with
     and without ``set -euo pipefail``; every value is shell-quoted. Creates
     the run directory (Slurm opens ``--output`` files in it before the
-    prologue runs). ``benchmark_dir`` is run_dir's older name.
+    prologue runs).
     """
-    if (run_dir is None) == (benchmark_dir is None):
-        raise ValueError("render_prologue needs the run directory: run_dir (or benchmark_dir, "
-                         "its older name), not both")
-    run_dir = check_path(benchmark_dir if run_dir is None else run_dir, "run_dir")
+    run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ValueError("run directory %s exists and is not a directory" % run_dir)
     if not isinstance(python, str) or not python.strip() or "\0" in python:
@@ -3670,20 +3704,6 @@ def needs_attention(status):
     return None
 
 
-def stop_cause(record):
-    """Why a chain ended (a key of STOP_CAUSES), or None. Journals before 0.3 did not record
-    it: theirs is read from their data."""
-    if record.cause is not None or record.action in WORK_ACTIONS:
-        return record.cause
-    if record.action != "stop":
-        return {"complete": "completed", "fail": "max_retries"}[record.action]
-    if base_state(record.predecessor_state) == "CANCELLED":
-        return "cancelled"
-    capped = (record.max_walltime is not None
-              and record.max_walltime - record.walltime < MIN_TIME_LIMIT)
-    return "max_walltime" if capped else "budget" if record.budget_dir else None
-
-
 def _verdict(record, rows, status, chain):
     """Return (the verdict's word, the verdict, what to do next or None). The words: running,
     waiting, finished, stopped, failed, broken, unknown."""
@@ -3752,7 +3772,7 @@ def _submit_again(submitted, run_dir):
         words += ["--budget-dir", submitted["budget_dir"]]
     if isinstance(submitted.get("notify"), str):  # a 0.5 record (now NOTIFY_FILE, owner only)
         words += ["--notify", submitted["notify"]]
-    words += list(submitted.get("sbatch_args") or submitted.get("sbatch_options") or [])
+    words += list(submitted.get("sbatch_args") or [])
     words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
     return "its first job never ran: " + " ".join(shell_quote(word) for word in words)
 
@@ -3761,7 +3781,7 @@ def _ended_verdict(record, rows, resume):
     """The verdict of a chain whose last record ended it, by its cause."""
     # sacct says who cancelled the predecessor (the controller, which the link asked, does not)
     predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
-    cause = stop_cause(record)
+    cause = record.cause
     if cause not in STOP_CAUSES or (cause == "cancelled" and not predecessor):
         cause = None  # a cause of a newer version, or who cancelled is unknown
     words = dict(record._asdict(), resume=resume, cancelled_by=_state_words(
@@ -4135,8 +4155,7 @@ def _resumable_record(store, snapshot, submitted, cluster):
         raise StateError("nothing to resume in %s: %s" % (
             store.directory, _submit_again(submitted, store.directory)))
     if previous is None:
-        raise StateError("%s has no journal (%s): it was not started by resumable_chain 0.2 "
-                         "or later; use submit to start a new chain"
+        raise StateError("%s has no journal (%s): use submit to start a new chain"
                          % (store.directory, JOURNAL_FILE))
     if previous.action == "complete":
         raise StateError("the chain in %s finished (job %s found its predecessor COMPLETED): "
@@ -4164,8 +4183,8 @@ def _recorded_next_link(store, previous):
     """How the chain's links are queued, as its journal recorded it (script, options, ...)."""
     spec = previous.next or {}
     if not spec.get("script"):
-        raise StateError("the chain did not record how to queue its next link (started before "
-                         "resumable_chain 0.2); use submit to start a new chain")
+        raise StateError("the chain did not record how to queue its next link; use submit to "
+                         "start a new chain")
     spec = NextLink(spec["script"], list(spec.get("sbatch_args") or ()),
                     list(spec.get("script_args") or ()), spec.get("job_name"), spec.get("workdir"))
     spec = spec._replace(script=runnable_script(store, spec.script))
@@ -4178,40 +4197,7 @@ def _recorded_next_link(store, previous):
 
 
 # ---------------------------------------------------------------------------
-# 9. Driver helpers
-# ---------------------------------------------------------------------------
-
-
-def resumable_run_overrides(benchmark, executor):
-    """Return a copy of a resumable benchmark's ``run`` overrides with resume_from_cache.
-
-    ``benchmark`` is the benchmark's settings mapping (with ``resumable`` and
-    ``run``); ``resume_from_cache: true`` is added unless the user set it. Without a
-    ``resumable`` setting the copy is returned unchanged (the benchmark is not resumable).
-    Raises ValueError when the executor is not Slurm or the benchmark uses a
-    ``command`` (resuming relies on the eval cache). The input is not changed.
-    """
-    import copy
-    if not isinstance(benchmark, dict) and not hasattr(benchmark, "keys"):
-        raise ValueError("benchmark settings must be a mapping, got %r" % (benchmark,))
-    run = benchmark.get("run") or {}
-    if not isinstance(run, dict) and not hasattr(run, "keys"):
-        raise ValueError("benchmark run must be a mapping, got %r" % (run,))
-    overrides = copy.deepcopy(dict(run))
-    if parse_resumable(benchmark.get("resumable")) is None:
-        return overrides
-    if str(executor).strip().lower() != "slurm":
-        raise ValueError("resumable needs the slurm executor, not %r: only Slurm jobs can "
-                         "chain themselves" % (executor,))
-    if benchmark.get("command") is not None:
-        raise ValueError("resumable does not work with a benchmark command: resuming "
-                         "relies on gym eval run's cache; remove command or resumable")
-    overrides.setdefault("resume_from_cache", True)
-    return overrides
-
-
-# ---------------------------------------------------------------------------
-# 10. Command line: one argparse parser for the user's commands; all printing is here
+# 9. Command line: one argparse parser for the user's commands; all printing is here
 # ---------------------------------------------------------------------------
 
 OWN_SUBMIT_VALUES = frozenset(("--max-retries", "--max-walltime", "--python", "--budget-dir",
@@ -4581,24 +4567,42 @@ def prologue_command(argv):
     _log(describe_link(outcome))
     if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
         _log(notify(outcome.record.notify, outcome.event, os.path.abspath(run_dir)))
-    if outcome.status == EXIT_WORK and not outcome.record.successor and \
-            os.environ.get(RETRY_ENV) != "0":
-        _log(start_retrier(os.path.abspath(run_dir)))
     if outcome.status == EXIT_WORK:
+        started = start_while_working(os.path.abspath(run_dir), outcome)
+        if started:
+            _log(started)
         _write("".join("export %s=%s\n" % (name, shell_quote(value)) for name, value in
                        link_exports(outcome.record, os.path.abspath(run_dir)).items()))
     return outcome.status
 
 
-def start_retrier(run_dir):
-    """Start ``retry-successor DIR`` in the background for the rest of this job (its output
-    goes nowhere: the bash prologue waits for its own stdout; the journal says what it did)."""
+def start_while_working(run_dir, outcome):
+    """Start the background step as the work starts: a fork of this step (the interpreter and
+    the module are loaded already: no second start-up beside the work) that runs
+    ``while-working DIR [--again]``: it finishes the queueing (``finish_queueing``), then
+    retries a failed successor sbatch for the rest of this job. It writes to the job's stderr
+    until its first part is done (the bash prologue waits only for its own stdout); the journal
+    says what it did. Returns a log line, or None."""
+    again = outcome.observation is not None and outcome.observation.source == "journal"
+    sys.stdout.flush()
     try:
-        subprocess.Popen(step_command("retry-successor", run_dir), stdin=subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+        child = os.fork()
     except OSError as error:
-        return "cannot start the sbatch retrier (%s): nothing will retry" % error
+        return ("cannot start the background step (%s): %s" % (error, "the guard of this job "
+                "queues its successor's guard when it ends" if outcome.record.successor else
+                "nothing will retry the successor's sbatch"))
+    if child == 0:
+        status = EXIT_USAGE
+        try:
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.dup2(devnull, 1)
+            status = main(["while-working", run_dir] + (["--again"] if again else []))
+        finally:
+            os._exit(status)
+    if outcome.record.successor:
+        return None
     return ("the successor's sbatch is retried in the background while this job runs (every "
             "%d s at most; status shows it)" % RETRY_DELAYS[-1])
 
@@ -4607,12 +4611,21 @@ class LinkEnding(Exception):
     """SIGTERM reached the retrier: Slurm is ending its link (time limit, preemption, cancel)."""
 
 
-def retry_command(argv):
-    """``retry-successor DIR``: the retrier a link starts when its successor's sbatch failed.
-    SIGTERM (Slurm ends the link and signals its processes) ends its pauses with a last try."""
-    if len(argv) != 1:
-        raise ValueError("retry-successor: give DIR (a link starts this by itself)")
+def while_working_command(argv):
+    """``while-working DIR [--again]``: the background step a working link starts as its work
+    starts: ``finish_queueing``, then, if the successor's sbatch failed, the retrier, its output
+    detached. SIGTERM (Slurm ends the link and signals its processes) ends its pauses with a
+    last try."""
+    if len(argv) not in (1, 2) or argv[1:] not in ([], ["--again"]):
+        raise ValueError("while-working: give DIR [--again] (a link starts this by itself)")
     run_dir = os.path.abspath(argv[0])
+    record, warnings = finish_queueing(run_dir, os.environ, again=argv[1:] == ["--again"])
+    for warning in warnings:
+        _log(warning)
+    if record is None or record.successor or os.environ.get(RETRY_ENV) == "0":
+        return 0
+    devnull = os.open(os.devnull, os.O_WRONLY)  # the job's log is not held open for hours
+    os.dup2(devnull, 2)
     sleeping, terms = [False], []
 
     def on_term(signum, frame):
@@ -4793,7 +4806,7 @@ COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget
 # render takes the words after --; these read their own words (the in-job steps without
 # argparse; submit and resume for the sbatch options among them; argparse shows their help)
 OWN_WORDS = {"prologue": prologue_command, "finished": finished_command,
-             "retry-successor": retry_command, "guard": guard_command,
+             "while-working": while_working_command, "guard": guard_command,
              "submit": submit_command, "resume": resume_command}
 
 
@@ -4823,7 +4836,7 @@ def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] in (["prologue"], ["finished"], ["retry-successor"], ["guard"]) or (
+        if argv[:1] in (["prologue"], ["finished"], ["while-working"], ["guard"]) or (
                 argv[:1] in (["submit"], ["resume"]) and not set(argv) & {"-h", "--help"}):
             return OWN_WORDS[argv[0]](argv[1:])
         after = argv.index("--") if "--" in argv else len(argv)

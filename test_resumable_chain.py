@@ -105,22 +105,6 @@ def test_plan_link_records_why_the_chain_ended(situation, state, max_walltime, a
     assert cause is None or cause in rc.STOP_CAUSES
 
 
-@pytest.mark.parametrize("situation,old_journal,cause", [
-    ("stopped at the cap", {"action": "stop", "state": "TIMEOUT", "walltime": 100,
-                            "max_walltime": 100}, "max_walltime"),
-    ("stopped by a cancel", {"action": "stop", "state": "CANCELLED by 0", "walltime": 5},
-     "cancelled"),
-    ("stopped by the shared budget", {"action": "stop", "state": "TIMEOUT", "walltime": 5,
-                                      "budget_dir": "/b"}, "budget"),
-    ("failed", {"action": "fail", "state": "FAILED", "walltime": 5}, "max_retries"),
-])
-def test_a_journal_from_before_the_cause_field_gets_its_cause_from_its_data(
-        situation, old_journal, cause):
-    record = rc.record_from_json(dict(old_journal, job="9", reason="any words at all"))
-    assert record.predecessor_state == old_journal["state"]  # the field's old name is read
-    assert rc.stop_cause(record) == cause
-
-
 # --------------------------------------------------------------------------- parsers
 
 WALLTIMES = [
@@ -180,21 +164,35 @@ def test_parse_resumable_rejects(value, named):
     assert named in str(error.value)
 
 
+def driver_example():
+    """resumable_run_overrides, as docs/driver-example.md shows it (its first python block)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "docs", "driver-example.md")
+    with open(path, encoding="utf-8") as page:
+        code = page.read().split("```python\n")[1].split("```")[0]
+    namespace = {}
+    exec(compile(code, path, "exec"), namespace)
+    return namespace["resumable_run_overrides"]
+
+
 def test_run_overrides_add_resume_from_cache_without_mutating():
     benchmark = {"resumable": True, "run": {"config_paths": ["a.yaml"], "limit": 5}}
     before = json.dumps(benchmark, sort_keys=True)
-    overrides = rc.resumable_run_overrides(benchmark, "slurm")
+    overrides = driver_example()(benchmark, "slurm")
     assert overrides == {"config_paths": ["a.yaml"], "limit": 5, "resume_from_cache": True}
     assert json.dumps(benchmark, sort_keys=True) == before
     overrides["config_paths"].append("b.yaml")
     assert benchmark["run"]["config_paths"] == ["a.yaml"]
 
 
-def test_run_overrides_keep_user_choice_and_ignore_non_resumable():
-    assert rc.resumable_run_overrides({"resumable": {"max_retries": 1},
-                                       "run": {"resume_from_cache": False}}, "Slurm") == \
-        {"resume_from_cache": False}
-    assert rc.resumable_run_overrides({"run": {"x": 1}}, "local") == {"x": 1}
+@pytest.mark.parametrize("settings,executor,expected", [
+    ({"resumable": {"max_retries": 1}, "run": {"resume_from_cache": False}}, "Slurm",
+     {"resume_from_cache": False}),
+    ({"run": {"x": 1}}, "local", {"x": 1}),
+    ({"resumable": None, "command": "python eval.py", "run": {"x": 1}}, "local", {"x": 1}),
+], ids=["the user's choice is kept", "unset: nothing changes", "off: nothing is refused"])
+def test_run_overrides_keep_the_users_choice_and_leave_a_run_that_is_not_resumable_alone(
+        settings, executor, expected):
+    assert driver_example()(settings, executor) == expected
 
 
 @pytest.mark.parametrize("settings,executor,message", [
@@ -204,7 +202,7 @@ def test_run_overrides_keep_user_choice_and_ignore_non_resumable():
 ], ids=["not slurm", "benchmark command", "bad setting"])
 def test_run_overrides_reject(settings, executor, message):
     with pytest.raises(ValueError) as error:
-        rc.resumable_run_overrides(settings, executor)
+        driver_example()(settings, executor)
     assert message in str(error.value)
 
 
@@ -387,6 +385,16 @@ def recorded(name):
     return command, status, "\n".join(lines[2:split]), "\n".join(lines[split + 1:])
 
 
+def parse_sbatch_output(text):
+    """The job ID sbatch printed, or None."""
+    return rc.parse_sbatch_reply(text)[0]
+
+
+def parse_earlier_runs(text):
+    """How a requeued job's earlier runs ended: ``rc.parse_runs`` without the newest."""
+    return rc.parse_runs(text)[:-1]
+
+
 @pytest.mark.parametrize("release,held", [("22.05", "1728"), ("24.11", "197"), ("26.05", "716")])
 def test_parse_held_by_script_finds_only_the_held_job_running_that_script(release, held):
     # Recorded: a held job running job.sh, its pending dependent, a held job of another script.
@@ -398,9 +406,9 @@ def test_parse_held_by_script_finds_only_the_held_job_running_that_script(releas
 @pytest.mark.parametrize("release", RELEASES)
 def test_parse_earlier_runs_tells_how_a_requeued_job_died_before(release):
     # Recorded: a successor whose node failed during its launch, requeued, then COMPLETED.
-    assert rc.parse_earlier_runs(recorded(release + "/sacct-requeued-at-launch")[2]) == [
+    assert parse_earlier_runs(recorded(release + "/sacct-requeued-at-launch")[2]) == [
         ("NODE_FAIL", "vm")]
-    assert rc.parse_earlier_runs("") == [] and rc.parse_earlier_runs("7|RUNNING|vm\n") == []
+    assert parse_earlier_runs("") == [] and parse_earlier_runs("7|RUNNING|vm\n") == []
 
 
 @pytest.mark.parametrize("release,state", [("22.05", "CANCELLED"), ("24.11", "CANCELLED by 0"),
@@ -476,7 +484,7 @@ def test_recorded_23_02_and_later_refuse_a_dependency_on_an_unknown_job(release)
     # Why resume queues its link held and without a dependency (Slurm 23.02 and later).
     command, status, stdout, stderr = recorded(release + "/sbatch-unknown-dependency")
     assert "--dependency=afternotok:999999" in command and status == 1
-    assert rc.parse_sbatch_output(stdout) is None
+    assert parse_sbatch_output(stdout) is None
     assert rc.last_line(stderr) == "sbatch: error: Batch job submission failed: Job dependency problem"
 
 
@@ -529,18 +537,25 @@ def test_parse_recorded_squeue():
     _, _, stdout, _ = recorded("22.05/squeue-chain")
     assert [(job.job_id, job.state, job.elapsed, job.start, job.time_limit)
             for job in rc.parse_squeue(stdout)] == [
-        ("121", "PENDING", 0, None, None), ("119", "RUNNING", 9, "2026-11-30T16:09:19", 60)]
+        ("7", "PENDING", 0, None, 120), ("4", "RUNNING", 18, "2026-12-02T00:06:55", 120)]
     _, _, stdout, _ = recorded("22.05/squeue-pending-dependents")
-    assert [(job.job_id, job.predecessor) for job in rc.parse_squeue(stdout)] == [
-        ("115", "104"), ("122", "119"), ("121", None)]
+    assert [(job.job_id, job.predecessor) for job in rc.parse_squeue(stdout)][:2] == [
+        ("7", "4"), ("11", None)]  # a guard waits afterany: it continues no link
+
+
+@pytest.mark.parametrize("line", ["7|PENDING|0:00|N/A|2:00|afternotok:4(unfulfilled)",
+                                  "7|PENDING|0:00|N/A|2:00|afternotok:4|Dependency|x"],
+                         ids=["a field short", "a field too many"])
+def test_parse_squeue_skips_a_line_not_in_its_format(line):
+    assert rc.parse_squeue(line + "\n") == []
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_parse_recorded_sbatch(release):
     _, status, stdout, _ = recorded(release + "/sbatch-parsable")
-    assert status == 0 and rc.parse_sbatch_output(stdout) == stdout.strip()
+    assert status == 0 and parse_sbatch_output(stdout) == stdout.strip()
     _, status, stdout, stderr = recorded(release + "/sbatch-refused")
-    assert status == 1 and rc.parse_sbatch_output(stdout) is None
+    assert status == 1 and parse_sbatch_output(stdout) is None
     assert rc.last_line(stderr) == ("sbatch: error: Batch job submission failed: Invalid "
                                     "partition name specified")
 
@@ -564,7 +579,8 @@ def as_fake_job(job, earlier=()):
             "end": job.end or "Unknown", "submit": job.submit or "2026-11-30T00:00:00",
             "time_limit": "UNLIMITED" if job.time_limit is None else job.time_limit // 60,
             "dependency": "afternotok:%s" % job.predecessor if job.predecessor else "",
-            "held": job.reason == "JobHeldUser", "exit_code": job.exit_code or "0:0",
+            "held": job.reason == "JobHeldUser", "reason": job.reason,
+            "exit_code": job.exit_code or "0:0",
             "nodes": job.nodes or "", "runs": [as_fake_job(run) for run in earlier] or [{}] * (job.restarts or 0)}
 
 
@@ -577,7 +593,7 @@ def understood(command, status, stdout, stderr):
     elif command == "squeue":
         answer = {job.job_id: job for job in rc.parse_squeue(stdout)}
     else:
-        answer = rc.parse_sbatch_output(stdout)
+        answer = parse_sbatch_output(stdout)
     return status, answer, rc.last_line(stderr) if status else None
 
 
@@ -692,7 +708,7 @@ def test_cli_help_has_an_example(capsys, command):
     ("sbatch: warning: x\n", None), ("", None), ("12 34", None), ("0\n", None),
 ], ids=["parsable", "with cluster", "plain", "warning only", "empty", "two numbers", "zero"])
 def test_parse_sbatch_output(text, expected):
-    assert rc.parse_sbatch_output(text) == expected
+    assert parse_sbatch_output(text) == expected
 
 
 def test_parse_sacct_tolerates_fewer_fields():
@@ -796,14 +812,11 @@ def test_state_json_refuses_what_is_not_json(text):
         rc.load_json(text)
 
 
-def test_render_prologue_takes_run_dir_by_name_and_by_its_older_name(tmp_path):
+def test_render_prologue_takes_run_dir_by_position_and_by_name(tmp_path):
     run_dir = str(tmp_path / "run")
-    by_position = rc.render_prologue(run_dir)
-    assert rc.render_prologue(run_dir=run_dir) == by_position
-    assert rc.render_prologue(benchmark_dir=run_dir) == by_position
-    for wrong in ({}, {"run_dir": run_dir, "benchmark_dir": run_dir}):
-        with pytest.raises(ValueError, match="run_dir"):
-            rc.render_prologue(**wrong)
+    assert rc.render_prologue(run_dir=run_dir) == rc.render_prologue(run_dir)
+    with pytest.raises(TypeError):
+        rc.render_prologue(benchmark_dir=run_dir)  # its name before 0.3 is gone
 
 
 def test_render_prologue_creates_the_run_directory_for_output_files(tmp_path):

@@ -101,6 +101,7 @@ class Harness(object):
                 handle.write(replay)
             os.chmod(path, 0o755)
         self.calls = os.path.join(root, "calls")
+        self.work_at = os.path.join(root, "work-at")
         self.next_job = {"ours": 100, "baseline": 500000}  # two chains: job IDs apart
         self.last = {}
         self.scripts = {"ours": self._script("ours"), "baseline": self._script("baseline")}
@@ -117,11 +118,13 @@ class Harness(object):
                         % (BASH, BASELINE, rc.shell_quote(run_dir)))
         path = os.path.join(self.root, kind + ".sh")
         with open(path, "w") as handle:
-            handle.write("#!/bin/bash\n" + prologue + "exit 0\n")
+            handle.write("#!/bin/bash\n" + prologue + WORK)
         return path
 
     def link(self, kind, lag=None, controller_knows=False, first=False, **extra):
-        """Run one link; return (seconds from start to work, {command: calls})."""
+        """Run one link; return (seconds from start to work, {command: calls}). The link's
+        background step (ours) ends before the next link starts, as it does between real links;
+        its Slurm calls are counted with the link's."""
         job, predecessor = self.next_job[kind], self.last.get(kind)
         self.next_job[kind] += 1
         self.last[kind] = job
@@ -132,7 +135,8 @@ class Harness(object):
                    "SLURM_JOB_NAME": "bench", "SLURM_JOB_DEPENDENCY": "afternotok:%s" % predecessor,
                    "BENCH_CALLS": self.calls, "BENCH_NEXT_ID": str(job + 1),
                    "BENCH_PREDECESSOR": str(predecessor),
-                   "BENCH_CONTROLLER_KNOWS": "1" if controller_knows else "0"}
+                   "BENCH_CONTROLLER_KNOWS": "1" if controller_knows else "0",
+                   "BENCH_WORK_AT": self.work_at}
         environ.update(extra)
         if first:
             del environ["SLURM_JOB_DEPENDENCY"]
@@ -141,7 +145,7 @@ class Harness(object):
             environ["BENCH_VISIBLE_AT"] = "%.3f" % (started + lag)
         result = subprocess.run([BASH, self.scripts[kind]], env=environ, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, universal_newlines=True)
-        elapsed = time.time() - started
+        elapsed = work_started(self.work_at) - started
         if result.returncode != 0:
             raise SystemExit("%s link failed: %s" % (kind, result.stderr.strip()))
         counts = {}
@@ -150,6 +154,16 @@ class Harness(object):
                 for line in handle:
                     counts[line.strip()] = counts.get(line.strip(), 0) + 1
         return elapsed, counts
+
+
+# The work: it notes when it started (bash's clock, no process): a background step the prologue
+# left running (it holds stderr until its first part is done) is not time to work.
+WORK = 'echo "$EPOCHREALTIME" > "$BENCH_WORK_AT"\nexit 0\n'
+
+
+def work_started(path):
+    with open(path) as handle:
+        return float(handle.read().strip().replace(",", "."))
 
 
 LOADED_ONLY = rc.BOOTSTRAP.replace("sys.exit(m.main(sys.argv[1:]))", "pass")
@@ -261,6 +275,7 @@ def real_time_to_work(repeats):
     root = tempfile.mkdtemp(prefix="rc-bench-ttw-")
     predecessor = sbatch("-J", "rc-bench-pred", "--wrap", "exit 3")
     holder = sbatch("-J", "rc-bench-holder", "--hold", "--wrap", "true")
+    guard = sbatch("-J", "rc-bench-guard", "--hold", "--wrap", "true")  # the link's own guard
     deadline = time.time() + 60
     while "JobState=FAILED" not in subprocess.run(
             ["scontrol", "show", "job", "-o", predecessor], stdout=subprocess.PIPE,
@@ -272,9 +287,10 @@ def real_time_to_work(repeats):
     with open(script, "w") as handle:
         handle.write("#!/bin/bash\n" + rc.render_prologue(
             os.path.join(root, "run"), python=sys.executable).replace(
-            rc.shell_quote(os.path.join(root, "run")), '"$RUN_DIR"') + "exit 0\n")
+            rc.shell_quote(os.path.join(root, "run")), '"$RUN_DIR"') + WORK)
     environ = dict(os.environ, SLURM_JOB_ID=holder, SLURM_JOB_NAME="rc-bench-succ",
-                   SLURM_JOB_DEPENDENCY="afternotok:%s" % predecessor)
+                   SLURM_JOB_DEPENDENCY="afternotok:%s" % predecessor,
+                   BENCH_WORK_AT=os.path.join(root, "work-at"))
     samples = {"ours": [], "baseline": []}
     try:
         for number in range(repeats):
@@ -282,19 +298,23 @@ def real_time_to_work(repeats):
             os.makedirs(run_dir)
             store = rc.StateStore(run_dir)  # a chain whose last link is the predecessor
             store.write_text(rc.CHAIN_FILE, predecessor + "\n")
+            # The common case: the predecessor queued this link and its guard.
             store.write_record(rc.Record(job=predecessor, action="start", walltime=0, retries=0,
-                                         max_retries=3, link=1, successor=holder, phase="queued"))
+                                         max_retries=3, link=1, successor=holder, guard=guard,
+                                         phase="queued"))
             for kind, argv in (("ours", [BASH, script]),
                                ("baseline", [BASH, BASELINE, run_dir + "-baseline", "3"])):
                 started = time.time()
                 result = subprocess.run(argv, env=dict(environ, RUN_DIR=run_dir),
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         universal_newlines=True)
-                samples[kind].append(time.time() - started)
+                ended = work_started(environ["BENCH_WORK_AT"]) if kind == "ours" else time.time()
+                samples[kind].append(ended - started)
                 if result.returncode != 0:
                     raise SystemExit("%s failed on the cluster: %s" % (kind, result.stderr))
     finally:
-        for name in ("rc-bench-succ", "baseline_prologue.sh", "rc-bench-holder"):
+        for name in ("rc-bench-succ-guard", "rc-bench-succ", "baseline_prologue.sh",
+                     "rc-bench-holder", "rc-bench-guard"):
             subprocess.run(["scancel", "--name", name], stderr=subprocess.DEVNULL)
         shutil.rmtree(root, ignore_errors=True)
     return {kind: statistics.median(values) for kind, values in samples.items()}
@@ -418,9 +438,10 @@ def main(argv=None):
     lines += ["", "`bare -I -S` is `python -I -S -c pass`, the floor of any isolated Python "
               "prologue; `module loaded` is the prologue's interpreter with the module's standard "
               "library imports (json, subprocess, ...) and the module loaded, doing nothing: the "
-              "floor of this module without private modules. Ours adds four Slurm commands "
-              "(the predecessor's lookup while the state files are read, the successor's "
-              "sbatch, then its guard's sbatch beside the scancel of the link's own guard). "
+              "floor of this module without private modules. Before its work ours adds two Slurm "
+              "commands (the predecessor's lookup while the state files are read, the "
+              "successor's sbatch) and starts its background step, which queues the "
+              "successor's guard and cancels the link's own while the work runs. "
               "Target: ours at most 2.0x the baseline.", ""]
 
     lags = (0, 1) if options.smoke else LAGS
@@ -465,8 +486,9 @@ def main(argv=None):
         for kind in ("ours", "baseline"):
             lines.append("| %s | %.1f ms | %.2fx |" % (kind, real[kind] * 1000,
                                                        real[kind] / real["baseline"]))
-        lines += ["", "Target: ours at most 0.3x the baseline (which pays two sacct calls).", "",
-                  "### 6. Real cluster", "",
+        lines += ["", "A link its predecessor queued and guarded, the common case. Target: ours "
+                  "at most 0.2x the baseline (which pays two sacct calls).", "",
+                  "## 6. Real cluster", "",
                   "Median seconds from a link's end (sacct End, whole seconds) to its successor's "
                   "work start over %d links: %.2f s. Target: under 3 s." % (count, latency), ""]
         chains = 10 if options.smoke else 50

@@ -58,6 +58,7 @@ FAULTS = {
     "duplicate start": 0.04,  # the same job's prologue runs twice
     "requeue of the running link": 0.03,  # a person or Slurm requeues the link while it works
     "node failure before the retrier heals": 0.3,  # of a link whose successor's sbatch failed
+    "ends before its background step": 0.03,  # preempted or its node fails within a second
     "status": 0.15,  # status from another node, at any time
     "cancel": 0.015,  # a person cancels the chain: a deliberate stop
     "resume": 0.05,  # a person runs resume (refused unless the chain ended)
@@ -368,6 +369,14 @@ class History(object):
             self.fail(1, "job %s works while job %s still works" % (job_id, self.working))
         self.working = job_id
         limit = int(self.jobs()[job_id].get("time_limit") or 60) * 60
+        if self.fault("ends before its background step"):
+            end = self.rng.choice(("NODE_FAIL", "PREEMPTED"))
+            self.log("job %s: %s within a second of its work, before its background step ran"
+                     % (job_id, end))
+            if end == "NODE_FAIL":
+                return self.node_failure(job_id, 1)
+            return self.end(job_id, end, 1, work=True)
+        self.background(job_id, outcome)
         if outcome.record.successor is None and self.fault(
                 "node failure before the retrier heals"):
             return self.node_failure(job_id, self.rng.randint(1, 9))
@@ -418,6 +427,13 @@ class History(object):
             code = int(end.split()[1])  # 76: the chain stops if the next link sees it (cause work)
             return self.end(job_id, "FAILED", elapsed, exit_code="%d:0" % code, work=True)
         return self.end(job_id, end, elapsed, work=True)
+
+    def background(self, job_id, outcome):
+        """The first part of the background step a working link starts as its work starts."""
+        again = outcome.observation is not None and outcome.observation.source == "journal"
+        record, _ = rc.finish_queueing(self.run_dir, {"SLURM_JOB_ID": job_id}, again=again)
+        self.log("  background step of job %s: %s" % (job_id, "guard %s of successor %s" % (
+            record.guard, record.successor) if record and record.successor else "nothing"))
 
     def retrier(self, job_id, limit):
         """The background retrier of a link whose successor's sbatch failed, within its life

@@ -442,7 +442,7 @@ def fuzz_text(rng):
 
 
 @pytest.mark.parametrize("parser", ["parse_sacct", "summarize_sacct", "parse_scontrol",
-                                    "parse_sbatch_output",
+                                    "parse_sbatch_reply",
                                     "parse_walltime", "parse_duration", "parse_job_id",
                                     "parse_dependency", "base_state"])
 def test_fuzz_parsers_raise_nothing_but_value_error(parser, capsys):
@@ -547,6 +547,37 @@ def test_the_lock_excludes_every_other_writer(tmp_path, request, locks):
     assert not glob.glob(os.path.join(run_dir, "*.held*"))
 
 
+@pytest.mark.parametrize("lock", ["kernel", "file"])
+@pytest.mark.parametrize("holder_cluster,job_over,broken", [
+    (None, True, True), ("here", True, True), ("here", False, False), ("here", None, False),
+    ("elsewhere", True, False),
+], ids=["its job ended", "its job on this cluster ended", "its job still runs",
+        "Slurm cannot tell", "a job of another cluster"])
+def test_a_file_lock_held_by_a_job_on_another_host_is_broken_only_once_the_job_ended(
+        tmp_path, monkeypatch, lock, holder_cluster, job_over, broken):
+    run_dir = str(tmp_path)
+    held = os.path.join(run_dir, rc.LOCK_FILE + rc.HELD_SUFFIX)
+    rc._create_held(held, rc.Holder(holder_cluster, "555", "another-node", 1, 0, "theirs"))
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "here")
+    if lock == "file":
+        monkeypatch.setenv(rc.LOCK_ENV, "file")
+    else:
+        monkeypatch.delenv(rc.LOCK_ENV, raising=False)
+    asked = []
+    store = rc.StateStore(run_dir, job_over=lambda job: asked.append(job) or job_over)
+    try:
+        with store.locked(wait=0):
+            holder = store._read_holder(held)
+            assert holder is None if lock == "kernel" else holder.host == os.uname().nodename
+        entered = True
+    except rc.StateError as error:
+        assert "job 555, host another-node" in str(error)
+        entered = False
+    assert entered == broken
+    assert os.path.exists(held) != broken
+    assert asked == ([] if holder_cluster == "elsewhere" else ["555"])
+
+
 # --------------------------------------------------------------------------- shared filesystems
 
 
@@ -595,11 +626,21 @@ def test_a_view_that_never_catches_up_is_refused_after_the_wait(tmp_path, monkey
     store.write_text(rc.CHAIN_FILE, "100\n")
     store.write_record(rc.Record(job="100", action="start", walltime=0, retries=0, max_retries=3,
                                  link=1, successor="1000", phase="queued"))
-    monkeypatch.setattr(rc, "VIEW_WAIT_SECONDS", 2)
     monkeypatch.setattr(rc, "run_slurm", in_process_slurm(str(tmp_path), {"1000": ("TIMEOUT", 60)}))
+    now, listed = [0.0], []
+    wait_for_view = rc.wait_for_view
+
+    def sleep(seconds):  # a clock of its own: the whole wait is taken, at no cost in real time
+        now[0] += seconds
+    monkeypatch.setattr(rc.os, "listdir", lambda path, listdir=os.listdir: listed.append(
+        path) or listdir(path))
+    monkeypatch.setattr(rc, "wait_for_view", lambda *args: wait_for_view(
+        *args, sleep=sleep, clock=lambda: now[0]))
     with pytest.raises(rc.StateError, match="continues job 1000, which is not the last link"):
         rc.run_link(run_dir, rc.Settings(3, None), rc.NextLink(TRUE_SCRIPT, [], [], "lag"),
                     {"SLURM_JOB_ID": "1001", "SLURM_JOB_DEPENDENCY": "afternotok:1000"})
+    assert now[0] >= rc.VIEW_WAIT_SECONDS  # it waited the whole window before refusing
+    assert listed.count(run_dir) >= rc.VIEW_WAIT_SECONDS  # re-reading the directory each second
     assert read(run_dir, rc.CHAIN_FILE) == "100\n"
 
 
@@ -831,6 +872,93 @@ def test_chaos_run_a_one_minute_link_gets_a_last_retry_before_its_end(tmp_path, 
     assert slurm.successors_of("100") == ["5000"] and max(tries_at) < 60
 
 
+def chain_at_its_second_link(tmp_path, monkeypatch, guard):
+    """A run directory whose first link 100 TIMEOUT and queued 1000 (guarded by ``guard``, or
+    not), the fake Slurm in-process; returns (run_dir, the Slurm commands made, by words)."""
+    run_dir = str(tmp_path / "run")
+    os.makedirs(run_dir)
+    store = rc.StateStore(run_dir)
+    store.write_text(rc.CHAIN_FILE, "100\n")
+    store.write_record(rc.Record(job="100", action="start", walltime=0, retries=0, max_retries=3,
+                                 max_walltime=3600, link=1, successor="1000", guard=guard,
+                                 next=rc.NextLink(TRUE_SCRIPT, [], [], "job.sh")._asdict(),
+                                 phase="queued"))
+    slurm = in_process_slurm(str(tmp_path), {"100": ("TIMEOUT", 60)})
+    cluster = fake_slurm.load(slurm.path)
+    cluster["jobs"]["100"]["in_controller"] = True
+    cluster["jobs"]["1000"] = {"state": "RUNNING", "start": "2026-11-30T01:00:00",
+                               "time_limit": 120, "dependency": "afternotok:100"}
+    if guard:
+        cluster["jobs"][guard] = {"state": "PENDING", "wrap": "guard", "dependency":
+                                  "afterany:1000"}
+    fake_slurm.save(slurm.path, cluster)
+    calls = []
+
+    def recorded(argv, *args, **kwargs):
+        words = [word for word in argv if word in ("show", "update", "--wrap") or
+                 word.startswith(("TimeLimit=", "Requeue=", "--dependency="))]
+        calls.append(" ".join([argv[0]] + words))
+        return slurm(argv, *args, **kwargs)
+    monkeypatch.setattr(rc, "run_slurm", recorded)
+    return run_dir, calls
+
+
+@pytest.mark.parametrize("guard,before_work,while_working", [
+    ("1500", ["scontrol show", "sbatch --dependency=afternotok:1000"],
+     ["sbatch --dependency=afterany:5000 --wrap", "scancel", "scontrol show",
+      "scontrol update TimeLimit=59"]),
+    (None, ["scontrol show", "sbatch --dependency=afternotok:1000",
+            "sbatch --dependency=afterany:5000 --wrap"],
+     ["scontrol show", "scontrol update TimeLimit=59", "scontrol update Requeue=0"]),
+], ids=["a guarded link", "a link without a guard of its own"])
+def test_only_the_successors_sbatch_precedes_the_work_of_a_guarded_link(
+        tmp_path, monkeypatch, guard, before_work, while_working):
+    run_dir, calls = chain_at_its_second_link(tmp_path, monkeypatch, guard)
+    outcome = rc.run_link(run_dir, rc.Settings(3, 3600), rc.NextLink(TRUE_SCRIPT, [], [], "job.sh"),
+                          {"SLURM_JOB_ID": "1000", "SLURM_JOB_DEPENDENCY": "afternotok:100"})
+    assert outcome.status == rc.EXIT_WORK and outcome.record.successor == "5000"
+    assert outcome.record.time_limit == 3540  # exported: whole minutes of what the cap leaves
+    assert calls == before_work
+    del calls[:]
+    record, warnings = rc.finish_queueing(run_dir, {"SLURM_JOB_ID": "1000"})
+    assert calls == while_working and warnings == []
+    assert rc.StateStore(run_dir).read_record() == record and record.guard == "900000"
+
+
+@pytest.mark.parametrize("successor_died", [False, True],
+                         ids=["the successor dies at launch later", "it died at launch first"])
+def test_a_link_that_ends_before_its_background_step_leaves_its_successor_to_its_own_guard(
+        tmp_path, monkeypatch, successor_died):
+    # Its guard runs when it ends: it queues the successor's guard, which replaces the successor
+    # when it dies at launch, or it replaces a successor that died already: the chain goes on.
+    run_dir, calls = chain_at_its_second_link(tmp_path, monkeypatch, "1500")
+    rc.run_link(run_dir, rc.Settings(3, 3600), rc.NextLink(TRUE_SCRIPT, [], [], "job.sh"),
+                {"SLURM_JOB_ID": "1000", "SLURM_JOB_DEPENDENCY": "afternotok:100"})
+    path = os.path.join(str(tmp_path), "cluster.json")
+
+    def ends(job_id, state):
+        cluster = fake_slurm.load(path)
+        cluster["jobs"][job_id].update(state=state, start="2026-11-30T01:00:02",
+                                       end="2026-11-30T01:00:03")
+        fake_slurm.save(path, cluster)
+    ends("1000", "NODE_FAIL")
+    if successor_died:
+        ends("5000", "NODE_FAIL")
+    clock = histories.OwnClock()
+    event, _, words = rc.guard_chain(run_dir, "1000", {"SLURM_JOB_ID": "1500"},
+                                     sleep=clock.sleep, clock=clock)
+    if not successor_died:
+        assert words == ("job 1000 ended before its successor 5000 had a guard: queued guard "
+                         "900000")
+        assert rc.StateStore(run_dir).read_record().guard == "900000"
+        ends("5000", "NODE_FAIL")
+        event, _, words = rc.guard_chain(run_dir, "5000", {"SLURM_JOB_ID": "900000"},
+                                         sleep=clock.sleep, clock=clock)
+    assert event.event == "healed" and "job 5000 died before its prologue" in words, words
+    record = rc.StateStore(run_dir).read_record()
+    assert (record.job, record.successor, record.dead_successors) == ("1000", "5001", 1)
+
+
 def test_sigterm_ends_the_retriers_pause_with_a_last_try(cluster, run_dir):
     # Slurm signals every process of a link it ends (time limit, preemption): the retrier's
     # last try queues the successor, which waits for the link's end and continues the chain.
@@ -842,7 +970,8 @@ def test_sigterm_ends_the_retriers_pause_with_a_last_try(cluster, run_dir):
     cluster.update(sbatch_error=None)  # the controller takes submissions again
     retrier = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(TRUE_SCRIPT), "..",
                                                              "resumable_chain.py"),
-                                "retry-successor", run_dir], env=cluster.env(successor),
+                                "while-working", run_dir],
+                               env=cluster.env(successor, RESUMABLE_CHAIN_SBATCH_RETRY="1"),
                                stderr=subprocess.PIPE, universal_newlines=True)
     time.sleep(1)  # in its first pause (10 s)
     retrier.send_signal(signal.SIGTERM)

@@ -54,8 +54,8 @@ wait_state "$ok" COMPLETED
 wait_state "$dep" CANCELLED
 sleep 8
 capture scontrol-running scontrol show job -o "$long"
-capture squeue-chain squeue -h -j "$held,$long" -o '%i|%T|%M|%S|%l|%E'
-capture squeue-pending-dependents squeue -h -u root -t PENDING -o '%i|%T|%M|%S|%l|%E'
+capture squeue-chain squeue -h -j "$after,$long" -o '%i|%T|%M|%S|%l|%E|%r'
+capture squeue-pending-dependents squeue -h -u root -t PENDING -o '%i|%T|%M|%S|%l|%E|%r'
 capture scontrol-completed scontrol show job -o "$ok"
 capture scontrol-failed scontrol show job -o "$failed"
 capture scontrol-dependency-cancelled scontrol show job -o "$dep"
