@@ -41,7 +41,7 @@ import subprocess
 import sys
 import time
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 __all__ = [
     "NOT_VISIBLE",
     "STOP_CAUSES",
