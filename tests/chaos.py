@@ -98,7 +98,7 @@ class Chaos(object):
         jobs = {}
         for line in out.splitlines():
             fields = line.split("|")
-            if len(fields) == 3 and fields[1].startswith(self.tag):
+            if len(fields) == 3 and fields[1].startswith((self.tag, rc.GUARD_PREFIX + self.tag)):
                 jobs[fields[0]] = (fields[1], fields[2])
         return jobs
 
@@ -124,8 +124,13 @@ class Chaos(object):
         run(["scontrol", "update", "nodename=%s" % self.node, "state=%s" % state] +
             (["reason=%s" % reason] if state == "down" else []), check=False)
 
+    def running_links(self):
+        """The run's running links (not their guards)."""
+        return [job for job, (name, state) in self.live().items()
+                if state == "RUNNING" and not name.startswith(rc.GUARD_PREFIX)]
+
     def _node_down_while_links_work(self):
-        running = [job for job, (_, state) in self.live().items() if state == "RUNNING"]
+        running = self.running_links()
         self._node("down")
         time.sleep(3)
         self._node("resume")
@@ -177,7 +182,7 @@ class Chaos(object):
         return "down for a while"
 
     def _preemption(self):
-        running = [job for job, (_, state) in self.live().items() if state == "RUNNING"]
+        running = self.running_links()
         run(["sbatch", "--partition=high", "--exclusive", "--job-name=%s-preemptor" % self.tag,
              "--output=/dev/null", "--time=1", "--wrap", "sleep 2"])
         return running and "links %s" % " ".join(sorted(running))
@@ -212,7 +217,8 @@ class Chaos(object):
 
     def _a_person_scancels_a_running_link(self):
         running = [(name, job) for job, (name, state) in self.live().items()
-                   if state == "RUNNING" and name not in self.deliberate]
+                   if state == "RUNNING" and name not in self.deliberate
+                   and not name.startswith(rc.GUARD_PREFIX)]
         if not running:
             return None
         name, job = self.rng.choice(sorted(running))
@@ -279,7 +285,8 @@ class Chaos(object):
                 progress, self.work, ended)))
         if len(runs) > 4 + self.work // (30 * self.minutes) + 2 * len(self.faults):
             problems.append((3, "%d jobs for %d s of work" % (len(runs), self.work)))
-        live = [job for job, (name, _) in self.live().items() if name.startswith(chain["name"])]
+        live = [job for job, (name, _) in self.live().items() if name.startswith(
+            (chain["name"], rc.GUARD_PREFIX + chain["name"]))]  # its guards are its jobs too
         if live:
             problems.append((4, "jobs %s still queued" % " ".join(live)))
         problems += [(5, "job %s holds %d CPUs" % (job["id"], job["cpus"]))
