@@ -1,5 +1,6 @@
 """--warn SIG@SECONDS: the work hears before its link ends (issue 31, part 2), and
 RESUMABLE_CHAIN_END, the end it is computed from."""
+import json
 import os
 import signal
 import subprocess
@@ -9,7 +10,7 @@ import time
 import pytest
 
 import resumable_chain as rc
-from fake_cluster import BASH, run_cli
+from fake_cluster import BASH, read, run_cli, start_chain
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -194,3 +195,23 @@ def test_a_link_exports_its_end_and_starts_the_timer_for_a_lowered_limit(cluster
     with open(cluster.worklog + ".end") as handle:
         assert handle.read() == "%d\n" % (now - 3600 + 300)  # 10 min limit lowered to 5
     assert "the work gets SIGUSR1 20 s before this link ends at" in result.stderr
+
+
+def test_resume_gives_its_warning_to_the_resumed_link_and_every_later_one(
+        cluster, run_dir, capsys, monkeypatch):
+    script, successor = start_chain(cluster, run_dir, max_retries=0, warn="USR1@20")
+    cluster.finish(100, "FAILED", 5)
+    assert cluster.run_link(script, successor, predecessor=100).returncode == 1
+    cluster.finish(successor, "FAILED", 0)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir, "--warn",
+                               "usr2@60")
+    assert status == 0, err
+    job = out.strip()
+    assert json.loads(read(run_dir, rc.JOURNAL_FILE))["warn"] == "USR2@60"
+    past = dict(SLURM_JOB_START_TIME=1000, SLURM_JOB_END_TIME=1600)  # the timer ends at once
+    result = cluster.run_link(script, job, **past)
+    assert "the work gets SIGUSR2 60 s before this link ends" in result.stderr
+    later = cluster.pending()[-1]
+    cluster.finish(job, "TIMEOUT", 60)
+    result = cluster.run_link(script, later, predecessor=job, **past)  # USR1 in its prologue
+    assert "the work gets SIGUSR2 60 s before this link ends" in result.stderr
