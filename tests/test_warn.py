@@ -215,4 +215,3 @@ def test_resume_gives_its_warning_to_the_resumed_link_and_every_later_one(
     cluster.finish(job, "TIMEOUT", 60)
     result = cluster.run_link(script, later, predecessor=job, **past)  # USR1 in its prologue
     assert "the work gets SIGUSR2 60 s before this link ends" in result.stderr
-
