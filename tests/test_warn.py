@@ -101,7 +101,7 @@ def test_the_work_is_the_batch_shell_and_its_descendants_whatever_their_group():
 
 WORKER = r'''
 import os, signal, sys, time
-name, log = sys.argv[1], sys.argv[2]
+name, log, signum = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if name == "group":
     os.setsid()  # a work that starts its own process group (and session)
 def say(text):
@@ -110,7 +110,7 @@ def say(text):
 def on_signal(signum, frame):
     say("%s got %d" % (name, signum))
     sys.exit(0)
-signal.signal(signal.SIGUSR1, on_signal)
+signal.signal(signum, on_signal)
 say(name + " ready")
 time.sleep(120)
 say(name + " never warned")
@@ -119,8 +119,8 @@ say(name + " never warned")
 BATCH = r'''
 sleep 120 &  # a work that leaves USR1 at its default (it would die of it)
 echo $! > "$DIR/sleeper.pid"
-"$PY" "$DIR/worker.py" group "$DIR/log" &
-"$PY" "$DIR/worker.py" plain "$DIR/log"  # a plain command in the foreground
+"$PY" "$DIR/worker.py" group "$DIR/log" "$SIG" &
+"$PY" "$DIR/worker.py" plain "$DIR/log" "$SIG"  # a plain command in the foreground
 echo "shell survived" >> "$DIR/log"
 wait $!
 '''
@@ -134,19 +134,21 @@ def _lines(path):
         return []
 
 
+@pytest.mark.parametrize("signame", ["USR1", "INT"])  # bash has a handler of its own for INT
 def test_the_warning_reaches_a_plain_command_and_a_child_process_group_and_harms_nothing_else(
-        tmp_path, capsys):
+        tmp_path, capsys, signame):
     (tmp_path / "worker.py").write_text(WORKER)
     log = str(tmp_path / "log")
+    signum = int(getattr(signal, "SIG" + signame))
     shell = subprocess.Popen([BASH, "-c", BATCH], env=dict(
-        os.environ, DIR=str(tmp_path), PY=sys.executable))
+        os.environ, DIR=str(tmp_path), PY=sys.executable, SIG=str(signum)))
     try:
         for _ in range(600):  # both have their handler before the warning
             if {"plain ready", "group ready"} <= set(_lines(log)):
                 break
             time.sleep(0.05)
         end = int(time.time()) + 20  # the moment has come: USR1@20
-        assert rc.warn_command(["USR1@20", str(end), str(shell.pid)]) == 0
+        assert rc.warn_command([signame + "@20", str(end), str(shell.pid)]) == 0
         assert shell.wait(timeout=60) == 0
         with open(str(tmp_path / "sleeper.pid")) as handle:
             sleeper = int(handle.read())
@@ -155,9 +157,9 @@ def test_the_warning_reaches_a_plain_command_and_a_child_process_group_and_harms
     finally:
         if shell.poll() is None:
             shell.kill()
-    assert sorted(_lines(log)) == ["group got 10", "group ready", "plain got 10", "plain ready",
-                                   "shell survived"]
-    assert "SIGUSR1 sent 20 s before the link ends to pids" in capsys.readouterr().err
+    assert sorted(_lines(log)) == ["group got %d" % signum, "group ready",
+                                   "plain got %d" % signum, "plain ready", "shell survived"]
+    assert "SIG%s sent 20 s before the link ends to pids" % signame in capsys.readouterr().err
 
 
 def test_the_timer_of_a_job_whose_work_ended_sends_nothing(tmp_path):
