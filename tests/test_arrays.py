@@ -7,7 +7,7 @@ import resumable_chain as rc
 
 
 def _sbatch_array_specs():
-    path = os.path.join(os.path.dirname(__file__), "slurm_outputs", "26.05",
+    path = os.path.join(os.path.dirname(__file__), "slurm_outputs", "26.05", "arrays",
                         "sbatch-array-specs.txt")
     with open(path) as handle:
         return [line.rstrip("\n").split("|", 2) for line in handle if not line.startswith("#")]
