@@ -131,6 +131,7 @@ RETRY_ENV = "RESUMABLE_CHAIN_SBATCH_RETRY"  # "0": no background retry of a fail
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between the retrier's tries, then every 60 s
 RETRY_BLIND_ROUNDS = 60  # rounds the retrier waits for a controller it never heard from
 RETRY_LAST_TRY = 5  # seconds before the link's time is up: the retrier's last try
+SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # never warned: their commands are
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_MINUTES = 5  # a guard's time limit: it reads the journal and queues at most two jobs
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
@@ -4386,9 +4387,11 @@ def start_retrier(run_dir):
 # prologue's $(...)) that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID)
 # and its descendants, whatever their process group, that CATCH the signal (SigCgt in
 # /proc/PID/status): a work's handler and srun (which forwards USR1/USR2/TERM/... to its
-# steps' tasks); a process that leaves the signal at its default is not signalled, so bash and
-# a work without a handler are not killed by a USR1 they did not ask for. The timer exits when
-# the batch shell is gone (Slurm also kills it with the job).
+# steps' tasks); a process that leaves the signal at its default is not signalled, so a work
+# without a handler is not killed by a USR1 it did not ask for. Shells are never signalled
+# (their commands are): with an EXIT trap (the prologue's own) bash catches every signal only
+# to run the trap and die of it; a shell that exec'd the work is the work. The timer exits when
+# the batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
 
 
 def start_warner(warn, end, environ):
@@ -4457,6 +4460,8 @@ def signal_work(shell, signum, proc="/proc"):
                                  for name in os.listdir(proc) if is_digits(name))))
     sent = []
     for pid in work_processes(parents, shell):
+        if _proc_text(pid, "comm", proc).strip() in SHELLS:
+            continue  # an EXIT trap makes bash catch every signal, only to run it and die
         if pid != os.getpid() and catches(_proc_text(pid, "status", proc), signum):
             try:
                 os.kill(pid, signum)
