@@ -4453,6 +4453,15 @@ def _proc_text(pid, name, proc="/proc"):
         return ""  # it ended meanwhile
 
 
+def _program(pid, proc="/proc"):
+    """The name of the program a process runs (its executable: a job script's comm is its own
+    name, e.g. slurm_script, but its executable is the shell's)."""
+    try:
+        return os.path.basename(os.readlink(os.path.join(proc, str(pid), "exe")))
+    except OSError:
+        return None
+
+
 def signal_work(shell, signum, proc="/proc"):
     """Send ``signum`` to the batch shell and its descendants that catch it; return their
     pids."""
@@ -4460,7 +4469,7 @@ def signal_work(shell, signum, proc="/proc"):
                                  for name in os.listdir(proc) if is_digits(name))))
     sent = []
     for pid in work_processes(parents, shell):
-        if _proc_text(pid, "comm", proc).strip() in SHELLS:
+        if _program(pid, proc) in SHELLS:
             continue  # an EXIT trap makes bash catch every signal, only to run it and die
         if pid != os.getpid() and catches(_proc_text(pid, "status", proc), signum):
             try:

@@ -858,7 +858,8 @@ def warned(root):
         return ('if [ "$n" -ge 2 ]; then exit 0; fi\n%s%s %s %s'
                 % (srun, shlex.quote(sys.executable), shlex.quote(worker), log))
     chains = {  # the time limit; a limit lowered for --max-walltime (1:50 -> 1 min); srun
-        "warn": Chain(root, "warn", work("warn"), time_limit="2", warn="USR1@20"),
+        "warn": Chain(root, "warn", work("warn"), time_limit="2", warn="USR1@20",
+                      notify=heard(root, "warn")),  # its EXIT trap: bash catches every signal
         "warn-cap": Chain(root, "warn-cap", work("warn-cap"), time_limit="3",
                           max_walltime="1:50", warn="USR1@20"),
         "warn-srun": Chain(root, "warn-srun", work("warn-srun", "srun -n1 "), time_limit="2",

@@ -116,7 +116,7 @@ time.sleep(120)
 say(name + " never warned")
 '''
 
-BATCH = r'''
+BATCH = r'''#!%s
 trap 'echo "exit trap ran" >> "$DIR/log"' EXIT  # as the prologue renders: bash catches all
 sleep 120 &  # a work that leaves USR1 at its default (it would die of it)
 echo $! > "$DIR/sleeper.pid"
@@ -141,7 +141,10 @@ def test_the_warning_reaches_a_plain_command_and_a_child_process_group_and_harms
     (tmp_path / "worker.py").write_text(WORKER)
     log = str(tmp_path / "log")
     signum = int(getattr(signal, "SIG" + signame))
-    shell = subprocess.Popen([BASH, "-c", BATCH], env=dict(
+    # as slurmd names a job script: its comm is no shell's
+    (tmp_path / "slurm_script").write_text(BATCH % BASH)
+    os.chmod(str(tmp_path / "slurm_script"), 0o755)
+    shell = subprocess.Popen([str(tmp_path / "slurm_script")], env=dict(
         os.environ, DIR=str(tmp_path), PY=sys.executable, SIG=str(signum)))
     try:
         for _ in range(600):  # both have their handler before the warning
