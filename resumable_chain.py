@@ -130,6 +130,8 @@ RETRY_ENV = "RESUMABLE_CHAIN_SBATCH_RETRY"  # "0": no background retry of a fail
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between the retrier's tries, then every 60 s
 RETRY_BLIND_ROUNDS = 60  # rounds the retrier waits for a controller it never heard from
 RETRY_LAST_TRY = 5  # seconds before the link's time is up: the retrier's last try
+SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # never warned: their commands are
+WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_MINUTES = 5  # a guard's time limit: it reads the journal and queues at most two jobs
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
 # A guard's job name: this and its link's name; in front, so that default squeue output (which
@@ -382,6 +384,7 @@ RECORD_FIELDS = collections.OrderedDict((
                         "by its guard (None: none)"),
     ("time_limit", "seconds this link's time limit is lowered to (the whole minutes its caps "
                    "leave; lowered while the work runs), or None"),
+    ("warn", "SIG@SECONDS: the work gets SIG that long before its link ends (or None)"),
     ("budget_dir", "the shared walltime budget the chain draws on, or None"),
     ("notify", "the command run with /bin/sh -c for each chain event, or None; on disk only "
                "true (the command is in NOTIFY_FILE, which its owner alone can read)"),
@@ -897,6 +900,62 @@ def check_notify(command):
     return command
 
 
+def check_warn(text, name="warn"):
+    """Return ``SIG@SECONDS`` (e.g. ``USR1@120``) in its canonical spelling, or None; ValueError
+    if the signal cannot be caught (KILL, STOP) or is not one, or SECONDS is not a positive count.
+    The signal is written as for Slurm's --signal: a name with or without SIG, or a number."""
+    if text is None:
+        return None
+    word, at, seconds = str(text).partition("@")
+    word = word.strip().upper()
+    number = int(word) if is_digits(word, 2) else getattr(
+        signal, word if word.startswith("SIG") else "SIG" + word, None)
+    names = dict((int(value), value.name) for value in signal.Signals)
+    if not isinstance(number, int) or number not in names or number in (
+            signal.SIGKILL, signal.SIGSTOP) or not at or not is_digits(seconds, 6) \
+            or int(seconds) < 1:
+        raise ValueError("%s must be SIG@SECONDS with a signal the work can catch and a positive "
+                         "number of seconds before the link ends, such as USR1@120, got %r"
+                         % (name, text))
+    return "%s@%d" % (names[number][3:], int(seconds))
+
+
+def warn_signal(text):
+    """(signal number, seconds) of a check_warn() text."""
+    word, _, seconds = check_warn(text).partition("@")
+    return int(getattr(signal, "SIG" + word)), int(seconds)
+
+
+def parse_array(text, max_array_size):
+    """(sorted task IDs, throttle or None) of an ``--array`` value as sbatch and slurmctld take
+    it (slurm_parse_array_tok): comma-separated ``I``, ``I-J`` or ``I-J:STEP`` (brackets
+    allowed), then ``%N`` (the first ``%`` counts; 0 means none); every ID below MaxArraySize.
+    An empty value is no array: None. ValueError, in one line, for what slurmctld refuses.
+    (Issue 31 part 1: arrays are still refused; this is their syntax, checked ahead of sbatch.)"""
+    if not text:
+        return None
+    indexes, _, throttle = text.partition("%")
+    tasks = set()
+    for token in indexes.split(","):
+        word = token.strip("[]")
+        first, dash, rest = word.partition("-")
+        last, colon, step = rest.partition(":")
+        numbers = [first] + ([last] if dash else []) + ([step] if colon else [])
+        if not all(is_digits(number, 9) for number in numbers) or (colon and not dash) or \
+                int(last if dash else first) < int(first) or \
+                int(last if dash else first) >= max_array_size or \
+                colon and not 0 < int(step) < max_array_size:
+            raise ValueError("--array=%s: %r is not an index sbatch takes (I, I-J or I-J:STEP, "
+                             "each below MaxArraySize %d; e.g. 0-99%%10 or 1,3,5-9:2)"
+                             % (text, token, max_array_size))
+        tasks.update(range(int(first), int(last if dash else first) + 1,
+                           int(step) if colon else 1))
+    digits = throttle.split("%")[0]
+    if throttle and not is_digits(digits, 9):
+        raise ValueError("--array=%s: the throttle %%%s is not a count" % (text, throttle))
+    return sorted(tasks), int(digits) or None if throttle else None
+
+
 def check_path(value, name):
     """Return value if it can be a path (a non-empty string without NUL); ValueError otherwise."""
     if not isinstance(value, str) or not value or "\0" in value:
@@ -908,16 +967,16 @@ def parse_prologue_args(argv):
     """Parse the in-job step's command line as render_prologue writes it.
 
     ``[--max-retries=N] [--max-walltime=T] [--sbatch-arg=A ...] [--budget-dir=B] [--notify=CMD]
-    --script=P DIR [-- SCRIPT_ARGS...]`` (a space instead of '=' works too). Returns
-    (run_dir, Settings, script, sbatch_args, script_args, budget_dir or None, notify or None);
-    ValueError otherwise.
+    [--warn=SIG@S] --script=P DIR [-- SCRIPT_ARGS...]`` (a space instead of '=' works too).
+    Returns (run_dir, Settings, script, sbatch_args, script_args, budget_dir or None, notify or
+    None, warn or None); ValueError otherwise.
     """
     options, script_args = list(argv), []
     if "--" in options:
         index = options.index("--")
         options, script_args = options[:index], options[index + 1:]
     values = {"--max-retries": [], "--max-walltime": [], "--sbatch-arg": [], "--script": [],
-              "--budget-dir": [], "--notify": []}
+              "--budget-dir": [], "--notify": [], "--warn": []}
     positional, words = [], iter(options)
     for word in words:
         name, has_value, value = word.partition("=")
@@ -938,7 +997,8 @@ def parse_prologue_args(argv):
     # Not strict: render checked the options, and a running chain must not stop over a table.
     return (positional[0], settings, values["--script"][0],
             check_sbatch_args(values["--sbatch-arg"], strict=False), script_args,
-            (values["--budget-dir"] or [None])[-1], (values["--notify"] or [None])[-1])
+            (values["--budget-dir"] or [None])[-1], (values["--notify"] or [None])[-1],
+            check_warn((values["--warn"] or [None])[-1]))
 
 
 def parse_mounts(text):
@@ -1165,7 +1225,7 @@ def restate(record, action, reason, cause):
 
 
 def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, now,
-              budget_dir=None, cluster=None, notify=None):
+              budget_dir=None, cluster=None, notify=None, warn=None):
     """Return this link's Record from the state snapshot and what Slurm said; pure.
 
     ``observation`` is the lookup of the predecessor (its job's state is
@@ -1181,7 +1241,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
         if previous is not None and previous.settings_from == "resume":
             settings = Settings(previous.max_retries, previous.max_walltime)
             settings_from = "resume"  # and the options and notify command resume may have set
-            notify = previous.notify
+            notify, warn = previous.notify, previous.warn
             next_link = next_link._replace(sbatch_args=list(
                 (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
         elapsed = observed.elapsed
@@ -1209,18 +1269,52 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
                   max_walltime=settings.max_walltime, settings_from=settings_from,
                   link=link_number(length, decision.action), next=next_link._asdict(),
                   phase="counted", time=int(now), budget_dir=budget_dir, cluster=cluster,
-                  notify=notify)
+                  notify=notify, warn=warn)
 
 
-def link_exports(record, run_dir):
-    """The RESUMABLE_CHAIN_* variables the prologue exports to the work, as {name: text}."""
+def link_caps(record):
+    """Seconds a working link may run by its caps: what is left of max_walltime, what it
+    reserved from the shared budget (its time limit is lowered to fit them)."""
+    return [seconds for seconds in (
+        None if record.max_walltime is None else record.max_walltime - record.walltime,
+        record.reserved) if seconds is not None]
+
+
+def link_end(start, time_limit, caps=()):
+    """When a link that started at ``start`` (epoch seconds) ends, or None if nothing ends it:
+    its time limit (seconds, None: UNLIMITED), or the whole minutes of its tightest cap, which
+    is what the link lowers its limit to (clamp_time_limit), wherever and whenever it does."""
+    ends = [seconds for seconds in [time_limit] + [int(cap) // 60 * 60 for cap in caps]
+            if seconds is not None]
+    return None if start is None or not ends else int(start) + min(ends)
+
+
+def job_start_and_limit(environ, job_id, ask=True):
+    """(start, time limit) of the running job in epoch seconds and seconds, from Slurm's
+    SLURM_JOB_START_TIME/_END_TIME (23.02+); before, from the controller when ``ask``.
+    (None, None) when not known."""
+    start, end = environ.get("SLURM_JOB_START_TIME", ""), environ.get("SLURM_JOB_END_TIME", "")
+    if is_digits(start) and is_digits(end):
+        return int(start), int(end) - int(start) if int(end) > int(start) else None
+    job = controller_job(job_id).job if ask else None
+    if job is None or job.start is None:
+        return None, None
+    try:  # scontrol prints local time
+        return int(time.mktime(time.strptime(job.start, "%Y-%m-%dT%H:%M:%S"))), job.time_limit
+    except ValueError:
+        return None, None
+
+
+def link_exports(record, run_dir, end=None):
+    """The RESUMABLE_CHAIN_* variables the prologue exports to the work, as {name: text};
+    ``end``: when the link ends (link_end)."""
     cap = record.max_walltime
     values = {"DIR": run_dir, "JOB": record.job, "LINK": record.link,
               "RESUMING": int(record.action == "resume"), "PREDECESSOR": record.predecessor,
               "SUCCESSOR": record.successor, "WALLTIME_USED": record.walltime,
               "WALLTIME_LEFT": None if cap is None else max(cap - record.walltime, 0),
               "MAX_WALLTIME": cap, "RETRIES": record.retries, "MAX_RETRIES": record.max_retries,
-              "TIME_LIMIT": record.time_limit, "EXIT_RESUME": RESUME_EXIT,
+              "TIME_LIMIT": record.time_limit, "EXIT_RESUME": RESUME_EXIT, "END": end,
               "EXIT_STOP": STOP_EXIT}
     return collections.OrderedDict((EXPORT_PREFIX + name, "" if value is None else str(value))
                                    for name, value in sorted(values.items()))
@@ -1290,6 +1384,13 @@ def _next_link_ok(value):
     return True
 
 
+def _warn_ok(value):
+    try:
+        return check_warn(value) == value
+    except ValueError:
+        return False
+
+
 RECORD_CHECKS = {  # every journal field's test (True: the value may be used as it is)
     "job": lambda value: _job(value) and value is not None, "cluster": _text,
     "predecessor": _job, "predecessor_state": _text, "predecessor_elapsed": _count,
@@ -1300,7 +1401,7 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
     "link": _count, "successor": _job, "successor_error": _text, "successor_retries": _count,
     "guard": _job, "guard_error": _text, "guarded_by": _job,
     "dead_successors": _count,
-    "time_limit": _count, "budget_dir": _text,
+    "time_limit": _count, "budget_dir": _text, "warn": lambda value: _warn_ok(value),
     "notify": lambda value: value is None or value is True or (_text(value) and "\0" not in value),
     "reserved": _count, "next": _next_link_ok,
     "phase": _one_of(None, "counted", "queued", "done"),
@@ -1328,7 +1429,7 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "sbatch_options": lambda value: _next_link_ok({"sbatch_args": value}),
     "script_args": lambda value: _next_link_ok({"script_args": value}),
     "max_retries": _count, "max_walltime": _count, "workdir": _text, "budget_dir": _text,
-    "notify": RECORD_CHECKS["notify"], "time": RECORD_CHECKS["time"],
+    "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
 }
 
 
@@ -2632,7 +2733,7 @@ def save_script(store, next_link):
 
 
 def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=None,
-             notify=None):
+             notify=None, warn=None):
     """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*): identify,
     lock, snapshot, handle the same job ID again, check, observe, plan, commit, finish."""
     job_id, predecessor_id = identify(environ)
@@ -2642,14 +2743,14 @@ def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=No
         predecessor_id, timeout=first_lookup_timeout(lookup_window()), background=True)
     try:
         return _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, [],
-                     now, budget_dir, notify)
+                     now, budget_dir, notify, warn)
     finally:
         if asked:
             asked()  # reaped even when the link did not need it
 
 
 def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, warnings, now,
-          budget_dir, notify):
+          budget_dir, notify, warn=None):
     if predecessor_id is None:
         make_run_dir(run_dir)
     elif not os.path.isdir(run_dir):
@@ -2687,7 +2788,7 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
             observation = observe_predecessor(predecessor_id, asked=asked)
         record = _work_done_before(store, plan_link(
             job_id, predecessor_id, observation, snapshot, settings, next_link, now(),
-            budget_dir, cluster, store.read_notify() if notify is None else notify), warnings)
+            budget_dir, cluster, store.read_notify() if notify is None else notify, warn), warnings)
         own = None
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
@@ -2788,9 +2889,7 @@ def planned_time_limit(record, own=None):
     """The seconds (whole minutes) a working link's time limit is lowered to, so that the chain
     ends within a minute of its caps; None without a cap, or when ``own`` (this job, if the
     controller was asked already) fits. Users may lower a limit, never raise it."""
-    caps = [seconds for seconds in (
-        None if record.max_walltime is None else record.max_walltime - record.walltime,
-        record.reserved) if seconds is not None]
+    caps = link_caps(record)
     limit = int(min(caps)) // 60 * 60 if caps else None
     if limit is None or own is not None and own.time_limit is not None and \
             own.time_limit <= limit:
@@ -3223,7 +3322,8 @@ def check_budget_dir(budget_dir):
 
 
 def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
-                    script=None, sbatch_args=(), python="python3", budget_dir=None, notify=None):
+                    script=None, sbatch_args=(), python="python3", budget_dir=None, notify=None,
+                    warn=None):
     """Return the bash snippet a job script puts after its #SBATCH lines, before any work.
 
     It runs this module's in-job step and exits the job when the chain ends
@@ -3235,7 +3335,8 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     EXIT trap that reports a finished chain when the job exits 0. Works with
     and without ``set -euo pipefail``; every value is shell-quoted. Creates
     the run directory (Slurm opens ``--output`` files in it before the
-    prologue runs).
+    prologue runs). ``warn`` (``SIG@SECONDS``): the work gets SIG that long
+    before its link ends (start_warner).
     """
     run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -3245,7 +3346,7 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
                          % (python,))
     max_retries = check_max_retries(max_retries)
     max_walltime = check_max_walltime(max_walltime)
-    notify = check_notify(notify)
+    notify, warn = check_notify(notify), check_warn(warn)
     module = [python, "-I", "-S", "-c", BOOTSTRAP, module_path()]
     argv = module + ["prologue", "--max-retries=%d" % max_retries]
     if max_walltime is not None:
@@ -3256,6 +3357,7 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     if budget_dir is not None:
         argv.append("--budget-dir=" + os.path.abspath(check_budget_dir(budget_dir)))
     argv += [] if notify is None else ["--notify=" + notify]
+    argv += [] if warn is None else ["--warn=" + warn]
     argv.append(os.path.abspath(run_dir))
     try:  # Slurm opens #SBATCH --output=<run dir>/... before the prologue could create it
         make_run_dir(run_dir)
@@ -3973,7 +4075,7 @@ def read_batch_script(script):
 
 def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_MAX_RETRIES,
                  max_walltime=None, force=False, python="python3", budget_dir=None,
-                 notify=None):
+                 notify=None, warn=None):
     """Make SCRIPT resumable in run_dir and submit its first job; all or nothing.
 
     The first job is submitted held; only once sbatch accepted it is a live
@@ -3988,7 +4090,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
     hold = "--hold" in option_names(sbatch_args)  # the first job only
     sbatch_args = without_options(sbatch_args, ("--hold",))
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
-    notify = check_notify(notify)
+    notify, warn = check_notify(notify), check_warn(warn)
     run_dir = os.path.abspath(run_dir)
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
@@ -4012,14 +4114,14 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
         run_dir, script_args, ["--hold", "--requeue"] + sbatch_args, lambda: header
         + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
                           script=copy_path, sbatch_args=sbatch_args, python=python,
-                          budget_dir=budget_dir)  # the notify command: NOTIFY_FILE, owner only
+                          budget_dir=budget_dir, warn=warn)  # notify: NOTIFY_FILE, owner only
         + (finished_trap(python, run_dir) if notify else "") + body)
     submitted = {"first_job": first_job, "cluster": named or current_cluster(),
                  "script": copy_path, "original": os.path.abspath(script),
                  "sbatch_args": sbatch_args, "script_args": list(script_args),
                  "max_retries": max_retries, "max_walltime": max_walltime,
                  "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
-                 "notify": notify, "time": int(time.time())}
+                 "notify": notify, "warn": warn, "time": int(time.time())}
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
         run_dir, bool(live), copy_path, submitted), named)
     if not hold:
@@ -4066,7 +4168,7 @@ def _install_chain(run_dir, force, copy_path, submitted):
 
 
 def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sbatch_args=None,
-                 notify=None):
+                 notify=None, warn=None):
     """Queue one link that continues a chain that ended (failed, stopped, cancelled, broken).
 
     Keeps the history and the walltime (the last link's time is counted now if
@@ -4075,7 +4177,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
     (Slurm 23.02+ refuses one on a job it forgot); the journal tells it what
     it continues. ``sbatch_args`` replace the recorded options of the same
     name, for this link and every later one; so does ``notify`` the chain's
-    notify command. Returns {"job": ID, "walltime": seconds, "counted":
+    notify command, and ``warn`` its warning. Returns {"job": ID, "walltime": seconds, "counted":
     seconds, "log": [what the notify command did]}.
     """
     run_dir = os.path.abspath(run_dir)
@@ -4083,7 +4185,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
     if max_retries is not None:
         max_retries = check_max_retries(max_retries)
     max_walltime = check_max_walltime(max_walltime)
-    notify = check_notify(notify)
+    notify, warn = check_notify(notify), check_warn(warn)
     if not os.path.isdir(run_dir):
         raise StateError("%s is not a directory" % run_dir)
     store = chain_store(run_dir)
@@ -4118,6 +4220,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
                         max_walltime=caps.max_walltime, settings_from="resume",
                         budget_dir=previous.budget_dir, cluster=cluster,
                         notify=previous.notify if notify is None else notify,
+                        warn=previous.warn if warn is None else warn,
                         link=link_number(chain_length(snapshot), "resume"), successor=None,
                         next=next_link._asdict(), phase="queued", time=int(now()))
 
@@ -4201,9 +4304,9 @@ def _recorded_next_link(store, previous):
 # ---------------------------------------------------------------------------
 
 OWN_SUBMIT_VALUES = frozenset(("--max-retries", "--max-walltime", "--python", "--budget-dir",
-                               "--notify"))
+                               "--notify", "--warn"))
 OWN_SUBMIT_OPTIONS = OWN_SUBMIT_VALUES | {"--force"}
-RESUME_VALUES = frozenset(("--max-retries", "--max-walltime", "--notify"))
+RESUME_VALUES = frozenset(("--max-retries", "--max-walltime", "--notify", "--warn"))
 
 
 def split_submit_argv(argv):
@@ -4298,6 +4401,13 @@ def _build_parser():
                          if default_retries is not None else
                          "a new notify command for this link and every later one (default: "
                          "the chain's own)")
+        sub.add_argument("--warn", type=checked(check_warn), default=None, metavar="SIG@S",
+                         help="send SIG to the work S seconds before each link ends, whatever "
+                              "ends it (its time limit, a limit lowered for --max-walltime or a "
+                              "budget), e.g. USR1@120; the work also finds the end in "
+                              "RESUMABLE_CHAIN_END" if default_retries is not None else
+                         "a new warning for this link and every later one (default: the "
+                         "chain's own)")
 
     def link_options(sub):  # render's and submit's
         sub.add_argument("--python", default="python3", metavar="PY",
@@ -4313,6 +4423,7 @@ def _build_parser():
                      "resumable-chain render runs/gpqa --max-walltime 48:00:00 -- -p gpu")
     render.usage = ("resumable-chain render DIR [--max-retries N] [--max-walltime T] "
                     "[--script PATH] [--python PY] [--budget-dir B] [--notify CMD] "
+                    "[--warn SIG@S] "
                     "[-- SBATCH_ARGS...]")
     caps(render)
     render.add_argument("--script", default=None, metavar="PATH",
@@ -4329,8 +4440,8 @@ def _build_parser():
                      "is still queued or running (see --force).",
                      "resumable-chain submit runs/a -p gpu --time=4:00:00 train.sbatch --lr 3e-4")
     submit.usage = ("resumable-chain submit DIR [--max-retries N] [--max-walltime T] [--force] "
-                    "[--python PY] [--budget-dir B] [--notify CMD] [SBATCH_OPTIONS...] [--] "
-                    "SCRIPT [ARGS...]")
+                    "[--python PY] [--budget-dir B] [--notify CMD] [--warn SIG@S] "
+                    "[SBATCH_OPTIONS...] [--] SCRIPT [ARGS...]")
     caps(submit)
     submit.add_argument("--force", action="store_true",
                         help="if DIR holds a live chain, cancel it (printing its job IDs) and "
@@ -4346,7 +4457,7 @@ def _build_parser():
                      "resumable-chain resume runs/gpqa --max-walltime 72:00:00 -p gpu2",
                      many="run directories of chains to resume")
     resume.usage = ("resumable-chain resume DIR [DIR...] [--max-walltime T] [--max-retries N] "
-                    "[--notify CMD] [SBATCH_OPTIONS...]")
+                    "[--notify CMD] [--warn SIG@S] [SBATCH_OPTIONS...]")
     caps(resume, default_retries=None, what="default: the chain's own")
 
     status = command("status", "show a chain's jobs, counters and verdict",
@@ -4556,23 +4667,29 @@ def prologue_command(argv):
     if set(argv[:1]) & {"-h", "--help"}:
         _write(PROLOGUE_HELP)
         return 0
-    run_dir, settings, script, sbatch_args, script_args, budget_dir, command = \
+    run_dir, settings, script, sbatch_args, script_args, budget_dir, command, warn = \
         parse_prologue_args(argv)
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.getcwd())
     outcome = run_link(os.path.abspath(run_dir), settings, next_link, os.environ,
-                       budget_dir=budget_dir and os.path.abspath(budget_dir), notify=command)
+                       budget_dir=budget_dir and os.path.abspath(budget_dir), notify=command,
+                       warn=warn)
     for warning in outcome.warnings:
         _log(warning)
     _log(describe_link(outcome))
     if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
         _log(notify(outcome.record.notify, outcome.event, os.path.abspath(run_dir)))
     if outcome.status == EXIT_WORK:
+        record = outcome.record  # the controller is asked only for a warning before 23.02
+        start, limit = job_start_and_limit(os.environ, record.job, ask=bool(record.warn))
+        end = link_end(start, limit, link_caps(record))
+        if record.warn:
+            _log(start_warner(record.warn, end, os.environ))
         started = start_while_working(os.path.abspath(run_dir), outcome)
         if started:
             _log(started)
         _write("".join("export %s=%s\n" % (name, shell_quote(value)) for name, value in
-                       link_exports(outcome.record, os.path.abspath(run_dir)).items()))
+                       link_exports(record, os.path.abspath(run_dir), end).items()))
     return outcome.status
 
 
@@ -4605,6 +4722,126 @@ def start_while_working(run_dir, outcome):
         return None
     return ("the successor's sbatch is retried in the background while this job runs (every "
             "%d s at most; status shows it)" % RETRY_DELAYS[-1])
+
+
+# The warning before a link ends (--warn SIG@S). Slurm's own --signal cannot do it: it is fixed
+# at submit time, so it does not know a limit the link lowers later (--max-walltime, a budget),
+# and its B: form signals only the batch shell, whose trap runs only after its foreground
+# command ends, while its plain form reaches only srun steps. So the link starts a timer of its
+# own: a process in a session of its own (not signalled with the work, not waited for by the
+# prologue's $(...)) that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID)
+# and its descendants, whatever their process group, that CATCH the signal (SigCgt in
+# /proc/PID/status): a work's handler and srun (which forwards USR1/USR2/TERM/... to its
+# steps' tasks); a process that leaves the signal at its default is not signalled, so a work
+# without a handler is not killed by a USR1 it did not ask for. Shells are never signalled
+# (their commands are): with an EXIT trap (the prologue's own) bash catches every signal only
+# to run the trap and die of it; a shell that exec'd the work is the work. The timer exits when
+# the batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
+
+
+def start_warner(warn, end, environ):
+    """Start ``warn-work SIG@S END SHELL`` in the background for the rest of this job; return
+    what to log."""
+    if end is None:
+        return "no warning before this link ends: its end is not known (no time limit)"
+    shell = environ.get("SLURM_TASK_PID") or str(os.getppid())
+    try:
+        subprocess.Popen(step_command("warn-work", warn, str(end), shell),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         start_new_session=True)  # stderr: the job's, for its one line
+    except OSError as error:
+        return "cannot start the warning timer (%s): the work gets no signal" % error
+    signame, _, seconds = warn.partition("@")
+    return "the work gets SIG%s %s s before this link ends at %s" % (
+        signame, seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(end)))
+
+
+def parse_proc_stat(text):
+    """(pid, parent pid) from the text of /proc/PID/stat; None if it is not one."""
+    head, _, tail = (text or "").rpartition(")")  # the command name may hold ) and spaces
+    fields, pid = tail.split(), head.split(" (")[0].strip()
+    if len(fields) < 2 or not is_digits(pid) or not is_digits(fields[1]):
+        return None
+    return int(pid), int(fields[1])
+
+
+def catches(status_text, signum):
+    """True if /proc/PID/status's SigCgt says the process has a handler for ``signum``."""
+    for line in (status_text or "").splitlines():
+        name, _, value = line.partition(":")
+        if name == "SigCgt":
+            try:
+                return bool(int(value.strip(), 16) >> (signum - 1) & 1)
+            except ValueError:
+                return False
+    return False
+
+
+def work_processes(parents, root):
+    """``root`` and every descendant of it, from {pid: parent pid}; pure."""
+    children = collections.defaultdict(list)
+    for pid, parent in parents.items():
+        children[parent].append(pid)
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += [child for child in children[pid] if child not in found]
+    return sorted(found)
+
+
+def _proc_text(pid, name, proc="/proc"):
+    try:
+        with open(os.path.join(proc, str(pid), name)) as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return ""  # it ended meanwhile
+
+
+def _program(pid, proc="/proc"):
+    """The name of the program a process runs (its executable: a job script's comm is its own
+    name, e.g. slurm_script, but its executable is the shell's)."""
+    try:
+        return os.path.basename(os.readlink(os.path.join(proc, str(pid), "exe")))
+    except OSError:
+        return None
+
+
+def signal_work(shell, signum, proc="/proc"):
+    """Send ``signum`` to the batch shell and its descendants that catch it; return their
+    pids."""
+    parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat", proc))
+                                 for name in os.listdir(proc) if is_digits(name))))
+    sent = []
+    for pid in work_processes(parents, shell):
+        if _program(pid, proc) in SHELLS:
+            continue  # an EXIT trap makes bash catch every signal, only to run it and die
+        if pid != os.getpid() and catches(_proc_text(pid, "status", proc), signum):
+            try:
+                os.kill(pid, signum)
+                sent.append(pid)
+            except OSError:
+                pass
+    return sent
+
+
+def warn_command(argv, sleep=time.sleep, clock=time.time):
+    """``warn-work SIG@S END SHELL``: the timer start_warner starts (see above)."""
+    if len(argv) != 3 or not is_digits(argv[1]) or not is_digits(argv[2]):
+        raise ValueError("warn-work: give SIG@S END SHELL (a link starts this by itself)")
+    signum, seconds = warn_signal(argv[0])
+    at, shell = int(argv[1]) - seconds, int(argv[2])
+    while clock() < at:
+        if not os.path.isdir("/proc/%d" % shell):
+            return 0  # the work ended before the warning
+        sleep(min(at - clock(), WARN_POLL))
+    if not os.path.isdir("/proc/%d" % shell):
+        return 0
+    sent = signal_work(shell, signum)
+    _log("SIG%s sent %d s before the link ends to %s" % (
+        argv[0].partition("@")[0], int(argv[1]) - int(clock()),
+        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it)"))
+    return 0
 
 
 class LinkEnding(Exception):
@@ -4690,7 +4927,8 @@ def submit_command(argv):
     arguments = _build_parser().parse_args(["submit"] + ours)
     result = submit_chain(arguments.run_dir, script, script_args, sbatch_args,
                           arguments.max_retries, arguments.max_walltime, arguments.force,
-                          arguments.python, arguments.budget_dir, arguments.notify)
+                          arguments.python, arguments.budget_dir, arguments.notify,
+                          arguments.warn)
     if result["cancelled"]:
         _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
     _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
@@ -4710,7 +4948,8 @@ def render_command(arguments, sbatch_args):
     text = render_prologue(arguments.run_dir, max_retries=arguments.max_retries,
                            max_walltime=arguments.max_walltime, script=arguments.script,
                            sbatch_args=sbatch_args, python=arguments.python,
-                           budget_dir=arguments.budget_dir, notify=arguments.notify)
+                           budget_dir=arguments.budget_dir, notify=arguments.notify,
+                           warn=arguments.warn)
     if not existed:
         _log("created the run directory %s (so that #SBATCH --output into it works)"
              % arguments.run_dir)
@@ -4788,7 +5027,8 @@ def resume_command(argv):
 
     def resume(run_dir):
         result = resume_chain(run_dir, arguments.max_walltime, arguments.max_retries,
-                              sbatch_args=sbatch_args or None, notify=arguments.notify)
+                              sbatch_args=sbatch_args or None, notify=arguments.notify,
+                              warn=arguments.warn)
         for line in result["log"]:
             _log(line if len(arguments.run_dir) == 1 else "%s: %s" % (run_dir, line))
         words = "job %s continues the chain (walltime so far %s%s)" % (
@@ -4807,6 +5047,7 @@ COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget
 # argparse; submit and resume for the sbatch options among them; argparse shows their help)
 OWN_WORDS = {"prologue": prologue_command, "finished": finished_command,
              "while-working": while_working_command, "guard": guard_command,
+             "warn-work": warn_command,
              "submit": submit_command, "resume": resume_command}
 
 
@@ -4836,7 +5077,8 @@ def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] in (["prologue"], ["finished"], ["while-working"], ["guard"]) or (
+        if argv[:1] in (["prologue"], ["finished"], ["while-working"], ["guard"],
+                        ["warn-work"]) or (
                 argv[:1] in (["submit"], ["resume"]) and not set(argv) & {"-h", "--help"}):
             return OWN_WORDS[argv[0]](argv[1:])
         after = argv.index("--") if "--" in argv else len(argv)

@@ -482,9 +482,12 @@ def exported(cluster):
 
 def test_the_work_learns_the_chain_from_exported_variables(cluster, run_dir):
     script = cluster.write_script(run_dir, max_walltime="10:00", work=EXPORTS)
-    assert cluster.run_link(script, 100).returncode == 0
+    # As Slurm 23.02+ sets them: its time limit (#SBATCH --time=10) from its start.
+    assert cluster.run_link(script, 100, SLURM_JOB_START_TIME=1000,
+                            SLURM_JOB_END_TIME=1600).returncode == 0
     cluster.finish(100, "TIMEOUT", 73)
-    assert cluster.run_link(script, 1000, predecessor=100).returncode == 0
+    assert cluster.run_link(script, 1000, predecessor=100, SLURM_JOB_START_TIME=5000,
+                            SLURM_JOB_END_TIME=5600).returncode == 0
     first, second = exported(cluster)
     assert first == {
         "RESUMABLE_CHAIN_DIR": os.path.abspath(run_dir), "RESUMABLE_CHAIN_JOB": "100",
@@ -493,11 +496,13 @@ def test_the_work_learns_the_chain_from_exported_variables(cluster, run_dir):
         "RESUMABLE_CHAIN_WALLTIME_USED": "0", "RESUMABLE_CHAIN_WALLTIME_LEFT": "600",
         "RESUMABLE_CHAIN_MAX_WALLTIME": "600", "RESUMABLE_CHAIN_RETRIES": "0",
         "RESUMABLE_CHAIN_MAX_RETRIES": "3", "RESUMABLE_CHAIN_TIME_LIMIT": "600",
-        "RESUMABLE_CHAIN_EXIT_RESUME": "75", "RESUMABLE_CHAIN_EXIT_STOP": "76"}
+        "RESUMABLE_CHAIN_EXIT_RESUME": "75", "RESUMABLE_CHAIN_EXIT_STOP": "76",
+        "RESUMABLE_CHAIN_END": "1600"}
     assert (second["RESUMABLE_CHAIN_LINK"], second["RESUMABLE_CHAIN_RESUMING"],
             second["RESUMABLE_CHAIN_PREDECESSOR"], second["RESUMABLE_CHAIN_WALLTIME_USED"],
-            second["RESUMABLE_CHAIN_WALLTIME_LEFT"], second["RESUMABLE_CHAIN_TIME_LIMIT"]) == (
-        "2", "1", "100", "73", "527", "480")  # limit lowered to the 8 whole minutes left
+            second["RESUMABLE_CHAIN_WALLTIME_LEFT"], second["RESUMABLE_CHAIN_TIME_LIMIT"],
+            second["RESUMABLE_CHAIN_END"]) == (
+        "2", "1", "100", "73", "527", "480", "5480")  # limit lowered to the 8 whole minutes left
 
 
 def test_exports_survive_hostile_values(cluster, tmp_path):

@@ -12,6 +12,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -837,3 +838,70 @@ def test_a_short_chaos_run_keeps_every_invariant(root, node_alone):
     REPORT.append(("chaos run: " + summary.splitlines()[0] if summary else "chaos run", []))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "; 0 violations" in summary, result.stdout
+
+
+# --warn (issue 31): the work hears before its link ends. Independent of phase A (run alone with
+# -k warn); each chain's work is a Python loop with a USR1 handler that logs when it heard.
+
+WARN_WORKER = r'''
+import os, signal, sys, time
+def heard(signum, frame):
+    with open(sys.argv[1], "a") as handle:
+        handle.write("%d %d %.1f %s\n" % (int(os.environ["SLURM_JOB_ID"]), signum, time.time(),
+                                         os.environ.get("RESUMABLE_CHAIN_END", "")))
+signal.signal(signal.SIGUSR1, heard)
+while True:
+    time.sleep(1)
+'''
+
+
+@pytest.fixture(scope="module")
+def warned(root):
+    """Chains whose first link is warned 20 s before its end, then a second link completes."""
+    worker = os.path.join(root, "warn_worker.py")
+    with open(worker, "w") as handle:
+        handle.write(WARN_WORKER)
+
+    def work(name, srun=""):
+        log = shlex.quote(os.path.join(root, name, "heard.log"))
+        return ('if [ "$n" -ge 2 ]; then exit 0; fi\n%s%s %s %s'
+                % (srun, shlex.quote(sys.executable), shlex.quote(worker), log))
+    chains = {  # the time limit; a limit lowered for --max-walltime (1:50 -> 1 min); srun
+        "warn": Chain(root, "warn", work("warn"), time_limit="2", warn="USR1@20",
+                      notify=heard(root, "warn")),  # its EXIT trap: bash catches every signal
+        "warn-cap": Chain(root, "warn-cap", work("warn-cap"), time_limit="3",
+                          max_walltime="1:50", warn="USR1@20"),
+        "warn-srun": Chain(root, "warn-srun", work("warn-srun", "srun -n1 "), time_limit="2",
+                           warn="USR1@20"),
+    }
+    for chain in chains.values():
+        chain.submit("--no-requeue")
+    return chains
+
+
+def sacct_epochs(job_id):
+    """(start, end) of a job in epoch seconds, from sacct."""
+    out = run(["sacct", "-X", "-P", "-n", "-j", job_id, "-o", "Start,End"],
+              env=dict(os.environ, SLURM_TIME_FORMAT="%s")).stdout.split()[0]
+    return tuple(int(value) for value in out.split("|"))
+
+
+@pytest.mark.parametrize("name, limit", [("warn", 120), ("warn-cap", 60), ("warn-srun", 120)])
+def test_the_work_hears_usr1_20_s_before_its_link_ends(warned, name, limit):
+    chain = warned[name]
+    jobs = chain.wait_done(timeout=600)
+    assert [job["state"] for job in jobs][:2] == ["TIMEOUT", "COMPLETED"], jobs
+    first = jobs[0]["id"]
+    with open(os.path.join(chain.dir, "heard.log")) as handle:
+        [line] = handle.read().splitlines()  # once, from the first link only
+    job_id, signum, when, end = line.split()
+    start, ended = sacct_epochs(first)
+    REPORT.append((chain.name + " warned", [(first, "heard USR1 %.1f s before END=start+%d, "
+                                              "%.1f s before Slurm ended it; ran" % (
+                                                  int(end) - float(when), int(end) - start,
+                                                  ended - float(when)), ended - start)]))
+    assert (job_id, int(signum)) == (first, signal.SIGUSR1)
+    assert int(end) == start + limit  # RESUMABLE_CHAIN_END: the limit it ends at, lowered or not
+    assert 18 <= int(end) - float(when) <= 22  # about 20 s before the end
+    assert ended - float(when) >= 19  # and Slurm ended it no earlier
+    assert "SIGUSR1 sent 20 s before the link ends to pids" in chain.log()

@@ -1,0 +1,224 @@
+"""--warn SIG@SECONDS: the work hears before its link ends (issue 31, part 2), and
+RESUMABLE_CHAIN_END, the end it is computed from."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import resumable_chain as rc
+from fake_cluster import BASH, read, run_cli, start_chain
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("USR1@20", "USR1@20"),
+    ("SIGUSR2@600", "USR2@600"),
+    ("usr1@0090", "USR1@90"),
+    ("10@60", "USR1@60"),  # a number, as Slurm's --signal takes it
+    ("TERM@1", "TERM@1"),
+])
+def test_a_warning_is_written_as_slurm_writes_a_signal(text, expected):
+    assert rc.check_warn(text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "KILL@30",  # cannot be caught: it would only kill the work early
+    "STOP@30",
+    "USR1",  # no time
+    "USR1@0",
+    "USR1@-5",
+    "USR1@1.5",
+    "NOPE@30",
+    "99@30",
+    "@30",
+])
+def test_a_warning_no_work_can_catch_is_refused(text):
+    with pytest.raises(ValueError, match="SIG@SECONDS"):
+        rc.check_warn(text)
+
+
+@pytest.mark.parametrize("start, limit, caps, end", [
+    (1000, 600, [], 1600),  # the time limit ends it
+    (1000, 600, [330], 1300),  # lowered for --max-walltime to its 5 whole minutes
+    (1000, 600, [900, 480], 1480),  # the budget's reservation is the tightest
+    (1000, 600, [3600], 1600),  # a cap beyond the limit changes nothing
+    (1000, None, [125], 1120),  # UNLIMITED: the cap itself ends it
+    (1000, None, [], None),  # nothing ends it
+    (None, 600, [], None),  # start not known
+])
+def test_a_link_ends_at_its_limit_or_the_limit_its_caps_lower_it_to(start, limit, caps, end):
+    assert rc.link_end(start, limit, caps) == end
+
+
+@pytest.mark.parametrize("record, caps", [
+    (rc.Record(max_walltime=600, walltime=73), [527]),
+    (rc.Record(max_walltime=None, walltime=73, reserved=300), [300]),
+    (rc.Record(max_walltime=600, walltime=0, reserved=300), [600, 300]),
+    (rc.Record(walltime=0), []),
+])
+def test_the_caps_a_link_is_lowered_to(record, caps):
+    assert rc.link_caps(record) == caps
+
+
+@pytest.mark.parametrize("environ, ask, expected", [
+    ({"SLURM_JOB_START_TIME": "1000", "SLURM_JOB_END_TIME": "1600"}, True, (1000, 600)),
+    ({}, False, (None, None)),  # before 23.02, without a warning: the controller is not asked
+])
+def test_the_start_and_limit_come_from_slurms_variables(environ, ask, expected):
+    assert rc.job_start_and_limit(environ, "100", ask=ask) == expected
+
+
+STATUS = "Name:\tpython3\nSigBlk:\t0000000000000000\nSigIgn:\t%s\nSigCgt:\t%s\n"
+
+
+@pytest.mark.parametrize("ignored, caught, signum, expected", [
+    ("0000000000000000", "0000000000000200", signal.SIGUSR1, True),  # bit 10 - 1
+    ("0000000000000000", "0000000000000800", signal.SIGUSR2, True),
+    ("0000000000000000", "0000000000000800", signal.SIGUSR1, False),  # default: would die
+    ("0000000000000200", "0000000000000000", signal.SIGUSR1, False),  # ignores it
+    ("0000000000000000", "0000000000004000", signal.SIGTERM, True),
+])
+def test_only_a_process_that_catches_the_signal_gets_it(ignored, caught, signum, expected):
+    assert rc.catches(STATUS % (ignored, caught), signum) is expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("42 (python3) S 7 42 42 0 -1", (42, 7)),
+    ("43 (a ) b (c) S 42 43 1 0", (43, 42)),  # a command name with spaces and parentheses
+    ("", None),
+])
+def test_a_process_parent_is_read_from_proc_stat(text, expected):
+    assert rc.parse_proc_stat(text) == expected
+
+
+def test_the_work_is_the_batch_shell_and_its_descendants_whatever_their_group():
+    parents = {1: 0, 10: 1, 11: 10, 12: 11, 13: 1, 14: 13}
+    assert rc.work_processes(parents, 10) == [10, 11, 12]
+
+
+WORKER = r'''
+import os, signal, sys, time
+name, log, signum = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if name == "group":
+    os.setsid()  # a work that starts its own process group (and session)
+def say(text):
+    with open(log, "a") as handle:
+        handle.write(text + "\n")
+def on_signal(signum, frame):
+    say("%s got %d" % (name, signum))
+    sys.exit(0)
+signal.signal(signum, on_signal)
+say(name + " ready")
+time.sleep(120)
+say(name + " never warned")
+'''
+
+BATCH = r'''#!%s
+trap 'echo "exit trap ran" >> "$DIR/log"' EXIT  # as the prologue renders: bash catches all
+sleep 120 &  # a work that leaves USR1 at its default (it would die of it)
+echo $! > "$DIR/sleeper.pid"
+"$PY" "$DIR/worker.py" group "$DIR/log" "$SIG" &
+"$PY" "$DIR/worker.py" plain "$DIR/log" "$SIG"  # a plain command in the foreground
+echo "shell survived" >> "$DIR/log"
+wait $!
+'''
+
+
+def _lines(path):
+    try:
+        with open(path) as handle:
+            return handle.read().splitlines()
+    except OSError:
+        return []
+
+
+@pytest.mark.parametrize("signame", ["USR1", "INT"])  # bash has a handler of its own for INT
+def test_the_warning_reaches_a_plain_command_and_a_child_process_group_and_harms_nothing_else(
+        tmp_path, capsys, signame):
+    (tmp_path / "worker.py").write_text(WORKER)
+    log = str(tmp_path / "log")
+    signum = int(getattr(signal, "SIG" + signame))
+    # as slurmd names a job script: its comm is no shell's
+    (tmp_path / "slurm_script").write_text(BATCH % BASH)
+    os.chmod(str(tmp_path / "slurm_script"), 0o755)
+    shell = subprocess.Popen([str(tmp_path / "slurm_script")], env=dict(
+        os.environ, DIR=str(tmp_path), PY=sys.executable, SIG=str(signum)))
+    try:
+        for _ in range(600):  # both have their handler before the warning
+            if {"plain ready", "group ready"} <= set(_lines(log)):
+                break
+            time.sleep(0.05)
+        end = int(time.time()) + 20  # the moment has come: USR1@20
+        assert rc.warn_command([signame + "@20", str(end), str(shell.pid)]) == 0
+        assert shell.wait(timeout=60) == 0
+        with open(str(tmp_path / "sleeper.pid")) as handle:
+            sleeper = int(handle.read())
+        os.kill(sleeper, 0)  # still alive: not signalled
+        os.kill(sleeper, signal.SIGTERM)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    assert sorted(_lines(log)) == sorted(["group got %d" % signum, "group ready",
+                                   "plain got %d" % signum, "plain ready", "shell survived",
+                                   "exit trap ran"])
+    assert "SIG%s sent 20 s before the link ends to pids" % signame in capsys.readouterr().err
+
+
+def test_the_timer_of_a_job_whose_work_ended_sends_nothing(tmp_path):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    slept = []
+    assert rc.warn_command(["USR1@20", str(int(time.time()) + 3600), str(gone.pid)],
+                           sleep=slept.append) == 0
+    assert slept == []
+
+
+def test_render_puts_the_warning_in_the_prologue(tmp_path):
+    text = rc.render_prologue(str(tmp_path / "run"), warn="sigusr1@120")
+    assert " --warn=USR1@120 " in text
+
+
+@pytest.mark.parametrize("argv", [
+    ["render", "RUN", "--warn", "KILL@30"],
+    ["resume", "RUN", "--warn", "USR1"],
+])
+def test_a_bad_warning_is_refused_in_one_line(cluster, capsys, monkeypatch, tmp_path, argv):
+    argv = [str(tmp_path / "run") if word == "RUN" else word for word in argv]
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)
+    assert (status, out) == (rc.EXIT_USAGE, "")
+    assert len(err.strip().splitlines()) == 1 and "SIG@SECONDS" in err
+
+
+def test_a_link_exports_its_end_and_starts_the_timer_for_a_lowered_limit(cluster, run_dir):
+    script = cluster.write_script(run_dir, max_walltime="5:30", warn="USR1@20",
+                                  work='echo "$RESUMABLE_CHAIN_END" >> "$WORKLOG.end"\n')
+    now = int(time.time())  # the timer fires at once (its moment passed) and finds no handler
+    result = cluster.run_link(script, 100, SLURM_JOB_START_TIME=now - 3600,
+                              SLURM_JOB_END_TIME=now - 3000)
+    assert result.returncode == 0, result.stderr
+    with open(cluster.worklog + ".end") as handle:
+        assert handle.read() == "%d\n" % (now - 3600 + 300)  # 10 min limit lowered to 5
+    assert "the work gets SIGUSR1 20 s before this link ends at" in result.stderr
+
+
+def test_resume_gives_its_warning_to_the_resumed_link_and_every_later_one(
+        cluster, run_dir, capsys, monkeypatch):
+    script, successor = start_chain(cluster, run_dir, max_retries=0, warn="USR1@20")
+    cluster.finish(100, "FAILED", 5)
+    assert cluster.run_link(script, successor, predecessor=100).returncode == 1
+    cluster.finish(successor, "FAILED", 0)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir, "--warn",
+                               "usr2@60")
+    assert status == 0, err
+    job = out.strip()
+    assert json.loads(read(run_dir, rc.JOURNAL_FILE))["warn"] == "USR2@60"
+    past = dict(SLURM_JOB_START_TIME=1000, SLURM_JOB_END_TIME=1600)  # the timer ends at once
+    result = cluster.run_link(script, job, **past)
+    assert "the work gets SIGUSR2 60 s before this link ends" in result.stderr
+    later = cluster.pending()[-1]
+    cluster.finish(job, "TIMEOUT", 60)
+    result = cluster.run_link(script, later, predecessor=job, **past)  # USR1 in its prologue
+    assert "the work gets SIGUSR2 60 s before this link ends" in result.stderr
