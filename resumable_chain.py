@@ -2622,7 +2622,7 @@ def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
     guard = again and queued_guard(record.successor)
     guard, error = (guard, None) if guard else sbatch_guard(
         record.successor, " ".join(shell_quote(word) for word in step_command(
-            "guard", run_dir, record.successor, *sorted(
+            "guard", run_dir, record.successor, "--after=" + record.job, *sorted(
                 "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_")))),
         GUARD_PREFIX + name, run_dir, environ)
     if error:
@@ -3104,28 +3104,29 @@ def _retry_once(store, job_id, tries, environ):
             record.notify)
 
 
-def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic):
+def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
     """The guard's step (``guard DIR JOB``), run once JOB, a link's successor, ended. If the
     chain still waits on JOB, continue it: JOB died before its prologue (its launch or node
     failed, Slurm cancelled it after a node Prolog failure): a new link replaces it; JOB ran but
     ended before it queued its successor: queue it. A JOB cancelled before it started (a
     person, or Slurm because its predecessor completed) is a deliberate end: nothing to do.
-    sbatch is tried again within the guard's few minutes. Returns (the Event journaled or None,
-    the notify command, what it did in words)."""
+    sbatch is tried again within the guard's few minutes. ``after``: the link that queued JOB;
+    a journal that does not show it yet is a lagging view, waited for as a link does. Returns
+    (the Event journaled or None, the notify command, what it did in words)."""
     store = chain_store(run_dir)
     deadline = clock() + (GUARD_MINUTES - 1) * 60
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
         final = clock() + delay > deadline
-        done, result = _guard_once(store, job_id, environ, final)
+        done, result = _guard_once(store, job_id, environ, final, after)
         if done or final:
             return result
         sleep(delay)
 
 
-def _guard_once(store, job_id, environ, final):
+def _guard_once(store, job_id, environ, final, after=None):
     """One look of the guard under the lock: (whether it is over, (event, command, words))."""
     with store.locked():
-        snapshot = store.snapshot()
+        snapshot = wait_for_view(store, store.snapshot(), after, [])  # the journal of ``after``
         record = snapshot.record
         if snapshot.cancelled or record is None or job_id not in (record.job, record.successor):
             return True, (None, None, "nothing to guard: the chain %s" % (
@@ -4903,17 +4904,19 @@ def finished_command(argv):
 
 
 def guard_command(argv):
-    """``guard DIR JOB [SBATCH_NAME=VALUE ...]``: the guard job's step (a link queues the guard
-    of its successor). The guard itself is queued without the user's SBATCH_* defaults; the
-    links it queues get them back from its command line."""
-    defaults = [word.partition("=") for word in argv[2:]]
-    if len(argv) < 2 or not is_job_id(argv[1]) or not all(
+    """``guard DIR JOB [--after=LINK] [SBATCH_NAME=VALUE ...]``: the guard job's step (LINK
+    queued JOB and its guard). The guard itself is queued without the user's SBATCH_* defaults;
+    the links it queues get them back from its command line."""
+    after = [word.partition("=")[2] for word in argv[2:] if word.startswith("--after=")]
+    defaults = [word.partition("=") for word in argv[2:] if not word.startswith("--after=")]
+    if len(argv) < 2 or not is_job_id(argv[1]) or not all(map(is_job_id, after)) or not all(
             name.startswith("SBATCH_") and equals for name, equals, _ in defaults):
-        raise ValueError("guard: give DIR, the JOB it guards and SBATCH_NAME=VALUE defaults (a "
-                         "link queues this by itself)")
+        raise ValueError("guard: give DIR, the JOB it guards, --after=LINK and SBATCH_NAME=VALUE "
+                         "defaults (a link queues this by itself)")
     os.environ.update((name, value) for name, _, value in defaults)
     run_dir = os.path.abspath(argv[0])
-    event, command, words = guard_chain(run_dir, argv[1], os.environ)
+    event, command, words = guard_chain(run_dir, argv[1], os.environ,
+                                        after=(after or [None])[-1])
     _log("%s guard %s of job %s: %s" % (time.strftime("%Y-%m-%dT%H:%M:%S"),
                                         os.environ.get("SLURM_JOB_ID", "?"), argv[1], words))
     if event and command:

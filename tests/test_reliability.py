@@ -2,6 +2,7 @@
 fuzzing. Each part prints how many cases it ran (see docs/reliability.md)."""
 import errno
 import glob
+import json
 import os
 import random
 import signal
@@ -1069,3 +1070,29 @@ def test_a_first_job_over_a_chain_that_ended_keeps_the_old_files(cluster, run_di
     assert read(run_dir, rc.CHAIN_FILE) == "200\n"
     assert read(run_dir, rc.JOURNAL_FILE + rc.PREVIOUS_SUFFIX) == old
     assert read(run_dir, rc.CHAIN_FILE + rc.PREVIOUS_SUFFIX) == "100\n"
+
+
+def test_a_guard_that_reads_a_journal_one_link_behind_waits_and_replaces_the_dead_successor(
+        cluster, run_dir):
+    # Issue 29 (a): the guard read a stale journal in which its job was neither the current
+    # link nor its successor, said "nothing to guard" and the chain was lost, unannounced.
+    script = cluster.write_script(run_dir)
+    assert cluster.run_link(script, 100).returncode == 0
+    names = (rc.CHAIN_FILE, rc.JOURNAL_FILE, rc.WALLTIME_FILE, rc.RETRIES_FILE)
+    before = {name: read(run_dir, name) for name in names if os.path.exists(
+        os.path.join(run_dir, name))}
+    [link] = cluster.pending()
+    cluster.finish(100, "TIMEOUT", 60)
+    assert cluster.run_link(script, link, predecessor=100).returncode == 0
+    [successor] = cluster.pending()
+    cluster.finish(link, "TIMEOUT", 60)
+    cluster.set_job(successor, state="NODE_FAIL", start="2026-11-30T01:01:00",
+                    end="2026-11-30T01:01:00")
+    thread = stale_view(run_dir, names, before)  # the journal of link 100, queueing `link`
+    result = cluster.run_guard(successor)
+    thread.join()
+    assert result.returncode == 0, result.stderr
+    assert "the chain continued with job" in result.stderr, result.stderr
+    [replacement] = cluster.pending()
+    record = json.loads(read(run_dir, rc.JOURNAL_FILE))
+    assert (record["job"], record["successor"]) == (link, replacement)
