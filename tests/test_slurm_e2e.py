@@ -301,6 +301,11 @@ def phase_a(root):
                          header=noflock_header(root)),
         "sbatch-once": Chain(root, "sbatch-once", 'if [ "$n" -le 1 ]; then sleep 600; fi',
                              time_limit="3", header=sbatch_fails_once(root)),
+        # issue 30: a work that exits 0 just past its one-minute limit (Slurm checks limits
+        # every 30 s: one-minute links run 60-90 s), and a successor that can never start
+        "just-past": Chain(root, "just-past", 'if [ "$n" -le 1 ]; then sleep 63; fi',
+                           notify=heard(root, "just-past")),
+        "never-starts": Chain(root, "never-starts", "sleep 600", time_limit="10"),
     }
     budget_dir = shared_budget(root, "3:00")
     for name in ("budget-a", "budget-b"):  # two chains at once on one 3-minute budget
@@ -905,3 +910,33 @@ def test_the_work_hears_usr1_20_s_before_its_link_ends(warned, name, limit):
     assert 18 <= int(end) - float(when) <= 22  # about 20 s before the end
     assert ended - float(when) >= 19  # and Slurm ended it no earlier
     assert "SIGUSR1 sent 20 s before the link ends to pids" in chain.log()
+
+
+def test_a_work_that_exits_0_just_past_its_limit_finishes_the_chain_once(phase_a):
+    chain = phase_a["just-past"]
+    jobs = chain.wait_done()
+    finished = [line for line in notified(chain) if line.startswith("finished ")]
+    assert len(finished) == 1, (notified(chain), jobs)  # one chain end, one event
+    status = json.loads(cli("status", chain.run_dir, "--json"))
+    assert status["verdict_word"] == "finished", status["verdict"]
+    if jobs[0]["state"] == "TIMEOUT" and "work_done" in chain.state_file(rc.JOURNAL_FILE):
+        # the race the issue saw: the work ended before the limit sweep killed it
+        assert chain.work() == [jobs[0]["id"]], jobs  # the link after it did no work
+        assert "found nothing left to do" in status["verdict"]
+
+
+def test_a_successor_that_can_never_start_fails_status_check(phase_a):
+    chain = phase_a["never-starts"]
+    chain.wait_running(chain.first)
+    [successor] = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
+                                 "a pending successor")
+    run(["scontrol", "update", "JobId=%s" % successor, "MinMemoryNode=100000000"])  # 100 TB
+    chain.wait_for(lambda: run(["squeue", "-h", "-j", successor, "-o", "%r"]).stdout.strip()
+                   == "BadConstraints", "the successor pending for BadConstraints")
+    status = json.loads(cli("status", "--check", "--json", chain.run_dir, expect=1))
+    assert "never starts by itself" in status["attention"], status
+    assert status["next"] and "scontrol update JobId=%s" % successor in status["next"]
+    [row] = [row for row in status["jobs"] if row["job"] == successor]
+    assert "BadConstraints" in row["note"]
+    cli("cancel", chain.run_dir)
+    chain.wait_done()
