@@ -85,6 +85,16 @@ def test_only_a_process_that_catches_the_signal_gets_it(ignored, caught, signum,
     assert rc.catches(STATUS % (ignored, caught), signum) is expected
 
 
+@pytest.mark.parametrize("program, caught, expected", [
+    ("python3", "0000000000000200", True),
+    ("python3", "0000000000000000", False),  # no handler: a USR1 would kill it
+    ("srun", "0000000000000000", True),  # 22.05's srun blocks it for its signal thread (seen)
+])
+def test_srun_always_gets_the_warning_to_forward_it(program, caught, expected):
+    status = STATUS % ("0000000000000000", caught)
+    assert rc.wants_signal(program, status, signal.SIGUSR1) is expected
+
+
 @pytest.mark.parametrize("text, expected", [
     ("42 (python3) S 7 42 42 0 -1", (42, 7)),
     ("43 (a ) b (c) S 42 43 1 0", (43, 42)),  # a command name with spaces and parentheses
