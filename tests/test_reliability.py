@@ -593,24 +593,8 @@ def test_a_lagging_view_of_the_run_dir_is_waited_for(cluster, run_dir, view):
     assert cluster.run_link(script, 1000, predecessor=100).returncode == 0
     names = [name for name in os.listdir(run_dir) if name.startswith(".") and
              os.path.isfile(os.path.join(run_dir, name)) and name != rc.LOCK_FILE]
-    after = {name: read(run_dir, name) for name in names}
     cluster.finish(1000, "TIMEOUT", 60)
-    for name in names:
-        os.unlink(os.path.join(run_dir, name))
-    if view == "one link behind":
-        for name, text in before.items():
-            with open(os.path.join(run_dir, name), "w") as handle:
-                handle.write(text)
-
-    def catch_up():
-        time.sleep(3)
-        for name, text in after.items():
-            with open(os.path.join(run_dir, name + ".new"), "w") as handle:
-                handle.write(text)
-            os.replace(os.path.join(run_dir, name + ".new"), os.path.join(run_dir, name))
-
-    thread = threading.Thread(target=catch_up)
-    thread.start()
+    thread = stale_view(run_dir, names, before if view == "one link behind" else {})
     result = cluster.run_link(script, 1001, predecessor=1000)
     thread.join()
     assert result.returncode == 0, result.stderr
@@ -983,9 +967,12 @@ def test_sigterm_ends_the_retriers_pause_with_a_last_try(cluster, run_dir):
 
 
 def stale_view(run_dir, names, before, seconds=3):
-    """Show ``before`` ({file: text}) of the run directory now and its current version after
-    ``seconds``, as an NFS client that lags would; returns the thread that catches up."""
+    """Show ``before`` ({file: text}; the other ``names`` missing) of the run directory now and
+    its current version after ``seconds``, as an NFS client that lags would; returns the thread
+    that catches up."""
     after = {name: read(run_dir, name) for name in names}
+    for name in names:
+        os.unlink(os.path.join(run_dir, name))
     for name, text in before.items():
         with open(os.path.join(run_dir, name), "w") as handle:
             handle.write(text)

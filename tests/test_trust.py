@@ -239,12 +239,17 @@ def test_acting_on_someone_elses_chain_is_refused_in_one_line(world, command):
 
 # -- only the owner acts, on a directory no one else can write -------------------------------
 
-def test_the_owners_chain_works_end_to_end_in_a_group_shared_parent(world):
-    run_dir = os.path.join(world.runs, "mine")
-    notify = "echo \"$RESUMABLE_CHAIN_EVENT $(id -un)\" >> %s/notified" % world.homes[OWNER]
+def submit_as_owner(world, name, notify):
+    """The owner's submit of a chain in the shared runs/ with a notify command: (run dir, job)."""
+    run_dir = os.path.join(world.runs, name)
     result = world.cli(OWNER, "submit", run_dir, "--notify", notify, "--", world.script())
     assert result.returncode == 0, result.stderr
-    first = result.stdout.strip()
+    return run_dir, result.stdout.strip()
+
+
+def test_the_owners_chain_works_end_to_end_in_a_group_shared_parent(world):
+    notify = "echo \"$RESUMABLE_CHAIN_EVENT $(id -un)\" >> %s/notified" % world.homes[OWNER]
+    run_dir, first = submit_as_owner(world, "mine", notify)
     info = os.stat(run_dir)
     assert info.st_uid == pwd.getpwnam(OWNER).pw_uid and not info.st_mode & 0o022, oct(
         info.st_mode)  # umask 002, yet the group cannot write it
@@ -423,11 +428,8 @@ def test_a_run_directory_someone_else_could_swap_is_refused(world, situation):
 
 
 def test_the_notify_command_is_in_no_file_or_log_others_can_read(world):
-    run_dir = os.path.join(world.runs, "token")
     notify = "echo $RESUMABLE_CHAIN_EVENT TOKEN123 >> %s/heard" % world.homes[OWNER]
-    result = world.cli(OWNER, "submit", run_dir, "--notify", notify, "--", world.script())
-    assert result.returncode == 0, result.stderr
-    first = result.stdout.strip()
+    run_dir, first = submit_as_owner(world, "token", notify)
     log = world.as_job(OWNER, os.path.join(run_dir, "resumable-job.sh"), first)
     assert log.returncode == 0, log.stderr
     for directory, _, files in os.walk(run_dir):
