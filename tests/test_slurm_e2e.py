@@ -931,6 +931,7 @@ def test_a_successor_that_can_never_start_fails_status_check(phase_a):
     [successor] = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                  "a pending successor")
     run(["scontrol", "update", "JobId=%s" % successor, "MinMemoryNode=100000000"])  # 100 TB
+    run(["scancel", chain.first])  # its dependency met, Slurm says why it cannot start
     chain.wait_for(lambda: run(["squeue", "-h", "-j", successor, "-o", "%r"]).stdout.strip()
                    == "BadConstraints", "the successor pending for BadConstraints")
     status = json.loads(cli("status", "--check", "--json", chain.run_dir, expect=1))
