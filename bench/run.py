@@ -504,8 +504,9 @@ def main(argv=None):
     report = "\n".join(lines) + "\n"
     sys.stdout.write(report)
     if not options.smoke:
+        kept = kept_above_marker(options.output)  # read before open() truncates the file
         with open(options.output, "w") as handle:
-            handle.write(kept_above_marker(options.output) + report)
+            handle.write(kept + report)
     return 0
 
 
