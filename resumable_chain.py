@@ -13,8 +13,9 @@ collected. Each job's prologue looks up its predecessor's final state,
 decides (start, resume, complete, stop, fail), keeps the chain's state in
 dot-files of the run directory, and queues its own successor with
 ``sbatch --dependency=afternotok:<this job> --kill-on-invalid-dep=yes``
-before any work starts, and the successor's guard: a one-CPU job that runs
-only if the successor dies before its prologue, and continues the chain.
+before any work starts; beside the work, the successor's guard: a one-CPU
+job that runs when the successor ends and continues the chain if it died
+before its prologue. Only a chain's owner acts on it (docs/trust-model.md).
 
 Use it three ways:
 
@@ -910,6 +911,8 @@ def check_warn(text, name="warn"):
     word = word.strip().upper()
     number = int(word) if is_digits(word, 2) else getattr(
         signal, word if word.startswith("SIG") else "SIG" + word, None)
+    number = number if isinstance(number, int) and not isinstance(number, signal.Handlers) \
+        else None  # SIG_IGN and SIG_DFL are handlers, not signals
     names = dict((int(value), value.name) for value in signal.Signals)
     if not isinstance(number, int) or number not in names or number in (
             signal.SIGKILL, signal.SIGSTOP) or not at or not is_digits(seconds, 6) \
@@ -1426,7 +1429,6 @@ def _checked(data, checks, fields):
 SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECKS)
     "first_job": RECORD_CHECKS["job"], "cluster": _text, "script": _text, "original": _text,
     "sbatch_args": lambda value: _next_link_ok({"sbatch_args": value}),
-    "sbatch_options": lambda value: _next_link_ok({"sbatch_args": value}),
     "script_args": lambda value: _next_link_ok({"script_args": value}),
     "max_retries": _count, "max_walltime": _count, "workdir": _text, "budget_dir": _text,
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
@@ -1839,8 +1841,12 @@ class StateStore(object):
         this directory starts from nothing, and the old one's history is not lost."""
         for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
                      SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
-            if os.path.isfile(self.path(name)):
-                os.replace(self.path(name), self.path(name) + PREVIOUS_SUFFIX)
+            try:
+                if os.path.isfile(self.path(name)):
+                    os.replace(self.path(name), self.path(name) + PREVIOUS_SUFFIX)
+            except OSError as error:
+                raise StateError("cannot keep %s as %s: %s" % (
+                    self.path(name), PREVIOUS_SUFFIX, error.strerror or error))
         self.notify_on_file = None
 
     def remove(self, name):
@@ -2877,8 +2883,11 @@ def _finish_link(store, record, observation, next_link, environ, warnings, succe
     again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
         record.job, next_link, warnings)
+    if own is None:  # the job's own limit from its environment (23.02+): no Slurm call
+        limit = job_start_and_limit(environ, record.job, ask=False)[1]
+        own = limit and Job(record.job, "RUNNING", time_limit=limit)
     record = record._replace(successor=successor, successor_error=error,
-                             time_limit=planned_time_limit(record, own), phase="queued")
+                             time_limit=planned_time_limit(record, own or None), phase="queued")
     if not record.guarded_by:
         record = _unguarded(record, store.directory, environ, warnings, again)
     store.write_record(record)
@@ -2965,7 +2974,7 @@ def journal_event(store, event, warnings):
 
 def finish_queueing(run_dir, environ, again=False):
     """The background step's first part, as the work starts (the in-job step starts the step
-    once its successor is queued): what queueing the successor left to do, bounded (a few Slurm
+    beside every working link's work): what queueing the successor left to do, bounded (a few Slurm
     commands, each with its timeout). Under the lock and journaled: the successor's guard, then
     the cancel of this link's own guard (until then that one finishes this, ``_guard_covers``,
     if the link ends first). Then this link's time limit and, for a link that Slurm may requeue
@@ -3109,7 +3118,8 @@ def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic
     chain still waits on JOB, continue it: JOB died before its prologue (its launch or node
     failed, Slurm cancelled it after a node Prolog failure): a new link replaces it; JOB ran but
     ended before it queued its successor: queue it. A JOB cancelled before it started (a
-    person, or Slurm because its predecessor completed) is a deliberate end: nothing to do.
+    person, or Slurm because its predecessor completed) is a deliberate end: nothing continues
+    it, and the guard journals ``stopped`` or ``finished`` (no link is left to).
     sbatch is tried again within the guard's few minutes. ``after``: the link that queued JOB;
     a journal that does not show it yet is a lagging view, waited for as a link does. Returns
     (the Event journaled or None, the notify command, what it did in words)."""
@@ -3630,7 +3640,7 @@ def _other_roles(chain):
     record, others = chain.record or Record(), collections.OrderedDict()
     for guard, guarded, what in guards_that_ran(chain.store):
         others[guard] = ("guard", "ran once job %s ended: %s" % (guarded, what))
-        queued = what.partition(CONTINUED_WITH)[2].split(" ")[0]
+        queued = what.partition(CONTINUED_WITH)[2].split(" ")[0].rstrip(";,")
         dead = guarded not in chain.jobs and guarded != record.successor
         if dead and queued:
             others.setdefault(guarded, ("dead successor", "died before its prologue; job %s "
@@ -3875,6 +3885,8 @@ def _submit_again(submitted, run_dir):
         words += ["--budget-dir", submitted["budget_dir"]]
     if isinstance(submitted.get("notify"), str):  # a 0.5 record (now NOTIFY_FILE, owner only)
         words += ["--notify", submitted["notify"]]
+    if submitted.get("warn"):
+        words += ["--warn", submitted["warn"]]
     words += list(submitted.get("sbatch_args") or [])
     words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
     return "its first job never ran: " + " ".join(shell_quote(word) for word in words)
@@ -3994,6 +4006,10 @@ def _already_ended(run_dir, chain):
         return None
     status = chains_status([run_dir])[0]
     if status["verdict_word"] not in ("finished", "stopped", "failed"):
+        return None
+    record = chain.record or Record()
+    if status["verdict_word"] == "stopped" and record.action in WORK_ACTIONS and \
+            not chain.cancelled:  # stopped by a person's scancel: the mark says it ended
         return None
     return "already %s (%s): nothing to cancel" % (status["verdict_word"],
                                                    status["verdict"].partition(": ")[2])

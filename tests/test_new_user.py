@@ -270,3 +270,37 @@ def test_an_ended_link_shows_its_exit_and_what_it_meant(cluster, run_dir, capsys
     cluster.set_job(100, exit_code=exit_code)
     rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
     assert rows["100"] == ("link", state, note)
+
+
+def test_cancel_marks_a_chain_a_person_stopped_with_scancel_so_a_new_job_starts_fresh(
+        cluster, run_dir, capsys, monkeypatch):
+    # A person scancelled the running link and its pending successor: the journal still shows
+    # a working link, so a new first job would wait for the journal to name it. cancel writes
+    # the mark that ends the chain (a second cancel says so), and the new job starts at once.
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "CANCELLED by 0", 5)
+    cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T01:30:00")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
+    assert status == 0 and "already" not in out, out
+    assert os.path.exists(os.path.join(run_dir, rc.CANCEL_FILE))
+    assert "already stopped" in run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[1]
+    result = cluster.run_link(script, 200)
+    assert result.returncode == 0 and "starting fresh" in result.stderr, result.stderr
+    assert read(run_dir, rc.CHAIN_FILE) == "200\n"
+
+
+def test_a_guards_words_with_a_warning_still_name_the_replacement(cluster, run_dir):
+    start_chain(cluster, run_dir)
+    with open(os.path.join(run_dir, rc.GUARD_LOG), "w") as handle:
+        handle.write("resumable-chain: 2026-11-30T02:00:00 guard 900000 of job 1000: job 1000 "
+                     "died before its prologue (NODE_FAIL on vm)%s1002; WARNING: could not "
+                     "queue a guard for job 1002 (x)\n" % rc.CONTINUED_WITH)
+    chain = rc.open_chain(run_dir)
+    roles = rc._other_roles(chain)
+    assert roles["1002"] == ("successor", "queued by guard 900000")  # not "1002;": lost
+
+
+def test_submit_again_keeps_the_warning():
+    words = rc._submit_again({"original": "/x/job.sh", "warn": "USR1@120", "max_retries": 3},
+                             "runs/a")
+    assert "--warn USR1@120" in words
