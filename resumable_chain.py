@@ -3744,7 +3744,7 @@ def _status_row(job, role, record):
     elif state == "PENDING" and job.reason:
         note = "pending: %s" % job.reason
     elif role == "link" and is_final(job.state) and state != "CANCELLED":
-        note = _link_end(job)
+        note = _how_link_ended(job)
     if state == "PENDING" and never_starts(job.reason):
         note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
                                                         never_starts(job.reason))
@@ -3765,7 +3765,7 @@ LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "resumed without a retry
              RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
 
 
-def _link_end(job):
+def _how_link_ended(job):
     """"exit 75: resumed without a retry": how an ended link ended and what that meant."""
     words = LINK_ENDS.get(state_meaning(job.state, job.exit_code), "")
     code = exit_status(job.exit_code)
