@@ -305,7 +305,8 @@ def phase_a(root):
         # every 30 s: one-minute links run 60-90 s), and a successor that can never start
         "just-past": Chain(root, "just-past", 'if [ "$n" -le 1 ]; then sleep 63; fi',
                            notify=heard(root, "just-past")),
-        "never-starts": Chain(root, "never-starts", "sleep 600", time_limit="10"),
+        # its first link runs until its test (which comes early) has changed its successor
+        "never-starts": Chain(root, "never-starts", "sleep 3000", time_limit="60"),
     }
     budget_dir = shared_budget(root, "3:00")
     for name in ("budget-a", "budget-b"):  # two chains at once on one 3-minute budget
@@ -344,6 +345,24 @@ def test_user_scancel_of_the_running_link_stops_the_chain(phase_a):
     assert jobs[0]["state"].startswith("CANCELLED by ")
     assert chain.work() == [chain.first]
     assert "stop | predecessor %s CANCELLED" % chain.first in chain.log()
+
+
+def test_a_successor_that_can_never_start_fails_status_check(phase_a):
+    chain = phase_a["never-starts"]
+    chain.wait_running(chain.first)
+    [successor] = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
+                                 "a pending successor")
+    run(["scontrol", "update", "JobId=%s" % successor, "MinMemoryNode=100000000"])  # 100 TB
+    run(["scancel", chain.first])  # its dependency met, Slurm says why it cannot start
+    chain.wait_for(lambda: run(["squeue", "-h", "-j", successor, "-o", "%r"]).stdout.strip()
+                   == "BadConstraints", "the successor pending for BadConstraints")
+    status = json.loads(cli("status", "--check", "--json", chain.run_dir, expect=1))
+    assert "never starts by itself" in status["attention"], status
+    assert status["next"] and "scontrol update JobId=%s" % successor in status["next"]
+    [row] = [row for row in status["jobs"] if row["job"] == successor]
+    assert "BadConstraints" in row["note"]
+    cli("cancel", chain.run_dir)
+    chain.wait_done()
 
 
 def test_cancel_command_stops_a_running_chain_for_good(phase_a):
@@ -923,21 +942,3 @@ def test_a_work_that_exits_0_just_past_its_limit_finishes_the_chain_once(phase_a
         # the race the issue saw: the work ended before the limit sweep killed it
         assert chain.work() == [jobs[0]["id"]], jobs  # the link after it did no work
         assert "found nothing left to do" in status["verdict"]
-
-
-def test_a_successor_that_can_never_start_fails_status_check(phase_a):
-    chain = phase_a["never-starts"]
-    chain.wait_running(chain.first)
-    [successor] = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
-                                 "a pending successor")
-    run(["scontrol", "update", "JobId=%s" % successor, "MinMemoryNode=100000000"])  # 100 TB
-    run(["scancel", chain.first])  # its dependency met, Slurm says why it cannot start
-    chain.wait_for(lambda: run(["squeue", "-h", "-j", successor, "-o", "%r"]).stdout.strip()
-                   == "BadConstraints", "the successor pending for BadConstraints")
-    status = json.loads(cli("status", "--check", "--json", chain.run_dir, expect=1))
-    assert "never starts by itself" in status["attention"], status
-    assert status["next"] and "scontrol update JobId=%s" % successor in status["next"]
-    [row] = [row for row in status["jobs"] if row["job"] == successor]
-    assert "BadConstraints" in row["note"]
-    cli("cancel", chain.run_dir)
-    chain.wait_done()
