@@ -132,6 +132,11 @@ class Chain(object):
     def wait_running(self, job_id):
         self.wait_for(lambda: self.live().get(job_id) == "RUNNING", "job %s running" % job_id)
 
+    def wait_working(self, job_id):
+        """Wait until the link's work started: its successor is queued before its work (only
+        that sbatch precedes it), so a test that kills it and counts its work waits for this."""
+        self.wait_for(lambda: job_id in self.work(), "job %s working" % job_id)
+
     def wait_done(self, timeout=CHAIN_TIMEOUT):
         """Wait until no job of the chain is queued or running and sacct shows them all final."""
         def settled():  # its guards too: nothing of a chain that ended stays queued
@@ -336,6 +341,7 @@ def phase_a(root):
 def test_user_scancel_of_the_running_link_stops_the_chain(phase_a):
     chain = phase_a["scancel"]
     chain.wait_running(chain.first)
+    chain.wait_working(chain.first)
     successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                "a pending successor")[0]
     run(["scancel", chain.first])
@@ -368,6 +374,7 @@ def test_a_successor_that_can_never_start_fails_status_check(phase_a):
 def test_cancel_command_stops_a_running_chain_for_good(phase_a):
     chain = phase_a["cancel"]
     chain.wait_running(chain.first)
+    chain.wait_working(chain.first)
     successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                "a pending successor")[0]
     [guard] = chain.wait_for(chain.guards, "the successor's guard")
@@ -386,6 +393,7 @@ def test_cancel_command_stops_a_running_chain_for_good(phase_a):
 def test_a_chain_whose_pending_successor_a_person_cancelled_stops_and_resumes(phase_a):
     chain = phase_a["broken"]
     chain.wait_running(chain.first)
+    chain.wait_working(chain.first)
     successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                "a pending successor")[0]
     run(["scancel", successor])  # a person: a deliberate stop
@@ -415,6 +423,7 @@ def test_a_chain_whose_pending_successor_a_person_cancelled_stops_and_resumes(ph
 def test_submit_force_cancels_the_live_chain_and_a_refused_submit_changes_nothing(phase_a):
     chain = phase_a["force"]
     chain.wait_running(chain.first)
+    chain.wait_working(chain.first)
     old_successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                    "a pending successor")[0]
     quick = os.path.join(chain.dir, "quick.sh")
@@ -740,6 +749,7 @@ def test_preempted_link_resumes_without_a_retry(root, node_alone):
     chain = Chain(root, "preempt", 'if [ "$n" -le 1 ]; then sleep 600; fi', time_limit="5")
     chain.submit("--no-requeue", "--partition=debug")
     chain.wait_running(chain.first)
+    chain.wait_working(chain.first)
     run(["sbatch", "--partition=high", "--exclusive", "--job-name=rce2e-preemptor-%s" % TAG,
          "--output=/dev/null", "--wrap", "sleep 3"])
     jobs = chain.wait_done()
@@ -752,6 +762,7 @@ def test_node_failure_resumes_without_a_retry(root, node_alone):
     chain = Chain(root, "nodefail", 'if [ "$n" -le 1 ]; then sleep 600; fi', time_limit="5")
     chain.submit("--no-requeue")
     chain.wait_running(chain.first)
+    chain.wait_working(chain.first)
     chain.wait_for(lambda: len(chain.live()) == 2, "the successor queued")
     run(["scontrol", "update", "nodename=%s" % node_alone, "state=down", "reason=e2e-test"])
     try:
