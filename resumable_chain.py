@@ -929,36 +929,6 @@ def warn_signal(text):
     return int(getattr(signal, "SIG" + word)), int(seconds)
 
 
-def parse_array(text, max_array_size):
-    """(sorted task IDs, throttle or None) of an ``--array`` value as sbatch and slurmctld take
-    it (slurm_parse_array_tok): comma-separated ``I``, ``I-J`` or ``I-J:STEP`` (brackets
-    allowed), then ``%N`` (the first ``%`` counts; 0 means none); every ID below MaxArraySize.
-    An empty value is no array: None. ValueError, in one line, for what slurmctld refuses.
-    (Issue 31 part 1: arrays are still refused; this is their syntax, checked ahead of sbatch.)"""
-    if not text:
-        return None
-    indexes, _, throttle = text.partition("%")
-    tasks = set()
-    for token in indexes.split(","):
-        word = token.strip("[]")
-        first, dash, rest = word.partition("-")
-        last, colon, step = rest.partition(":")
-        numbers = [first] + ([last] if dash else []) + ([step] if colon else [])
-        if not all(is_digits(number, 9) for number in numbers) or (colon and not dash) or \
-                int(last if dash else first) < int(first) or \
-                int(last if dash else first) >= max_array_size or \
-                colon and not 0 < int(step) < max_array_size:
-            raise ValueError("--array=%s: %r is not an index sbatch takes (I, I-J or I-J:STEP, "
-                             "each below MaxArraySize %d; e.g. 0-99%%10 or 1,3,5-9:2)"
-                             % (text, token, max_array_size))
-        tasks.update(range(int(first), int(last if dash else first) + 1,
-                           int(step) if colon else 1))
-    digits = throttle.split("%")[0]
-    if throttle and not is_digits(digits, 9):
-        raise ValueError("--array=%s: the throttle %%%s is not a count" % (text, throttle))
-    return sorted(tasks), int(digits) or None if throttle else None
-
-
 def check_path(value, name):
     """Return value if it can be a path (a non-empty string without NUL); ValueError otherwise."""
     if not isinstance(value, str) or not value or "\0" in value:
