@@ -106,6 +106,7 @@ DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is 
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file: read by its tail
+NAMED_ENV = "RESUMABLE_CHAIN_NAMED"  # "1": the journal names this job (resume or a guard queued it)
 VIEW_WAIT_SECONDS = 90  # how long a link waits for a lagging view of the run directory
 LOCK_ENV = "RESUMABLE_CHAIN_LOCK"  # "kernel" or "file": force one kind of lock
 LOCK_KINDS = ("kernel", "file")
@@ -127,10 +128,7 @@ COLLECTION_ROWS = 2  # status of several chains asks about this many newest link
 CANCEL_ROUNDS = 5  # cancel retries what started meanwhile at most this often
 EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
 NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is killed
-RETRY_ENV = "RESUMABLE_CHAIN_SBATCH_RETRY"  # "0": no background retry of a failed successor sbatch
-RETRY_DELAYS = (10, 20, 40, 60)  # seconds between the retrier's tries, then every 60 s
-RETRY_BLIND_ROUNDS = 60  # rounds the retrier waits for a controller it never heard from
-RETRY_LAST_TRY = 5  # seconds before the link's time is up: the retrier's last try
+RETRY_DELAYS = (10, 20, 40, 60)  # seconds between a guard's tries of sbatch, then every 60 s
 SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # never warned: their commands are
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_MINUTES = 5  # a guard's time limit: it reads the journal and queues at most two jobs
@@ -374,7 +372,7 @@ RECORD_FIELDS = collections.OrderedDict((
     ("link", "links that ran their work, this one included if it works"),
     ("successor", "the job queued to continue, or None"),
     ("successor_error", "sbatch's error when the successor could not be queued, or None"),
-    ("successor_retries", "how often the link's retrier tried sbatch again (None: it did not)"),
+    ("successor_retries", "written by 0.6.0 and earlier (its retrier's tries); never now"),
     ("guard", "the successor's guard: a small job that runs when the successor ends (afterany) "
               "and continues the chain if it ended before its prologue did; queued while the "
               "work runs (before it by a link without a guard of its own); or None"),
@@ -823,6 +821,16 @@ def option_groups(arguments, strict=True):
     if strict and groups and groups[-1][2]:
         raise ValueError("sbatch option %r needs a value" % groups[-1][1][0])
     return [(name, words) for name, words, _ in groups]
+
+
+def job_name_in(arguments):
+    """The job name sbatch ``arguments`` give (the last ``--job-name``/``-J``), or None."""
+    names = [words for name, words in option_groups(arguments, strict=False)
+             if name == "--job-name"]
+    if not names:
+        return None
+    words = names[-1]
+    return words[1] if len(words) == 2 else words[0].partition("=")[2] or words[0][2:]
 
 
 def check_sbatch_args(sbatch_args, allowed=(), strict=True):
@@ -1402,6 +1410,7 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "script_args": lambda value: _next_link_ok({"script_args": value}),
     "max_retries": _count, "max_walltime": _count, "workdir": _text, "budget_dir": _text,
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
+    "guard": _job, "dead_first_jobs": _count,
 }
 
 
@@ -2064,17 +2073,21 @@ def lookup_window():
     return _positive_env_number(LOOKUP_SECONDS_ENV, DEFAULT_LOOKUP_SECONDS, allow_zero=True)
 
 
-def slurm_environment(environ, submit=False):
-    """The environment for a Slurm command: no stale allocation or output-format variables."""
-    dropped = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_") + (() if submit else ("SBATCH_",))
+def slurm_environment(environ, submit=False, named=False):
+    """The environment for a Slurm command: no stale allocation or output-format variables;
+    ``named``: sbatch of a job the journal names before it starts (NAMED_ENV)."""
+    dropped = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_", NAMED_ENV) + (
+        () if submit else ("SBATCH_",))
     environment = {name: value for name, value in environ.items()
                    if name == "SLURM_CONF" or not name.startswith(dropped)}
+    if named:
+        environment[NAMED_ENV] = "1"
     if not submit:
         environment["LC_ALL"] = "C"
     return environment
 
 
-def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False):
+def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False, named=False):
     """Run one Slurm command with a timeout and a clean environment; never raises.
 
     ``submit`` keeps the user's SBATCH_* defaults for sbatch; the allocation's
@@ -2083,8 +2096,8 @@ def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False):
     Slurm while it reads its own state.
     """
     _checkpoint()
-    return run_command(argv, timeout or command_timeout(), slurm_environment(os.environ, submit),
-                       cwd, background)
+    return run_command(argv, timeout or command_timeout(), slurm_environment(
+        os.environ, submit, named), cwd, background)
 
 
 def run_command(argv, timeout, environment, cwd=None, background=False):
@@ -2260,11 +2273,12 @@ def ended_job(job_id):
     return Job(job_id, runs[-1][0], nodes=runs[-1][1]) if runs else None
 
 
-def sbatch(options, script, script_args, cwd=None, cluster=None):
+def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
     """Submit a batch job (``--parsable`` first); return (its ID, the cluster sbatch named or
     None) or raise StateError."""
     return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
-                                   + [script] + list(script_args), submit=True, cwd=cwd))
+                                   + [script] + list(script_args), submit=True, cwd=cwd,
+                                   named=named))
 
 
 def sbatch_answer(result):
@@ -2285,12 +2299,12 @@ def scancel(job_ids, cluster=None):
     return slurm_error(["scancel"] + on_cluster(cluster) + mine + list(job_ids))
 
 
-def sbatch_held(options, script, script_args, cwd=None, cluster=None):
+def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=False):
     """``sbatch`` of a held job (``--hold`` in options), all or nothing: when sbatch fails (a
     timeout may still have created the job), a held job running ``script`` is looked for and
     cancelled; StateError says what happened and what is left to do."""
     try:
-        return sbatch(options, script, script_args, cwd, cluster)
+        return sbatch(options, script, script_args, cwd, cluster, named)
     except StateError as error:
         argv = ["squeue"] + on_cluster(cluster) + ["-h", "-u", uid_name(os.getuid()), "-t",
                                                    "PENDING", "-o", "%i|%o|%r"]
@@ -2342,13 +2356,6 @@ def allow_requeue(job_id):
 def release_job(job_id, cluster=None):
     """Release a job submitted with --hold; return the error text or None."""
     return slurm_error(["scontrol"] + on_cluster(cluster) + ["release", job_id])
-
-
-def stop_requeue(job_id):
-    """Make a running link one that Slurm does not requeue (``Requeue=0``; users may change it on
-    their own jobs); return the error or None. Links are queued with ``--requeue`` so that Slurm
-    requeues one whose node fails before its successor is queued (also while it launches)."""
-    return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "Requeue=0"])
 
 
 def lower_time_limit(job_id, minutes):
@@ -2475,40 +2482,44 @@ def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
     return snapshot
 
 
-def unnamed(snapshot, job_id):
-    """Whether a job without a predecessor finds a chain that goes on (not ended, not cancelled)
-    and does not name it: a job a guard or ``resume`` queued reads a lagging view, or someone
-    started a second chain over this one."""
+def unnamed(snapshot, job_id, named=False):
+    """Whether a job without a predecessor is not named by the journal, though it should be:
+    ``named`` (resume or a guard queued it: NAMED_ENV), or the chain goes on (not ended, not
+    cancelled): a lagging view, or someone started a second chain over this one."""
     record = snapshot.record
+    if named:
+        return record is None or job_id not in (record.job, record.successor)
     return bool(record and record.action in WORK_ACTIONS and not snapshot.cancelled
                 and job_id not in (record.job, record.successor))
 
 
-def wait_to_be_named(store, snapshot, job_id, cluster, warnings, sleep=time.sleep,
-                     clock=time.monotonic):
+def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
+                     sleep=time.sleep, clock=time.monotonic):
     """A job without a predecessor in a directory whose chain goes on: wait (as wait_for_view)
     until the journal names it, as the guard or ``resume`` that queued it wrote before it was
     released; never start a fresh chain over it (its caps, retries and history would be lost)."""
-    if not unnamed(snapshot, job_id):
+    if not unnamed(snapshot, job_id, named):
         return snapshot
-    warning = check_no_live_chain(snapshot.record, job_id, cluster)  # live: a second chain
-    warnings += [warning] if warning else []
-    last = ended_job(snapshot.record.job)
-    if last is not None and base_state(last.state) == "COMPLETED":
-        return snapshot  # the chain finished (its journal could not say so): a new one starts
+    if not named:
+        warning = check_no_live_chain(snapshot.record, job_id, cluster)  # live: a second chain
+        warnings += [warning] if warning else []
+        last = ended_job(snapshot.record.job)
+        if last is not None and base_state(last.state) == "COMPLETED":
+            return snapshot  # the chain finished (its journal could not say so): a new one starts
     started = clock()
-    while unnamed(snapshot, job_id) and clock() - started < VIEW_WAIT_SECONDS:
+    while unnamed(snapshot, job_id, named) and clock() - started < VIEW_WAIT_SECONDS:
         sleep(1)
         os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
         snapshot = store.snapshot()
-    if unnamed(snapshot, job_id):
-        record = snapshot.record
+    if unnamed(snapshot, job_id, named):
+        record = snapshot.record or Record()
         raise StateError(
-            "job %s has no predecessor, but the chain in %s goes on (job %s, link %s) and does "
-            "not name it, after %d s: not starting a fresh chain over it; no work, no successor "
+            "job %s has no predecessor, but the chain in %s %s (job %s, link %s) and does not "
+            "name it, after %d s: not starting a fresh chain over it; no work, no successor "
             "(resumable-chain resume continues that chain; resumable-chain cancel ends it, then a "
-            "new job starts a new chain)" % (job_id, store.directory, record.job, record.link,
-                                            VIEW_WAIT_SECONDS))
+            "new job starts a new chain)" % (
+                job_id, store.directory, "was resumed or healed with it" if named else "goes on",
+                record.job, record.link, VIEW_WAIT_SECONDS))
     if clock() - started >= 1:
         warnings.append("the run directory's view lagged (a client cache): waited %d s until "
                         "the journal named job %s" % (clock() - started, job_id))
@@ -2586,24 +2597,33 @@ def step_command(*words):
     return [sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
 
 
+def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False):
+    """Queue the guard of ``job_id`` (``after``: the link that queued it), which runs this
+    module's ``guard`` step when it ends; (its ID, None) or (None, sbatch's error). ``again``:
+    an earlier run may have queued it already. A guard a failed sbatch created anyway is found,
+    never queued twice. The links a guard queues get the SBATCH_* defaults back from its
+    command line."""
+    guard = again and queued_guard(job_id)
+    if guard:
+        return guard, None
+    words = ["guard", run_dir, job_id] + (["--after=" + after] if after else []) + sorted(
+        "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_"))
+    guard, error = sbatch_guard(job_id, " ".join(shell_quote(word) for word in step_command(
+        *words)), GUARD_PREFIX + (job_name or "resumable-chain"), run_dir, environ)
+    if error:
+        guard = queued_guard(job_id)
+    return guard, None if guard else error
+
+
 def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
     """A link whose successor is queued: queue the successor's guard, then cancel its own
     (``record.guarded_by``, unless ``cancel`` is False: the guard itself calls this) once the
-    successor has one; return the record with ``guard`` and ``guard_error``. ``again``: an
-    earlier run may have queued the guard already. A guard a failed sbatch created anyway is
-    found, never queued twice. Without a guard (the site refused it), Slurm requeues the
-    successor if its launch fails, as before guards, and the link's own guard stays: it tries
-    again when the link ends (``_guard_covers``)."""
-    name = (record.next or {}).get("job_name") or "resumable-chain"
-    guard = again and queued_guard(record.successor)
-    guard, error = (guard, None) if guard else sbatch_guard(
-        record.successor, " ".join(shell_quote(word) for word in step_command(
-            "guard", run_dir, record.successor, "--after=" + record.job, *sorted(
-                "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_")))),
-        GUARD_PREFIX + name, run_dir, environ)
-    if error:
-        guard = queued_guard(record.successor)
-        error = None if guard else error
+    successor has one; return the record with ``guard`` and ``guard_error``. Without a guard
+    (the site refused it), Slurm requeues the successor if its launch fails (the one case a
+    guard cannot cover), and the link's own guard stays: it tries again when the link ends
+    (``_guard_covers``)."""
+    guard, error = queue_guard(record.successor, run_dir, (record.next or {}).get("job_name"),
+                               environ, after=record.job, again=again)
     if guard and cancel and record.guarded_by:
         scancel([record.guarded_by])  # it may have ended already: nothing to say then
     if error:
@@ -2738,7 +2758,8 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
         snapshot = store.snapshot()
         if predecessor_id is None:  # a first job, or one a guard or resume queued: which?
             snapshot = wait_to_be_named(store, snapshot, job_id,
-                                        environ.get("SLURM_CLUSTER_NAME"), warnings)
+                                        environ.get("SLURM_CLUSTER_NAME"), warnings,
+                                        environ.get(NAMED_ENV) == "1")
         previous = snapshot.record
         cluster = environ.get("SLURM_CLUSTER_NAME") or (previous and previous.cluster)
         if previous and previous.cluster not in (None, cluster) and (
@@ -2755,7 +2776,6 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
             predecessor_id = previous.job  # SLURM_JOB_DEPENDENCY lost: the journal knows
         snapshot = wait_for_view(store, snapshot, predecessor_id, warnings)
         previous = snapshot.record
-        healed = _requeued_before_prologue(store, job_id, environ, warnings)
         check_link_belongs(previous, job_id, predecessor_id, run_dir)
         observation = None
         if predecessor_id is None:
@@ -2768,10 +2788,9 @@ def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, 
         own = None
         if record.budget_dir:
             record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
-        record = _guarded(record, previous)
+        record = _guarded(store, record, previous)
         store.commit(snapshot, record)
-        outcome = _finish_link(store, record, observation, next_link, environ, warnings, own=own)
-        return outcome._replace(event=outcome.event or healed)
+        return _finish_link(store, record, observation, next_link, environ, warnings, own=own)
 
 
 def _work_done_before(store, record, warnings):
@@ -2797,28 +2816,15 @@ def _work_done_before(store, record, warnings):
     return record
 
 
-def _guarded(record, previous):
-    """The record with the guard that watches this link (its predecessor queued it), if any."""
+def _guarded(store, record, previous):
+    """The record with the guard that watches this link (its predecessor, or ``submit`` for
+    the first job, queued it), if any."""
     if previous and previous.successor == record.job:
         return record._replace(guarded_by=previous.guard)
+    submitted = store.read_submitted() if record.predecessor is None else None
+    if submitted and submitted.get("first_job") == record.job:
+        return record._replace(guarded_by=submitted.get("guard"))
     return record
-
-
-def _requeued_before_prologue(store, job_id, environ, warnings):
-    """A link that runs again (SLURM_RESTART_COUNT) though no run of it recorded anything:
-    Slurm requeued it because its launch or its node failed. Journal the ``healed`` event
-    (returned if new) and say so."""
-    restarts = environ.get("SLURM_RESTART_COUNT", "0")
-    if restarts in ("", "0"):
-        return None
-    runs = job_runs(job_id)[:-1]  # one accounting query, on this rare path only
-    reason = ("job %s died before its prologue recorded anything (%s); Slurm requeued it "
-              "(restart %s) and it continues the chain" % (
-                  job_id, "%s on %s" % runs[-1] if runs else "its launch or its node failed",
-                  restarts))
-    warnings.append(reason)
-    return journal_event(store, Event("healed", job_id, None, reason, int(time.time())),
-                         warnings)
 
 
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
@@ -2877,26 +2883,20 @@ def planned_time_limit(record, own=None):
 
 
 def _unguarded(record, run_dir, environ, warnings, again):
-    """The one part of the background step a link without a guard of its own (a first job, a
-    resumed link, one whose predecessor's guard sbatch failed) does before its work: no guard
-    would finish it if the link ended within a second. Its successor's guard is queued now (a
-    successor that then died at launch would leave nothing to continue the chain); with no
-    successor, Slurm may requeue the link (a node failure reruns it, and the rerun queues one)."""
+    """The one part of the background step a link without a guard of its own (a first job from
+    a pasted prologue, one whose predecessor's guard sbatch failed) does before its work: no
+    guard would finish it if the link ended within a second. With a successor, the successor's
+    guard (a successor that died at launch would leave nothing to continue the chain); without
+    one (sbatch failed), a guard of its own, which queues the successor when this link ends."""
     if record.successor:
         return swap_guard(record, run_dir, environ, warnings, again=again)
-    if record.predecessor:  # a first job or a resumed link was queued --requeue already
-        allow_requeue(record.job)
-    return record
-
-
-def requeue_off(job_id, warnings):
-    """A link with no guard was queued requeueable (a first job, a resumed link): once its
-    successor is queued, its node failure ends it and the successor continues; until then (a
-    failed sbatch), Slurm requeues the link instead and its rerun queues one."""
-    error = stop_requeue(job_id)
+    guard, error = queue_guard(record.job, run_dir, (record.next or {}).get("job_name"),
+                               environ, again=again)
     if error:
-        warnings.append("WARNING: cannot turn off requeue for job %s (%s): if its node fails, "
-                        "Slurm may run it again (the chain counts it once)" % (job_id, error))
+        warnings.append("WARNING: could not queue a guard for job %s either (%s): if it ends "
+                        "before a successor is queued, resumable-chain resume continues the "
+                        "chain" % (record.job, error))
+    return record._replace(guarded_by=guard)
 
 
 def _same_link_again(store, snapshot, next_link, environ, warnings):
@@ -2943,13 +2943,12 @@ def journal_event(store, event, warnings):
 
 
 def finish_queueing(run_dir, environ, again=False):
-    """The background step's first part, as the work starts (the in-job step starts the step
-    beside every working link's work): what queueing the successor left to do, bounded (a few Slurm
-    commands, each with its timeout). Under the lock and journaled: the successor's guard, then
-    the cancel of this link's own guard (until then that one finishes this, ``_guard_covers``,
-    if the link ends first). Then this link's time limit and, for a link that Slurm may requeue
-    (unguarded, or run ``again``: a person may have requeued it), requeue off: its successor
-    continues the chain. Returns (the record, or None if the chain went on; warnings)."""
+    """The background step, as the work starts (the in-job step starts it beside every working
+    link's work): what queueing the successor left to do, bounded (a few Slurm commands, each
+    with its timeout). Under the lock and journaled: the successor's guard, then the cancel of
+    this link's own guard (until then that one does this, ``_guard_covers``, if the link ends
+    first); then this link's time limit. ``again``: a rerun, whose first run may have queued the
+    guard. Returns (the record, or None if the chain went on; warnings)."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir), []
     with store.locked():
         record = store.read_record()
@@ -2960,9 +2959,29 @@ def finish_queueing(run_dir, environ, again=False):
             store.write_record(record)
     if record.time_limit:
         clamp_time_limit(job_id, record.time_limit, warnings)
-    if record.successor and (again or not record.guarded_by):
-        requeue_off(job_id, warnings)
     return record, warnings
+
+
+def guard_until_queued(run_dir, environ, sleep=time.sleep):
+    """The one case only trying again covers: a link with neither a successor nor a guard (the
+    sbatch of both failed before its work: an outage) tries to queue its own guard, which
+    queues the successor when the link ends, every RETRY_DELAYS while the link runs. Returns
+    the guard's ID, or None."""
+    job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
+    for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
+        sleep(delay)
+        answer = controller_job(job_id)
+        if answer.job is not None and base_state(answer.job.state) != "RUNNING":
+            return None  # its end: nothing guards it (status says broken; resume continues)
+        with store.locked():
+            record = store.read_record()
+            if record is None or record.job != job_id or record.successor or record.guarded_by:
+                return None
+            guard = queue_guard(job_id, run_dir, (record.next or {}).get("job_name"), environ,
+                                again=True)[0]
+            if guard:
+                store.write_record(record._replace(guarded_by=guard))
+                return guard
 
 
 def work_finished(run_dir, environ, now=time.time):
@@ -2985,56 +3004,6 @@ def work_finished(run_dir, environ, now=time.time):
                                            "completed its work" % (job_id, record.link),
                                            int(now())), warnings)
     return event, record.notify, warnings
-
-
-def retry_successor(run_dir, environ, sleep=time.sleep, clock=time.monotonic):
-    """The retrier a link starts in the background when its successor's sbatch failed: try
-    again (RETRY_DELAYS, at least once a minute) while this job runs, until the journal has a
-    successor. A job an earlier sbatch created although it failed or timed out is found with
-    squeue and recorded, never queued twice; when squeue cannot answer, no sbatch is tried.
-    While the controller does not answer it waits, up to the link's time limit as last seen
-    (RETRY_BLIND_ROUNDS if never seen). A link Slurm requeued (pending again) is still alive:
-    its rerun may never reach its prologue (a launch that hangs past its time limit), so the
-    tries go on. When the controller shows the link ended, one last try (``last_retry``).
-    Return the new "healed" Event journaled (or None) and the notify command."""
-    job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
-    deadline, silent, pending, tries = None, 0, 0, 0
-    for rounds in itertools.count(1):
-        delay = RETRY_DELAYS[min(rounds, len(RETRY_DELAYS)) - 1]
-        if deadline is not None:  # a short link still gets a try just before its end
-            delay = max(2, min(delay, deadline - clock() - RETRY_LAST_TRY))
-        sleep(delay)
-        answer = controller_job(job_id)
-        state = answer.job and base_state(answer.job.state)
-        if "Invalid job id" in (answer.error or "") or state == "COMPLETED":
-            return None, None  # forgotten (a dependency on it is refused), or the work is done
-        if state not in (None, "RUNNING", "PENDING"):  # PENDING: requeued, its rerun may hang
-            return last_retry(run_dir, environ)  # no polling beyond the link's life
-        pending = pending + 1 if state == "PENDING" else 0
-        if pending > RETRY_BLIND_ROUNDS:
-            return None, None  # held or starved this long: its rerun's prologue queues one
-        if answer.job is None:  # the controller is busy or down: later, within the link's life
-            silent += 1
-            if clock() > (deadline or 0) and (deadline is not None or
-                                               silent > RETRY_BLIND_ROUNDS):
-                return None, None
-            continue
-        if answer.job.time_limit:
-            deadline = clock() + answer.job.time_limit - answer.job.elapsed
-        tries += 1
-        done, result = _retry_once(store, job_id, tries, environ)
-        if done:
-            return result
-
-
-def last_retry(run_dir, environ):
-    """The retrier's last try, as its link ends (SIGTERM, or the controller shows it ended): a
-    successor queued now waits for the link's end and continues the chain (if the link
-    COMPLETED, Slurm cancels it: kill-on-invalid-dep). Returns what retry_successor does."""
-    store = chain_store(run_dir)
-    record = store.read_record()
-    tries = (record.successor_retries or 0) + 1 if record else 1
-    return _retry_once(store, environ.get("SLURM_JOB_ID") or "", tries, environ)[1]
 
 
 def runnable_script(store, script):
@@ -3060,29 +3029,6 @@ def successor_of(store, record):
     return successor, error
 
 
-def _retry_once(store, job_id, tries, environ):
-    """One try of the retrier under the lock: return (whether it is over, (event, command))."""
-    with store.locked():
-        record = store.read_record()
-        if record is None or record.job != job_id or record.successor or \
-                record.action not in WORK_ACTIONS or not record.next:
-            return True, (None, None)  # nothing left to do here
-        successor, error = successor_of(store, record)
-        record = record._replace(successor=successor, successor_error=error,
-                                 successor_retries=tries)
-        if successor:
-            record = swap_guard(record, store.directory, environ, [])
-        store.write_record(record)
-        if not successor:
-            return False, (None, None)
-        if not record.guarded_by:
-            stop_requeue(job_id)  # if this fails, a node failure requeues the link: counted once
-        return True, (journal_event(store, Event(
-            "healed", job_id, record.link, "job %s queued its successor %s at try %d after "
-            "sbatch failed" % (job_id, successor, tries + 1), int(time.time())), []),
-            record.notify)
-
-
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
     """The guard's step (``guard DIR JOB``), run once JOB, a link's successor, ended. If the
     chain still waits on JOB, continue it: JOB died before its prologue (its launch or node
@@ -3093,24 +3039,32 @@ def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic
     sbatch is tried again within the guard's few minutes. ``after``: the link that queued JOB;
     a journal that does not show it yet is a lagging view, waited for as a link does. Returns
     (the Event journaled or None, the notify command, what it did in words)."""
-    store = chain_store(run_dir)
-    deadline = clock() + (GUARD_MINUTES - 1) * 60
+    store, started = chain_store(run_dir), clock()
+    deadline = started + (GUARD_MINUTES - 1) * 60
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
         final = clock() + delay > deadline
-        done, result = _guard_once(store, job_id, environ, final, after)
+        done, result = _guard_once(store, job_id, environ, final, after, clock() - started)
         if done or final:
             return result
         sleep(delay)
 
 
-def _guard_once(store, job_id, environ, final, after=None):
-    """One look of the guard under the lock: (whether it is over, (event, command, words))."""
+def _guard_once(store, job_id, environ, final, after=None, looked=0):
+    """One look of the guard under the lock, ``looked`` seconds after its first: (whether it is
+    over, (event, command, words))."""
+    os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
     with store.locked():
         snapshot = wait_for_view(store, store.snapshot(), after, [])  # the journal of ``after``
         record = snapshot.record
-        if snapshot.cancelled or record is None or job_id not in (record.job, record.successor):
+        submitted = store.read_submitted() if record is None else None
+        first = bool(submitted) and submitted.get("first_job") == job_id
+        if snapshot.cancelled or not first and (record is None or job_id not in (
+                record.job, record.successor)):
             return True, (None, None, "nothing to guard: the chain %s" % (
                 "was cancelled" if snapshot.cancelled else "went on without job %s" % job_id))
+        if first:
+            return _guard_first_job(store, submitted, ended_job(job_id), environ, final,
+                                    looked >= VIEW_WAIT_SECONDS)
         if record.job == job_id and record.successor and record.guard is None and \
                 record.action in WORK_ACTIONS:
             return _guard_covers(store, record, environ, final)
@@ -3129,6 +3083,50 @@ def _guard_once(store, job_id, environ, final, after=None):
         if record.job == job_id:
             return _guard_ran(store, record, job, environ, final)
         return _guard_died(store, record, job, environ, final)
+
+
+def _guard_first_job(store, submitted, job, environ, final, trusted):
+    """The chain's first job, which ``submit`` queued, ended before its prologue recorded
+    anything: unless a person cancelled it before it started, replace it as a successor that
+    died is (the first death is free; more than max_retries + 1 in a row is ``broken``)."""
+    if job is None:
+        words = "cannot tell how job %s, the chain's first job, ended: neither the controller " \
+            "nor accounting knows it" % submitted["first_job"]
+        return final, _first_job_lost(store, submitted["first_job"], words + "; submit again") \
+            if final else (None, None, words)
+    if not is_final(job.state) or base_state(job.state) == "CANCELLED" and job.nodes is None:
+        return True, (None, None, "job %s is %s: nothing to do" % (job.job_id, job.state))
+    died = "job %s, the chain's first job, died before its prologue (%s)" % (
+        job.job_id, "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
+    if not (trusted or final):  # or a lagging view hides its journal: look again later
+        return False, (None, None, "%s, or the view lags: looking again" % died)
+    dead = submitted.get("dead_first_jobs", 0) + 1
+    if dead > (submitted.get("max_retries") or 0) + 1:
+        return True, _first_job_lost(store, job.job_id, "%s: %d first jobs in a row died: not "
+                                     "replaced; submit again" % (died, dead))
+    try:
+        replacement = sbatch_held(["--hold", "--no-requeue"] + submitted["sbatch_args"],
+                                  submitted["script"], submitted["script_args"],
+                                  cwd=submitted.get("workdir"))[0]
+    except StateError as error:
+        words = "%s; sbatch failed (%s)" % (died, error)
+        return final, _first_job_lost(store, job.job_id, words + ": submit again") if final \
+            else (None, None, words + ", trying again")
+    guard = queue_guard(replacement, store.directory, job_name_in(submitted["sbatch_args"]),
+                        environ)[0]
+    store.write_text(SUBMIT_FILE, dump_json(store.public(dict(
+        submitted, first_job=replacement, guard=guard, dead_first_jobs=dead))) + "\n")
+    error = release_job(replacement)
+    reason = "%s; %s%s%s" % (died, CONTINUED_WITH, replacement, " (held: %s; scontrol release "
+                             "%s)" % (error, replacement) if error else "")
+    event = journal_event(store, Event("healed", job.job_id, 1, reason, int(time.time())), [])
+    return True, (event, store.read_notify(), reason)
+
+
+def _first_job_lost(store, job_id, reason):
+    """Journal that a chain whose first job died needs a person; (event, command, words)."""
+    event = journal_event(store, Event("broken", job_id, 1, reason, int(time.time())), [])
+    return event, store.read_notify(), reason
 
 
 def _guard_covers(store, record, environ, final):
@@ -3208,7 +3206,7 @@ def _guard_queue(store, record, job, environ, final, what, dead):
         try:
             successor, error = sbatch_held(successor_options(
                 next_link, "--hold", "--no-requeue"), next_link.script, next_link.script_args,
-                cwd=next_link.workdir)[0], None
+                cwd=next_link.workdir, named=True)[0], None
         except StateError as failed:
             successor, error = None, str(failed)
     if not successor:
@@ -3384,6 +3382,7 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         """The chain's jobs that may be queued and its guards (a guard left alone only finds
         that the chain went on without it, but nothing of a cancelled chain should stay)."""
         guards = [self.record.guard, self.record.guarded_by] if self.record else []
+        guards.append((self.submitted or {}).get("guard"))
         return sorted(set(self.candidates()) | set(job for job in guards if job), key=int)
 
     def cluster(self):
@@ -3759,11 +3758,9 @@ def _nothing_continues(record, rows, chain):
     if record.action not in WORK_ACTIONS or chain.cancelled or link is None or \
             base_state(link["state"]) not in LIVE_STATES - {"PENDING"}:
         return None
-    if not record.successor:
-        return "no successor is queued (%s%s)" % (
-            record.successor_error or "its prologue has not queued one yet",
-            "; tried again %d time(s), still trying while it runs" % record.successor_retries
-            if record.successor_retries else "")
+    if not record.successor and not record.guarded_by:  # a guard queues it when the link ends
+        return "no successor is queued (%s)" % (
+            record.successor_error or "its prologue has not queued one yet")
     successor = next((row for row in rows if row["job"] == record.successor), None)
     if successor is None or base_state(successor["state"]) in LIVE_STATES | {"UNKNOWN"}:
         return None  # it waits, or nobody can tell
@@ -3882,6 +3879,10 @@ def _idle_verdict(record, rows, resume, unanswered):
         return ("unknown", "unknown: Slurm did not answer (%s); the state files say what is "
                 "shown" % "; ".join(unanswered), "try again when Slurm answers")
     links = [row for row in rows if row["link"]]
+    first = next((row for row in rows if row["role"] == "first job"), None)
+    if not links and first and is_final(first["state"]):  # its guard could not replace it
+        return ("broken", "broken: job %s, the chain's first job, ended %s before its prologue "
+                "ran" % (first["job"], _state_words(first["state"])), "submit again")
     if not links:
         return "unknown", "unknown: no job recorded yet", None
     last = links[-1]
@@ -4098,7 +4099,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
                        ] + sbatch_args
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     first_job, named = _submit_staged(
-        run_dir, script_args, ["--hold", "--requeue"] + sbatch_args, lambda: header
+        run_dir, script_args, ["--hold", "--no-requeue"] + sbatch_args, lambda: header
         + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
                           script=copy_path, sbatch_args=sbatch_args, python=python,
                           budget_dir=budget_dir, warn=warn)  # notify: NOTIFY_FILE, owner only
@@ -4109,11 +4110,15 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
                  "max_retries": max_retries, "max_walltime": max_walltime,
                  "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
                  "notify": notify, "warn": warn, "time": int(time.time())}
+    submitted["guard"], guard_error = (None, "sbatch named cluster %s" % named) if named else \
+        queue_guard(first_job, run_dir, job_name_in(script_directives(header) + sbatch_args),
+                    os.environ)
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
         run_dir, bool(live), copy_path, submitted), named)
     if not hold:
         release_or_explain(first_job, named)
-    return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold}
+    return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold,
+            "guard": submitted["guard"], "guard_error": guard_error}
 
 
 def _submit_staged(run_dir, script_args, options, render):
@@ -4197,8 +4202,11 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
                              "a larger cap (at least %s)" % (
                                  format_duration(walltime), format_duration(caps.max_walltime),
                                  format_duration(walltime + MIN_TIME_LIMIT)))
-        job, _ = sbatch_held(successor_options(next_link, "--hold", "--requeue"), next_link.script,
-                        next_link.script_args, cwd=next_link.workdir, cluster=target)
+        job, _ = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
+                             next_link.script, next_link.script_args, cwd=next_link.workdir,
+                             cluster=target, named=True)
+        guard, guard_error = (None, "not on this cluster") if target else queue_guard(
+            job, run_dir, next_link.job_name, os.environ)
         record = Record(job=job, predecessor=previous.job, predecessor_state=state,
                         predecessor_elapsed=counted, source="resume", action="resume",
                         reason="resumed with resumable-chain resume after %s" % _what_ended(
@@ -4209,6 +4217,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
                         notify=previous.notify if notify is None else notify,
                         warn=previous.warn if warn is None else warn,
                         link=link_number(chain_length(snapshot), "resume"), successor=None,
+                        guarded_by=guard,
                         next=next_link._asdict(), phase="queued", time=int(now()))
 
         def install():
@@ -4219,6 +4228,9 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
     release_or_explain(job, target)
     log = announce(store, Event("resumed", job, record.link, record.reason, record.time),
                    record.notify)
+    if guard_error:
+        log.insert(0, "WARNING: could not queue a guard for job %s (%s): if it dies before its "
+                   "prologue, resume again" % (job, guard_error))
     return {"job": job, "walltime": walltime, "counted": counted, "log": log}
 
 
@@ -4675,26 +4687,25 @@ def prologue_command(argv):
         started = start_while_working(os.path.abspath(run_dir), outcome)
         if started:
             _log(started)
-        _write("".join("export %s=%s\n" % (name, shell_quote(value)) for name, value in
-                       link_exports(record, os.path.abspath(run_dir), end).items()))
+        _write("unset %s\n" % NAMED_ENV + "".join(  # not passed on to jobs the work queues
+            "export %s=%s\n" % (name, shell_quote(value)) for name, value in
+            link_exports(record, os.path.abspath(run_dir), end).items()))
     return outcome.status
 
 
 def start_while_working(run_dir, outcome):
     """Start the background step as the work starts: a fork of this step (the interpreter and
     the module are loaded already: no second start-up beside the work) that runs
-    ``while-working DIR [--again]``: it finishes the queueing (``finish_queueing``), then
-    retries a failed successor sbatch for the rest of this job. It writes to the job's stderr
-    until its first part is done (the bash prologue waits only for its own stdout); the journal
-    says what it did. Returns a log line, or None."""
+    ``while-working DIR [--again]`` (``finish_queueing``). It writes to the job's stderr (the
+    bash prologue waits only for its own stdout); the journal says what it did. Returns a log
+    line, or None."""
     again = outcome.observation is not None and outcome.observation.source == "journal"
     sys.stdout.flush()
     try:
         child = os.fork()
     except OSError as error:
-        return ("cannot start the background step (%s): %s" % (error, "the guard of this job "
-                "queues its successor's guard when it ends" if outcome.record.successor else
-                "nothing will retry the successor's sbatch"))
+        return ("cannot start the background step (%s): the guard of this job queues its "
+                "successor's guard when it ends" % error)
     if child == 0:
         status = EXIT_USAGE
         try:
@@ -4705,10 +4716,7 @@ def start_while_working(run_dir, outcome):
             status = main(["while-working", run_dir] + (["--again"] if again else []))
         finally:
             os._exit(status)
-    if outcome.record.successor:
-        return None
-    return ("the successor's sbatch is retried in the background while this job runs (every "
-            "%d s at most; status shows it)" % RETRY_DELAYS[-1])
+    return None
 
 
 # The warning before a link ends (--warn SIG@S). Slurm's own --signal cannot do it: it is fixed
@@ -4839,48 +4847,19 @@ def warn_command(argv, sleep=time.sleep, clock=time.time):
     return 0
 
 
-class LinkEnding(Exception):
-    """SIGTERM reached the retrier: Slurm is ending its link (time limit, preemption, cancel)."""
-
-
 def while_working_command(argv):
     """``while-working DIR [--again]``: the background step a working link starts as its work
-    starts: ``finish_queueing``, then, if the successor's sbatch failed, the retrier, its output
-    detached. SIGTERM (Slurm ends the link and signals its processes) ends its pauses with a
-    last try."""
+    starts (``finish_queueing``)."""
     if len(argv) not in (1, 2) or argv[1:] not in ([], ["--again"]):
         raise ValueError("while-working: give DIR [--again] (a link starts this by itself)")
-    run_dir = os.path.abspath(argv[0])
-    record, warnings = finish_queueing(run_dir, os.environ, again=argv[1:] == ["--again"])
+    record, warnings = finish_queueing(os.path.abspath(argv[0]), os.environ,
+                                       again=argv[1:] == ["--again"])
     for warning in warnings:
         _log(warning)
-    if record is None or record.successor or os.environ.get(RETRY_ENV) == "0":
-        return 0
-    devnull = os.open(os.devnull, os.O_WRONLY)  # the job's log is not held open for hours
-    os.dup2(devnull, 2)
-    sleeping, terms = [False], []
-
-    def on_term(signum, frame):
-        terms.append(signum)
-        if sleeping[0]:
-            raise LinkEnding()
-
-    def sleep(seconds):  # a SIGTERM during a Slurm command is honoured at the next pause
-        if terms:
-            raise LinkEnding()
-        sleeping[0] = True
-        try:
-            time.sleep(seconds)
-        finally:
-            sleeping[0] = False
-    signal.signal(signal.SIGTERM, on_term)
-    try:
-        event, command = retry_successor(run_dir, os.environ, sleep=sleep)
-    except LinkEnding:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        event, command = last_retry(run_dir, os.environ)
-    if event and command:
-        notify(command, event, run_dir)
+    if record is not None and not (record.successor or record.guarded_by):
+        devnull = os.open(os.devnull, os.O_WRONLY)  # the job's log is not held open for hours
+        os.dup2(devnull, 2)
+        guard_until_queued(os.path.abspath(argv[0]), os.environ)
     return 0
 
 
@@ -4930,6 +4909,9 @@ def submit_command(argv):
         _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
     _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
                                                              result["script"]))
+    if result["guard_error"]:
+        _log("WARNING: could not queue a guard for job %s (%s): if it dies before its prologue, "
+             "submit again" % (result["job"], result["guard_error"]))
     if result["held"]:
         _log("job %s is held as asked: scontrol release %s starts it (its successors are not "
              "held)" % (result["job"], result["job"]))

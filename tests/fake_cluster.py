@@ -106,8 +106,6 @@ class FakeCluster(object):
         environ = {"PATH": self.bin,
                    "HOME": os.environ.get("HOME", "/root"), "FAKE_SLURM_STATE": self.state_path,
                    "WORKLOG": self.worklog, "RESUMABLE_CHAIN_LOOKUP_SECONDS": "0",
-                   # a fake job runs until the test ends it: no background retrier outlives it
-                   "RESUMABLE_CHAIN_SBATCH_RETRY": "0",
                    "LANG": "C.UTF-8"}
         if job_id is not None:
             environ["SLURM_JOB_ID"] = str(job_id)

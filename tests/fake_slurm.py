@@ -20,6 +20,7 @@ so tests can check what was run. Knobs a test may set on the cluster:
   sacct prints nothing);
 * ``sacct_down``, ``scontrol_down`` (squeue too), ``squeue_down``, ``sbatch_error``: make a
   command fail as Slurm does; ``sbatch_wrap_error``: only ``sbatch --wrap`` (a guard) fails;
+  ``sbatch_link_error``: every other sbatch fails;
   ``sbatch_lost_answer``: sbatch creates the job, then fails as when the controller's answer
   timed out;
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
@@ -81,7 +82,8 @@ def seconds_to_clock(seconds):
 
 def sbatch(argv, cluster, now):
     wrap = option(argv, None, "--wrap")
-    error = cluster.get("sbatch_error") or wrap is not None and cluster.get("sbatch_wrap_error")
+    error = cluster.get("sbatch_error") or cluster.get(
+        "sbatch_link_error" if wrap is None else "sbatch_wrap_error")
     if error:
         return 1, "", "sbatch: error: %s\n" % error
     script_index = len(argv) if wrap is not None else next(
@@ -306,7 +308,7 @@ def answer(command, argv, path, now=None, environ=None):
                                 "time": now, "env": {
                                     k: v for k, v in (environ or {}).items()
                                     if k.startswith(("SLURM_", "SBATCH_", "SACCT_", "SQUEUE_"))
-                                    or k == "LC_ALL"}}) + "\n")
+                                    or k in ("LC_ALL", "RESUMABLE_CHAIN_NAMED")}}) + "\n")
     with open(path + ".lock", "a") as lock:
         fcntl.lockf(lock, fcntl.LOCK_EX)
         cluster = load(path)
@@ -335,7 +337,7 @@ class InProcess(object):
     def __init__(self, path, clock=time.time, after_submit=None):
         self.path, self.clock, self.after_submit = path, clock, after_submit
 
-    def __call__(self, argv, timeout=None, submit=False, cwd=None, background=False):
+    def __call__(self, argv, timeout=None, submit=False, cwd=None, background=False, named=False):
         status, out, err = answer(argv[0], list(argv[1:]), self.path, self.clock())
         if argv[0] == "sbatch" and status == 0 and self.after_submit:
             self.after_submit()

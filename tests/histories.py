@@ -51,7 +51,7 @@ FAULTS = {
     "death before prologue": 0.06,  # node failure / boot failure while Slurm launches it
     "launch failure": 0.02,  # node Prolog failed: Slurm cancels it (requeues it held with
     # --requeue: then a person releases it)
-    "sbatch fails": 0.06,  # the successor's sbatch fails (the retrier heals it)
+    "sbatch fails": 0.06,  # the successor's sbatch fails (the link's guard heals it at its end)
     "sbatch fails after creating the job": 0.04,  # it timed out but created the job
     "sbatch hangs": 0.02,  # it times out and created nothing
     "step killed": 0.05,  # SIGKILL of the in-job step at a random checkpoint
@@ -142,8 +142,10 @@ class History(object):
         cluster["jobs"][job_id].update(fields)
         fake_slurm.save(self.path, cluster)
 
-    def run_slurm(self, argv, timeout=None, submit=False, cwd=None, background=False):
-        """The seam: the fake, with the sbatch faults of this moment."""
+    def run_slurm(self, argv, timeout=None, submit=False, cwd=None, background=False,
+                  named=False):
+        """The seam: the fake, with the sbatch faults of this moment; a job sbatch queued
+        ``named`` gets NAMED_ENV in its environment (sbatch exports it)."""
         if argv[0] == "sbatch" and self.sbatch_failures:
             self.sbatch_failures -= 1
             created = self.sbatch_creates_then_fails and self.slurm(argv, timeout, submit, cwd)
@@ -155,6 +157,8 @@ class History(object):
                                               "operation\n"))
         else:
             result = self.slurm(argv, timeout, submit, cwd)
+            if named and result.returncode == 0:
+                self.update(result.stdout.strip(), named=True)
         return (lambda: result) if background else result
 
     def fault(self, name):
@@ -325,6 +329,8 @@ class History(object):
                    "SLURM_RESTART_COUNT": str(len(job.get("runs", [])))}
         if job.get("dependency"):
             environ["SLURM_JOB_DEPENDENCY"] = job["dependency"]
+        if job.get("named"):
+            environ[rc.NAMED_ENV] = "1"
         spec = rc.NextLink(self.script, [], [], "job.sh", self.root)
         settings = rc.Settings(self.max_retries, self.max_walltime)
         before = self.snapshot()
@@ -380,8 +386,6 @@ class History(object):
         if outcome.record.successor is None and self.fault(
                 "node failure before the retrier heals"):
             return self.node_failure(job_id, self.rng.randint(1, 9))
-        if outcome.record.successor is None:
-            self.retrier(job_id, limit)
         if self.fault("status"):
             self.status("while job %s works" % job_id)
         if self.fault("cancel"):
@@ -434,19 +438,10 @@ class History(object):
         record, _ = rc.finish_queueing(self.run_dir, {"SLURM_JOB_ID": job_id}, again=again)
         self.log("  background step of job %s: %s" % (job_id, "guard %s of successor %s" % (
             record.guard, record.successor) if record and record.successor else "nothing"))
-
-    def retrier(self, job_id, limit):
-        """The background retrier of a link whose successor's sbatch failed, within its life
-        (its pauses on a clock of its own: the link's work runs meanwhile)."""
-        clock = OwnClock()
-        rc.retry_successor(self.run_dir, {"SLURM_JOB_ID": job_id}, sleep=clock.sleep,
-                           clock=clock)
-        record = rc.StateStore(self.run_dir).read_record()
-        self.log("  retrier of job %s: %s after %d s" % (
-            job_id, "successor %s" % record.successor if record.successor else "no successor",
-            clock.now))
-        if clock.now > limit:
-            self.deliberate = "sbatch failed for longer than the link lived"
+        if record is not None and not (record.successor or record.guarded_by):
+            clock = OwnClock()  # its pauses: the link's work runs meanwhile
+            guard = rc.guard_until_queued(self.run_dir, {"SLURM_JOB_ID": job_id}, clock.sleep)
+            self.log("  job %s's own guard: %s after %d s" % (job_id, guard, clock.now))
 
     def end(self, job_id, state, elapsed, exit_code="0:0", work=False):
         if work:

@@ -126,8 +126,11 @@ def test_submit_writes_a_resumable_copy_and_submits_it(cluster, tmp_path, capsys
     [call] = cluster.calls("sbatch")
     log = "--output=" + os.path.join(run_dir, "slurm-%j.out")
     staged = call["argv"][-3]  # submitted held from a staged copy: nothing on disk before sbatch
-    assert call["argv"] == ["--parsable", "--hold", "--requeue", "--chdir=" + run_dir, log, "-p",
-                            "gpu", "--time=4:00:00", staged, "--lr", "3e-4"]
+    assert call["argv"] == ["--parsable", "--hold", "--no-requeue", "--chdir=" + run_dir, log,
+                            "-p", "gpu", "--time=4:00:00", staged, "--lr", "3e-4"]
+    # The first job's guard, queued before it is released: the one healer, as for every link.
+    assert cluster.guards() == {"1000": "900000"}
+    assert json.loads(read(run_dir, rc.SUBMIT_FILE))["guard"] == "900000"
     with open(copy) as handle:
         text = handle.read()
     assert cluster.job(1000)["script_text"] == text and not os.path.exists(staged)
@@ -331,10 +334,14 @@ def test_resume_a_failed_chain_keeps_history_and_walltime(cluster, run_dir, caps
     assert status == 0, err
     job = out.strip()
     call = cluster.calls("sbatch")[-1]["argv"]
-    assert call == ["--parsable", "--job-name=job.sh", "--hold", "--requeue", script, "--lr",
+    assert call == ["--parsable", "--job-name=job.sh", "--hold", "--no-requeue", script, "--lr",
                     "3e-4"]  # no dependency: Slurm 23.02+ refuses one on a forgotten job
+    # The journal names the link before it starts (it may read a lagging view: it waits for it)
+    assert cluster.calls("sbatch")[-1]["env"][rc.NAMED_ENV] == "1"
     assert cluster.calls("scontrol")[-1]["argv"] == ["release", job]
-    result = cluster.run_link(script, job, args=["--lr", "3e-4"])  # no SLURM_JOB_DEPENDENCY
+    guard = cluster.guards()[job]  # the one healer guards it as any link
+    assert rc.StateStore(run_dir).read_record().guarded_by == guard
+    result = cluster.run_link(script, job, args=["--lr", "3e-4"], RESUMABLE_CHAIN_NAMED="1")
     assert result.returncode == 0, result.stderr
     assert read(run_dir, rc.CHAIN_FILE) == "100\n%s\n" % job
     assert read(run_dir, rc.WALLTIME_FILE) == "5\n" and read(run_dir, rc.RETRIES_FILE) == "0\n"
@@ -344,6 +351,50 @@ def test_resume_a_failed_chain_keeps_history_and_walltime(cluster, run_dir, caps
     assert cluster.run_link(script, successor, predecessor=job).returncode == 0
     assert read(run_dir, rc.WALLTIME_FILE) == "65\n"
     assert cluster.work_done() == ["100", job, successor]
+
+
+@pytest.mark.parametrize("state,replaced", [
+    ("NODE_FAIL", True),  # its node failed while Slurm launched it
+    ("CANCELLED by 0", True),  # the node Prolog failed: slurmd cancels a --no-requeue job
+    ("CANCELLED", False),  # a person cancelled it before it started (no node): not replaced
+], ids=["node failed at launch", "node Prolog failed", "cancelled before it started"])
+def test_a_first_job_that_died_before_its_prologue_is_replaced_by_the_guard_submit_queued(
+        cluster, tmp_path, capsys, monkeypatch, state, replaced):
+    script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT)
+    run_dir = str(tmp_path / "runs" / "a")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python",
+                               sys.executable, script)
+    assert status == 0, err
+    first = out.strip()
+    if replaced:  # it had its node
+        cluster.set_job(first, state=state, start="2026-11-30T01:01:00", end="2026-11-30T01:01:00")
+    else:
+        cluster.set_job(first, state=state)
+    now = [0.0]
+
+    def sleep(seconds):  # the guard's looks, at no cost in real time
+        now[0] += seconds
+    event, _, words = rc.guard_chain(run_dir, first, dict(os.environ), sleep=sleep,
+                                     clock=lambda: now[0])
+    if not replaced:
+        assert event is None and cluster.pending() == [] and "nothing to do" in words
+        return
+    assert now[0] >= rc.VIEW_WAIT_SECONDS  # a lagging view may hide its journal: it waited
+    [new] = cluster.pending()
+    assert words.startswith("job %s, the chain's first job, died before its prologue (%s on" % (
+        first, state.split()[0]))
+    assert event.event == "healed" and ("the chain continued with job %s" % new) in words
+    queued, died = cluster.job(new), cluster.job(first)
+    submitted = json.loads(read(run_dir, rc.SUBMIT_FILE))
+    assert (queued["script"], queued["script_text"], queued["options"][-3:]) == (
+        submitted["script"], died["script_text"], died["options"][-3:])
+    assert (queued["held"], queued["requeue"]) == (False, "0")
+    assert (submitted["first_job"], submitted["dead_first_jobs"]) == (new, 1)
+    assert cluster.guards()[new] == submitted["guard"]  # the replacement is guarded in turn
+    result = cluster.run_link(queued["script"], new)
+    assert result.returncode == 0, result.stderr
+    assert read(run_dir, rc.CHAIN_FILE) == "%s\n" % new
+    assert rc.StateStore(run_dir).read_record().guarded_by == submitted["guard"]
 
 
 @pytest.mark.parametrize("command", ["resume", "submit"])

@@ -677,134 +677,6 @@ def test_a_disk_that_fills_between_links_changes_nothing_and_resume_continues(
     assert status == 0, err
     assert read(run_dir, rc.WALLTIME_FILE) == "60\n"  # link 100, counted once, by resume
 
-
-
-# --------------------------------------------------------------------------- a failed successor sbatch
-
-
-def link_without_successor(tmp_path, monkeypatch, cluster_jobs, sbatch_error=None,
-                           script=TRUE_SCRIPT):
-    """Job 100 runs its work; its successor's sbatch failed. Returns (run_dir, fake Slurm)."""
-    run_dir = str(tmp_path / "run")
-    os.makedirs(run_dir)
-    store = rc.StateStore(run_dir)
-    store.write_text(rc.CHAIN_FILE, "100\n")
-    store.write_text(rc.SCRIPT_COPY, "#!/bin/bash\ntrue\n")  # the first job's copy
-    store.write_record(rc.Record(
-        job="100", action="start", walltime=0, retries=0, max_retries=3, link=1,
-        successor=None, successor_error="sbatch: error: Socket timed out on send/recv operation",
-        next=rc.NextLink(script, ["-p", "gpu"], ["--lr", "3"], "train")._asdict(),
-        phase="queued"))
-    path = str(tmp_path / "cluster.json")
-    jobs = {"100": {"state": "RUNNING", "elapsed": 30, "start": "2026-11-30T00:00:00"}}
-    jobs.update(cluster_jobs)
-    fake_slurm.save(path, {"next_id": 5000, "jobs": jobs, "sbatch_error": sbatch_error})
-    slurm = fake_slurm.InProcess(path)
-    monkeypatch.setattr(rc, "run_slurm", slurm)
-    return run_dir, slurm
-
-
-@pytest.mark.parametrize("situation,fails,existing,successor,tries", [
-    ("sbatch works at the first retry", 0, {}, "5000", 1),
-    # found by the chaos run: requeued after a node failure, the link's rerun hung in the node
-    # Prolog past its time limit and never queued one; the retrier keeps trying meanwhile
-    ("the link was requeued and waits to run again", 0, {"100": {
-        "state": "PENDING", "elapsed": 0, "runs": [{"state": "NODE_FAIL", "elapsed": 30}]}},
-     "5000", 1),
-    ("sbatch fails twice more, then works", 2, {}, "5000", 3),
-    ("the failed sbatch had created the job after all", 0,
-     {"4999": {"state": "PENDING", "elapsed": 0, "dependency": "afternotok:100"}}, "4999", 1),
-])
-def test_a_failed_successor_sbatch_is_retried_while_the_link_runs(
-        tmp_path, monkeypatch, situation, fails, existing, successor, tries):
-    run_dir, slurm = link_without_successor(tmp_path, monkeypatch, existing,
-                                            sbatch_error="Socket timed out" if fails else None)
-    pauses = []
-
-    def sleep(seconds):
-        pauses.append(seconds)
-        if len(pauses) == fails + 1:  # the controller answers again
-            cluster = fake_slurm.load(slurm.path)
-            cluster["sbatch_error"] = None
-            fake_slurm.save(slurm.path, cluster)
-
-    event, command = rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep)
-    record = rc.StateStore(run_dir).read_record()
-    assert (record.successor, record.successor_retries, record.successor_error) == (
-        successor, tries, None)
-    assert slurm.successors_of("100") == [successor]  # never two
-    assert pauses == list(rc.RETRY_DELAYS[:tries]) and max(pauses) <= 60
-    assert event.event == "healed" and event.job == "100"
-    if not existing:
-        options = slurm.jobs()[successor]["options"]
-        assert "--job-name=train" in options and "-p" in options and "--no-requeue" in options
-    guards = [job for job in slurm.jobs().values() if job.get("wrap")]
-    assert [guard["dependency"] for guard in guards] == ["afterany:" + successor]
-    assert record.guard and record.guard_error is None
-
-
-@pytest.mark.parametrize("situation", ["the link ended", "squeue cannot answer",
-                                       "the link completed its work"])
-def test_the_retrier_makes_a_last_try_when_its_link_ends_and_never_guesses(tmp_path, monkeypatch,
-                                                                          situation):
-    # Its last try queues a successor that waits for the ended link (found by the chaos run:
-    # links preempted while sbatch failed lost their chain); none while squeue cannot say
-    # whether an earlier sbatch created one.
-    # Slurm deleted the ended link's spool script ($0): the first job's copy is queued instead
-    run_dir, slurm = link_without_successor(tmp_path, monkeypatch, {},
-                                            script="/var/spool/slurmd/job00100/slurm_script")
-    cluster = fake_slurm.load(slurm.path)
-    if situation == "the link ended":
-        cluster["jobs"]["100"]["state"] = "PREEMPTED"
-    elif situation == "the link completed its work":
-        cluster["jobs"]["100"]["state"] = "COMPLETED"
-    else:
-        cluster["squeue_down"] = True
-    fake_slurm.save(slurm.path, cluster)
-    rounds = []
-
-    def sleep(seconds):
-        rounds.append(seconds)
-        if len(rounds) > 2:  # let it try twice, then end the link
-            cluster = fake_slurm.load(slurm.path)
-            cluster["jobs"]["100"]["state"] = "TIMEOUT"
-            fake_slurm.save(slurm.path, cluster)
-
-    event, _ = rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep)
-    record = rc.StateStore(run_dir).read_record()
-    if situation == "the link completed its work":  # nothing to continue: no last try
-        assert (event, len(rounds), slurm.successors_of("100")) == (None, 1, [])
-    elif situation == "the link ended":
-        assert len(rounds) == 1 and event.event == "healed"  # one look, one last try
-        assert slurm.successors_of("100") == [record.successor] == ["5000"]
-        assert slurm.jobs()["5000"]["script"] == os.path.join(run_dir, rc.SCRIPT_COPY)
-    else:
-        assert event is None and len(rounds) == 3  # two tries, then the last one: no more
-        assert slurm.successors_of("100") == []  # no sbatch while it could not look for one
-        assert record.successor is None and record.successor_retries == 3
-        assert "squeue" in record.successor_error
-
-
-def test_the_retrier_waits_out_a_controller_that_does_not_answer(tmp_path, monkeypatch):
-    run_dir, slurm = link_without_successor(tmp_path, monkeypatch, {})
-    cluster = fake_slurm.load(slurm.path)
-    cluster["scontrol_down"] = True  # busy: "Socket timed out", as when the first sbatch failed
-    fake_slurm.save(slurm.path, cluster)
-    pauses = []
-
-    def sleep(seconds):
-        pauses.append(seconds)
-        if len(pauses) == 3:
-            cluster = fake_slurm.load(slurm.path)
-            cluster["scontrol_down"] = False
-            fake_slurm.save(slurm.path, cluster)
-
-    event, _ = rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep)
-    record = rc.StateStore(run_dir).read_record()
-    assert (record.successor, record.successor_retries) == ("5000", 1) and event.event == "healed"
-    assert pauses == [10, 20, 40]  # two silent rounds, then one try
-
-
 # --------------------------------------------------------------------------- random fault histories
 
 HISTORIES = 300  # the default run: about 10 s
@@ -828,33 +700,6 @@ def test_random_histories(request, capsys):
                                 sum(faults.values()), ", ".join("%s %d" % item
                                                                 for item in sorted(faults.items()))))
     assert done == count and len(faults) >= 10  # most kinds of fault were injected
-
-
-def test_chaos_run_a_one_minute_link_gets_a_last_retry_before_its_end(tmp_path, monkeypatch):
-    # Found by the chaos run on the real cluster: sbatch failed for the first 50 s of a
-    # one-minute link; the tries at 10 and 30 s failed and the next (at 70 s) came after the
-    # link's end, so the chain was lost. The retrier now tries again just before the end.
-    run_dir, slurm = link_without_successor(tmp_path, monkeypatch, {}, sbatch_error="busy")
-    cluster = fake_slurm.load(slurm.path)
-    cluster["jobs"]["100"].update(time_limit=1, elapsed=0)  # a one-minute link, just started
-    fake_slurm.save(slurm.path, cluster)
-    now, tries_at = [0.0], []
-
-    def sleep(seconds):
-        now[0] += seconds
-        cluster = fake_slurm.load(slurm.path)
-        cluster["jobs"]["100"]["elapsed"] = int(now[0])
-        if now[0] >= 60:
-            cluster["jobs"]["100"]["state"] = "TIMEOUT"
-        if now[0] >= 50:
-            cluster["sbatch_error"] = None  # the controller takes submissions again
-        fake_slurm.save(slurm.path, cluster)
-        tries_at.append(now[0])
-
-    event, _ = rc.retry_successor(run_dir, {"SLURM_JOB_ID": "100"}, sleep=sleep,
-                                  clock=lambda: now[0])
-    assert event is not None and event.event == "healed", tries_at
-    assert slurm.successors_of("100") == ["5000"] and max(tries_at) < 60
 
 
 def chain_at_its_second_link(tmp_path, monkeypatch, guard):
@@ -894,7 +739,7 @@ def chain_at_its_second_link(tmp_path, monkeypatch, guard):
       "scontrol update TimeLimit=59"]),
     (None, ["scontrol show", "sbatch --dependency=afternotok:1000",
             "sbatch --dependency=afterany:5000 --wrap"],
-     ["scontrol show", "scontrol update TimeLimit=59", "scontrol update Requeue=0"]),
+     ["scontrol show", "scontrol update TimeLimit=59"]),
 ], ids=["a guarded link", "a link without a guard of its own"])
 def test_only_the_successors_sbatch_precedes_the_work_of_a_guarded_link(
         tmp_path, monkeypatch, guard, before_work, while_working):
@@ -942,28 +787,6 @@ def test_a_link_that_ends_before_its_background_step_leaves_its_successor_to_its
     assert event.event == "healed" and "job 5000 died before its prologue" in words, words
     record = rc.StateStore(run_dir).read_record()
     assert (record.job, record.successor, record.dead_successors) == ("1000", "5001", 1)
-
-
-def test_sigterm_ends_the_retriers_pause_with_a_last_try(cluster, run_dir):
-    # Slurm signals every process of a link it ends (time limit, preemption): the retrier's
-    # last try queues the successor, which waits for the link's end and continues the chain.
-    script, successor = start_chain(cluster, run_dir)
-    cluster.finish(100, "TIMEOUT", 60)
-    cluster.update(sbatch_error="Batch job submission failed: Socket timed out on send/recv "
-                                "operation")
-    assert cluster.run_link(script, successor, predecessor=100).returncode == 0
-    cluster.update(sbatch_error=None)  # the controller takes submissions again
-    retrier = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(TRUE_SCRIPT), "..",
-                                                             "resumable_chain.py"),
-                                "while-working", run_dir],
-                               env=cluster.env(successor, RESUMABLE_CHAIN_SBATCH_RETRY="1"),
-                               stderr=subprocess.PIPE, universal_newlines=True)
-    time.sleep(1)  # in its first pause (10 s)
-    retrier.send_signal(signal.SIGTERM)
-    assert retrier.wait(timeout=30) == 0, retrier.stderr.read()
-    record = rc.StateStore(run_dir).read_record()
-    assert record.successor and cluster.job(record.successor)["dependency"] == \
-        "afternotok:%s" % successor
 
 
 def stale_view(run_dir, names, before, seconds=3):

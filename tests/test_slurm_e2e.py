@@ -467,11 +467,8 @@ def test_requeued_link_keeps_one_successor_and_counts_walltime_once(phase_a):
     chain.wait_running(chain.first)
     chain.wait_for(lambda: len(chain.live()) == 2, "the successor queued")
     time.sleep(3)
-    # the prologue made the link non-requeueable (Requeue=0: the chain continues it); a person
-    # who wants it rerun turns that back on, as users may on their own jobs
-    refused = run(["scontrol", "requeue", chain.first], check=False)
-    assert refused.returncode != 0 and "disabled" in refused.stderr, refused.stderr
-    run(["scontrol", "update", "JobId=%s" % chain.first, "Requeue=1"])
+    # the chain leaves a job's requeue flag as its owner set it (--requeue here): a person
+    # may requeue the link, and the chain counts it once
     run(["scontrol", "requeue", chain.first])
     chain.wait_for(lambda: len(chain.work()) >= 2, "the requeued run", timeout=120)
     assert rc.StateStore(chain.run_dir).read_record().job == chain.first
@@ -517,13 +514,14 @@ def test_a_chain_whose_mount_refuses_every_lock_call_uses_the_file_lock(phase_a)
     assert not os.path.exists(os.path.join(chain.run_dir, rc.LOCK_FILE + rc.HELD_SUFFIX))
 
 
-def test_a_successor_sbatch_that_fails_once_is_retried_and_the_chain_continues(phase_a):
+def test_a_successor_sbatch_that_fails_once_is_queued_by_the_links_guard_at_its_end(phase_a):
     chain = phase_a["sbatch-once"]
     jobs = chain.wait_done()
     assert [job["state"] for job in jobs] == ["TIMEOUT", "COMPLETED", "CANCELLED"], jobs
     assert chain.work() == [jobs[0]["id"], jobs[1]["id"]]
     assert "could not queue a successor of job %s" % jobs[0]["id"] in chain.log()
-    assert "retried in the background" in chain.log()
+    guards = open(os.path.join(chain.run_dir, rc.GUARD_LOG)).read()
+    assert "job %s ended TIMEOUT before it queued its successor" % jobs[0]["id"] in guards
     events = json.loads(chain.state_file(rc.EVENTS_FILE))["events"]
     assert [(event["event"], event["job"]) for event in events] == [
         ("healed", jobs[0]["id"]), ("finished", jobs[1]["id"])]  # the last said by its guard
@@ -830,6 +828,35 @@ def test_a_successor_that_dies_while_slurm_launches_it_is_replaced_by_its_guard(
         successor, state, node_alone, replacement) in chain.log()
     status = json.loads(cli("status", chain.run_dir, "--json", "--check"))
     assert status["verdict_word"] == "finished", status
+
+
+def test_a_first_job_whose_node_prolog_fails_is_replaced_by_the_guard_submit_queued(
+        root, node_alone):
+    """The one healer guards the first job too: submit queues its guard before releasing it."""
+    chain = Chain(root, "first-prolog", "true", plain=True)
+    if "node-prolog.sh" not in run(["scontrol", "show", "config"]).stdout:
+        pytest.skip("the cluster has no node Prolog: start it with ci/local-slurm.sh up")
+    flag = "/tmp/local-slurm-prolog-fail.%s" % rc.current_cluster()
+    first = chain.submit_with_cli("--hold")
+    assert list(chain.guards().values()) == ["PENDING"]
+    with open(flag, "w") as handle:
+        handle.write(first + "\n")
+    try:
+        run(["scontrol", "release", first])
+        chain.wait_for(lambda: first not in chain.live(), "the first job's end", timeout=180)
+    finally:
+        os.unlink(flag)
+        run(["scontrol", "update", "nodename=%s" % node_alone, "state=resume"], check=False)
+    jobs = chain.wait_done()
+    replacement = json.loads(chain.state_file(rc.SUBMIT_FILE))["first_job"]
+    assert replacement != first and chain.work() == [replacement], jobs
+    runs = by_id(jobs)
+    assert runs[first][-1]["state"].split()[0] == "CANCELLED", jobs
+    assert runs[replacement][-1]["state"] == "COMPLETED", jobs
+    events = json.loads(chain.state_file(rc.EVENTS_FILE))["events"]
+    assert [(event["event"], event["job"]) for event in events] == [
+        ("healed", first), ("finished", replacement)]
+    assert chain.live() == {} and chain.guards() == {}
 
 
 @pytest.mark.parametrize("outage", ["restarted during the window", "down for the whole window"])
