@@ -162,31 +162,14 @@ RESUME_EXIT = 75  # EX_TEMPFAIL; the work learns it as RESUMABLE_CHAIN_EXIT_RESU
 STOP_EXIT = 76  # the work learns it as RESUMABLE_CHAIN_EXIT_STOP
 # What the work's exit status means when Slurm says FAILED (a signal's death is neither).
 WORK_EXIT_MEANING = {RESUME_EXIT: RESUME_ASKED, STOP_EXIT: STOP_ASKED}
-STATE_MEANING = {
-    "COMPLETED": COMPLETE,
-    "CANCELLED": STOP,
-    "TIMEOUT": INTERRUPTED,
-    "PREEMPTED": INTERRUPTED,
-    "NODE_FAIL": INTERRUPTED,
-    "FAILED": RETRY,
-    "OUT_OF_MEMORY": RETRY,
-    "BOOT_FAIL": RETRY,
-    "DEADLINE": RETRY,
-    "PENDING": LAG,
-    "RUNNING": LAG,
-    "SUSPENDED": LAG,
-    "COMPLETING": LAG,
-    "CONFIGURING": LAG,
-    "REQUEUED": LAG,
-    "REQUEUE_FED": LAG,
-    "REQUEUE_HOLD": LAG,
-    "RESIZING": LAG,
-    "SIGNALING": LAG,
-    "STAGE_OUT": LAG,
-    "STOPPED": LAG,
-    "SPECIAL_EXIT": LAG,
-    "RESV_DEL_HOLD": LAG,
-}
+STATE_MEANING = dict(
+    [("COMPLETED", COMPLETE), ("CANCELLED", STOP)]
+    + [(state, INTERRUPTED) for state in ("TIMEOUT", "PREEMPTED", "NODE_FAIL")]
+    + [(state, RETRY) for state in ("FAILED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")]
+    + [(state, LAG) for state in (
+        "PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED", "REQUEUE_FED",
+        "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT",
+        "RESV_DEL_HOLD")])
 LIVE_STATES = frozenset(state for state, meaning in STATE_MEANING.items() if meaning == LAG)
 
 # Why a chain ended, as data on its record (``cause``), and what status says of it: the verdict's
@@ -213,12 +196,9 @@ STOP_CAUSES = {
 CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_walltime",
                     RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work"}
 
-# Loads the module from its file by path, isolated from the job's Python environment (-I: no
-# PYTHON* variables, user site or current directory; -S: no site-packages or .pth files). Loading
-# by path keeps the module's directory off sys.path (a vendoring driver's json.py next to it must
-# not shadow the standard library) and still caches bytecode; when the module's directory is
-# read-only, its bytecode (only its own: the modules it imports are loaded first) goes to
-# ~/.cache/resumable_chain (Python 3.8+).
+# Loads the module by path under python -I -S, so that neither the job's Python environment nor
+# a json.py next to the module shadows the standard library; bytecode of a read-only module's
+# directory goes to ~/.cache/resumable_chain (3.8+). docs/how-it-works.md says more.
 BOOTSTRAP = ('import collections, errno, fcntl, itertools, json, os, signal, stat, subprocess, '
              'sys, time; '
              'p = sys.argv.pop(1); '
@@ -238,14 +218,7 @@ HELD_BY_SLURM = {
 }
 
 # Why a pending job never starts until a person changes it or Slurm's configuration, by the
-# reason squeue prints. From the sources of Slurm 22.05 (src/common/slurm_protocol_defs.c
-# job_reason_string; src/slurmctld/job_mgr.c job_independent, which never schedules a job with
-# one of the sticky reasons, and _part_access_check's callers; partition_mgr.c; job_scheduler.c,
-# which holds a job BadConstraints until the job or the nodes' features change) and 26.05 (the
-# same in src/common/job_state_reason.c and src/slurmctld). Left out because they clear by
-# themselves: limits that other jobs' ends or decaying usage free (Grp*, *PerUser, *PerAccount,
-# AssocMaxJobsLimit, *RunMinutes, QOSUsageThreshold), a partition that is down or inactive, and
-# Constraints (26.05: "future node updates may satisfy the constraints"). Held jobs: HELD_BY_SLURM.
+# reason squeue prints (22.05 and 26.05; sources and what is left out: docs/slurm-releases.md).
 NEVER_STARTS = {
     "BadConstraints": "no node can satisfy its request (CPUs, memory, GRES, features)",
     "PartitionConfig": "its partition's configuration does not allow its request",
@@ -261,9 +234,7 @@ NEVER_STARTS = {
     "DependencyNeverSatisfied": "its dependency can never be satisfied",
     "BurstBufferOperation": "its burst buffer operation failed",
 }
-# And every per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit,
-# AssocMaxCpuPerJobLimit, QOSMaxGRESPerNode, QOSMinCpuNotSatisfied...): the job itself is too big
-# or too small for it, in both releases.
+# Any per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit, QOSMinCpu...).
 PER_JOB_LIMIT = "it breaks a per-job limit of its QOS or association"
 
 
@@ -340,27 +311,18 @@ Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, a
 
 Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
                                     "predecessor submit reason exit_code nodes")
-Job.__doc__ = """One job as Slurm shows it, whichever command answered.
-
-job_id, state (as printed, e.g. "CANCELLED by 0"), elapsed seconds, start and
-end (Slurm's timestamps or None), time_limit seconds (None: unlimited or
-unknown), restarts (None: not reported), predecessor (the afternotok job
-squeue shows, or None), submit (sacct's submit time, or None), reason (why
-squeue says a pending job waits, e.g. JobHeldUser, Dependency; or None),
-exit_code (Slurm's ExitCode as printed, "status:signal" such as "75:0", or None),
-nodes (the node list it was allocated, None if it never got one or it is not known).
-"""
+Job.__doc__ = """One job as Slurm shows it, whichever command answered: state as printed
+("CANCELLED by 0"), seconds, Slurm's timestamps and ExitCode ("75:0"), squeue's afternotok
+predecessor and pending reason; None where the command does not say."""
 Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
 RECORD_FIELDS = collections.OrderedDict((
     ("job", "this record's job ID"),
     ("cluster", "the Slurm cluster the chain's jobs run on (SLURM_CLUSTER_NAME), or None"),
     ("predecessor", "the job this link continues (None for a first job)"),
-    ("predecessor_state", "the predecessor's state as seen (NOT_VISIBLE, or None for a first "
-                          "job and for a link resume queued after a link that did no work)"),
+    ("predecessor_state", "the predecessor's state as seen (NOT_VISIBLE, or None: none seen)"),
     ("predecessor_elapsed", "the predecessor's seconds this record adds to the walltime"),
-    ("predecessor_exit_code", "the exit status its batch script ended with (None: killed by a "
-                              "signal, or not known)"),
+    ("predecessor_exit_code", "its batch script's exit status (None: a signal, or not known)"),
     ("source", "where the predecessor's state came from: scontrol, sacct, resume, or None"),
     ("action", "one of ACTIONS"),
     ("cause", "why a chain ended (a key of STOP_CAUSES), None while it goes on"),
@@ -369,26 +331,19 @@ RECORD_FIELDS = collections.OrderedDict((
     ("retries", "retried failures after this decision"),
     ("max_retries", "the retry cap in force"),
     ("max_walltime", "the walltime cap in force (seconds or None)"),
-    ("settings_from", "'prologue' or 'resume' (then the caps above and next's sbatch_args win "
-                      "over the prologue's)"),
+    ("settings_from", "'prologue' or 'resume' (then its caps and sbatch_args win)"),
     ("link", "links that ran their work, this one included if it works"),
     ("successor", "the job queued to continue, or None"),
     ("successor_error", "sbatch's error when the successor could not be queued, or None"),
     ("successor_retries", "how often the link's retrier tried sbatch again (None: it did not)"),
-    ("guard", "the successor's guard: a small job that runs when the successor ends (afterany) "
-              "and continues the chain if it ended before its prologue did; queued while the "
-              "work runs (before it by a link without a guard of its own); or None"),
+    ("guard", "the successor's guard: a job that continues the chain if it dies unstarted"),
     ("guard_error", "sbatch's error when the guard could not be queued, or None"),
-    ("guarded_by", "the guard that continues the chain if this link ends before its successor "
-                   "and the successor's guard are queued (cancelled once they are), or None"),
-    ("dead_successors", "successors of this link that died before their prologue, each replaced "
-                        "by its guard (None: none)"),
-    ("time_limit", "seconds this link's time limit is lowered to (the whole minutes its caps "
-                   "leave; lowered while the work runs), or None"),
+    ("guarded_by", "the guard that continues the chain if this link ends before the successor's"),
+    ("dead_successors", "successors that died before their prologue, each replaced by its guard"),
+    ("time_limit", "seconds this link's time limit is lowered to (while the work runs), or None"),
     ("warn", "SIG@SECONDS: the work gets SIG that long before its link ends (or None)"),
     ("budget_dir", "the shared walltime budget the chain draws on, or None"),
-    ("notify", "the command run with /bin/sh -c for each chain event, or None; on disk only "
-               "true (the command is in NOTIFY_FILE, which its owner alone can read)"),
+    ("notify", "the command run for each chain event (on disk: true, command in NOTIFY_FILE)"),
     ("reserved", "seconds this link reserved from the shared budget, or None"),
     ("next", "how the next link is queued: script, sbatch_args, script_args, job_name, workdir"),
     ("phase", "'counted' (decided; state files may lag), 'queued' (written) or 'done' (final)"),
@@ -399,10 +354,8 @@ Record.__doc__ = "The journal: the last decision in a run directory. Fields: REC
 Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
 
 Event = collections.namedtuple("Event", "event job link reason time")
-Event.__doc__ = """One chain event (EVENTS_FILE keeps them, oldest first): event (one of
-EVENTS), job (the chain's last link that ran, or the new job for ``resumed``), link (its
-number, or None), reason (words for people), time (epoch seconds). Once journaled it is never
-notified again, until the chain is resumed."""
+Event.__doc__ = """One chain event of EVENTS_FILE, notified once until the chain is resumed:
+its job is the chain's last link that ran (for ``resumed``: the new job)."""
 
 NextLink = collections.namedtuple("NextLink", "script sbatch_args script_args job_name workdir")
 NextLink.__doc__ = "How a link's successor is queued (the script, its options and arguments)."
@@ -410,22 +363,14 @@ NextLink.__new__.__defaults__ = ((), (), None, None)
 
 
 Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs cluster")
-Budget.__doc__ = """A walltime budget shared by chains (BUDGET_FILE), all in seconds.
-
-cap; settled (the real elapsed time of links that ended); reservations
-({job ID: seconds} of links that may still run); settled_jobs ({job ID:
-seconds settled}, so that no job is counted twice); cluster (where its
-links run, so that job IDs are asked there; None: not known yet).
-"""
+Budget.__doc__ = """A walltime budget shared by chains (BUDGET_FILE), in seconds: settled_jobs
+keeps each ended job counted once, reservations hold links that may still run."""
 Budget.__new__.__defaults__ = (None,)
 
 
 class Settings(dict):
-    """A validated ``resumable:`` setting: ``max_retries`` and ``max_walltime`` (seconds or None).
-
-    A dict, so it compares with and unpacks like the mapping it came from
-    (``render_prologue(run_dir, **settings)``), and readable as attributes.
-    """
+    """A validated ``resumable:`` setting; a dict, so that it unpacks into
+    ``render_prologue(run_dir, **settings)``, and readable as attributes."""
 
     __slots__ = ()
     KEYS = ("max_retries", "max_walltime")  # the only keys a resumable: mapping may have
@@ -459,10 +404,7 @@ def is_job_id(text):
 
 
 def parse_duration(text):
-    """Return the seconds of a Slurm duration (zero allowed), or None if it is not one.
-
-    M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
-    """
+    """Seconds of a Slurm duration (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; zero allowed), or None."""
     if not isinstance(text, str):
         return None
     days, dash, clock = text.strip().rpartition("-")
@@ -490,11 +432,8 @@ def format_duration(seconds):
 
 
 def parse_walltime(text):
-    """Return the seconds of a positive Slurm duration such as "48:00:00" or "0-06".
-
-    A positive int, or a string such as "5400s", is taken as seconds; a bare
-    number in a string is minutes, as in Slurm. Raises ValueError otherwise.
-    """
+    """Seconds of a positive Slurm duration ("48:00:00", "0-06"; a bare number is minutes, as in
+    Slurm), an int or "5400s" (seconds); ValueError otherwise."""
     if isinstance(text, int) and not isinstance(text, bool):
         if text > 0:
             return text
@@ -535,13 +474,8 @@ def check_max_walltime(value, name="max_walltime"):
 
 
 def parse_resumable(value):
-    """Validate a driver's ``resumable:`` setting; return Settings or None when off.
-
-    ``False``/``None`` turn it off, ``True`` gives the defaults, and a mapping
-    may set ``max_retries`` (int >= 0) and ``max_walltime`` (Slurm duration or
-    seconds, at least one minute). Raises ValueError naming the key and what
-    is allowed.
-    """
+    """Validate a driver's ``resumable:`` setting (False/None: off; True: defaults; a mapping of
+    Settings.KEYS): Settings or None; ValueError naming the key and what is allowed."""
     if value is None or value is False:
         return None
     if value is True:
@@ -586,8 +520,8 @@ def first_line(text):
 
 
 def last_line(text):
-    """The telling line of a Slurm error: the last one (earlier ones are often plugin noise),
-    but not getopt's closing hint (``Try "sbatch --help" for more information``)."""
+    """A Slurm error's telling line: the last (earlier ones are often plugin noise), not getopt's
+    ``Try "sbatch --help"`` hint."""
     lines = [line.strip() for line in (text or "").splitlines()
              if line.strip() and not line.strip().startswith('Try "')]
     return lines[-1] if lines else "no output"
@@ -617,8 +551,8 @@ def exit_status(exit_code):
 
 
 def parse_sbatch_reply(text):
-    """Return (job ID, cluster or None) of what sbatch printed (``--parsable``: ``ID[;cluster]``,
-    the cluster only with ``-M``), or (None, None)."""
+    """(job ID, cluster or None) of sbatch's answer (``--parsable``: ``ID[;cluster]``), or
+    (None, None)."""
     line = first_line(text)
     if line.startswith("Submitted batch job "):
         line = line[len("Submitted batch job "):]
@@ -634,11 +568,8 @@ def known_nodes(text):
 
 
 def parse_sacct(text):
-    """Return {job ID: [Job, ...]} from ``sacct -P -n -o SACCT_FIELDS`` output.
-
-    Fields are taken by name. Step lines (``123.batch``) and malformed lines
-    are ignored; a short line still gives its job ID, state and elapsed time.
-    """
+    """{job ID: [Job, ...]} of ``sacct -P -n -o SACCT_FIELDS`` output; step lines (``123.batch``)
+    and malformed lines are skipped."""
     names = SACCT_FIELDS.split(",")
     records = collections.OrderedDict()
     for line in (text or "").splitlines():
@@ -657,14 +588,8 @@ def parse_sacct(text):
 
 
 def summarize_sacct(records):
-    """Return one Job from all the records of a job ID (``sacct -D``), or None.
-
-    The newest record gives state, start and end. ``elapsed`` adds the runs
-    of a requeued job: each earlier record that ended when the next one was
-    submitted (Slurm resubmits a requeued job at once). Older records of the
-    same ID that are not contiguous (an ID reused after a controller reset)
-    are not counted.
-    """
+    """One Job of all the records of a job ID (``sacct -D``): the newest, with the elapsed time
+    of the runs that ended when the next was submitted (a requeue; not an ID reused later)."""
     if not records:
         return None
     ordered = sorted(records, key=lambda job: (job.submit or "", job.start or "9999"))
@@ -687,12 +612,8 @@ def _seconds_between(earlier, later):
 
 
 def parse_scontrol(text):
-    """Return the Job that ``scontrol show job [-o]`` describes, or None without a JobState.
-
-    A job that never started (StartTime Unknown; Slurm 22.05 then shows a bogus
-    RunTime for a job cancelled by its dependency) has run 0 s; an UNLIMITED
-    time limit is None.
-    """
+    """The Job ``scontrol show job -o`` describes, or None; one that never started has run 0 s
+    (22.05 shows a bogus RunTime for a job cancelled by its dependency)."""
     wanted = ("JobId", "JobState", "RunTime", "TimeLimit", "Restarts", "StartTime", "EndTime",
               "ExitCode", "NodeList")
     fields = {}
@@ -732,16 +653,15 @@ def parse_squeue(text):
 
 
 def parse_runs(text):
-    """[(state, node list or None)] of every run of a job, oldest first, from ``sacct -j ID -D
-    -X -P -n -o JobIDRaw,State,NodeList``."""
+    """[(state, node list or None)] of a job's runs, oldest first (``sacct -D -X -P -n -o
+    JobIDRaw,State,NodeList``)."""
     runs = [line.strip().split("|") for line in (text or "").splitlines()]
     return [(state, known_nodes(nodes)) for job_id, state, nodes in
             (fields for fields in runs if len(fields) == 3) if is_job_id(job_id) and state]
 
 
 def parse_guard(text, job_id):
-    """The first job in ``squeue -h -o %i|%E`` output that waits on ``afterany:<job_id>``
-    (the guard of job_id), or None."""
+    """The guard of job_id in ``squeue -h -o %i|%E`` output (``afterany:<job_id>``), or None."""
     for line in (text or "").splitlines():
         fields = line.strip().split("|")
         if len(fields) == 2 and is_job_id(fields[0]) and \
@@ -751,8 +671,7 @@ def parse_guard(text, job_id):
 
 
 def parse_held_by_script(text, script):
-    """Job IDs in ``squeue -h -o %i|%o|%r`` output held by their user (JobHeldUser) whose batch
-    script (``%o``, an absolute path) is ``script``."""
+    """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %i|%o|%r``)."""
     jobs = []
     for line in (text or "").splitlines():
         fields = line.strip().split("|")
@@ -764,15 +683,9 @@ def parse_held_by_script(text, script):
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
                    other_options=SBATCH_OTHER_OPTIONS):
-    """Return (the option's name as written in full, whether the next word is its value).
-
-    Read as sbatch's getopt_long reads it: a short option by its letter (its
-    value attached or in the next word), a long one by its exact name or a
-    unique prefix (``--part`` is ``--partition``), its value after '=' or, if
-    it takes one, in the next word. ValueError names an unknown or ambiguous
-    option; an unknown long option written ``--name=value`` is let through (a
-    site plugin's option: sbatch judges it).
-    """
+    """(the option's full name, whether the next word is its value), read as sbatch's getopt_long
+    does (``--part`` is ``--partition``); ValueError for an unknown or ambiguous option, but an
+    unknown ``--name=value`` passes (a site plugin's option: sbatch judges it)."""
     if not word.startswith("--"):
         if word[:2] in value_options:
             return word[:2], len(word) == 2
@@ -796,12 +709,8 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
 
 
 def option_groups(arguments, strict=True):
-    """Return sbatch arguments as [(the option's long name, its words)], a value in the next
-    word kept with its option, long names spelled out (``--part=x`` -> ``--partition=x``).
-
-    ``strict``: ValueError for an unknown or ambiguous option, a word that is no option's
-    value and a missing value; otherwise such words are kept as their own name.
-    """
+    """sbatch arguments as [(long name, its words, spelled out)]; ``strict``: ValueError for an
+    unknown, ambiguous or valueless option or a stray word, else such words name themselves."""
     groups = []
     for argument in arguments:
         if not isinstance(argument, str) or "\0" in argument:
@@ -826,9 +735,8 @@ def option_groups(arguments, strict=True):
 
 
 def check_sbatch_args(sbatch_args, allowed=(), strict=True):
-    """Return sbatch arguments with every long option's name written in full; ValueError for
-    options that would break a chain (REFUSED_SBATCH_OPTIONS, except those ``allowed``) and,
-    ``strict``, for an unknown or ambiguous option and a word that is no option's value."""
+    """sbatch arguments with long names written in full; ValueError for REFUSED_SBATCH_OPTIONS
+    (but ``allowed``) and, ``strict``, what option_groups refuses."""
     if isinstance(sbatch_args, str):
         raise ValueError("sbatch_args must be a list of arguments, not the string %r"
                          % sbatch_args)
@@ -902,9 +810,8 @@ def check_notify(command):
 
 
 def check_warn(text, name="warn"):
-    """Return ``SIG@SECONDS`` (e.g. ``USR1@120``) in its canonical spelling, or None; ValueError
-    if the signal cannot be caught (KILL, STOP) or is not one, or SECONDS is not a positive count.
-    The signal is written as for Slurm's --signal: a name with or without SIG, or a number."""
+    """``SIG@SECONDS`` (as Slurm's --signal: ``USR1@120``, ``SIGUSR1@120``, ``10@120``) spelled
+    canonically, or None; ValueError for a signal the work cannot catch or no positive SECONDS."""
     if text is None:
         return None
     word, at, seconds = str(text).partition("@")
@@ -937,13 +844,8 @@ def check_path(value, name):
 
 
 def parse_prologue_args(argv):
-    """Parse the in-job step's command line as render_prologue writes it.
-
-    ``[--max-retries=N] [--max-walltime=T] [--sbatch-arg=A ...] [--budget-dir=B] [--notify=CMD]
-    [--warn=SIG@S] --script=P DIR [-- SCRIPT_ARGS...]`` (a space instead of '=' works too).
-    Returns (run_dir, Settings, script, sbatch_args, script_args, budget_dir or None, notify or
-    None, warn or None); ValueError otherwise.
-    """
+    """(run_dir, Settings, script, sbatch_args, script_args, budget_dir, notify, warn) of the
+    in-job step's command line as render_prologue writes it (PROLOGUE_USAGE); ValueError."""
     options, script_args = list(argv), []
     if "--" in options:
         index = options.index("--")
@@ -987,24 +889,6 @@ def parse_mounts(text):
     return mounts
 
 
-def lock_kind(path, mounts):
-    """Return ("file", why) when the mount holding the absolute ``path`` has no kernel locks that
-    hold across nodes (NODE_LOCAL_LOCKS), else ("kernel", None)."""
-    holding = [mount for mount in mounts if path == mount[0] or path.startswith(
-        mount[0].rstrip("/") + "/")]
-    if not holding:
-        return "kernel", None
-    point, fstype, options = max(holding, key=lambda mount: len(mount[0]))
-    if fstype not in NODE_LOCAL_LOCKS:
-        return "kernel", None
-    local = NODE_LOCAL_LOCKS[fstype]
-    said = [option for option in options if local is None or option in local]
-    if local is not None and not said:
-        return "kernel", None
-    return "file", "%s mounted at %s%s: its kernel locks are missing or local to one node" % (
-        fstype, point, " with " + ",".join(said) if local is not None else "")
-
-
 def parse_budget(data):
     """Return the Budget a budget file's JSON holds; ValueError if it is not one."""
     def seconds(value):
@@ -1046,9 +930,8 @@ def shell_quote(text):
 
 
 def visible(text):
-    """Text as a terminal may show it: control and format characters (C0 but newline and tab,
-    DEL, C1, bidi overrides, lone surrogates) become escapes, so that no state file drives the
-    terminal of whoever looks at it."""
+    """Text with control and format characters (but newline and tab) escaped, so that no state
+    file drives the terminal of whoever looks at it."""
     import unicodedata
     return "".join(
         char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
@@ -1429,42 +1312,54 @@ Holder.__doc__ = ("Who holds a file lock (its JSON content): Slurm cluster and j
                   "a job), host, pid, since when (epoch seconds), and a token of its own.")
 
 
-_mounts_read = {}  # /proc/mounts, parsed once per process (status of 50 chains, a link's locks)
+_mounts_read = []  # /proc/mounts, parsed once per process (status of 50 chains, a link's locks)
 
 
-def lock_kind_here(directory, environ=os.environ, mounts_path="/proc/mounts"):
-    """Return (kind, why) of the lock a directory needs: RESUMABLE_CHAIN_LOCK if set, else what
-    its mount says (``file`` on mounts without cross-node kernel locks)."""
+def lock_kind(directory, environ=os.environ, mounts=None):
+    """(kind, why) of the lock a directory needs: RESUMABLE_CHAIN_LOCK if set, else "file" where
+    its mount's kernel locks do not hold across nodes (NODE_LOCAL_LOCKS, in parse_mounts)."""
     forced = environ.get(LOCK_ENV)
     if forced:
         if forced not in LOCK_KINDS:
             raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, forced))
         return forced, "%s=%s" % (LOCK_ENV, forced)
-    if mounts_path not in _mounts_read:
+    if mounts is None and not _mounts_read:
         try:
-            with open(mounts_path) as handle:
-                _mounts_read[mounts_path] = parse_mounts(handle.read())
+            with open("/proc/mounts") as handle:
+                _mounts_read.append(parse_mounts(handle.read()))
         except OSError:
-            _mounts_read[mounts_path] = []  # no mount table: the kernel's lock, tried first
-    return lock_kind(os.path.realpath(directory), _mounts_read[mounts_path])
+            _mounts_read.append([])  # no mount table: the kernel's lock, tried first
+    path = os.path.realpath(directory)
+    mounts = _mounts_read[0] if mounts is None else mounts
+    holding = [mount for mount in mounts if path == mount[0] or path.startswith(
+        mount[0].rstrip("/") + "/")]
+    if not holding:
+        return "kernel", None
+    point, fstype, options = max(holding, key=lambda mount: len(mount[0]))
+    if fstype not in NODE_LOCAL_LOCKS:
+        return "kernel", None
+    local = NODE_LOCAL_LOCKS[fstype]
+    said = [option for option in options if local is None or option in local]
+    if local is not None and not said:
+        return "kernel", None
+    return "file", "%s mounted at %s%s: its kernel locks are missing or local to one node" % (
+        fstype, point, " with " + ",".join(said) if local is not None else "")
 
 
 def probe_lock(directory):
-    """Return (kind, why) of the lock writers of ``directory`` take now, for status: as
-    lock_kind_here, and "file" where a lock call is refused (tried shared, released at once)."""
-    kind, why = lock_kind_here(directory)
+    """(kind, why) of the lock writers of ``directory`` take now, for status: as lock_kind, and
+    "file" where a lock call is refused (tried shared, released at once)."""
+    kind, why = lock_kind(directory)
     if kind == "file":
         return kind, why
-    try:  # never through a symlink, never blocking on a FIFO: status only reads
-        descriptor = os.open(os.path.join(directory, LOCK_FILE),
-                             os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            return "refused", "the lock file is a symlink: every writer refuses it"
+    try:
+        descriptor = open_own_file(os.path.join(directory, LOCK_FILE), os.O_RDONLY,
+                                   what="lock file", owned=False)
+    except Refused as error:
+        return "refused", "%s: every writer refuses it" % error
+    except StateError:
         return kind, why  # no lock file yet, or not readable: nothing to learn
     try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            return "refused", "the lock file is not a regular file: every writer refuses it"
         fcntl.lockf(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as error:
         if error.errno in NO_KERNEL_LOCK:
@@ -1538,22 +1433,27 @@ def check_owned_dir(path, what="run directory"):
         raise StateError(problem)
 
 
-def open_own_file(path, flags, mode=0o644, what="state file"):
-    """os.open a file the invoking user may act on: never through a symlink, never blocking on a
-    FIFO, a regular file of theirs that no one else can write; StateError otherwise."""
+class Refused(StateError):
+    """A planted file: a symlink, a FIFO or directory, or one someone else may write."""
+
+
+def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
+    """os.open a regular file, never through a symlink nor blocking on a FIFO (planted ones are
+    Refused), ``owned``: only one of the caller's that no one else can write; StateError."""
     try:
-        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+        descriptor = _open_fresh(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
     except OSError as error:
         if error.errno == errno.ELOOP or os.path.islink(path):
-            raise StateError("refusing %s %s: it is a symlink (nothing was changed)" % (what, path))
-        raise StateError("cannot open %s %s: %s" % (what, path, error.strerror or error))
+            raise Refused("refusing %s %s: it is a symlink (nothing was changed)" % (what, path))
+        raise StateError("cannot open %s %s: %s (nothing was changed)"
+                         % (what, path, error.strerror or error))
     info = os.fstat(descriptor)
-    problem = ("is not a regular file" if not stat.S_ISREG(info.st_mode)
-               else owner_problem(info, path, what))
+    problem = ("refusing %s %s: it is a %s, not a regular file (nothing was changed)" % (
+        what, path, "directory" if stat.S_ISDIR(info.st_mode) else "special file")
+        if not stat.S_ISREG(info.st_mode) else owned and owner_problem(info, path, what))
     if problem:
         os.close(descriptor)
-        raise StateError(problem if problem.startswith("refusing") else "refusing %s %s: it %s "
-                         "(nothing was changed)" % (what, path, problem))
+        raise Refused(problem)
     return descriptor
 
 
@@ -1562,13 +1462,13 @@ def _random_word():
     return "".join("%02x" % byte for byte in bytearray(os.urandom(8)))
 
 
-def _open_fresh(path, flags, sleep=time.sleep, clock=time.monotonic):
+def _open_fresh(path, flags, mode, sleep=time.sleep, clock=time.monotonic):
     """os.open, retried for up to VIEW_WAIT_SECONDS while the file handle is stale (ESTALE:
     another NFS client renamed a new version over it)."""
     started = clock()
     while True:
         try:
-            return os.open(path, flags)
+            return os.open(path, flags, mode)
         except OSError as error:
             if error.errno != errno.ESTALE or clock() - started > VIEW_WAIT_SECONDS:
                 raise
@@ -1597,23 +1497,12 @@ class StateStore(object):
         """Return a state file's bytes, or None if missing. ``tail``: only the last bytes (the
         chain file grows for ever); ``most``: a small file, read up to one byte more."""
         path = self.path(name)
-        try:  # O_NOFOLLOW: a planted symlink is refused; O_NONBLOCK: a FIFO must not hang the job
-            descriptor = _open_fresh(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-        except FileNotFoundError:
+        try:
+            descriptor = open_own_file(path, os.O_RDONLY, owned=self.acting)
+        except StateError:
+            if os.path.lexists(path):
+                raise
             return None
-        except OSError as error:
-            if os.path.islink(path):
-                raise StateError("state file %s is a symlink to %s; refusing to follow it "
-                                 "(nothing was changed)" % (path, os.readlink(path)))
-            raise StateError("cannot read state file %s: %s (nothing was changed)"
-                             % (path, error.strerror or error))
-        info = os.fstat(descriptor)
-        problem = self.acting and owner_problem(info, path, "state file")
-        if problem or not stat.S_ISREG(info.st_mode):
-            os.close(descriptor)
-            raise StateError(problem or "state file %s is a %s, not a regular file (nothing was "
-                             "changed)" % (path, "directory" if stat.S_ISDIR(info.st_mode)
-                                           else "special file"))
         with os.fdopen(descriptor, "rb") as handle:
             try:
                 if tail is not None:
@@ -1874,7 +1763,7 @@ class StateStore(object):
         path = self.path(name)
         check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
                         "run directory")
-        kind, why = lock_kind_here(self.directory)
+        kind, why = lock_kind(self.directory)
         descriptor = open_own_file(path, os.O_RDWR | os.O_CREAT, what="lock file")
         self.acting = True
         token = None
