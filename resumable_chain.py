@@ -316,41 +316,16 @@ Job.__doc__ = """One job as Slurm shows it, whichever command answered: state as
 predecessor and pending reason; None where the command does not say."""
 Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
-RECORD_FIELDS = collections.OrderedDict((
-    ("job", "this record's job ID"),
-    ("cluster", "the Slurm cluster the chain's jobs run on (SLURM_CLUSTER_NAME), or None"),
-    ("predecessor", "the job this link continues (None for a first job)"),
-    ("predecessor_state", "the predecessor's state as seen (NOT_VISIBLE, or None: none seen)"),
-    ("predecessor_elapsed", "the predecessor's seconds this record adds to the walltime"),
-    ("predecessor_exit_code", "its batch script's exit status (None: a signal, or not known)"),
-    ("source", "where the predecessor's state came from: scontrol, sacct, resume, or None"),
-    ("action", "one of ACTIONS"),
-    ("cause", "why a chain ended (a key of STOP_CAUSES), None while it goes on"),
-    ("reason", "why, in words (for people: nothing parses it)"),
-    ("walltime", "accumulated seconds of finished links after this decision"),
-    ("retries", "retried failures after this decision"),
-    ("max_retries", "the retry cap in force"),
-    ("max_walltime", "the walltime cap in force (seconds or None)"),
-    ("settings_from", "'prologue' or 'resume' (then its caps and sbatch_args win)"),
-    ("link", "links that ran their work, this one included if it works"),
-    ("successor", "the job queued to continue, or None"),
-    ("successor_error", "sbatch's error when the successor could not be queued, or None"),
-    ("successor_retries", "how often the link's retrier tried sbatch again (None: it did not)"),
-    ("guard", "the successor's guard: a job that continues the chain if it dies unstarted"),
-    ("guard_error", "sbatch's error when the guard could not be queued, or None"),
-    ("guarded_by", "the guard that continues the chain if this link ends before the successor's"),
-    ("dead_successors", "successors that died before their prologue, each replaced by its guard"),
-    ("time_limit", "seconds this link's time limit is lowered to (while the work runs), or None"),
-    ("warn", "SIG@SECONDS: the work gets SIG that long before its link ends (or None)"),
-    ("budget_dir", "the shared walltime budget the chain draws on, or None"),
-    ("notify", "the command run for each chain event (on disk: true, command in NOTIFY_FILE)"),
-    ("reserved", "seconds this link reserved from the shared budget, or None"),
-    ("next", "how the next link is queued: script, sbatch_args, script_args, job_name, workdir"),
-    ("phase", "'counted' (decided; state files may lag), 'queued' (written) or 'done' (final)"),
-    ("time", "when the record was written (epoch seconds)"),
-))
+# The journal's fields, in order (docs/state-files.md says what each holds).
+RECORD_FIELDS = (
+    "job", "cluster", "predecessor", "predecessor_state", "predecessor_elapsed",
+    "predecessor_exit_code", "source", "action", "cause", "reason", "walltime", "retries",
+    "max_retries", "max_walltime", "settings_from", "link", "successor", "successor_error",
+    "successor_retries", "guard", "guard_error", "guarded_by", "dead_successors", "time_limit",
+    "warn", "budget_dir", "notify", "reserved", "next", "phase", "time",
+)
 Record = collections.namedtuple("Record", list(RECORD_FIELDS))
-Record.__doc__ = "The journal: the last decision in a run directory. Fields: RECORD_FIELDS."
+Record.__doc__ = "The journal: the last decision in a run directory (docs/state-files.md)."
 Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
 
 Event = collections.namedtuple("Event", "event job link reason time")
@@ -1268,8 +1243,7 @@ EVENT_CHECKS = {"event": _one_of(*EVENTS), "job": _job, "link": _count, "reason"
 
 
 def _checked(data, checks, fields):
-    """{field: value} of a JSON object whose every field passes its check; ValueError naming
-    the first that does not."""
+    """{field: value} of a JSON object whose fields pass their checks; ValueError naming one."""
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     values = {name: data.get(name) for name in fields}
@@ -1289,21 +1263,20 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
 
 
 def submitted_from_json(data):
-    """Return what a submit record holds ({field: value}, unknown keys dropped); ValueError."""
+    """What a submit record holds ({field: value}, unknown keys dropped); ValueError."""
     values = _checked(data, SUBMIT_CHECKS, SUBMIT_CHECKS)
     return {name: value for name, value in values.items() if name in data}
 
 
 def events_from_json(items):
-    """Return the Events a list of JSON objects holds; ValueError if it is not one."""
+    """The Events a list of JSON objects holds; ValueError."""
     if not isinstance(items, list):
         raise ValueError("'events' is not a list")
     return [Event(**_checked(item, EVENT_CHECKS, Event._fields)) for item in items]
 
 
 def record_from_json(data):
-    """Return the Record a journal holds (unknown keys ignored); ValueError naming the field
-    when it is not one: any field of the wrong type or value makes the whole journal corrupt."""
+    """The Record a journal holds (unknown keys ignored); any wrong field is a ValueError."""
     return Record(**_checked(data, RECORD_CHECKS, RECORD_FIELDS))
 
 
@@ -1386,11 +1359,9 @@ def owner_problem(info, path, what):
 
 
 def unsafe_path(path, what="run directory"):
-    """Why someone else could make ``path`` name another directory, or None: as ssh's
-    StrictModes, every directory above it (and every symlink on the way) must belong to root or
-    the caller, and a directory that others can write must have the sticky bit (as /tmp), or a
-    group member could rename it away and put a directory (or symlink) of theirs in its place
-    between two steps of a link."""
+    """Why someone else could swap ``path`` for a directory of theirs between two steps, or None:
+    as ssh's StrictModes, every directory and symlink on the way is root's or the caller's, and
+    one others can write has the sticky bit (docs/trust-model.md)."""
     trusted = (0, os.geteuid())
     parts = os.path.abspath(path).split(os.sep)[1:]
     walked = [os.sep + os.sep.join(parts[:end]) for end in range(1, len(parts) + 1)]
@@ -1420,8 +1391,7 @@ def unsafe_path(path, what="run directory"):
 
 
 def check_owned_dir(path, what="run directory"):
-    """Refuse (StateError) to act on a directory the invoking user does not own alone, or one
-    that someone else could swap for another (``unsafe_path``)."""
+    """StateError for a directory the caller does not own alone or someone could swap."""
     try:
         info = os.stat(path)
     except OSError as error:
@@ -1462,6 +1432,26 @@ def _random_word():
     return "".join("%02x" % byte for byte in bytearray(os.urandom(8)))
 
 
+def _write_new(path, text, mode):
+    """Create ``path`` holding ``text``, synced: a fresh name, created here or not at all, so
+    never through a planted symlink."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        payload = text.encode("utf-8", "surrogateescape")
+        while payload:
+            payload = payload[os.write(descriptor, payload):]
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _discard(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # gone already
+
+
 def _open_fresh(path, flags, mode, sleep=time.sleep, clock=time.monotonic):
     """os.open, retried for up to VIEW_WAIT_SECONDS while the file handle is stale (ESTALE:
     another NFS client renamed a new version over it)."""
@@ -1478,9 +1468,7 @@ def _open_fresh(path, flags, mode, sleep=time.sleep, clock=time.monotonic):
 
 class StateStore(object):
     """The chain's dot-files in one run directory: every read validated, every write atomic.
-
-    ``job_over(job_id)``: True when Slurm says a job ended, False when it runs, None when it
-    cannot tell; a file lock held by an ended job on another host is broken with it."""
+    ``job_over``: see job_over(); a file lock held by an ended job on another host is broken."""
 
     def __init__(self, directory, job_over=None):
         self.directory = directory
@@ -1494,8 +1482,8 @@ class StateStore(object):
 
     # -- reading -----------------------------------------------------------
     def read_bytes(self, name, tail=None, most=None):
-        """Return a state file's bytes, or None if missing. ``tail``: only the last bytes (the
-        chain file grows for ever); ``most``: a small file, read up to one byte more."""
+        """A state file's bytes, or None if missing; ``tail``: only the last ones (the chain file
+        grows for ever); ``most``: a small file, read up to one byte more."""
         path = self.path(name)
         try:
             descriptor = open_own_file(path, os.O_RDONLY, owned=self.acting)
@@ -1522,7 +1510,7 @@ class StateStore(object):
                           "(nothing was changed, no work ran)" % (self.path(name), shown, expected))
 
     def read_counter(self, name):
-        """Return an integer counter file's value; None when the file does not exist."""
+        """An integer counter file's value, or None if missing."""
         raw = self.read_bytes(name, most=COUNTER_BYTES)
         if raw is None:
             return None
@@ -1532,23 +1520,15 @@ class StateStore(object):
         return int(digits)
 
     def last_job(self):
-        """Return the last job ID of the chain file (read from its tail), or None if missing."""
-        raw = self.read_bytes(CHAIN_FILE, tail=64)
-        if raw is None:
-            return None
-        lines = raw.rstrip(b"\r\n").split(b"\n")
-        last = lines[-1].strip().decode("ascii", "replace")
-        if (len(lines) < 2 and len(raw) == 64) or not is_job_id(last):
-            raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
-        return last
+        """The chain file's last job ID (read from its tail: the hot path), or None if missing."""
+        return (self.chain_jobs(tail=63) or [None])[-1]
 
-    def chain_jobs(self):
-        """Return the job IDs of the chain file, all of its last MiB (for status: the hot path
-        reads only the last line)."""
-        raw = self.read_bytes(CHAIN_FILE, tail=MAX_STATE_BYTES + 1)
+    def chain_jobs(self, tail=MAX_STATE_BYTES):
+        """The chain file's job IDs in its last ``tail`` bytes (the file grows for ever)."""
+        raw = self.read_bytes(CHAIN_FILE, tail=tail + 1)
         if raw is None:
             return []
-        if len(raw) > MAX_STATE_BYTES:
+        if len(raw) > tail:  # its first line may be cut
             raw = raw[raw.index(b"\n") + 1:] if b"\n" in raw[:-1] else b""
         jobs = raw.decode("ascii", "replace").split()
         if not jobs or not all(is_job_id(job) for job in jobs):
@@ -1556,8 +1536,8 @@ class StateStore(object):
         return jobs
 
     def read_json(self, name, expected, convert=lambda data: data):
-        """Return ``convert(the file's JSON)``, or None if missing; corrupt when convert gives
-        None (or the JSON is not ``expected``'s shape: a JSON object)."""
+        """``convert(the file's JSON object)``, or None if missing; corrupt (StateError naming
+        ``expected``) when it is not one or convert says ValueError or None."""
         raw = self.read_bytes(name)
         if raw is None:
             return None
@@ -1574,8 +1554,7 @@ class StateStore(object):
         return value
 
     def read_record(self):
-        """Return the journal's Record, or None if there is none yet; under the lock its notify
-        is the command itself."""
+        """The journal's Record, or None; under the lock its notify is the command itself."""
         record = self.read_json(JOURNAL_FILE, "a resumable_chain journal (JSON object)",
                                 record_from_json)
         if record is not None and record.notify is True and self.acting:
@@ -1583,12 +1562,12 @@ class StateStore(object):
         return record
 
     def read_submitted(self):
-        """Return what ``submit`` recorded (a dict), or None."""
+        """What ``submit`` recorded (a dict), or None."""
         return self.read_json(SUBMIT_FILE, "a resumable_chain submit record (JSON object)",
                               submitted_from_json)
 
     def read_notify(self):
-        """Return the chain's notify command (NOTIFY_FILE), or None."""
+        """The chain's notify command (NOTIFY_FILE), or None."""
         if self.notify_on_file is None:
             self.notify_on_file = self.read_json(
                 NOTIFY_FILE, "a resumable_chain notify command (JSON object)",
@@ -1597,9 +1576,8 @@ class StateStore(object):
         return self.notify_on_file or None
 
     def public(self, data):
-        """A journal's or submit record's fields as written for everyone to read: a notify
-        command may hold a token, so it goes to NOTIFY_FILE (mode 0600) and the record only
-        says that there is one."""
+        """A record's fields as everyone may read them: a notify command may hold a token, so it
+        goes to NOTIFY_FILE (mode 0600) and the record says only ``true``."""
         command = data.get("notify")
         if not isinstance(command, str):
             return data
@@ -1609,14 +1587,14 @@ class StateStore(object):
         return dict(data, notify=True)
 
     def read_events(self):
-        """Return the journaled Events, oldest first ([] when there are none)."""
+        """The journaled Events, oldest first."""
         data = self.read_json(EVENTS_FILE, "a resumable_chain events file (JSON object)",
                               lambda data: events_from_json(data.get("events")))
         return data or []
 
     def add_event(self, event):
-        """Journal ``event`` unless it was journaled since the chain was last resumed; return
-        whether it is new (the caller holds the lock, and notifies only a new one)."""
+        """Journal ``event`` unless it was since the chain was last resumed; whether it is new
+        (the caller holds the lock, and notifies only a new one)."""
         events = self.read_events()
         since = [index for index, old in enumerate(events) if old.event == "resumed"]
         if any(old.event == event.event and old.job == event.job
@@ -1627,17 +1605,13 @@ class StateStore(object):
         return True
 
     def read_cancelled(self):
-        """Return when the chain was cancelled (the mark's text), or None."""
+        """When the chain was cancelled (the mark's text), or None."""
         raw = self.read_bytes(CANCEL_FILE, most=200)
         return None if raw is None else (raw[:200].decode("utf-8", "replace").strip() or "yes")
 
     def snapshot(self):
-        """Read every file a writer needs, each once, and finish what a killed writer decided.
-
-        Call it under the lock. A journal in phase ``counted`` means its
-        writer was killed between the journal and the files: they are rolled
-        forward here, so every writer starts from the same consistent state.
-        """
+        """Under the lock: read every file a writer needs, once, and roll forward the files of a
+        writer killed after its journal (phase ``counted``), so every writer starts consistent."""
         snapshot = Snapshot(walltime=self.read_counter(WALLTIME_FILE),
                             retries=self.read_counter(RETRIES_FILE), last_job=self.last_job(),
                             record=self.read_record(), cancelled=self.read_cancelled())
@@ -1650,25 +1624,14 @@ class StateStore(object):
         """Replace a file atomically: temp file, fsync, rename, fsync of the directory."""
         path = self.path(name)
         temporary = "%s.tmp.%s" % (path, _random_word())
-        try:  # a fresh name, created here or not at all: never through a planted symlink
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                                 mode)
-            try:
-                payload = text.encode("utf-8", "surrogateescape")
-                while payload:
-                    payload = payload[os.write(descriptor, payload):]
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
+        try:
+            _write_new(temporary, text, mode)
             _checkpoint()
             os.replace(temporary, path)
             _fsync_directory(self.directory)
             _checkpoint()
         except OSError as error:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+            _discard(temporary)
             raise StateError("cannot write %s: %s (old content kept)"
                              % (path, error.strerror or error))
 
@@ -1696,8 +1659,8 @@ class StateStore(object):
                              % (self.path(CHAIN_FILE), error.strerror or error))
 
     def keep_previous(self):
-        """Keep an old chain's files as ``*.prev`` (the caller holds the lock): a new chain in
-        this directory starts from nothing, and the old one's history is not lost."""
+        """Under the lock: keep an old chain's files as ``*.prev``, so that a new chain here
+        starts from nothing and the old one's history is kept."""
         for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
                      SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
             try:
@@ -1715,11 +1678,8 @@ class StateStore(object):
             pass
 
     def apply(self, snapshot, record, chain=True):
-        """Write a decided Record into the user-visible files, only what differs (idempotent).
-
-        Returns the snapshot as it now is on disk. ``chain=False`` leaves the
-        chain file alone (a resumed link not yet running).
-        """
+        """Write a decided Record into the user-visible files, only what differs (idempotent);
+        the snapshot as now on disk. ``chain=False``: not the chain file (a resumed link)."""
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
             if before != after:
@@ -1740,7 +1700,7 @@ class StateStore(object):
         return self.apply(snapshot, record)
 
     def read_budget(self):
-        """Return the shared Budget kept in this directory; StateError if missing or corrupt."""
+        """The shared Budget kept in this directory; StateError if missing or corrupt."""
         budget = self.read_json(BUDGET_FILE, "a resumable_chain budget (cap, settled, "
                                 "reservations)", parse_budget)
         if budget is None:
@@ -1754,12 +1714,9 @@ class StateStore(object):
 
     @contextlib.contextmanager
     def locked(self, wait=LOCK_WAIT_SECONDS, name=LOCK_FILE):
-        """``with store.locked():`` holds the directory's lock, waited for at most ``wait`` s.
-
-        A POSIX record lock (``lockf``) where the kernel has locks that hold across nodes;
-        else (a mount without them, a lock call refused, RESUMABLE_CHAIN_LOCK=file) also an
-        exclusively created ``<lock>.held`` file naming its holder. Record-lock holders wait
-        for a live ``.held`` too, so the two kinds exclude each other."""
+        """Hold the directory's lock (waited for ``wait`` s): ``lockf``, and where kernel locks
+        do not hold across nodes (lock_kind) an exclusive ``<lock>.held`` file naming its holder,
+        which lockf holders wait for too, so the two kinds exclude each other."""
         path = self.path(name)
         check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
                         "run directory")
@@ -1795,8 +1752,8 @@ class StateStore(object):
         return ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if kind == "file" else []
 
     def _take_held(self, held, create):
-        """Take (``create``) or, for a record-lock holder, only check the ``.held`` lock file.
-        Return its token ("" when only checked), or None while a live holder has it."""
+        """Take (``create``) or only check the ``.held`` lock file: its token ("" when checked),
+        or None while a live holder has it."""
         holder = self._read_holder(held)
         if holder is not None and self._holder_gone(holder):
             self._drop_held(held, holder.token)  # its holder is provably gone
@@ -1823,8 +1780,7 @@ class StateStore(object):
             return Holder(None, None, None, None, None, None)
 
     def _holder_gone(self, holder):
-        """Whether a file lock's holder is provably gone: same host and its process is dead, or
-        its Slurm job ended (asked with job_over)."""
+        """Whether a file lock's holder is provably gone: its process here, or its job, ended."""
         if holder.host == os.uname().nodename and isinstance(holder.pid, int):
             try:
                 os.kill(holder.pid, 0)
@@ -1862,8 +1818,7 @@ class StateStore(object):
 
 
 def _try_lock(descriptor, path):
-    """Take a POSIX record lock: return "taken", "busy" (another process holds it), or why this
-    mount has no kernel locks (ENOSYS: Lustre noflock; ENOLCK: NFS without lockd; ...)."""
+    """Take a POSIX record lock: "taken", "busy", or why this mount has none (NO_KERNEL_LOCK)."""
     try:
         fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return "taken"
@@ -1876,16 +1831,11 @@ def _try_lock(descriptor, path):
 
 
 def _create_held(held, holder):
-    """Create the ``.held`` lock file with its holder, all at once (a hard link of a complete
-    temp file: NFS-safe). Return the token, or None when another holder got there first."""
+    """Create the ``.held`` lock file whole (a hard link of a complete temp file: NFS-safe): the
+    token, or None when another holder got there first."""
     temporary = "%s.%s" % (held, _random_word())
     try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                             0o644)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(dump_json(holder._asdict()) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        _write_new(temporary, dump_json(holder._asdict()) + "\n", 0o644)
         try:
             os.link(temporary, held)
         except FileExistsError:
@@ -1897,15 +1847,12 @@ def _create_held(held, holder):
     except OSError as error:
         raise StateError("cannot create lock file %s: %s" % (held, error.strerror or error))
     finally:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        _discard(temporary)
 
 
 def make_run_dir(run_dir, what="run directory"):
-    """Create run_dir and its missing parents, writable by the caller alone whatever the umask;
-    refuse an existing one the caller may not act on. Return those it created, outermost first."""
+    """Create run_dir and its missing parents, writable by the caller alone whatever the umask
+    (refuse one the caller may not act on); those it created, outermost first."""
     created, path = [], os.path.abspath(run_dir)
     while not os.path.lexists(path) and path != os.path.dirname(path):
         created.insert(0, path)
@@ -1964,23 +1911,16 @@ def slurm_environment(environ, submit=False):
 
 
 def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False):
-    """Run one Slurm command with a timeout and a clean environment; never raises.
-
-    ``submit`` keeps the user's SBATCH_* defaults for sbatch; the allocation's
-    SLURM_* variables (except SLURM_CONF) are always dropped. ``background``
-    returns at once a function that waits for the SlurmResult: a link asks
-    Slurm while it reads its own state.
-    """
+    """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
+    SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
     _checkpoint()
     return run_command(argv, timeout or command_timeout(), slurm_environment(os.environ, submit),
                        cwd, background)
 
 
 def run_command(argv, timeout, environment, cwd=None, background=False):
-    """Run a command; never raises. ``returncode`` is None when it timed out and 127 when it
-    cannot be run. It runs in a session of its own, so a timeout kills all it started.
-    ``background``: return a function that waits for the result (the timeout counts from its
-    first call; later calls return the same result)."""
+    """Run a command in a session of its own (a timeout kills all it started); returncode None:
+    timed out, 127: cannot run; never raises. ``background``: a function that waits for it."""
     try:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
@@ -2013,9 +1953,8 @@ def _wait_for(process, name, timeout):
 
 
 def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
-    """Run a chain's notify command for ``event`` with ``/bin/sh -c``, the event in its
-    environment; return the line to log (it never changes the chain, whatever it does). It
-    runs only in a process of the chain's owner: never as someone who looks at it."""
+    """Run a chain's notify command with ``/bin/sh -c``, the event in its environment, only as
+    the chain's owner; return the line to log (it never changes the chain)."""
     problem = os.path.isdir(run_dir) and owner_problem(os.stat(run_dir), run_dir, "run directory")
     if problem:
         return "%s not notified: %s" % (event.event, problem)
@@ -2072,8 +2011,7 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
 
 
 def controller_job(job_id, timeout=None, cluster=None, background=False):
-    """Ask the controller (``scontrol show job -o``) about one job (``background``: a function
-    that waits for the answer)."""
+    """The controller's ControllerAnswer on one job (``background``: a function waiting for it)."""
     argv = ["scontrol"] + on_cluster(cluster) + ["show", "job", "-o", job_id]
     if background:
         wait = run_slurm(argv, timeout=timeout, background=True)
@@ -2090,8 +2028,7 @@ def _controller_answer(result):
 
 
 def job_over(job_id):
-    """Whether a job of this cluster ended (True), still runs (False), or nobody can say (None):
-    a file lock held by an ended job is broken."""
+    """Whether a job of this cluster ended (True), runs (False) or nobody can say (None)."""
     answer = controller_job(job_id, timeout=MIN_COMMAND_TIMEOUT)
     if answer.job is not None:
         return is_final(answer.job.state)
@@ -2140,8 +2077,7 @@ def job_runs(job_id):
 
 
 def ended_job(job_id):
-    """How a job ended, with its nodes: the controller's Job, else accounting's newest run
-    (state and nodes only); None when neither can say."""
+    """How a job ended: the controller's Job, else accounting's newest run, or None."""
     answer = controller_job(job_id)
     if answer.job is not None:
         return answer.job
@@ -2150,15 +2086,13 @@ def ended_job(job_id):
 
 
 def sbatch(options, script, script_args, cwd=None, cluster=None):
-    """Submit a batch job (``--parsable`` first); return (its ID, the cluster sbatch named or
-    None) or raise StateError."""
+    """Submit a batch job: (its ID, the cluster sbatch named or None); StateError."""
     return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
                                    + [script] + list(script_args), submit=True, cwd=cwd))
 
 
 def sbatch_answer(result):
-    """(the job ID ``sbatch --parsable`` printed, the cluster it named or None); StateError with
-    sbatch's error when it queued nothing."""
+    """(job ID, cluster or None) of ``sbatch --parsable``; StateError when it queued nothing."""
     job_id, named = parse_sbatch_reply(result.stdout) if result.returncode == 0 else (None, None)
     if job_id is None:
         raise StateError(last_line(result.stderr) if result.returncode != 0
@@ -2167,17 +2101,15 @@ def sbatch_answer(result):
 
 
 def scancel(job_ids, cluster=None):
-    """Cancel jobs of the invoking user; return the error text or None. Slurm lets a user
-    cancel only their own jobs, except root (and operators): root's scancel says whose, so that
-    a job ID in a chain's files never cancels another user's job."""
+    """Cancel jobs of the invoking user (root says so: a job ID in a chain's files never cancels
+    another user's job); the error text or None."""
     mine = ["--user=root"] if os.geteuid() == 0 else []
     return slurm_error(["scancel"] + on_cluster(cluster) + mine + list(job_ids))
 
 
 def sbatch_held(options, script, script_args, cwd=None, cluster=None):
-    """``sbatch`` of a held job (``--hold`` in options), all or nothing: when sbatch fails (a
-    timeout may still have created the job), a held job running ``script`` is looked for and
-    cancelled; StateError says what happened and what is left to do."""
+    """sbatch of a held job, all or nothing: when sbatch fails (it may have queued the job all
+    the same), a held job running ``script`` is cancelled; StateError says what is left to do."""
     try:
         return sbatch(options, script, script_args, cwd, cluster)
     except StateError as error:
@@ -2198,10 +2130,8 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None):
 
 
 def sbatch_guard(job_id, command, name, run_dir, environ):
-    """Queue the guard of ``job_id`` (see RECORD_FIELDS ``guard``): one CPU, a little memory, a
-    few minutes, in the partition and account of the job that queues it, running ``command``
-    when ``job_id`` ends; no SBATCH_* defaults (a user's SBATCH_GRES must not give it GPUs).
-    Returns (its ID, None) or (None, sbatch's error)."""
+    """Queue the guard of ``job_id``: one CPU, a few minutes, in the queuing job's partition and
+    account, no SBATCH_* defaults (no SBATCH_GRES GPUs); (its ID, None) or (None, error)."""
     options = ["--parsable", "--job-name=" + name, "--dependency=afterany:" + job_id,
                "--no-requeue", "--time=%d" % GUARD_MINUTES, "--ntasks=1", "--cpus-per-task=1",
                "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir, "--open-mode=append",
@@ -2216,8 +2146,7 @@ def sbatch_guard(job_id, command, name, run_dir, environ):
 
 
 def queued_guard(job_id):
-    """The pending guard of job_id that a killed run or a timed-out sbatch queued, or None
-    (also when squeue cannot answer)."""
+    """The pending guard of job_id (a killed run's, a timed-out sbatch's), or None."""
     result = run_slurm(["squeue", "-h", "-u", uid_name(os.getuid()), "-t", "PENDING", "-o",
                         "%i|%E"])
     return parse_guard(result.stdout, job_id) if result.returncode == 0 else None
@@ -2234,9 +2163,7 @@ def release_job(job_id, cluster=None):
 
 
 def stop_requeue(job_id):
-    """Make a running link one that Slurm does not requeue (``Requeue=0``; users may change it on
-    their own jobs); return the error or None. Links are queued with ``--requeue`` so that Slurm
-    requeues one whose node fails before its successor is queued (also while it launches)."""
+    """Make a running link one that Slurm does not requeue (``Requeue=0``); error or None."""
     return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "Requeue=0"])
 
 
@@ -2265,16 +2192,9 @@ def first_lookup_timeout(window):
 
 def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic,
                         cluster=None, asked=None):
-    """Find a finished predecessor's final state and elapsed seconds.
-
-    The controller first: a successor starts seconds after its predecessor
-    ends, while the controller still holds the job (MinJobAge), so the common
-    case needs no accounting query. Accounting (every run of a requeued ID) is
-    the authority when the controller has forgotten the job, shows it
-    requeued (Restarts > 0) or not final; it is retried with a backoff for
-    ``window`` seconds, then the state is NOT_VISIBLE. ``asked``: the controller's answer,
-    asked for in the background when the link started.
-    """
+    """A finished predecessor's final state: the controller's while it holds the job (the common
+    case), else accounting's (every run of a requeued ID), retried for ``window`` seconds before
+    NOT_VISIBLE. ``asked``: the controller's answer, asked in the background."""
     job_id = parse_job_id(job_id, "predecessor job ID")
     window = lookup_window() if window is None else window
     deadline = clock() + window
