@@ -528,10 +528,7 @@ def exit_status(exit_code):
 def parse_sbatch_reply(text):
     """(job ID, cluster or None) of sbatch's answer (``--parsable``: ``ID[;cluster]``), or
     (None, None)."""
-    line = first_line(text)
-    if line.startswith("Submitted batch job "):
-        line = line[len("Submitted batch job "):]
-    job_id, _, cluster = line.partition(";")
+    job_id, _, cluster = first_line(text).partition(";")
     if not is_job_id(job_id) or any(char.isspace() for char in cluster):
         return None, None
     return job_id, cluster or None
@@ -609,14 +606,16 @@ def parse_scontrol(text):
                exit_code=fields.get("ExitCode"), nodes=known_nodes(fields.get("NodeList")))
 
 
+def _rows(text, width):
+    """The lines of squeue or sacct output of ``width`` fields split by "|", a job ID first."""
+    rows = [line.strip().split("|") for line in (text or "").splitlines()]
+    return [fields for fields in rows if len(fields) == width and is_job_id(fields[0])]
+
+
 def parse_squeue(text):
     """Return the Jobs in ``squeue -h -o SQUEUE_FORMAT`` output (malformed lines skipped)."""
     jobs = []
-    for line in (text or "").splitlines():
-        fields = line.strip().split("|")
-        if len(fields) != 7 or not is_job_id(fields[0]):
-            continue
-        job_id, state, elapsed, start, limit, dependency, reason = fields
+    for job_id, state, elapsed, start, limit, dependency, reason in _rows(text, 7):
         try:
             predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
         except ValueError:
@@ -630,30 +629,19 @@ def parse_squeue(text):
 def parse_runs(text):
     """[(state, node list or None)] of a job's runs, oldest first (``sacct -D -X -P -n -o
     JobIDRaw,State,NodeList``)."""
-    runs = [line.strip().split("|") for line in (text or "").splitlines()]
-    return [(state, known_nodes(nodes)) for job_id, state, nodes in
-            (fields for fields in runs if len(fields) == 3) if is_job_id(job_id) and state]
+    return [(state, known_nodes(nodes)) for _, state, nodes in _rows(text, 3) if state]
 
 
 def parse_guard(text, job_id):
     """The guard of job_id in ``squeue -h -o %i|%E`` output (``afterany:<job_id>``), or None."""
-    for line in (text or "").splitlines():
-        fields = line.strip().split("|")
-        if len(fields) == 2 and is_job_id(fields[0]) and \
-                fields[1].split("(")[0] == "afterany:%s" % job_id:
-            return fields[0]
-    return None
+    return next((guard for guard, dependency in _rows(text, 2)
+                 if dependency.split("(")[0] == "afterany:%s" % job_id), None)
 
 
 def parse_held_by_script(text, script):
     """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %i|%o|%r``)."""
-    jobs = []
-    for line in (text or "").splitlines():
-        fields = line.strip().split("|")
-        if len(fields) == 3 and is_job_id(fields[0]) and fields[1] == script and \
-                fields[2] == "JobHeldUser":
-            jobs.append(fields[0])
-    return jobs
+    return [job_id for job_id, command, reason in _rows(text, 3)
+            if command == script and reason == "JobHeldUser"]
 
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
@@ -1971,14 +1959,10 @@ def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
         event.event, event.job, why)
 
 
-def error_of(result):
-    """A SlurmResult's error text, or None when the command succeeded."""
-    return None if result.returncode == 0 else last_line(result.stderr)
-
-
 def slurm_error(argv):
     """Run a Slurm command whose output does not matter; return its error text or None."""
-    return error_of(run_slurm(argv))
+    result = run_slurm(argv)
+    return None if result.returncode == 0 else last_line(result.stderr)
 
 
 def on_cluster(cluster):

@@ -707,9 +707,9 @@ def test_cli_help_has_an_example(capsys, command):
     assert "example" in capsys.readouterr().out
 
 @pytest.mark.parametrize("text,expected", [
-    ("1234\n", "1234"), ("1234;cluster\n", "1234"), ("Submitted batch job 77\n", "77"),
+    ("1234\n", "1234"), ("1234;cluster\n", "1234"), ("Submitted batch job 77\n", None),
     ("sbatch: warning: x\n", None), ("", None), ("12 34", None), ("0\n", None),
-], ids=["parsable", "with cluster", "plain", "warning only", "empty", "two numbers", "zero"])
+], ids=["parsable", "with cluster", "not parsable", "warning only", "empty", "two numbers", "zero"])
 def test_parse_sbatch_output(text, expected):
     assert parse_sbatch_output(text) == expected
 
