@@ -1256,11 +1256,11 @@ def submitted_from_json(data):
     return {name: value for name, value in values.items() if name in data}
 
 
-def events_from_json(items):
-    """The Events a list of JSON objects holds; ValueError."""
-    if not isinstance(items, list):
+def events_from_json(data):
+    """The Events an events file's JSON holds; ValueError."""
+    if not isinstance(data.get("events"), list):
         raise ValueError("'events' is not a list")
-    return [Event(**_checked(item, EVENT_CHECKS, Event._fields)) for item in items]
+    return [Event(**_checked(item, EVENT_CHECKS, Event._fields)) for item in data["events"]]
 
 
 def record_from_json(data):
@@ -1523,9 +1523,9 @@ class StateStore(object):
             raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
         return jobs
 
-    def read_json(self, name, expected, convert=lambda data: data):
-        """``convert(the file's JSON object)``, or None if missing; corrupt (StateError naming
-        ``expected``) when it is not one or convert says ValueError or None."""
+    def read_json(self, name, what, convert):
+        """``convert(the file's JSON object)``, or None if missing; corrupt (a StateError naming
+        ``what`` it should be) when it is not one or convert says ValueError or None."""
         raw = self.read_bytes(name)
         if raw is None:
             return None
@@ -1538,29 +1538,26 @@ class StateStore(object):
         except ValueError as error:  # also what a convert says: the field that is wrong
             value, why = None, str(error)
         if value is None:
-            raise self.corrupt(name, raw, "%s (%s)" % (expected, why))
+            raise self.corrupt(name, raw, "a resumable_chain %s (JSON object) (%s)" % (what, why))
         return value
 
     def read_record(self):
         """The journal's Record, or None; under the lock its notify is the command itself."""
-        record = self.read_json(JOURNAL_FILE, "a resumable_chain journal (JSON object)",
-                                record_from_json)
+        record = self.read_json(JOURNAL_FILE, "journal", record_from_json)
         if record is not None and record.notify is True and self.acting:
             record = record._replace(notify=self.read_notify())
         return record
 
     def read_submitted(self):
         """What ``submit`` recorded (a dict), or None."""
-        return self.read_json(SUBMIT_FILE, "a resumable_chain submit record (JSON object)",
-                              submitted_from_json)
+        return self.read_json(SUBMIT_FILE, "submit record", submitted_from_json)
 
     def read_notify(self):
         """The chain's notify command (NOTIFY_FILE), or None."""
         if self.notify_on_file is None:
-            self.notify_on_file = self.read_json(
-                NOTIFY_FILE, "a resumable_chain notify command (JSON object)",
-                lambda data: data.get("notify") if RECORD_CHECKS["notify"](data.get("notify"))
-                and isinstance(data.get("notify"), str) else None) or ""
+            self.notify_on_file = self.read_json(NOTIFY_FILE, "notify command", lambda data: (
+                data.get("notify") if isinstance(data.get("notify"), str)
+                and RECORD_CHECKS["notify"](data.get("notify")) else None)) or ""
         return self.notify_on_file or None
 
     def public(self, data):
@@ -1576,9 +1573,7 @@ class StateStore(object):
 
     def read_events(self):
         """The journaled Events, oldest first."""
-        data = self.read_json(EVENTS_FILE, "a resumable_chain events file (JSON object)",
-                              lambda data: events_from_json(data.get("events")))
-        return data or []
+        return self.read_json(EVENTS_FILE, "events file", events_from_json) or []
 
     def add_event(self, event):
         """Journal ``event`` unless it was since the chain was last resumed; whether it is new
@@ -1689,8 +1684,7 @@ class StateStore(object):
 
     def read_budget(self):
         """The shared Budget kept in this directory; StateError if missing or corrupt."""
-        budget = self.read_json(BUDGET_FILE, "a resumable_chain budget (cap, settled, "
-                                "reservations)", parse_budget)
+        budget = self.read_json(BUDGET_FILE, "budget", parse_budget)
         if budget is None:
             raise StateError("no shared budget in %s (%s is missing): create it with "
                              "resumable-chain budget %s --max-walltime T"
