@@ -7,26 +7,16 @@
 # BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND.
 """Make a Slurm batch job a self-chaining, resumable sequence.
 
-When a link of the chain runs out of walltime, is preempted or loses its
-node, the next link starts and the run continues from what was already
-collected. Each job's prologue looks up its predecessor's final state,
-decides (start, resume, complete, stop, fail), keeps the chain's state in
-dot-files of the run directory, and queues its own successor with
-``sbatch --dependency=afternotok:<this job> --kill-on-invalid-dep=yes``
-before any work starts; beside the work, the successor's guard: a one-CPU
-job that runs when the successor ends and continues the chain if it died
-before its prologue. Only a chain's owner acts on it (docs/trust-model.md).
+When a link runs out of walltime, is preempted or loses its node, the next
+link continues the run. Each job's prologue looks up its predecessor's final
+state, decides (start, resume, complete, stop, fail), keeps the chain's state
+in dot-files of the run directory and queues its successor (afternotok) before
+the work starts; a guard job continues the chain if the successor dies before
+its prologue. Only a chain's owner acts on it (docs/trust-model.md).
 
-Use it three ways:
-
-* vendored: ``render_prologue(run_dir, max_walltime="48:00:00")`` returns the
-  bash snippet to put after a job script's ``#SBATCH`` lines; ``decide()`` is
-  the pure decision table; ``parse_resumable()`` validates a driver's
-  ``resumable:`` setting;
-* as a command: ``python3 resumable_chain.py render RUN_DIR`` prints the
-  snippet; ``submit`` makes any batch script resumable; ``status``,
-  ``cancel`` and ``resume`` operate a chain;
-* copied onto a cluster with nothing but Python 3.6+ and the Slurm commands.
+Vendor it (``render_prologue(run_dir, max_walltime="48:00:00")`` returns the
+snippet for a job script; ``decide()``, ``parse_resumable()``) or run it as a
+command (render, submit, status, cancel, resume) with Python 3.6+ and Slurm.
 """
 
 import collections
