@@ -7,26 +7,16 @@
 # BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND.
 """Make a Slurm batch job a self-chaining, resumable sequence.
 
-When a link of the chain runs out of walltime, is preempted or loses its
-node, the next link starts and the run continues from what was already
-collected. Each job's prologue looks up its predecessor's final state,
-decides (start, resume, complete, stop, fail), keeps the chain's state in
-dot-files of the run directory, and queues its own successor with
-``sbatch --dependency=afternotok:<this job> --kill-on-invalid-dep=yes``
-before any work starts; beside the work, the successor's guard: a one-CPU
-job that runs when the successor ends and continues the chain if it died
-before its prologue. Only a chain's owner acts on it (docs/trust-model.md).
+When a link runs out of walltime, is preempted or loses its node, the next
+link continues the run. Each job's prologue looks up its predecessor's final
+state, decides (start, resume, complete, stop, fail), keeps the chain's state
+in dot-files of the run directory and queues its successor (afternotok) before
+the work starts; a guard job continues the chain if the successor dies before
+its prologue. Only a chain's owner acts on it (docs/trust-model.md).
 
-Use it three ways:
-
-* vendored: ``render_prologue(run_dir, max_walltime="48:00:00")`` returns the
-  bash snippet to put after a job script's ``#SBATCH`` lines; ``decide()`` is
-  the pure decision table; ``parse_resumable()`` validates a driver's
-  ``resumable:`` setting;
-* as a command: ``python3 resumable_chain.py render RUN_DIR`` prints the
-  snippet; ``submit`` makes any batch script resumable; ``status``,
-  ``cancel`` and ``resume`` operate a chain;
-* copied onto a cluster with nothing but Python 3.6+ and the Slurm commands.
+Vendor it (``render_prologue(run_dir, max_walltime="48:00:00")`` returns the
+snippet for a job script; ``decide()``, ``parse_resumable()``) or run it as a
+command (render, submit, status, cancel, resume) with Python 3.6+ and Slurm.
 """
 
 import collections
@@ -160,31 +150,14 @@ RESUME_EXIT = 75  # EX_TEMPFAIL; the work learns it as RESUMABLE_CHAIN_EXIT_RESU
 STOP_EXIT = 76  # the work learns it as RESUMABLE_CHAIN_EXIT_STOP
 # What the work's exit status means when Slurm says FAILED (a signal's death is neither).
 WORK_EXIT_MEANING = {RESUME_EXIT: RESUME_ASKED, STOP_EXIT: STOP_ASKED}
-STATE_MEANING = {
-    "COMPLETED": COMPLETE,
-    "CANCELLED": STOP,
-    "TIMEOUT": INTERRUPTED,
-    "PREEMPTED": INTERRUPTED,
-    "NODE_FAIL": INTERRUPTED,
-    "FAILED": RETRY,
-    "OUT_OF_MEMORY": RETRY,
-    "BOOT_FAIL": RETRY,
-    "DEADLINE": RETRY,
-    "PENDING": LAG,
-    "RUNNING": LAG,
-    "SUSPENDED": LAG,
-    "COMPLETING": LAG,
-    "CONFIGURING": LAG,
-    "REQUEUED": LAG,
-    "REQUEUE_FED": LAG,
-    "REQUEUE_HOLD": LAG,
-    "RESIZING": LAG,
-    "SIGNALING": LAG,
-    "STAGE_OUT": LAG,
-    "STOPPED": LAG,
-    "SPECIAL_EXIT": LAG,
-    "RESV_DEL_HOLD": LAG,
-}
+STATE_MEANING = dict(
+    [("COMPLETED", COMPLETE), ("CANCELLED", STOP)]
+    + [(state, INTERRUPTED) for state in ("TIMEOUT", "PREEMPTED", "NODE_FAIL")]
+    + [(state, RETRY) for state in ("FAILED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")]
+    + [(state, LAG) for state in (
+        "PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED", "REQUEUE_FED",
+        "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT",
+        "RESV_DEL_HOLD")])
 LIVE_STATES = frozenset(state for state, meaning in STATE_MEANING.items() if meaning == LAG)
 
 # Why a chain ended, as data on its record (``cause``), and what status says of it: the verdict's
@@ -211,12 +184,9 @@ STOP_CAUSES = {
 CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_walltime",
                     RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work"}
 
-# Loads the module from its file by path, isolated from the job's Python environment (-I: no
-# PYTHON* variables, user site or current directory; -S: no site-packages or .pth files). Loading
-# by path keeps the module's directory off sys.path (a vendoring driver's json.py next to it must
-# not shadow the standard library) and still caches bytecode; when the module's directory is
-# read-only, its bytecode (only its own: the modules it imports are loaded first) goes to
-# ~/.cache/resumable_chain (Python 3.8+).
+# Loads the module by path under python -I -S, so that neither the job's Python environment nor
+# a json.py next to the module shadows the standard library; bytecode of a read-only module's
+# directory goes to ~/.cache/resumable_chain (3.8+). docs/how-it-works.md says more.
 BOOTSTRAP = ('import collections, errno, fcntl, itertools, json, os, signal, stat, subprocess, '
              'sys, time; '
              'p = sys.argv.pop(1); '
@@ -236,14 +206,7 @@ HELD_BY_SLURM = {
 }
 
 # Why a pending job never starts until a person changes it or Slurm's configuration, by the
-# reason squeue prints. From the sources of Slurm 22.05 (src/common/slurm_protocol_defs.c
-# job_reason_string; src/slurmctld/job_mgr.c job_independent, which never schedules a job with
-# one of the sticky reasons, and _part_access_check's callers; partition_mgr.c; job_scheduler.c,
-# which holds a job BadConstraints until the job or the nodes' features change) and 26.05 (the
-# same in src/common/job_state_reason.c and src/slurmctld). Left out because they clear by
-# themselves: limits that other jobs' ends or decaying usage free (Grp*, *PerUser, *PerAccount,
-# AssocMaxJobsLimit, *RunMinutes, QOSUsageThreshold), a partition that is down or inactive, and
-# Constraints (26.05: "future node updates may satisfy the constraints"). Held jobs: HELD_BY_SLURM.
+# reason squeue prints (22.05 and 26.05; sources and what is left out: docs/slurm-releases.md).
 NEVER_STARTS = {
     "BadConstraints": "no node can satisfy its request (CPUs, memory, GRES, features)",
     "PartitionConfig": "its partition's configuration does not allow its request",
@@ -259,9 +222,7 @@ NEVER_STARTS = {
     "DependencyNeverSatisfied": "its dependency can never be satisfied",
     "BurstBufferOperation": "its burst buffer operation failed",
 }
-# And every per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit,
-# AssocMaxCpuPerJobLimit, QOSMaxGRESPerNode, QOSMinCpuNotSatisfied...): the job itself is too big
-# or too small for it, in both releases.
+# Any per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit, QOSMinCpu...).
 PER_JOB_LIMIT = "it breaks a per-job limit of its QOS or association"
 
 
@@ -338,69 +299,26 @@ Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, a
 
 Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
                                     "predecessor submit reason exit_code nodes")
-Job.__doc__ = """One job as Slurm shows it, whichever command answered.
-
-job_id, state (as printed, e.g. "CANCELLED by 0"), elapsed seconds, start and
-end (Slurm's timestamps or None), time_limit seconds (None: unlimited or
-unknown), restarts (None: not reported), predecessor (the afternotok job
-squeue shows, or None), submit (sacct's submit time, or None), reason (why
-squeue says a pending job waits, e.g. JobHeldUser, Dependency; or None),
-exit_code (Slurm's ExitCode as printed, "status:signal" such as "75:0", or None),
-nodes (the node list it was allocated, None if it never got one or it is not known).
-"""
+Job.__doc__ = """One job as Slurm shows it, whichever command answered: state as printed
+("CANCELLED by 0"), seconds, Slurm's timestamps and ExitCode ("75:0"), squeue's afternotok
+predecessor and pending reason; None where the command does not say."""
 Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
-RECORD_FIELDS = collections.OrderedDict((
-    ("job", "this record's job ID"),
-    ("cluster", "the Slurm cluster the chain's jobs run on (SLURM_CLUSTER_NAME), or None"),
-    ("predecessor", "the job this link continues (None for a first job)"),
-    ("predecessor_state", "the predecessor's state as seen (NOT_VISIBLE, or None for a first "
-                          "job and for a link resume queued after a link that did no work)"),
-    ("predecessor_elapsed", "the predecessor's seconds this record adds to the walltime"),
-    ("predecessor_exit_code", "the exit status its batch script ended with (None: killed by a "
-                              "signal, or not known)"),
-    ("source", "where the predecessor's state came from: scontrol, sacct, resume, or None"),
-    ("action", "one of ACTIONS"),
-    ("cause", "why a chain ended (a key of STOP_CAUSES), None while it goes on"),
-    ("reason", "why, in words (for people: nothing parses it)"),
-    ("walltime", "accumulated seconds of finished links after this decision"),
-    ("retries", "retried failures after this decision"),
-    ("max_retries", "the retry cap in force"),
-    ("max_walltime", "the walltime cap in force (seconds or None)"),
-    ("settings_from", "'prologue' or 'resume' (then the caps above and next's sbatch_args win "
-                      "over the prologue's)"),
-    ("link", "links that ran their work, this one included if it works"),
-    ("successor", "the job queued to continue, or None"),
-    ("successor_error", "sbatch's error when the successor could not be queued, or None"),
-    ("successor_retries", "written by 0.6.0 and earlier (its retrier's tries); never now"),
-    ("guard", "the successor's guard: a small job that runs when the successor ends (afterany) "
-              "and continues the chain if it ended before its prologue did; queued while the "
-              "work runs (before it by a link without a guard of its own); or None"),
-    ("guard_error", "sbatch's error when the guard could not be queued, or None"),
-    ("guarded_by", "the guard that continues the chain if this link ends before its successor "
-                   "and the successor's guard are queued (cancelled once they are), or None"),
-    ("dead_successors", "successors of this link that died before their prologue, each replaced "
-                        "by its guard (None: none)"),
-    ("time_limit", "seconds this link's time limit is lowered to (the whole minutes its caps "
-                   "leave; lowered while the work runs), or None"),
-    ("warn", "SIG@SECONDS: the work gets SIG that long before its link ends (or None)"),
-    ("budget_dir", "the shared walltime budget the chain draws on, or None"),
-    ("notify", "the command run with /bin/sh -c for each chain event, or None; on disk only "
-               "true (the command is in NOTIFY_FILE, which its owner alone can read)"),
-    ("reserved", "seconds this link reserved from the shared budget, or None"),
-    ("next", "how the next link is queued: script, sbatch_args, script_args, job_name, workdir"),
-    ("phase", "'counted' (decided; state files may lag), 'queued' (written) or 'done' (final)"),
-    ("time", "when the record was written (epoch seconds)"),
-))
+# The journal's fields, in order (docs/state-files.md says what each holds).
+RECORD_FIELDS = (
+    "job", "cluster", "predecessor", "predecessor_state", "predecessor_elapsed",
+    "predecessor_exit_code", "source", "action", "cause", "reason", "walltime", "retries",
+    "max_retries", "max_walltime", "settings_from", "link", "successor", "successor_error",
+    "successor_retries", "guard", "guard_error", "guarded_by", "dead_successors", "time_limit",
+    "warn", "budget_dir", "notify", "reserved", "next", "phase", "time",
+)
 Record = collections.namedtuple("Record", list(RECORD_FIELDS))
-Record.__doc__ = "The journal: the last decision in a run directory. Fields: RECORD_FIELDS."
+Record.__doc__ = "The journal: the last decision in a run directory (docs/state-files.md)."
 Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
 
 Event = collections.namedtuple("Event", "event job link reason time")
-Event.__doc__ = """One chain event (EVENTS_FILE keeps them, oldest first): event (one of
-EVENTS), job (the chain's last link that ran, or the new job for ``resumed``), link (its
-number, or None), reason (words for people), time (epoch seconds). Once journaled it is never
-notified again, until the chain is resumed."""
+Event.__doc__ = """One chain event of EVENTS_FILE, notified once until the chain is resumed:
+its job is the chain's last link that ran (for ``resumed``: the new job)."""
 
 NextLink = collections.namedtuple("NextLink", "script sbatch_args script_args job_name workdir")
 NextLink.__doc__ = "How a link's successor is queued (the script, its options and arguments)."
@@ -408,22 +326,14 @@ NextLink.__new__.__defaults__ = ((), (), None, None)
 
 
 Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs cluster")
-Budget.__doc__ = """A walltime budget shared by chains (BUDGET_FILE), all in seconds.
-
-cap; settled (the real elapsed time of links that ended); reservations
-({job ID: seconds} of links that may still run); settled_jobs ({job ID:
-seconds settled}, so that no job is counted twice); cluster (where its
-links run, so that job IDs are asked there; None: not known yet).
-"""
+Budget.__doc__ = """A walltime budget shared by chains (BUDGET_FILE), in seconds: settled_jobs
+keeps each ended job counted once, reservations hold links that may still run."""
 Budget.__new__.__defaults__ = (None,)
 
 
 class Settings(dict):
-    """A validated ``resumable:`` setting: ``max_retries`` and ``max_walltime`` (seconds or None).
-
-    A dict, so it compares with and unpacks like the mapping it came from
-    (``render_prologue(run_dir, **settings)``), and readable as attributes.
-    """
+    """A validated ``resumable:`` setting; a dict, so that it unpacks into
+    ``render_prologue(run_dir, **settings)``, and readable as attributes."""
 
     __slots__ = ()
     KEYS = ("max_retries", "max_walltime")  # the only keys a resumable: mapping may have
@@ -457,10 +367,7 @@ def is_job_id(text):
 
 
 def parse_duration(text):
-    """Return the seconds of a Slurm duration (zero allowed), or None if it is not one.
-
-    M, M:S, H:M:S, D-H, D-H:M or D-H:M:S.
-    """
+    """Seconds of a Slurm duration (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; zero allowed), or None."""
     if not isinstance(text, str):
         return None
     days, dash, clock = text.strip().rpartition("-")
@@ -488,11 +395,8 @@ def format_duration(seconds):
 
 
 def parse_walltime(text):
-    """Return the seconds of a positive Slurm duration such as "48:00:00" or "0-06".
-
-    A positive int, or a string such as "5400s", is taken as seconds; a bare
-    number in a string is minutes, as in Slurm. Raises ValueError otherwise.
-    """
+    """Seconds of a positive Slurm duration ("48:00:00", "0-06"; a bare number is minutes, as in
+    Slurm), an int or "5400s" (seconds); ValueError otherwise."""
     if isinstance(text, int) and not isinstance(text, bool):
         if text > 0:
             return text
@@ -533,13 +437,8 @@ def check_max_walltime(value, name="max_walltime"):
 
 
 def parse_resumable(value):
-    """Validate a driver's ``resumable:`` setting; return Settings or None when off.
-
-    ``False``/``None`` turn it off, ``True`` gives the defaults, and a mapping
-    may set ``max_retries`` (int >= 0) and ``max_walltime`` (Slurm duration or
-    seconds, at least one minute). Raises ValueError naming the key and what
-    is allowed.
-    """
+    """Validate a driver's ``resumable:`` setting (False/None: off; True: defaults; a mapping of
+    Settings.KEYS): Settings or None; ValueError naming the key and what is allowed."""
     if value is None or value is False:
         return None
     if value is True:
@@ -584,8 +483,8 @@ def first_line(text):
 
 
 def last_line(text):
-    """The telling line of a Slurm error: the last one (earlier ones are often plugin noise),
-    but not getopt's closing hint (``Try "sbatch --help" for more information``)."""
+    """A Slurm error's telling line: the last (earlier ones are often plugin noise), not getopt's
+    ``Try "sbatch --help"`` hint."""
     lines = [line.strip() for line in (text or "").splitlines()
              if line.strip() and not line.strip().startswith('Try "')]
     return lines[-1] if lines else "no output"
@@ -615,12 +514,9 @@ def exit_status(exit_code):
 
 
 def parse_sbatch_reply(text):
-    """Return (job ID, cluster or None) of what sbatch printed (``--parsable``: ``ID[;cluster]``,
-    the cluster only with ``-M``), or (None, None)."""
-    line = first_line(text)
-    if line.startswith("Submitted batch job "):
-        line = line[len("Submitted batch job "):]
-    job_id, _, cluster = line.partition(";")
+    """(job ID, cluster or None) of sbatch's answer (``--parsable``: ``ID[;cluster]``), or
+    (None, None)."""
+    job_id, _, cluster = first_line(text).partition(";")
     if not is_job_id(job_id) or any(char.isspace() for char in cluster):
         return None, None
     return job_id, cluster or None
@@ -632,11 +528,8 @@ def known_nodes(text):
 
 
 def parse_sacct(text):
-    """Return {job ID: [Job, ...]} from ``sacct -P -n -o SACCT_FIELDS`` output.
-
-    Fields are taken by name. Step lines (``123.batch``) and malformed lines
-    are ignored; a short line still gives its job ID, state and elapsed time.
-    """
+    """{job ID: [Job, ...]} of ``sacct -P -n -o SACCT_FIELDS`` output; step lines (``123.batch``)
+    and malformed lines are skipped."""
     names = SACCT_FIELDS.split(",")
     records = collections.OrderedDict()
     for line in (text or "").splitlines():
@@ -655,14 +548,8 @@ def parse_sacct(text):
 
 
 def summarize_sacct(records):
-    """Return one Job from all the records of a job ID (``sacct -D``), or None.
-
-    The newest record gives state, start and end. ``elapsed`` adds the runs
-    of a requeued job: each earlier record that ended when the next one was
-    submitted (Slurm resubmits a requeued job at once). Older records of the
-    same ID that are not contiguous (an ID reused after a controller reset)
-    are not counted.
-    """
+    """One Job of all the records of a job ID (``sacct -D``): the newest, with the elapsed time
+    of the runs that ended when the next was submitted (a requeue; not an ID reused later)."""
     if not records:
         return None
     ordered = sorted(records, key=lambda job: (job.submit or "", job.start or "9999"))
@@ -685,12 +572,8 @@ def _seconds_between(earlier, later):
 
 
 def parse_scontrol(text):
-    """Return the Job that ``scontrol show job [-o]`` describes, or None without a JobState.
-
-    A job that never started (StartTime Unknown; Slurm 22.05 then shows a bogus
-    RunTime for a job cancelled by its dependency) has run 0 s; an UNLIMITED
-    time limit is None.
-    """
+    """The Job ``scontrol show job -o`` describes, or None; one that never started has run 0 s
+    (22.05 shows a bogus RunTime for a job cancelled by its dependency)."""
     wanted = ("JobId", "JobState", "RunTime", "TimeLimit", "Restarts", "StartTime", "EndTime",
               "ExitCode", "NodeList")
     fields = {}
@@ -711,14 +594,16 @@ def parse_scontrol(text):
                exit_code=fields.get("ExitCode"), nodes=known_nodes(fields.get("NodeList")))
 
 
+def _rows(text, width):
+    """The lines of squeue or sacct output of ``width`` fields split by "|", a job ID first."""
+    rows = [line.strip().split("|") for line in (text or "").splitlines()]
+    return [fields for fields in rows if len(fields) == width and is_job_id(fields[0])]
+
+
 def parse_squeue(text):
     """Return the Jobs in ``squeue -h -o SQUEUE_FORMAT`` output (malformed lines skipped)."""
     jobs = []
-    for line in (text or "").splitlines():
-        fields = line.strip().split("|")
-        if len(fields) != 7 or not is_job_id(fields[0]):
-            continue
-        job_id, state, elapsed, start, limit, dependency, reason = fields
+    for job_id, state, elapsed, start, limit, dependency, reason in _rows(text, 7):
         try:
             predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
         except ValueError:
@@ -730,47 +615,28 @@ def parse_squeue(text):
 
 
 def parse_runs(text):
-    """[(state, node list or None)] of every run of a job, oldest first, from ``sacct -j ID -D
-    -X -P -n -o JobIDRaw,State,NodeList``."""
-    runs = [line.strip().split("|") for line in (text or "").splitlines()]
-    return [(state, known_nodes(nodes)) for job_id, state, nodes in
-            (fields for fields in runs if len(fields) == 3) if is_job_id(job_id) and state]
+    """[(state, node list or None)] of a job's runs, oldest first (``sacct -D -X -P -n -o
+    JobIDRaw,State,NodeList``)."""
+    return [(state, known_nodes(nodes)) for _, state, nodes in _rows(text, 3) if state]
 
 
 def parse_guard(text, job_id):
-    """The first job in ``squeue -h -o %i|%E`` output that waits on ``afterany:<job_id>``
-    (the guard of job_id), or None."""
-    for line in (text or "").splitlines():
-        fields = line.strip().split("|")
-        if len(fields) == 2 and is_job_id(fields[0]) and \
-                fields[1].split("(")[0] == "afterany:%s" % job_id:
-            return fields[0]
-    return None
+    """The guard of job_id in ``squeue -h -o %i|%E`` output (``afterany:<job_id>``), or None."""
+    return next((guard for guard, dependency in _rows(text, 2)
+                 if dependency.split("(")[0] == "afterany:%s" % job_id), None)
 
 
 def parse_held_by_script(text, script):
-    """Job IDs in ``squeue -h -o %i|%o|%r`` output held by their user (JobHeldUser) whose batch
-    script (``%o``, an absolute path) is ``script``."""
-    jobs = []
-    for line in (text or "").splitlines():
-        fields = line.strip().split("|")
-        if len(fields) == 3 and is_job_id(fields[0]) and fields[1] == script and \
-                fields[2] == "JobHeldUser":
-            jobs.append(fields[0])
-    return jobs
+    """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %i|%o|%r``)."""
+    return [job_id for job_id, command, reason in _rows(text, 3)
+            if command == script and reason == "JobHeldUser"]
 
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
                    other_options=SBATCH_OTHER_OPTIONS):
-    """Return (the option's name as written in full, whether the next word is its value).
-
-    Read as sbatch's getopt_long reads it: a short option by its letter (its
-    value attached or in the next word), a long one by its exact name or a
-    unique prefix (``--part`` is ``--partition``), its value after '=' or, if
-    it takes one, in the next word. ValueError names an unknown or ambiguous
-    option; an unknown long option written ``--name=value`` is let through (a
-    site plugin's option: sbatch judges it).
-    """
+    """(the option's full name, whether the next word is its value), read as sbatch's getopt_long
+    does (``--part`` is ``--partition``); ValueError for an unknown or ambiguous option, but an
+    unknown ``--name=value`` passes (a site plugin's option: sbatch judges it)."""
     if not word.startswith("--"):
         if word[:2] in value_options:
             return word[:2], len(word) == 2
@@ -794,12 +660,8 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
 
 
 def option_groups(arguments, strict=True):
-    """Return sbatch arguments as [(the option's long name, its words)], a value in the next
-    word kept with its option, long names spelled out (``--part=x`` -> ``--partition=x``).
-
-    ``strict``: ValueError for an unknown or ambiguous option, a word that is no option's
-    value and a missing value; otherwise such words are kept as their own name.
-    """
+    """sbatch arguments as [(long name, its words, spelled out)]; ``strict``: ValueError for an
+    unknown, ambiguous or valueless option or a stray word, else such words name themselves."""
     groups = []
     for argument in arguments:
         if not isinstance(argument, str) or "\0" in argument:
@@ -834,9 +696,8 @@ def job_name_in(arguments):
 
 
 def check_sbatch_args(sbatch_args, allowed=(), strict=True):
-    """Return sbatch arguments with every long option's name written in full; ValueError for
-    options that would break a chain (REFUSED_SBATCH_OPTIONS, except those ``allowed``) and,
-    ``strict``, for an unknown or ambiguous option and a word that is no option's value."""
+    """sbatch arguments with long names written in full; ValueError for REFUSED_SBATCH_OPTIONS
+    (but ``allowed``) and, ``strict``, what option_groups refuses."""
     if isinstance(sbatch_args, str):
         raise ValueError("sbatch_args must be a list of arguments, not the string %r"
                          % sbatch_args)
@@ -910,9 +771,8 @@ def check_notify(command):
 
 
 def check_warn(text, name="warn"):
-    """Return ``SIG@SECONDS`` (e.g. ``USR1@120``) in its canonical spelling, or None; ValueError
-    if the signal cannot be caught (KILL, STOP) or is not one, or SECONDS is not a positive count.
-    The signal is written as for Slurm's --signal: a name with or without SIG, or a number."""
+    """``SIG@SECONDS`` (as Slurm's --signal: ``USR1@120``, ``SIGUSR1@120``, ``10@120``) spelled
+    canonically, or None; ValueError for a signal the work cannot catch or no positive SECONDS."""
     if text is None:
         return None
     word, at, seconds = str(text).partition("@")
@@ -945,13 +805,8 @@ def check_path(value, name):
 
 
 def parse_prologue_args(argv):
-    """Parse the in-job step's command line as render_prologue writes it.
-
-    ``[--max-retries=N] [--max-walltime=T] [--sbatch-arg=A ...] [--budget-dir=B] [--notify=CMD]
-    [--warn=SIG@S] --script=P DIR [-- SCRIPT_ARGS...]`` (a space instead of '=' works too).
-    Returns (run_dir, Settings, script, sbatch_args, script_args, budget_dir or None, notify or
-    None, warn or None); ValueError otherwise.
-    """
+    """(run_dir, Settings, script, sbatch_args, script_args, budget_dir, notify, warn) of the
+    in-job step's command line as render_prologue writes it (PROLOGUE_USAGE); ValueError."""
     options, script_args = list(argv), []
     if "--" in options:
         index = options.index("--")
@@ -995,24 +850,6 @@ def parse_mounts(text):
     return mounts
 
 
-def lock_kind(path, mounts):
-    """Return ("file", why) when the mount holding the absolute ``path`` has no kernel locks that
-    hold across nodes (NODE_LOCAL_LOCKS), else ("kernel", None)."""
-    holding = [mount for mount in mounts if path == mount[0] or path.startswith(
-        mount[0].rstrip("/") + "/")]
-    if not holding:
-        return "kernel", None
-    point, fstype, options = max(holding, key=lambda mount: len(mount[0]))
-    if fstype not in NODE_LOCAL_LOCKS:
-        return "kernel", None
-    local = NODE_LOCAL_LOCKS[fstype]
-    said = [option for option in options if local is None or option in local]
-    if local is not None and not said:
-        return "kernel", None
-    return "file", "%s mounted at %s%s: its kernel locks are missing or local to one node" % (
-        fstype, point, " with " + ",".join(said) if local is not None else "")
-
-
 def parse_budget(data):
     """Return the Budget a budget file's JSON holds; ValueError if it is not one."""
     def seconds(value):
@@ -1054,9 +891,8 @@ def shell_quote(text):
 
 
 def visible(text):
-    """Text as a terminal may show it: control and format characters (C0 but newline and tab,
-    DEL, C1, bidi overrides, lone surrogates) become escapes, so that no state file drives the
-    terminal of whoever looks at it."""
+    """Text with control and format characters (but newline and tab) escaped, so that no state
+    file drives the terminal of whoever looks at it."""
     import unicodedata
     return "".join(
         char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
@@ -1393,8 +1229,7 @@ EVENT_CHECKS = {"event": _one_of(*EVENTS), "job": _job, "link": _count, "reason"
 
 
 def _checked(data, checks, fields):
-    """{field: value} of a JSON object whose every field passes its check; ValueError naming
-    the first that does not."""
+    """{field: value} of a JSON object whose fields pass their checks; ValueError naming one."""
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     values = {name: data.get(name) for name in fields}
@@ -1415,21 +1250,20 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
 
 
 def submitted_from_json(data):
-    """Return what a submit record holds ({field: value}, unknown keys dropped); ValueError."""
+    """What a submit record holds ({field: value}, unknown keys dropped); ValueError."""
     values = _checked(data, SUBMIT_CHECKS, SUBMIT_CHECKS)
     return {name: value for name, value in values.items() if name in data}
 
 
-def events_from_json(items):
-    """Return the Events a list of JSON objects holds; ValueError if it is not one."""
-    if not isinstance(items, list):
+def events_from_json(data):
+    """The Events an events file's JSON holds; ValueError."""
+    if not isinstance(data.get("events"), list):
         raise ValueError("'events' is not a list")
-    return [Event(**_checked(item, EVENT_CHECKS, Event._fields)) for item in items]
+    return [Event(**_checked(item, EVENT_CHECKS, Event._fields)) for item in data["events"]]
 
 
 def record_from_json(data):
-    """Return the Record a journal holds (unknown keys ignored); ValueError naming the field
-    when it is not one: any field of the wrong type or value makes the whole journal corrupt."""
+    """The Record a journal holds (unknown keys ignored); any wrong field is a ValueError."""
     return Record(**_checked(data, RECORD_CHECKS, RECORD_FIELDS))
 
 
@@ -1438,42 +1272,54 @@ Holder.__doc__ = ("Who holds a file lock (its JSON content): Slurm cluster and j
                   "a job), host, pid, since when (epoch seconds), and a token of its own.")
 
 
-_mounts_read = {}  # /proc/mounts, parsed once per process (status of 50 chains, a link's locks)
+_mounts_read = []  # /proc/mounts, parsed once per process (status of 50 chains, a link's locks)
 
 
-def lock_kind_here(directory, environ=os.environ, mounts_path="/proc/mounts"):
-    """Return (kind, why) of the lock a directory needs: RESUMABLE_CHAIN_LOCK if set, else what
-    its mount says (``file`` on mounts without cross-node kernel locks)."""
+def lock_kind(directory, environ=os.environ, mounts=None):
+    """(kind, why) of the lock a directory needs: RESUMABLE_CHAIN_LOCK if set, else "file" where
+    its mount's kernel locks do not hold across nodes (NODE_LOCAL_LOCKS, in parse_mounts)."""
     forced = environ.get(LOCK_ENV)
     if forced:
         if forced not in LOCK_KINDS:
             raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, forced))
         return forced, "%s=%s" % (LOCK_ENV, forced)
-    if mounts_path not in _mounts_read:
+    if mounts is None and not _mounts_read:
         try:
-            with open(mounts_path) as handle:
-                _mounts_read[mounts_path] = parse_mounts(handle.read())
+            with open("/proc/mounts") as handle:
+                _mounts_read.append(parse_mounts(handle.read()))
         except OSError:
-            _mounts_read[mounts_path] = []  # no mount table: the kernel's lock, tried first
-    return lock_kind(os.path.realpath(directory), _mounts_read[mounts_path])
+            _mounts_read.append([])  # no mount table: the kernel's lock, tried first
+    path = os.path.realpath(directory)
+    mounts = _mounts_read[0] if mounts is None else mounts
+    holding = [mount for mount in mounts if path == mount[0] or path.startswith(
+        mount[0].rstrip("/") + "/")]
+    if not holding:
+        return "kernel", None
+    point, fstype, options = max(holding, key=lambda mount: len(mount[0]))
+    if fstype not in NODE_LOCAL_LOCKS:
+        return "kernel", None
+    local = NODE_LOCAL_LOCKS[fstype]
+    said = [option for option in options if local is None or option in local]
+    if local is not None and not said:
+        return "kernel", None
+    return "file", "%s mounted at %s%s: its kernel locks are missing or local to one node" % (
+        fstype, point, " with " + ",".join(said) if local is not None else "")
 
 
 def probe_lock(directory):
-    """Return (kind, why) of the lock writers of ``directory`` take now, for status: as
-    lock_kind_here, and "file" where a lock call is refused (tried shared, released at once)."""
-    kind, why = lock_kind_here(directory)
+    """(kind, why) of the lock writers of ``directory`` take now, for status: as lock_kind, and
+    "file" where a lock call is refused (tried shared, released at once)."""
+    kind, why = lock_kind(directory)
     if kind == "file":
         return kind, why
-    try:  # never through a symlink, never blocking on a FIFO: status only reads
-        descriptor = os.open(os.path.join(directory, LOCK_FILE),
-                             os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            return "refused", "the lock file is a symlink: every writer refuses it"
+    try:
+        descriptor = open_own_file(os.path.join(directory, LOCK_FILE), os.O_RDONLY,
+                                   what="lock file", owned=False)
+    except Refused as error:
+        return "refused", "%s: every writer refuses it" % error
+    except StateError:
         return kind, why  # no lock file yet, or not readable: nothing to learn
     try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            return "refused", "the lock file is not a regular file: every writer refuses it"
         fcntl.lockf(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError as error:
         if error.errno in NO_KERNEL_LOCK:
@@ -1500,11 +1346,9 @@ def owner_problem(info, path, what):
 
 
 def unsafe_path(path, what="run directory"):
-    """Why someone else could make ``path`` name another directory, or None: as ssh's
-    StrictModes, every directory above it (and every symlink on the way) must belong to root or
-    the caller, and a directory that others can write must have the sticky bit (as /tmp), or a
-    group member could rename it away and put a directory (or symlink) of theirs in its place
-    between two steps of a link."""
+    """Why someone else could swap ``path`` for a directory of theirs between two steps, or None:
+    as ssh's StrictModes, every directory and symlink on the way is root's or the caller's, and
+    one others can write has the sticky bit (docs/trust-model.md)."""
     trusted = (0, os.geteuid())
     parts = os.path.abspath(path).split(os.sep)[1:]
     walked = [os.sep + os.sep.join(parts[:end]) for end in range(1, len(parts) + 1)]
@@ -1534,8 +1378,7 @@ def unsafe_path(path, what="run directory"):
 
 
 def check_owned_dir(path, what="run directory"):
-    """Refuse (StateError) to act on a directory the invoking user does not own alone, or one
-    that someone else could swap for another (``unsafe_path``)."""
+    """StateError for a directory the caller does not own alone or someone could swap."""
     try:
         info = os.stat(path)
     except OSError as error:
@@ -1547,22 +1390,27 @@ def check_owned_dir(path, what="run directory"):
         raise StateError(problem)
 
 
-def open_own_file(path, flags, mode=0o644, what="state file"):
-    """os.open a file the invoking user may act on: never through a symlink, never blocking on a
-    FIFO, a regular file of theirs that no one else can write; StateError otherwise."""
+class Refused(StateError):
+    """A planted file: a symlink, a FIFO or directory, or one someone else may write."""
+
+
+def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
+    """os.open a regular file, never through a symlink nor blocking on a FIFO (planted ones are
+    Refused), ``owned``: only one of the caller's that no one else can write; StateError."""
     try:
-        descriptor = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+        descriptor = _open_fresh(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
     except OSError as error:
         if error.errno == errno.ELOOP or os.path.islink(path):
-            raise StateError("refusing %s %s: it is a symlink (nothing was changed)" % (what, path))
-        raise StateError("cannot open %s %s: %s" % (what, path, error.strerror or error))
+            raise Refused("refusing %s %s: it is a symlink (nothing was changed)" % (what, path))
+        raise StateError("cannot open %s %s: %s (nothing was changed)"
+                         % (what, path, error.strerror or error))
     info = os.fstat(descriptor)
-    problem = ("is not a regular file" if not stat.S_ISREG(info.st_mode)
-               else owner_problem(info, path, what))
+    problem = ("refusing %s %s: it is a %s, not a regular file (nothing was changed)" % (
+        what, path, "directory" if stat.S_ISDIR(info.st_mode) else "special file")
+        if not stat.S_ISREG(info.st_mode) else owned and owner_problem(info, path, what))
     if problem:
         os.close(descriptor)
-        raise StateError(problem if problem.startswith("refusing") else "refusing %s %s: it %s "
-                         "(nothing was changed)" % (what, path, problem))
+        raise Refused(problem)
     return descriptor
 
 
@@ -1571,13 +1419,33 @@ def _random_word():
     return "".join("%02x" % byte for byte in bytearray(os.urandom(8)))
 
 
-def _open_fresh(path, flags, sleep=time.sleep, clock=time.monotonic):
+def _write_new(path, text, mode):
+    """Create ``path`` holding ``text``, synced: a fresh name, created here or not at all, so
+    never through a planted symlink."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        payload = text.encode("utf-8", "surrogateescape")
+        while payload:
+            payload = payload[os.write(descriptor, payload):]
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _discard(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # gone already
+
+
+def _open_fresh(path, flags, mode, sleep=time.sleep, clock=time.monotonic):
     """os.open, retried for up to VIEW_WAIT_SECONDS while the file handle is stale (ESTALE:
     another NFS client renamed a new version over it)."""
     started = clock()
     while True:
         try:
-            return os.open(path, flags)
+            return os.open(path, flags, mode)
         except OSError as error:
             if error.errno != errno.ESTALE or clock() - started > VIEW_WAIT_SECONDS:
                 raise
@@ -1587,9 +1455,7 @@ def _open_fresh(path, flags, sleep=time.sleep, clock=time.monotonic):
 
 class StateStore(object):
     """The chain's dot-files in one run directory: every read validated, every write atomic.
-
-    ``job_over(job_id)``: True when Slurm says a job ended, False when it runs, None when it
-    cannot tell; a file lock held by an ended job on another host is broken with it."""
+    ``job_over``: see job_over(); a file lock held by an ended job on another host is broken."""
 
     def __init__(self, directory, job_over=None):
         self.directory = directory
@@ -1603,26 +1469,15 @@ class StateStore(object):
 
     # -- reading -----------------------------------------------------------
     def read_bytes(self, name, tail=None, most=None):
-        """Return a state file's bytes, or None if missing. ``tail``: only the last bytes (the
-        chain file grows for ever); ``most``: a small file, read up to one byte more."""
+        """A state file's bytes, or None if missing; ``tail``: only the last ones (the chain file
+        grows for ever); ``most``: a small file, read up to one byte more."""
         path = self.path(name)
-        try:  # O_NOFOLLOW: a planted symlink is refused; O_NONBLOCK: a FIFO must not hang the job
-            descriptor = _open_fresh(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-        except FileNotFoundError:
+        try:
+            descriptor = open_own_file(path, os.O_RDONLY, owned=self.acting)
+        except StateError:
+            if os.path.lexists(path):
+                raise
             return None
-        except OSError as error:
-            if os.path.islink(path):
-                raise StateError("state file %s is a symlink to %s; refusing to follow it "
-                                 "(nothing was changed)" % (path, os.readlink(path)))
-            raise StateError("cannot read state file %s: %s (nothing was changed)"
-                             % (path, error.strerror or error))
-        info = os.fstat(descriptor)
-        problem = self.acting and owner_problem(info, path, "state file")
-        if problem or not stat.S_ISREG(info.st_mode):
-            os.close(descriptor)
-            raise StateError(problem or "state file %s is a %s, not a regular file (nothing was "
-                             "changed)" % (path, "directory" if stat.S_ISDIR(info.st_mode)
-                                           else "special file"))
         with os.fdopen(descriptor, "rb") as handle:
             try:
                 if tail is not None:
@@ -1642,7 +1497,7 @@ class StateStore(object):
                           "(nothing was changed, no work ran)" % (self.path(name), shown, expected))
 
     def read_counter(self, name):
-        """Return an integer counter file's value; None when the file does not exist."""
+        """An integer counter file's value, or None if missing."""
         raw = self.read_bytes(name, most=COUNTER_BYTES)
         if raw is None:
             return None
@@ -1652,32 +1507,24 @@ class StateStore(object):
         return int(digits)
 
     def last_job(self):
-        """Return the last job ID of the chain file (read from its tail), or None if missing."""
-        raw = self.read_bytes(CHAIN_FILE, tail=64)
-        if raw is None:
-            return None
-        lines = raw.rstrip(b"\r\n").split(b"\n")
-        last = lines[-1].strip().decode("ascii", "replace")
-        if (len(lines) < 2 and len(raw) == 64) or not is_job_id(last):
-            raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
-        return last
+        """The chain file's last job ID (read from its tail: the hot path), or None if missing."""
+        return (self.chain_jobs(tail=63) or [None])[-1]
 
-    def chain_jobs(self):
-        """Return the job IDs of the chain file, all of its last MiB (for status: the hot path
-        reads only the last line)."""
-        raw = self.read_bytes(CHAIN_FILE, tail=MAX_STATE_BYTES + 1)
+    def chain_jobs(self, tail=MAX_STATE_BYTES):
+        """The chain file's job IDs in its last ``tail`` bytes (the file grows for ever)."""
+        raw = self.read_bytes(CHAIN_FILE, tail=tail + 1)
         if raw is None:
             return []
-        if len(raw) > MAX_STATE_BYTES:
+        if len(raw) > tail:  # its first line may be cut
             raw = raw[raw.index(b"\n") + 1:] if b"\n" in raw[:-1] else b""
         jobs = raw.decode("ascii", "replace").split()
         if not jobs or not all(is_job_id(job) for job in jobs):
             raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
         return jobs
 
-    def read_json(self, name, expected, convert=lambda data: data):
-        """Return ``convert(the file's JSON)``, or None if missing; corrupt when convert gives
-        None (or the JSON is not ``expected``'s shape: a JSON object)."""
+    def read_json(self, name, what, convert):
+        """``convert(the file's JSON object)``, or None if missing; corrupt (a StateError naming
+        ``what`` it should be) when it is not one or convert says ValueError or None."""
         raw = self.read_bytes(name)
         if raw is None:
             return None
@@ -1690,36 +1537,31 @@ class StateStore(object):
         except ValueError as error:  # also what a convert says: the field that is wrong
             value, why = None, str(error)
         if value is None:
-            raise self.corrupt(name, raw, "%s (%s)" % (expected, why))
+            raise self.corrupt(name, raw, "a resumable_chain %s (JSON object) (%s)" % (what, why))
         return value
 
     def read_record(self):
-        """Return the journal's Record, or None if there is none yet; under the lock its notify
-        is the command itself."""
-        record = self.read_json(JOURNAL_FILE, "a resumable_chain journal (JSON object)",
-                                record_from_json)
+        """The journal's Record, or None; under the lock its notify is the command itself."""
+        record = self.read_json(JOURNAL_FILE, "journal", record_from_json)
         if record is not None and record.notify is True and self.acting:
             record = record._replace(notify=self.read_notify())
         return record
 
     def read_submitted(self):
-        """Return what ``submit`` recorded (a dict), or None."""
-        return self.read_json(SUBMIT_FILE, "a resumable_chain submit record (JSON object)",
-                              submitted_from_json)
+        """What ``submit`` recorded (a dict), or None."""
+        return self.read_json(SUBMIT_FILE, "submit record", submitted_from_json)
 
     def read_notify(self):
-        """Return the chain's notify command (NOTIFY_FILE), or None."""
+        """The chain's notify command (NOTIFY_FILE), or None."""
         if self.notify_on_file is None:
-            self.notify_on_file = self.read_json(
-                NOTIFY_FILE, "a resumable_chain notify command (JSON object)",
-                lambda data: data.get("notify") if RECORD_CHECKS["notify"](data.get("notify"))
-                and isinstance(data.get("notify"), str) else None) or ""
+            self.notify_on_file = self.read_json(NOTIFY_FILE, "notify command", lambda data: (
+                data.get("notify") if isinstance(data.get("notify"), str)
+                and RECORD_CHECKS["notify"](data.get("notify")) else None)) or ""
         return self.notify_on_file or None
 
     def public(self, data):
-        """A journal's or submit record's fields as written for everyone to read: a notify
-        command may hold a token, so it goes to NOTIFY_FILE (mode 0600) and the record only
-        says that there is one."""
+        """A record's fields as everyone may read them: a notify command may hold a token, so it
+        goes to NOTIFY_FILE (mode 0600) and the record says only ``true``."""
         command = data.get("notify")
         if not isinstance(command, str):
             return data
@@ -1729,14 +1571,12 @@ class StateStore(object):
         return dict(data, notify=True)
 
     def read_events(self):
-        """Return the journaled Events, oldest first ([] when there are none)."""
-        data = self.read_json(EVENTS_FILE, "a resumable_chain events file (JSON object)",
-                              lambda data: events_from_json(data.get("events")))
-        return data or []
+        """The journaled Events, oldest first."""
+        return self.read_json(EVENTS_FILE, "events file", events_from_json) or []
 
     def add_event(self, event):
-        """Journal ``event`` unless it was journaled since the chain was last resumed; return
-        whether it is new (the caller holds the lock, and notifies only a new one)."""
+        """Journal ``event`` unless it was since the chain was last resumed; whether it is new
+        (the caller holds the lock, and notifies only a new one)."""
         events = self.read_events()
         since = [index for index, old in enumerate(events) if old.event == "resumed"]
         if any(old.event == event.event and old.job == event.job
@@ -1747,17 +1587,13 @@ class StateStore(object):
         return True
 
     def read_cancelled(self):
-        """Return when the chain was cancelled (the mark's text), or None."""
+        """When the chain was cancelled (the mark's text), or None."""
         raw = self.read_bytes(CANCEL_FILE, most=200)
         return None if raw is None else (raw[:200].decode("utf-8", "replace").strip() or "yes")
 
     def snapshot(self):
-        """Read every file a writer needs, each once, and finish what a killed writer decided.
-
-        Call it under the lock. A journal in phase ``counted`` means its
-        writer was killed between the journal and the files: they are rolled
-        forward here, so every writer starts from the same consistent state.
-        """
+        """Under the lock: read every file a writer needs, once, and roll forward the files of a
+        writer killed after its journal (phase ``counted``), so every writer starts consistent."""
         snapshot = Snapshot(walltime=self.read_counter(WALLTIME_FILE),
                             retries=self.read_counter(RETRIES_FILE), last_job=self.last_job(),
                             record=self.read_record(), cancelled=self.read_cancelled())
@@ -1770,25 +1606,14 @@ class StateStore(object):
         """Replace a file atomically: temp file, fsync, rename, fsync of the directory."""
         path = self.path(name)
         temporary = "%s.tmp.%s" % (path, _random_word())
-        try:  # a fresh name, created here or not at all: never through a planted symlink
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                                 mode)
-            try:
-                payload = text.encode("utf-8", "surrogateescape")
-                while payload:
-                    payload = payload[os.write(descriptor, payload):]
-                os.fsync(descriptor)
-            finally:
-                os.close(descriptor)
+        try:
+            _write_new(temporary, text, mode)
             _checkpoint()
             os.replace(temporary, path)
             _fsync_directory(self.directory)
             _checkpoint()
         except OSError as error:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+            _discard(temporary)
             raise StateError("cannot write %s: %s (old content kept)"
                              % (path, error.strerror or error))
 
@@ -1816,8 +1641,8 @@ class StateStore(object):
                              % (self.path(CHAIN_FILE), error.strerror or error))
 
     def keep_previous(self):
-        """Keep an old chain's files as ``*.prev`` (the caller holds the lock): a new chain in
-        this directory starts from nothing, and the old one's history is not lost."""
+        """Under the lock: keep an old chain's files as ``*.prev``, so that a new chain here
+        starts from nothing and the old one's history is kept."""
         for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
                      SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
             try:
@@ -1835,11 +1660,8 @@ class StateStore(object):
             pass
 
     def apply(self, snapshot, record, chain=True):
-        """Write a decided Record into the user-visible files, only what differs (idempotent).
-
-        Returns the snapshot as it now is on disk. ``chain=False`` leaves the
-        chain file alone (a resumed link not yet running).
-        """
+        """Write a decided Record into the user-visible files, only what differs (idempotent);
+        the snapshot as now on disk. ``chain=False``: not the chain file (a resumed link)."""
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
             if before != after:
@@ -1860,9 +1682,8 @@ class StateStore(object):
         return self.apply(snapshot, record)
 
     def read_budget(self):
-        """Return the shared Budget kept in this directory; StateError if missing or corrupt."""
-        budget = self.read_json(BUDGET_FILE, "a resumable_chain budget (cap, settled, "
-                                "reservations)", parse_budget)
+        """The shared Budget kept in this directory; StateError if missing or corrupt."""
+        budget = self.read_json(BUDGET_FILE, "budget", parse_budget)
         if budget is None:
             raise StateError("no shared budget in %s (%s is missing): create it with "
                              "resumable-chain budget %s --max-walltime T"
@@ -1874,16 +1695,13 @@ class StateStore(object):
 
     @contextlib.contextmanager
     def locked(self, wait=LOCK_WAIT_SECONDS, name=LOCK_FILE):
-        """``with store.locked():`` holds the directory's lock, waited for at most ``wait`` s.
-
-        A POSIX record lock (``lockf``) where the kernel has locks that hold across nodes;
-        else (a mount without them, a lock call refused, RESUMABLE_CHAIN_LOCK=file) also an
-        exclusively created ``<lock>.held`` file naming its holder. Record-lock holders wait
-        for a live ``.held`` too, so the two kinds exclude each other."""
+        """Hold the directory's lock (waited for ``wait`` s): ``lockf``, and where kernel locks
+        do not hold across nodes (lock_kind) an exclusive ``<lock>.held`` file naming its holder,
+        which lockf holders wait for too, so the two kinds exclude each other."""
         path = self.path(name)
         check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
                         "run directory")
-        kind, why = lock_kind_here(self.directory)
+        kind, why = lock_kind(self.directory)
         descriptor = open_own_file(path, os.O_RDWR | os.O_CREAT, what="lock file")
         self.acting = True
         token = None
@@ -1915,8 +1733,8 @@ class StateStore(object):
         return ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if kind == "file" else []
 
     def _take_held(self, held, create):
-        """Take (``create``) or, for a record-lock holder, only check the ``.held`` lock file.
-        Return its token ("" when only checked), or None while a live holder has it."""
+        """Take (``create``) or only check the ``.held`` lock file: its token ("" when checked),
+        or None while a live holder has it."""
         holder = self._read_holder(held)
         if holder is not None and self._holder_gone(holder):
             self._drop_held(held, holder.token)  # its holder is provably gone
@@ -1943,8 +1761,7 @@ class StateStore(object):
             return Holder(None, None, None, None, None, None)
 
     def _holder_gone(self, holder):
-        """Whether a file lock's holder is provably gone: same host and its process is dead, or
-        its Slurm job ended (asked with job_over)."""
+        """Whether a file lock's holder is provably gone: its process here, or its job, ended."""
         if holder.host == os.uname().nodename and isinstance(holder.pid, int):
             try:
                 os.kill(holder.pid, 0)
@@ -1982,8 +1799,7 @@ class StateStore(object):
 
 
 def _try_lock(descriptor, path):
-    """Take a POSIX record lock: return "taken", "busy" (another process holds it), or why this
-    mount has no kernel locks (ENOSYS: Lustre noflock; ENOLCK: NFS without lockd; ...)."""
+    """Take a POSIX record lock: "taken", "busy", or why this mount has none (NO_KERNEL_LOCK)."""
     try:
         fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return "taken"
@@ -1996,16 +1812,11 @@ def _try_lock(descriptor, path):
 
 
 def _create_held(held, holder):
-    """Create the ``.held`` lock file with its holder, all at once (a hard link of a complete
-    temp file: NFS-safe). Return the token, or None when another holder got there first."""
+    """Create the ``.held`` lock file whole (a hard link of a complete temp file: NFS-safe): the
+    token, or None when another holder got there first."""
     temporary = "%s.%s" % (held, _random_word())
     try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                             0o644)
-        with os.fdopen(descriptor, "w") as handle:
-            handle.write(dump_json(holder._asdict()) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        _write_new(temporary, dump_json(holder._asdict()) + "\n", 0o644)
         try:
             os.link(temporary, held)
         except FileExistsError:
@@ -2017,15 +1828,12 @@ def _create_held(held, holder):
     except OSError as error:
         raise StateError("cannot create lock file %s: %s" % (held, error.strerror or error))
     finally:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
+        _discard(temporary)
 
 
 def make_run_dir(run_dir, what="run directory"):
-    """Create run_dir and its missing parents, writable by the caller alone whatever the umask;
-    refuse an existing one the caller may not act on. Return those it created, outermost first."""
+    """Create run_dir and its missing parents, writable by the caller alone whatever the umask
+    (refuse one the caller may not act on); those it created, outermost first."""
     created, path = [], os.path.abspath(run_dir)
     while not os.path.lexists(path) and path != os.path.dirname(path):
         created.insert(0, path)
@@ -2087,24 +1895,18 @@ def slurm_environment(environ, submit=False, named=False):
     return environment
 
 
-def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False, named=False):
-    """Run one Slurm command with a timeout and a clean environment; never raises.
-
-    ``submit`` keeps the user's SBATCH_* defaults for sbatch; the allocation's
-    SLURM_* variables (except SLURM_CONF) are always dropped. ``background``
-    returns at once a function that waits for the SlurmResult: a link asks
-    Slurm while it reads its own state.
-    """
+def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False,
+              named=False):
+    """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
+    SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
     _checkpoint()
     return run_command(argv, timeout or command_timeout(), slurm_environment(
         os.environ, submit, named), cwd, background)
 
 
 def run_command(argv, timeout, environment, cwd=None, background=False):
-    """Run a command; never raises. ``returncode`` is None when it timed out and 127 when it
-    cannot be run. It runs in a session of its own, so a timeout kills all it started.
-    ``background``: return a function that waits for the result (the timeout counts from its
-    first call; later calls return the same result)."""
+    """Run a command in a session of its own (a timeout kills all it started); returncode None:
+    timed out, 127: cannot run; never raises. ``background``: a function that waits for it."""
     try:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
@@ -2137,9 +1939,8 @@ def _wait_for(process, name, timeout):
 
 
 def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
-    """Run a chain's notify command for ``event`` with ``/bin/sh -c``, the event in its
-    environment; return the line to log (it never changes the chain, whatever it does). It
-    runs only in a process of the chain's owner: never as someone who looks at it."""
+    """Run a chain's notify command with ``/bin/sh -c``, the event in its environment, only as
+    the chain's owner; return the line to log (it never changes the chain)."""
     problem = os.path.isdir(run_dir) and owner_problem(os.stat(run_dir), run_dir, "run directory")
     if problem:
         return "%s not notified: %s" % (event.event, problem)
@@ -2156,14 +1957,10 @@ def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
         event.event, event.job, why)
 
 
-def error_of(result):
-    """A SlurmResult's error text, or None when the command succeeded."""
-    return None if result.returncode == 0 else last_line(result.stderr)
-
-
 def slurm_error(argv):
     """Run a Slurm command whose output does not matter; return its error text or None."""
-    return error_of(run_slurm(argv))
+    result = run_slurm(argv)
+    return None if result.returncode == 0 else last_line(result.stderr)
 
 
 def on_cluster(cluster):
@@ -2196,8 +1993,7 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
 
 
 def controller_job(job_id, timeout=None, cluster=None, background=False):
-    """Ask the controller (``scontrol show job -o``) about one job (``background``: a function
-    that waits for the answer)."""
+    """The controller's ControllerAnswer on one job (``background``: a function waiting for it)."""
     argv = ["scontrol"] + on_cluster(cluster) + ["show", "job", "-o", job_id]
     if background:
         wait = run_slurm(argv, timeout=timeout, background=True)
@@ -2214,8 +2010,7 @@ def _controller_answer(result):
 
 
 def job_over(job_id):
-    """Whether a job of this cluster ended (True), still runs (False), or nobody can say (None):
-    a file lock held by an ended job is broken."""
+    """Whether a job of this cluster ended (True), runs (False) or nobody can say (None)."""
     answer = controller_job(job_id, timeout=MIN_COMMAND_TIMEOUT)
     if answer.job is not None:
         return is_final(answer.job.state)
@@ -2264,8 +2059,7 @@ def job_runs(job_id):
 
 
 def ended_job(job_id):
-    """How a job ended, with its nodes: the controller's Job, else accounting's newest run
-    (state and nodes only); None when neither can say."""
+    """How a job ended: the controller's Job, else accounting's newest run, or None."""
     answer = controller_job(job_id)
     if answer.job is not None:
         return answer.job
@@ -2274,16 +2068,14 @@ def ended_job(job_id):
 
 
 def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
-    """Submit a batch job (``--parsable`` first); return (its ID, the cluster sbatch named or
-    None) or raise StateError."""
+    """Submit a batch job: (its ID, the cluster sbatch named or None); StateError."""
     return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
                                    + [script] + list(script_args), submit=True, cwd=cwd,
                                    named=named))
 
 
 def sbatch_answer(result):
-    """(the job ID ``sbatch --parsable`` printed, the cluster it named or None); StateError with
-    sbatch's error when it queued nothing."""
+    """(job ID, cluster or None) of ``sbatch --parsable``; StateError when it queued nothing."""
     job_id, named = parse_sbatch_reply(result.stdout) if result.returncode == 0 else (None, None)
     if job_id is None:
         raise StateError(last_line(result.stderr) if result.returncode != 0
@@ -2292,17 +2084,15 @@ def sbatch_answer(result):
 
 
 def scancel(job_ids, cluster=None):
-    """Cancel jobs of the invoking user; return the error text or None. Slurm lets a user
-    cancel only their own jobs, except root (and operators): root's scancel says whose, so that
-    a job ID in a chain's files never cancels another user's job."""
+    """Cancel jobs of the invoking user (root says so: a job ID in a chain's files never cancels
+    another user's job); the error text or None."""
     mine = ["--user=root"] if os.geteuid() == 0 else []
     return slurm_error(["scancel"] + on_cluster(cluster) + mine + list(job_ids))
 
 
 def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=False):
-    """``sbatch`` of a held job (``--hold`` in options), all or nothing: when sbatch fails (a
-    timeout may still have created the job), a held job running ``script`` is looked for and
-    cancelled; StateError says what happened and what is left to do."""
+    """sbatch of a held job, all or nothing: when sbatch fails (it may have queued the job all
+    the same), a held job running ``script`` is cancelled; StateError says what is left to do."""
     try:
         return sbatch(options, script, script_args, cwd, cluster, named)
     except StateError as error:
@@ -2323,10 +2113,8 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
 
 
 def sbatch_guard(job_id, command, name, run_dir, environ):
-    """Queue the guard of ``job_id`` (see RECORD_FIELDS ``guard``): one CPU, a little memory, a
-    few minutes, in the partition and account of the job that queues it, running ``command``
-    when ``job_id`` ends; no SBATCH_* defaults (a user's SBATCH_GRES must not give it GPUs).
-    Returns (its ID, None) or (None, sbatch's error)."""
+    """Queue the guard of ``job_id``: one CPU, a few minutes, in the queuing job's partition and
+    account, no SBATCH_* defaults (no SBATCH_GRES GPUs); (its ID, None) or (None, error)."""
     options = ["--parsable", "--job-name=" + name, "--dependency=afterany:" + job_id,
                "--no-requeue", "--time=%d" % GUARD_MINUTES, "--ntasks=1", "--cpus-per-task=1",
                "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir, "--open-mode=append",
@@ -2341,8 +2129,7 @@ def sbatch_guard(job_id, command, name, run_dir, environ):
 
 
 def queued_guard(job_id):
-    """The pending guard of job_id that a killed run or a timed-out sbatch queued, or None
-    (also when squeue cannot answer)."""
+    """The pending guard of job_id (a killed run's, a timed-out sbatch's), or None."""
     result = run_slurm(["squeue", "-h", "-u", uid_name(os.getuid()), "-t", "PENDING", "-o",
                         "%i|%E"])
     return parse_guard(result.stdout, job_id) if result.returncode == 0 else None
@@ -2383,16 +2170,9 @@ def first_lookup_timeout(window):
 
 def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic,
                         cluster=None, asked=None):
-    """Find a finished predecessor's final state and elapsed seconds.
-
-    The controller first: a successor starts seconds after its predecessor
-    ends, while the controller still holds the job (MinJobAge), so the common
-    case needs no accounting query. Accounting (every run of a requeued ID) is
-    the authority when the controller has forgotten the job, shows it
-    requeued (Restarts > 0) or not final; it is retried with a backoff for
-    ``window`` seconds, then the state is NOT_VISIBLE. ``asked``: the controller's answer,
-    asked for in the background when the link started.
-    """
+    """A finished predecessor's final state: the controller's while it holds the job (the common
+    case), else accounting's (every run of a requeued ID), retried for ``window`` seconds before
+    NOT_VISIBLE. ``asked``: the controller's answer, asked in the background."""
     job_id = parse_job_id(job_id, "predecessor job ID")
     window = lookup_window() if window is None else window
     deadline = clock() + window

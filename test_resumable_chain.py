@@ -355,19 +355,19 @@ nfs1:/export/odd /mnt/with\\040space nfs rw,nolock,local_lock=all 0 0
     ("/mnt/with space/run", "file", "nfs mounted at /mnt/with space with nolock,local_lock=all"),
 ])
 def test_lock_kind_from_the_mount_holding_the_run_dir(path, kind, said):
-    found, why = rc.lock_kind(path, rc.parse_mounts(MOUNTS))
+    found, why = rc.lock_kind(path, {}, rc.parse_mounts(MOUNTS))
     assert found == kind
     assert (why is None) if said is None else why.startswith(said)
 
 
 @pytest.mark.parametrize("value,kind", [("kernel", "kernel"), ("file", "file")])
 def test_lock_kind_forced_by_the_environment(tmp_path, value, kind):
-    assert rc.lock_kind_here(str(tmp_path), {rc.LOCK_ENV: value})[0] == kind
+    assert rc.lock_kind(str(tmp_path), {rc.LOCK_ENV: value})[0] == kind
 
 
 def test_lock_kind_refuses_an_unknown_forced_value(tmp_path):
     with pytest.raises(rc.StateError, match="RESUMABLE_CHAIN_LOCK=flock: use kernel or file"):
-        rc.lock_kind_here(str(tmp_path), {rc.LOCK_ENV: "flock"})
+        rc.lock_kind(str(tmp_path), {rc.LOCK_ENV: "flock"})
 
 
 # --------------------------------------------------------------------------- recorded Slurm output
@@ -707,9 +707,9 @@ def test_cli_help_has_an_example(capsys, command):
     assert "example" in capsys.readouterr().out
 
 @pytest.mark.parametrize("text,expected", [
-    ("1234\n", "1234"), ("1234;cluster\n", "1234"), ("Submitted batch job 77\n", "77"),
+    ("1234\n", "1234"), ("1234;cluster\n", "1234"), ("Submitted batch job 77\n", None),
     ("sbatch: warning: x\n", None), ("", None), ("12 34", None), ("0\n", None),
-], ids=["parsable", "with cluster", "plain", "warning only", "empty", "two numbers", "zero"])
+], ids=["parsable", "with cluster", "not parsable", "warning only", "empty", "two numbers", "zero"])
 def test_parse_sbatch_output(text, expected):
     assert parse_sbatch_output(text) == expected
 

@@ -281,3 +281,10 @@ def test_every_readme_command_works_in_order_against_the_fake_slurm(cluster, tmp
     assert ran[:4] == ["submit", "status", "cancel", "resume"]
     assert set(ran) == set(COMMANDS)
     assert len(user.started) >= 3  # the first link, the resumed link, the hand-written script
+
+
+def test_the_journal_field_table_lists_every_record_field_in_order():
+    with open(os.path.join(ROOT, "docs", "state-files.md")) as handle:
+        text = handle.read()
+    table = text.split("## The journal's fields")[1].split("\n## ")[0]
+    assert tuple(re.findall(r"^\| `(\w+)` \|", table, re.M)) == rc.RECORD_FIELDS
