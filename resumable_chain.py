@@ -3518,13 +3518,9 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
     return [status for status, _ in _statuses(run_dirs, rows)]
 
 
-class StatusPlan(collections.namedtuple("StatusPlan", "run_dir chain roles others cluster note")):
-    """What status read of a chain before asking Slurm: ``roles`` ({job ID: role}) are the jobs
-    of the verdict, ``others`` ({job ID: (role, note)}) rows to see; the cluster to ask."""
-
-    def jobs(self):
-        guard = (self.chain.record or Record()).guard
-        return list(self.roles) + ([guard] if guard else []) + list(self.others)
+# What status read of a chain before asking Slurm: ``roles`` ({job ID: role}) are the jobs of
+# the verdict, ``others`` ({job ID: (role, note)}) rows to see; the cluster to ask, and why.
+StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain roles others cluster note")
 
 
 def _statuses(run_dirs, rows):
@@ -3536,10 +3532,15 @@ def _statuses(run_dirs, rows):
         try:
             if time.monotonic() > deadline:
                 raise StateError("not read: status ran out of its %d s" % STATUS_SECONDS)
-            plan = _status_plan(run_dir, rows, clusters)
+            chain = open_chain(run_dir, strict=False)
+            if chain.cluster() not in clusters:  # scontrol show config once per cluster
+                clusters[chain.cluster()] = cluster_to_ask(chain.cluster())
+            plan = StatusPlan(run_dir, chain, _status_roles(chain, rows), _other_roles(chain)
+                              if rows > COLLECTION_ROWS else {}, *clusters[chain.cluster()])
+            guard = [chain.record.guard] if chain.record and chain.record.guard else []
             asked = wanted.setdefault(plan.cluster, [])
-            asked += [job for job in collections.OrderedDict.fromkeys(plan.jobs())
-                      if job not in asked]
+            asked += [job for job in collections.OrderedDict.fromkeys(
+                list(plan.roles) + guard + list(plan.others)) if job not in asked]
         except Exception as error:  # one damaged chain is one row, never the whole table
             plan = error
         plans.append((run_dir, plan))
@@ -3556,17 +3557,6 @@ def _statuses(run_dirs, rows):
     return statuses
 
 
-def _status_plan(run_dir, rows, clusters):
-    """Read one chain for status (``clusters``: {recorded: cluster_to_ask's answer}, filled in,
-    so that scontrol show config runs once per recorded cluster)."""
-    chain = open_chain(run_dir, strict=False)
-    recorded = chain.cluster()
-    if recorded not in clusters:
-        clusters[recorded] = cluster_to_ask(recorded)
-    others = _other_roles(chain) if rows > COLLECTION_ROWS else {}
-    return StatusPlan(run_dir, chain, _status_roles(chain, rows), others, *clusters[recorded])
-
-
 def unreadable_status(run_dir, error):
     """The status of a chain that could not be read safely: verdict ``unknown``, and why."""
     problem = str(error) if isinstance(error, StateError) else (
@@ -3577,9 +3567,9 @@ def unreadable_status(run_dir, error):
     status.update(run_dir=os.path.abspath(run_dir), jobs=[], links=0, walltime=0,
                   walltime_uncounted=0, walltime_used=0, retries=0, problems=[problem],
                   slurm_errors=[], lock={"kind": "unknown", "why": None}, events=[])
-    verdict = _verdict_of("damaged", {"problem": problem})
+    verdict = _verdict_of("unreadable", {"problem": problem})
     status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
-                  attention=verdict.attention)
+                  attention=verdict.text)
     return status, verdict
 
 
@@ -3672,8 +3662,10 @@ def _status_of(plan, answer, budgets):
         status["problems"].append(str(status["budget"]))
         status["budget"] = None
     verdict = _verdict(record, rows, status, chain)
+    unreadable = status["problems"] and verdict.word not in ("finished", "stopped")
     status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
-                  attention=verdict.attention or _other_attention(verdict, status))
+                  attention=verdict.text if verdict.fails else unreadable and (
+                      "a state file cannot be read: %s" % status["problems"][0]) or None)
     if chain.problems and verdict.next and record.job is not None:  # resume refuses till then
         status["next"] = "fix or delete the file named above, then: " + verdict.next
     _show_other_jobs(status, chain, plan.others, known)
@@ -3782,68 +3774,58 @@ def _nothing_continues(record, rows, chain):
     return "its successor %s ended %s" % (record.successor, _state_words(successor["state"]))
 
 
-# status's verdicts by situation: (word, verdict, what to do next, why ``status --check`` fails:
-# None when it passes), filled in with str.format from the chain's facts (``resume``: the
-# command that continues it; ``verdict``: the verdict's text). A chain that its last record
-# ended has the verdict of its cause (STOP_CAUSES).
+# status's verdicts by situation: (word, verdict, what to do next, whether ``status --check``
+# fails), filled in with str.format from the chain's facts (``resume``: the command that
+# continues it). A chain that its last record ended has its cause's verdict (STOP_CAUSES).
 VERDICTS = {
     "unreadable": ("unknown", "cannot read the chain's state ({problem})",
-                   "fix or delete the named file, then run status again", None),
-    "damaged": ("unknown", "cannot read the chain's state",
-                "fix or delete what the warning names, then look again", "{problem}"),
+                   "fix or delete the named file, then run status again", True),
     "cancelled": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
-                  "{resume} continues it (the walltime so far is kept)", None),
+                  "{resume} continues it (the walltime so far is kept)", False),
     "cancelled unstarted": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
-                            "{submit_again}", None),
-    "running": ("running", "job {job} is {state}{left}", None, None),
+                            "{submit_again}", False),
+    "running": ("running", "job {job} is {state}{left}", None, False),
     "running alone": ("running", "job {job} is {state}{left}; nothing would continue the chain "
                       "if it ended now: {alone}", "if it ends before its work is done, {resume} "
-                      "continues the chain", "nothing would continue the chain if its running "
-                      "link ended: {alone}"),
+                      "continues the chain", True),
     "held": ("waiting", "job {job} is held (JobHeldUser)", "scontrol release {job} starts it",
-             None),
+             False),
     "held by Slurm": ("waiting", "job {job} is held ({reason}: {why})", "find out why (scontrol "
                       "show job {job}; sinfo -R), then scontrol release {job} (an admin's hold "
-                      "needs an admin)", "{verdict}"),
+                      "needs an admin)", True),
     "never starts": ("waiting", "job {job} is pending ({reason}) and never starts by itself: "
                      "{why}", "fix its request (scontrol update JobId={job} ...), or "
                      "resumable-chain cancel {run_dir}, then {resume} with sbatch options that "
-                     "fix it", "{verdict}"),
-    "pending": ("waiting", "job {job} is pending{because}", None, None),
+                     "fix it", True),
+    "pending": ("waiting", "job {job} is pending{because}", None, False),
     "no answer": ("unknown", "Slurm did not answer ({errors}); the state files say what is "
-                  "shown", "try again when Slurm answers", None),
-    "no job": ("unknown", "no job recorded yet", None, None),
-    "completed": ("finished", "job {job} COMPLETED", None, None),
-    "forgotten": ("unknown", "Slurm no longer knows job {job}", None, None),
-    # a person cancelled the successor before it ran (slurmd cancels a job whose node Prolog
-    # failed: that one had its nodes)
+                  "shown", "try again when Slurm answers", False),
+    "no job": ("unknown", "no job recorded yet", None, False),
+    "completed": ("finished", "job {job} COMPLETED", None, False),
+    "forgotten": ("unknown", "Slurm no longer knows job {job}", None, False),
     "successor cancelled": ("stopped", "job {job} ended {state} and its successor {successor} "
-                            "was {successor_state} before it ran", "{resume} continues it", None),
+                            "was {successor_state} before it ran", "{resume} continues it",
+                            False),
     "successor died": ("broken", "job {job} ended {state} and its successor {successor} ended "
                        "{successor_raw}{on} before its prologue ran",
-                       "{resume} continues the chain", "{verdict}"),
+                       "{resume} continues the chain", True),
     "sbatch failed": ("broken", "job {job} ended {state} and its successor could not be queued "
                       "({error})", "{resume} [sbatch options that fix it, e.g. -p PARTITION] "
-                      "continues the chain", "{verdict}"),
+                      "continues the chain", True),
     "no successor": ("broken", "job {job} ended {state} and no successor was queued",
-                     "{resume} continues the chain", "{verdict}"),
+                     "{resume} continues the chain", True),
     "guarded": ("waiting", "{broken}; its guard {guard} ({guard_state}) continues the chain",
-                None, None),
+                None, False),
 }
-
-
-class Verdict(collections.namedtuple("Verdict", "word text detail next attention")):
-    """status's verdict of a chain: its word, its text (``word: detail``), what to do next and
-    why ``status --check`` fails (None: nothing to do, it passes)."""
+# status's verdict of a chain: text is "word: detail"; fails: whether status --check fails.
+Verdict = collections.namedtuple("Verdict", "word text detail next fails")
 
 
 def _verdict_of(situation, facts):
     """The Verdict of a situation of VERDICTS, filled in with ``facts``."""
-    word, detail, then, attention = VERDICTS[situation]
+    word, detail, then, fails = VERDICTS[situation]
     detail = detail.format(**facts)
-    text = "%s: %s" % (word, detail)
-    return Verdict(word, text, detail, then and then.format(**facts),
-                   attention and attention.format(verdict=text, **facts))
+    return Verdict(word, "%s: %s" % (word, detail), detail, then and then.format(**facts), fails)
 
 
 def _verdict(record, rows, status, chain):
@@ -3867,8 +3849,10 @@ def _verdict(record, rows, status, chain):
         return _verdict_of("running alone" if status["would_not_continue"] else "running", dict(
             facts, job=row["job"], state=row["state"], left=left,
             alone=status["would_not_continue"]))
-    if live:
-        return _verdict_of(*_waiting(live[-1], facts))
+    if live:  # a job that waits for a person says more than the newest
+        stuck = [row for row in live if row["reason"] in HELD_BY_SLURM or never_starts(
+            row["reason"])]
+        return _verdict_of(*_waiting((stuck or live)[-1], facts))
     situation, facts = _idle(record, rows, status["slurm_errors"], facts)
     guard = status["guard"]
     if VERDICTS[situation][0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
@@ -3878,7 +3862,7 @@ def _verdict(record, rows, status, chain):
 
 
 def _waiting(row, facts):
-    """(situation, facts) of a chain whose newest live job (``row``) is pending."""
+    """(situation, facts) of a chain waiting for its pending job ``row``."""
     facts = dict(facts, job=row["job"], reason=row["reason"],
                  because=" (%s)" % row["reason"] if row["reason"] else "")
     if row["reason"] == "JobHeldUser":
@@ -3910,22 +3894,12 @@ def _idle(record, rows, unanswered, facts):
                      on=" on %s" % successor["nodes"] if successor["nodes"] else "")
         if base_state(successor["state"]) == "CANCELLED" and \
                 successor["state"] != "CANCELLED" and not successor["nodes"]:
+            # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
             return "successor cancelled", facts
         return "successor died", facts
     if record.successor_error and record.job == last["job"]:
         return "sbatch failed", dict(facts, error=record.successor_error)
     return "no successor", facts
-
-
-def _other_attention(verdict, status):
-    """Why ``status --check`` fails besides the verdict's own reason, or None: a job that waits
-    for a person, or a state file the next link would refuse."""
-    if verdict.word == "waiting" and any(row["reason"] in HELD_BY_SLURM or never_starts(
-            row["reason"]) for row in status["jobs"]):
-        return verdict.text  # held or unrunnable until a person acts
-    if status["problems"] and verdict.word not in ("finished", "stopped"):
-        return "a state file cannot be read: %s" % status["problems"][0]
-    return None
 
 
 def _submit_again(submitted, run_dir):
@@ -3960,7 +3934,7 @@ def _ended_verdict(record, rows, resume):
     word, text, then = STOP_CAUSES[cause]
     text = text.format(**words)
     return Verdict(word, text, text.partition(": ")[2], then and then.format(**words),
-                   text if word == "failed" else None)
+                   word == "failed")
 
 
 def budget_report(budget_dir):
