@@ -3538,22 +3538,20 @@ def _statuses(run_dirs, rows):
             plan = StatusPlan(run_dir, chain, _status_roles(chain, rows), _other_roles(chain)
                               if rows > COLLECTION_ROWS else {}, *clusters[chain.cluster()])
             guard = [chain.record.guard] if chain.record and chain.record.guard else []
-            asked = wanted.setdefault(plan.cluster, [])
-            asked += [job for job in collections.OrderedDict.fromkeys(
-                list(plan.roles) + guard + list(plan.others)) if job not in asked]
+            wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
+                (job, None) for job in list(plan.roles) + guard + list(plan.others))
         except Exception as error:  # one damaged chain is one row, never the whole table
-            plan = error
-        plans.append((run_dir, plan))
-    answers = dict((cluster, query_jobs(job_ids, cluster=cluster))
+            plan = unreadable_status(run_dir, error)
+        plans.append(plan)
+    answers = dict((cluster, query_jobs(list(job_ids), cluster=cluster))
                    for cluster, job_ids in wanted.items())
     statuses = []
-    for run_dir, plan in plans:
+    for plan in plans:
         try:
-            if isinstance(plan, Exception):
-                raise plan
-            statuses.append(_status_of(plan, answers[plan.cluster], budgets))
+            statuses.append(_status_of(plan, answers[plan.cluster], budgets)
+                            if isinstance(plan, StatusPlan) else plan)
         except Exception as error:
-            statuses.append(unreadable_status(run_dir, error))
+            statuses.append(unreadable_status(plan.run_dir, error))
     return statuses
 
 
@@ -3852,26 +3850,19 @@ def _verdict(record, rows, status, chain):
     if live:  # a job that waits for a person says more than the newest
         stuck = [row for row in live if row["reason"] in HELD_BY_SLURM or never_starts(
             row["reason"])]
-        return _verdict_of(*_waiting((stuck or live)[-1], facts))
+        row = (stuck or live)[-1]
+        reason = row["reason"]
+        return _verdict_of(
+            "held" if reason == "JobHeldUser" else "held by Slurm" if reason in HELD_BY_SLURM
+            else "never starts" if stuck else "pending", dict(
+                facts, job=row["job"], reason=reason, because=" (%s)" % reason if reason else "",
+                why=HELD_BY_SLURM.get(reason) or never_starts(reason)))
     situation, facts = _idle(record, rows, status["slurm_errors"], facts)
     guard = status["guard"]
     if VERDICTS[situation][0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
         return _verdict_of("guarded", dict(facts, guard=guard["job"], guard_state=guard["state"],
                                            broken=_verdict_of(situation, facts).detail))
     return _verdict_of(situation, facts)
-
-
-def _waiting(row, facts):
-    """(situation, facts) of a chain waiting for its pending job ``row``."""
-    facts = dict(facts, job=row["job"], reason=row["reason"],
-                 because=" (%s)" % row["reason"] if row["reason"] else "")
-    if row["reason"] == "JobHeldUser":
-        return "held", facts
-    if row["reason"] in HELD_BY_SLURM:
-        return "held by Slurm", dict(facts, why=HELD_BY_SLURM[row["reason"]])
-    if never_starts(row["reason"]):
-        return "never starts", dict(facts, why=never_starts(row["reason"]))
-    return "pending", facts
 
 
 def _idle(record, rows, unanswered, facts):
@@ -3931,10 +3922,9 @@ def _ended_verdict(record, rows, resume):
     words = dict(record._asdict(), resume=resume, cancelled_by=_state_words(
         predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
             record.budget_dir or "DIR"))
-    word, text, then = STOP_CAUSES[cause]
-    text = text.format(**words)
-    return Verdict(word, text, text.partition(": ")[2], then and then.format(**words),
-                   word == "failed")
+    word, text, then = STOP_CAUSES[cause]  # the detail: the text after its word
+    return Verdict(word, text.format(**words), text.partition(": ")[2].format(**words),
+                   then and then.format(**words), word == "failed")
 
 
 def budget_report(budget_dir):
