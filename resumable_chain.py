@@ -3144,7 +3144,7 @@ def finished_trap(python, run_dir):
 
 
 def live_candidates(last_links, record, submitted):
-    """Job IDs that may still be queued or running: last links, journal's job and successor,
+    """Job IDs that may still be queued or running: last links, the journal's job and successor,
     the submitted first job."""
     record = record or Record()
     ids = list(last_links) + [record.job, record.successor, (submitted or {}).get("first_job")]
@@ -3159,8 +3159,7 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         return live_candidates(self.jobs[-2:], self.record, self.submitted)
 
     def to_cancel(self):
-        """The chain's jobs that may be queued and its guards (a guard left alone only finds
-        that the chain went on without it, but nothing of a cancelled chain should stay)."""
+        """The jobs that may be queued and the guards: nothing of a cancelled chain stays."""
         guards = [self.record.guard, self.record.guarded_by] if self.record else []
         guards.append((self.submitted or {}).get("guard"))
         return sorted(set(self.candidates()) | set(job for job in guards if job), key=int)
@@ -3169,8 +3168,8 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         return recorded_cluster(self.record, self.submitted)
 
     def notify(self):
-        """The chain's notify command (its journal's, else submit's), or None: for its owner's
-        process, under the lock (only the owner can read NOTIFY_FILE)."""
+        """The notify command (the journal's, else submit's), or None; NOTIFY_FILE is read
+        when the record says so: only the owner can."""
         command = (self.record and self.record.notify) or (self.submitted or {}).get("notify")
         return self.store.read_notify() if command is True else command
 
@@ -3185,9 +3184,8 @@ def recorded_cluster(record, submitted):
 
 
 def cluster_to_ask(recorded):
-    """Return (the cluster to name with ``-M`` for a chain recorded on ``recorded``, a note
-    naming both clusters), or (None, None) when this environment's commands reach that cluster
-    anyway (or nothing is recorded)."""
+    """(the cluster to name with ``-M``, a note naming both clusters) for a chain recorded on
+    ``recorded``; (None, None) when this shell's commands reach it anyway or none is recorded."""
     here = current_cluster() if recorded else None
     if here == recorded:
         return None, None
@@ -3202,7 +3200,7 @@ def announce(store, event, command):
     try:
         with store.locked():
             event = journal_event(store, event, warnings)
-    except StateError as error:  # e.g. status run by someone who cannot write the directory
+    except StateError as error:  # e.g. someone who cannot write the directory
         return ["event %s not journaled, not notified: %s" % (event.event, error)]
     return warnings + ([notify(command, event, store.directory)] if event and command else [])
 
@@ -3288,48 +3286,51 @@ def chain_dirs(paths):
 
 
 def chain_status(run_dir):
-    """Return the status of the chain in run_dir as a dict (what ``status --json`` prints).
-
-    A corrupt state file does not hide the rest: it is named in ``problems``.
-    """
+    """The status of the chain in run_dir as a dict (what ``status --json`` prints); a corrupt
+    state file does not hide the rest: it is named in ``problems``."""
     return chains_status([run_dir], rows=STATUS_ROWS)[0]
 
 
 def chains_status(run_dirs, rows=COLLECTION_ROWS):
-    """Return the status of each chain in run_dirs (a list, in their order), asking Slurm once
-    for all of them: one sacct and at most one squeue call per cluster, one report per shared
-    budget. ``rows``: how many of each chain's newest links to show."""
-    asked, budgets, plans, wanted = {}, {}, [], collections.OrderedDict()
+    """The status of each chain in run_dirs, in their order (``rows``: how many newest links
+    each shows), from one sacct, at most one squeue per cluster and one report per budget."""
+    return [status for status, _ in _statuses(run_dirs, rows)]
+
+
+# What status read of a chain before asking Slurm: ``roles`` ({job ID: role}) are the jobs of
+# the verdict, ``others`` ({job ID: (role, note)}) rows to see; the cluster to ask, and why.
+StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain roles others cluster note")
+
+
+def _statuses(run_dirs, rows):
+    """[(status, Verdict)] of each chain in run_dirs: one that cannot be read is a row saying
+    so, never the end of the table."""
+    clusters, budgets, plans, wanted = {}, {}, [], collections.OrderedDict()
     deadline = time.monotonic() + STATUS_SECONDS
     for run_dir in run_dirs:
         try:
             if time.monotonic() > deadline:
                 raise StateError("not read: status ran out of its %d s" % STATUS_SECONDS)
             chain = open_chain(run_dir, strict=False)
-            recorded = chain.cluster()
-            if recorded not in asked:  # scontrol show config once per recorded cluster, if any
-                asked[recorded] = cluster_to_ask(recorded)
-            target, note = asked[recorded]
-            roles = _status_roles(chain, rows)
-            others = _other_roles(chain) if rows > COLLECTION_ROWS else {}
+            if chain.cluster() not in clusters:  # scontrol show config once per cluster
+                clusters[chain.cluster()] = cluster_to_ask(chain.cluster())
+            plan = StatusPlan(run_dir, chain, _status_roles(chain, rows), _other_roles(chain)
+                              if rows > COLLECTION_ROWS else {}, *clusters[chain.cluster()])
             guard = [chain.record.guard] if chain.record and chain.record.guard else []
-            wanted.setdefault(target, [])
-            wanted[target] += [job for job in collections.OrderedDict.fromkeys(
-                list(roles) + guard + list(others)) if job not in wanted[target]]
-            plans.append((run_dir, chain, roles, others, target, note))
+            wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
+                (job, None) for job in list(plan.roles) + guard + list(plan.others))
         except Exception as error:  # one damaged chain is one row, never the whole table
-            plans.append((run_dir, error, None, None, None, None))
-    answers = dict((target, query_jobs(job_ids, cluster=target))
-                   for target, job_ids in wanted.items())
+            plan = unreadable_status(run_dir, error)
+        plans.append(plan)
+    answers = dict((cluster, query_jobs(list(job_ids), cluster=cluster))
+                   for cluster, job_ids in wanted.items())
     statuses = []
-    for run_dir, chain, roles, others, target, note in plans:
+    for plan in plans:
         try:
-            if isinstance(chain, Exception):
-                raise chain
-            statuses.append(_status_of(run_dir, chain, roles, answers[target], note, budgets,
-                                       others))
+            statuses.append(_status_of(plan, answers[plan.cluster], budgets)
+                            if isinstance(plan, StatusPlan) else plan)
         except Exception as error:
-            statuses.append(unreadable_status(run_dir, error))
+            statuses.append(unreadable_status(plan.run_dir, error))
     return statuses
 
 
@@ -3342,11 +3343,11 @@ def unreadable_status(run_dir, error):
                             "cluster", "cluster_note", "would_not_continue"))
     status.update(run_dir=os.path.abspath(run_dir), jobs=[], links=0, walltime=0,
                   walltime_uncounted=0, walltime_used=0, retries=0, problems=[problem],
-                  slurm_errors=[], lock={"kind": "unknown", "why": None}, events=[],
-                  verdict_word="unknown", verdict="unknown: cannot read the chain's state",
-                  next="fix or delete what the warning names, then look again",
-                  attention=problem)
-    return status
+                  slurm_errors=[], lock={"kind": "unknown", "why": None}, events=[])
+    verdict = _verdict_of("unreadable", {"problem": problem})
+    status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
+                  attention=verdict.text)
+    return status, verdict
 
 
 def _status_roles(chain, rows):
@@ -3403,59 +3404,60 @@ def _other_roles(chain):
     return others
 
 
-def _status_of(run_dir, chain, roles, answer, cluster_note, budgets, others=None):
-    """One chain's status from what Slurm answered (``answer``: ({job ID: Job}, errors)) and the
-    budget reports read so far (``budgets``: {budget dir: report or StateError}, filled in).
-    ``others``: the jobs that are rows of the table only (guards, dead successors...), not of
-    the verdict."""
+def _status_of(plan, answer, budgets):
+    """(status, Verdict) of one chain from Slurm's ``answer`` (({job ID: Job}, errors)) and the
+    budget reports read so far (``budgets``: {budget dir: report or StateError}, filled in)."""
+    chain, (known, unanswered) = plan.chain, answer
     record, submitted = chain.record or Record(), chain.submitted or {}
-    known, unanswered = answer
-    rows = []
-    for job_id, role in roles.items():
-        job = known.get(job_id) or Job(job_id, "UNKNOWN", 0)
-        rows.append(_status_row(job, role, record))
+    rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN", 0), role, record)
+            for job_id, role in plan.roles.items()]
     settings = record if record.max_retries is not None else Record(
         max_retries=submitted.get("max_retries"), max_walltime=submitted.get("max_walltime"))
-    uncounted = _uncounted_row(rows, record, chain)
-    counted = chain.walltime or 0
-    used = counted + (uncounted["elapsed"] if uncounted else 0)
-    status = {"run_dir": os.path.abspath(run_dir), "jobs": rows, "links": len(chain.jobs),
-              "walltime": counted, "walltime_uncounted": uncounted["elapsed"] if uncounted else 0,
+    uncounted = (_uncounted_row(rows, record, chain) or {"elapsed": 0})["elapsed"]
+    used = (chain.walltime or 0) + uncounted
+    guard = record.guard and (known.get(record.guard) or Job(record.guard, "UNKNOWN"))
+    status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": len(chain.jobs),
+              "walltime": chain.walltime or 0, "walltime_uncounted": uncounted,
               "walltime_used": used, "max_walltime": settings.max_walltime,
               "walltime_left": (max(settings.max_walltime - used, 0)
                                 if settings.max_walltime is not None else None),
               "retries": chain.retries or 0, "max_retries": settings.max_retries,
               "successor": record.successor, "guard_error": record.guard_error,
-              "guard": record.guard and {"job": record.guard, "state": (
-                  known.get(record.guard) or Job(record.guard, "UNKNOWN")).state},
+              "guard": guard and {"job": guard.job_id, "state": guard.state},
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
-              "cancelled": chain.cancelled, "problems": list(chain.problems), "budget": None,
+              "cancelled": chain.cancelled, "problems": list(chain.problems),
+              "budget": _budget_of(record.budget_dir or submitted.get("budget_dir"), budgets),
               "slurm_errors": list(unanswered), "cluster": chain.cluster(),
-              "cluster_note": cluster_note, "lock": dict(zip(("kind", "why"),
-                                                            probe_lock(run_dir)))}
+              "cluster_note": plan.note, "lock": dict(zip(("kind", "why"),
+                                                          probe_lock(plan.run_dir))),
+              "would_not_continue": _nothing_continues(record, rows, chain),
+              "events": [event._asdict() for event in chain.events]}
     if status["lock"]["kind"] == "refused":
         status["problems"].append(status["lock"]["why"])
-    budget_dir = record.budget_dir or submitted.get("budget_dir")
-    if budget_dir:
-        if budget_dir not in budgets:
-            try:
-                budgets[budget_dir] = budget_report(budget_dir)
-            except StateError as error:
-                budgets[budget_dir] = error
-        if isinstance(budgets[budget_dir], StateError):
-            status["problems"].append(str(budgets[budget_dir]))
-        else:
-            status["budget"] = budgets[budget_dir]
-    status["would_not_continue"] = _nothing_continues(record, rows, chain)
-    status["verdict_word"], status["verdict"], status["next"] = _verdict(record, rows, status,
-                                                                         chain)
-    if chain.problems and status["next"] and record.job is not None:  # resume refuses till then
-        status["next"] = "fix or delete the file named above, then: " + status["next"]
-    status["attention"] = needs_attention(status)
-    status["events"] = [event._asdict() for event in chain.events]
-    _show_other_jobs(status, chain, others or {}, known)
-    return status
+    if isinstance(status["budget"], StateError):
+        status["problems"].append(str(status["budget"]))
+        status["budget"] = None
+    verdict = _verdict(record, rows, status, chain)
+    unreadable = status["problems"] and verdict.word not in ("finished", "stopped")
+    status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
+                  attention=verdict.text if verdict.fails else unreadable and (
+                      "a state file cannot be read: %s" % status["problems"][0]) or None)
+    if chain.problems and verdict.next and record.job is not None:  # resume refuses till then
+        status["next"] = "fix or delete the file named above, then: " + verdict.next
+    _show_other_jobs(status, chain, plan.others, known)
+    return status, verdict
+
+
+def _budget_of(budget_dir, budgets):
+    """The report of the shared budget in budget_dir (None: none), or the StateError reading it
+    raised; ``budgets`` keeps them, so that a budget shared by many chains is read once."""
+    if budget_dir and budget_dir not in budgets:
+        try:
+            budgets[budget_dir] = budget_report(budget_dir)
+        except StateError as error:
+            budgets[budget_dir] = error
+    return budgets.get(budget_dir) if budget_dir else None
 
 
 def _show_other_jobs(status, chain, others, known):
@@ -3547,77 +3549,131 @@ def _nothing_continues(record, rows, chain):
     return "its successor %s ended %s" % (record.successor, _state_words(successor["state"]))
 
 
-def needs_attention(status):
-    """Why ``status --check`` fails for a chain, or None: it failed, is broken, would not
-    continue if its running link ended, or has a state file its next link cannot read."""
-    word = status["verdict_word"]
-    if word in ("failed", "broken"):
-        return status["verdict"]
-    if status["would_not_continue"]:
-        return "nothing would continue the chain if its running link ended: %s" \
-            % status["would_not_continue"]
-    if word == "waiting" and any(row["reason"] in HELD_BY_SLURM or never_starts(row["reason"])
-                                 for row in status["jobs"]):
-        return status["verdict"]  # held or unrunnable until a person acts
-    if status["problems"] and word not in ("finished", "stopped"):
-        return "a state file cannot be read: %s" % status["problems"][0]
-    return None
+# status's verdicts by situation: (word, verdict, what to do next, whether ``status --check``
+# fails), filled in with str.format from the chain's facts (``resume``: the command that
+# continues it). A chain that its last record ended has its cause's verdict (STOP_CAUSES).
+VERDICTS = {
+    "unreadable": ("unknown", "cannot read the chain's state ({problem})",
+                   "fix or delete the named file, then run status again", True),
+    "cancelled": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
+                  "{resume} continues it (the walltime so far is kept)", False),
+    "cancelled unstarted": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
+                            "{submit_again}", False),
+    "running": ("running", "job {job} is {state}{left}", None, False),
+    "running alone": ("running", "job {job} is {state}{left}; nothing would continue the chain "
+                      "if it ended now: {alone}", "if it ends before its work is done, {resume} "
+                      "continues the chain", True),
+    "held": ("waiting", "job {job} is held (JobHeldUser)", "scontrol release {job} starts it",
+             False),
+    "held by Slurm": ("waiting", "job {job} is held ({reason}: {why})", "find out why (scontrol "
+                      "show job {job}; sinfo -R), then scontrol release {job} (an admin's hold "
+                      "needs an admin)", True),
+    "never starts": ("waiting", "job {job} is pending ({reason}) and never starts by itself: "
+                     "{why}", "fix its request (scontrol update JobId={job} ...), or "
+                     "resumable-chain cancel {run_dir}, then {resume} with sbatch options that "
+                     "fix it", True),
+    "pending": ("waiting", "job {job} is pending{because}", None, False),
+    "no answer": ("unknown", "Slurm did not answer ({errors}); the state files say what is "
+                  "shown", "try again when Slurm answers", False),
+    "no job": ("unknown", "no job recorded yet", None, False),
+    "first job died": ("broken", "job {job}, the chain's first job, ended {state} before its "
+                       "prologue ran (its guard could not replace it)", "{submit_again}", True),
+    "completed": ("finished", "job {job} COMPLETED", None, False),
+    "forgotten": ("unknown", "Slurm no longer knows job {job}", None, False),
+    "successor cancelled": ("stopped", "job {job} ended {state} and its successor {successor} "
+                            "was {successor_state} before it ran", "{resume} continues it",
+                            False),
+    "successor died": ("broken", "job {job} ended {state} and its successor {successor} ended "
+                       "{successor_raw}{on} before its prologue ran",
+                       "{resume} continues the chain", True),
+    "sbatch failed": ("broken", "job {job} ended {state} and its successor could not be queued "
+                      "({error})", "{resume} [sbatch options that fix it, e.g. -p PARTITION] "
+                      "continues the chain", True),
+    "no successor": ("broken", "job {job} ended {state} and no successor was queued",
+                     "{resume} continues the chain", True),
+    "guarded": ("waiting", "{broken}; its guard {guard} ({guard_state}) continues the chain",
+                None, False),
+}
+# status's verdict of a chain: text is "word: detail"; fails: whether status --check fails.
+Verdict = collections.namedtuple("Verdict", "word text detail next fails")
+
+
+def _verdict_of(situation, facts):
+    """The Verdict of a situation of VERDICTS, filled in with ``facts``."""
+    word, detail, then, fails = VERDICTS[situation]
+    detail = detail.format(**facts)
+    return Verdict(word, "%s: %s" % (word, detail), detail, then and then.format(**facts), fails)
 
 
 def _verdict(record, rows, status, chain):
-    """Return (the verdict's word, the verdict, what to do next or None). The words: running,
-    waiting, finished, stopped, failed, broken, unknown."""
-    resume = "resumable-chain resume %s" % shell_quote(status["run_dir"])
+    """The chain's Verdict: its situation's row of VERDICTS, or its cause's of STOP_CAUSES."""
+    facts = {"run_dir": shell_quote(status["run_dir"]),
+             "resume": "resumable-chain resume %s" % shell_quote(status["run_dir"]),
+             "submit_again": _submit_again(chain.submitted, status["run_dir"])}
     live = [row for row in rows if base_state(row["state"]) in LIVE_STATES]
     running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if chain.problems and record.job is None:
-        return ("unknown", "unknown: cannot read the chain's state (%s)" % chain.problems[0],
-                "fix or delete the named file, then run status again")
+        return _verdict_of("unreadable", dict(facts, problem=chain.problems[0]))
     if status["cancelled"] and not live:
-        return ("stopped", "stopped: cancelled with resumable-chain cancel (%s)"
-                % status["cancelled"],
-                _submit_again(chain.submitted, status["run_dir"]) if record.job is None else
-                "%s continues it (the walltime so far is kept)" % resume)
+        return _verdict_of("cancelled" if record.job is not None else "cancelled unstarted", dict(
+            facts, cancelled=status["cancelled"]))
     if record.action in ("complete", "fail", "stop"):
-        return _ended_verdict(record, rows, resume)
+        return _ended_verdict(record, rows, facts["resume"])
     if running:
         row = running[-1]
         left = (" (%s of its time limit left)" % format_duration(row["time_left"])
                 if row["time_left"] is not None else "")
-        verdict = "running: job %s is %s%s" % (row["job"], row["state"], left)
-        if status["would_not_continue"]:
-            return ("running", "%s; nothing would continue the chain if it ended now: %s"
-                    % (verdict, status["would_not_continue"]),
-                    "if it ends before its work is done, %s continues the chain" % resume)
-        return "running", verdict, None
-    if live:
-        return _waiting_verdict(live[-1], status["run_dir"], resume)
-    idle = _idle_verdict(record, rows, resume, status["slurm_errors"])
+        return _verdict_of("running alone" if status["would_not_continue"] else "running", dict(
+            facts, job=row["job"], state=row["state"], left=left,
+            alone=status["would_not_continue"]))
+    if live:  # a job that waits for a person says more than the newest
+        stuck = [row for row in live if row["reason"] in HELD_BY_SLURM or never_starts(
+            row["reason"])]
+        row = (stuck or live)[-1]
+        reason = row["reason"]
+        return _verdict_of(
+            "held" if reason == "JobHeldUser" else "held by Slurm" if reason in HELD_BY_SLURM
+            else "never starts" if stuck else "pending", dict(
+                facts, job=row["job"], reason=reason, because=" (%s)" % reason if reason else "",
+                why=HELD_BY_SLURM.get(reason) or never_starts(reason)))
+    situation, facts = _idle(record, rows, status["slurm_errors"], facts)
     guard = status["guard"]
-    if idle[0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
-        return ("waiting", "waiting: %s; its guard %s (%s) continues the chain" % (
-            idle[1].partition(": ")[2], guard["job"], guard["state"]), None)
-    return idle
+    if VERDICTS[situation][0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
+        return _verdict_of("guarded", dict(facts, guard=guard["job"], guard_state=guard["state"],
+                                           broken=_verdict_of(situation, facts).detail))
+    return _verdict_of(situation, facts)
 
 
-def _waiting_verdict(row, run_dir, resume):
-    """The verdict of a chain whose newest live job (``row``) is pending."""
-    if row["reason"] == "JobHeldUser":
-        return ("waiting", "waiting: job %s is held (JobHeldUser)" % row["job"],
-                "scontrol release %s starts it" % row["job"])
-    if row["reason"] in HELD_BY_SLURM:
-        return ("waiting", "waiting: job %s is held (%s: %s)" % (
-            row["job"], row["reason"], HELD_BY_SLURM[row["reason"]]),
-                "find out why (scontrol show job %s; sinfo -R), then scontrol release %s "
-                "(an admin's hold needs an admin)" % (row["job"], row["job"]))
-    if never_starts(row["reason"]):
-        return ("waiting", "waiting: job %s is pending (%s) and never starts by itself: %s"
-                % (row["job"], row["reason"], never_starts(row["reason"])),
-                "fix its request (scontrol update JobId=%s ...), or resumable-chain cancel %s,"
-                " then %s with sbatch options that fix it" % (
-                    row["job"], shell_quote(run_dir), resume))
-    return "waiting", "waiting: job %s is pending%s" % (
-        row["job"], " (%s)" % row["reason"] if row["reason"] else ""), None
+def _idle(record, rows, unanswered, facts):
+    """(situation, facts) of a chain with nothing queued or running and no record that ended
+    it; what Slurm did not say cannot make a chain look ended."""
+    links = [row for row in rows if row["link"]]
+    first = next((row for row in rows if row["role"] == "first job"), None)
+    if not (unanswered or links) and first and is_final(first["state"]):
+        return "first job died", dict(facts, job=first["job"], state=_state_words(
+            first["state"]))
+    if unanswered or not links:
+        return ("no answer" if unanswered else "no job"), dict(facts,
+                                                              errors="; ".join(unanswered))
+    last = links[-1]
+    facts = dict(facts, job=last["job"], state=_state_words(last["state"]))
+    if base_state(last["state"]) == "COMPLETED":
+        return "completed", facts
+    if last["state"] == "UNKNOWN":
+        return "forgotten", facts
+    successor = next((row for row in rows if row["role"] == "successor"), None)
+    if successor:
+        facts.update(successor=successor["job"], successor_raw=successor["state"],
+                     successor_state=_state_words(successor["state"]),
+                     on=" on %s" % successor["nodes"] if successor["nodes"] else "")
+        if base_state(successor["state"]) == "CANCELLED" and \
+                successor["state"] != "CANCELLED" and not successor["nodes"]:
+            # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
+            return "successor cancelled", facts
+        return "successor died", facts
+    if record.successor_error and record.job == last["job"]:
+        return "sbatch failed", dict(facts, error=record.successor_error)
+    return "no successor", facts
 
 
 def _submit_again(submitted, run_dir):
@@ -3640,7 +3696,7 @@ def _submit_again(submitted, run_dir):
 
 
 def _ended_verdict(record, rows, resume):
-    """The verdict of a chain whose last record ended it, by its cause."""
+    """The Verdict of a chain whose last record ended it, by its cause."""
     # sacct says who cancelled the predecessor (the controller, which the link asked, does not)
     predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
     cause = record.cause
@@ -3649,49 +3705,14 @@ def _ended_verdict(record, rows, resume):
     words = dict(record._asdict(), resume=resume, cancelled_by=_state_words(
         predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
             record.budget_dir or "DIR"))
-    word, verdict, then = STOP_CAUSES[cause]
-    return word, verdict.format(**words), then and then.format(**words)
-
-
-def _idle_verdict(record, rows, resume, unanswered):
-    """The verdict of a chain with nothing queued or running and no record that ended it."""
-    if unanswered:  # what Slurm did not say cannot make a chain look ended
-        return ("unknown", "unknown: Slurm did not answer (%s); the state files say what is "
-                "shown" % "; ".join(unanswered), "try again when Slurm answers")
-    links = [row for row in rows if row["link"]]
-    first = next((row for row in rows if row["role"] == "first job"), None)
-    if not links and first and is_final(first["state"]):  # its guard could not replace it
-        return ("broken", "broken: job %s, the chain's first job, ended %s before its prologue "
-                "ran" % (first["job"], _state_words(first["state"])), "submit again")
-    if not links:
-        return "unknown", "unknown: no job recorded yet", None
-    last = links[-1]
-    if base_state(last["state"]) == "COMPLETED":
-        return "finished", "finished: job %s COMPLETED" % last["job"], None
-    if last["state"] == "UNKNOWN":
-        return "unknown", "unknown: Slurm no longer knows job %s" % last["job"], None
-    successor = next((row for row in rows if row["role"] == "successor"), None)
-    broken = "broken: job %s ended %s and " % (last["job"], _state_words(last["state"]))
-    if successor and base_state(successor["state"]) == "CANCELLED" and \
-            successor["state"] != "CANCELLED" and not successor["nodes"]:  # a person, on purpose
-        # (slurmd cancels a job whose node Prolog failed: that one had its nodes)
-        return ("stopped", "stopped: job %s ended %s and its successor %s was %s before it ran"
-                % (last["job"], _state_words(last["state"]), successor["job"],
-                   _state_words(successor["state"])), "%s continues it" % resume)
-    if successor:
-        return ("broken", broken + "its successor %s ended %s%s before its prologue ran" % (
-            successor["job"], successor["state"], " on %s" % successor["nodes"]
-            if successor["nodes"] else ""), "%s continues the chain" % resume)
-    if record.successor_error and record.job == last["job"]:
-        return ("broken", broken + "its successor could not be queued (%s)"
-                % record.successor_error,
-                "%s [sbatch options that fix it, e.g. -p PARTITION] continues the chain" % resume)
-    return "broken", broken + "no successor was queued", "%s continues the chain" % resume
+    word, text, then = STOP_CAUSES[cause]  # the detail: the text after its word
+    return Verdict(word, text.format(**words), text.partition(": ")[2].format(**words),
+                   then and then.format(**words), word == "failed")
 
 
 def budget_report(budget_dir):
-    """Return the shared budget's figures (what ``budget --json`` prints), links that ended
-    settled in what it shows only: a look writes nothing (the next link to draw settles them)."""
+    """The shared budget's figures (what ``budget --json`` prints), ended links settled in what
+    it shows only: a look writes nothing (the next link to draw settles them)."""
     budget = chain_store(budget_dir).read_budget()
     try:
         settled = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
@@ -3722,14 +3743,9 @@ def set_budget(budget_dir, cap):
 
 
 def cancel_chain(run_dir, dry_run=False):
-    """Stop a chain for good: mark it, cancel pending successors, then the running link.
-
-    The mark makes any link that still starts stop without work. Verifies that
-    nothing of the chain is left, cancelling again what started meanwhile. A chain that
-    already ended is left as it is. Returns {"cancelled": [...], "leftover": [...],
-    "dry_run": bool, "errors": [...], "log": [what the notify command did], "ended": why
-    nothing was done (only for a chain that ended)}.
-    """
+    """Stop a chain for good: mark it (a link that still starts stops without work), cancel its
+    pending jobs, then its running link, again until none is left. A chain that ended is left
+    as it is (``ended`` says why). Returns {cancelled, leftover, dry_run, errors, log}."""
     chain = open_chain(run_dir)
     ended = _already_ended(run_dir, chain)
     if ended:  # nothing to stop: a cancel mark would turn it into "stopped"
@@ -3750,20 +3766,16 @@ def cancel_chain(run_dir, dry_run=False):
 
 
 def _already_ended(run_dir, chain):
-    """Why cancel leaves a chain as it is ("already finished (job 7 COMPLETED): nothing to
-    cancel"), or None: nothing of it is queued or running and status's verdict says it ended
-    (finished, stopped, failed; a broken chain is marked, so that it reads stopped)."""
+    """Why cancel leaves a chain as it is, or None: nothing of it is queued or running and
+    status's verdict is an end (a chain a person scancelled is not: the mark ends it)."""
     if any(_queued_chain_jobs(chain.candidates(), cluster_to_ask(chain.cluster())[0])):
         return None
-    status = chains_status([run_dir])[0]
-    if status["verdict_word"] not in ("finished", "stopped", "failed"):
+    verdict = _statuses([run_dir], COLLECTION_ROWS)[0][1]
+    scancelled = verdict.word == "stopped" and not chain.cancelled and \
+        (chain.record or Record()).action in WORK_ACTIONS
+    if verdict.word not in ("finished", "stopped", "failed") or scancelled:
         return None
-    record = chain.record or Record()
-    if status["verdict_word"] == "stopped" and record.action in WORK_ACTIONS and \
-            not chain.cancelled:  # stopped by a person's scancel: the mark says it ended
-        return None
-    return "already %s (%s): nothing to cancel" % (status["verdict_word"],
-                                                   status["verdict"].partition(": ")[2])
+    return "already %s (%s): nothing to cancel" % (verdict.word, verdict.detail)
 
 
 def _cancel_locked(store):
@@ -3841,42 +3853,23 @@ def read_batch_script(script):
     return header, body
 
 
-def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_MAX_RETRIES,
+def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAULT_MAX_RETRIES,
                  max_walltime=None, force=False, python="python3", budget_dir=None,
                  notify=None, warn=None):
-    """Make SCRIPT resumable in run_dir and submit its first job; all or nothing.
-
-    The first job is submitted held; only once sbatch accepted it is a live
-    chain in run_dir cancelled (with ``force``; without, one is refused), are
-    the files written (the previous chain's moved to ``*.prev``) and is the
-    job released; if any of that fails, the held job is cancelled. Returns
-    {"job": first job ID, "script": the copy, "cancelled": [the live chain's
-    jobs that --force cancelled]}.
-    """
+    """Make SCRIPT resumable in run_dir and submit its first job, all or nothing: held until
+    the live chain is cancelled (``force``) and the files are written (the previous chain's
+    kept as ``*.prev``). Returns {"job", "script": the copy, "cancelled", "held"}."""
     header, body = read_batch_script(script)
     sbatch_args = check_sbatch_args(sbatch_args, allowed=("--hold",))
     hold = "--hold" in option_names(sbatch_args)  # the first job only
-    sbatch_args = without_options(sbatch_args, ("--hold",))
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     notify, warn = check_notify(notify), check_warn(warn)
     run_dir = os.path.abspath(run_dir)
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
-    old = open_chain(run_dir, must_exist=False)
-    live = queued_jobs(old.candidates(), cluster=cluster_to_ask(old.cluster())[0])
-    if live and not force:
-        raise StateError("%s holds a live chain (%s): cancel it first (resumable-chain cancel %s) "
-                         "or pass --force to cancel it and start anew" % (run_dir, ", ".join(
-                             "job %s %s" % (job.job_id, job.state) for job in live), run_dir))
-    given = option_names(script_directives(header) + sbatch_args)
-    if "--output" not in given:
-        sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
-    if "--chdir" not in given:  # the links work in the run directory, not where submit ran
-        sbatch_args = ["--chdir=" + run_dir] + sbatch_args
-    if "--job-name" not in given:  # after the chain (sbatch would name it after our copy):
-        # squeue shows the first 8 characters, the same script's chains apart
-        sbatch_args = ["--job-name=" + (os.path.basename(run_dir) or os.path.basename(script))
-                       ] + sbatch_args
+    live = _live_chain(run_dir, force)
+    sbatch_args = _chain_defaults(run_dir, script, header, without_options(sbatch_args,
+                                                                           ("--hold",)))
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     first_job, named = _submit_staged(
         run_dir, script_args, ["--hold", "--no-requeue"] + sbatch_args, lambda: header
@@ -3901,10 +3894,35 @@ def submit_chain(run_dir, script, script_args, sbatch_args, max_retries=DEFAULT_
             "guard": submitted["guard"], "guard_error": guard_error}
 
 
+def _live_chain(run_dir, force):
+    """The queued or running jobs of the chain in run_dir; StateError if any, unless ``force``."""
+    old = open_chain(run_dir, must_exist=False)
+    live = queued_jobs(old.candidates(), cluster=cluster_to_ask(old.cluster())[0])
+    if live and not force:
+        raise StateError("%s holds a live chain (%s): cancel it first (resumable-chain cancel %s) "
+                         "or pass --force to cancel it and start anew" % (run_dir, ", ".join(
+                             "job %s %s" % (job.job_id, job.state) for job in live), run_dir))
+    return live
+
+
+def _chain_defaults(run_dir, script, header, sbatch_args):
+    """sbatch_args with the options every link needs and neither they nor the script give:
+    output and working directory in the run directory, the job named after the chain."""
+    given = option_names(script_directives(header) + sbatch_args)
+    if "--output" not in given:
+        sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
+    if "--chdir" not in given:  # the links work in the run directory, not where submit ran
+        sbatch_args = ["--chdir=" + run_dir] + sbatch_args
+    if "--job-name" not in given:  # sbatch would name it after our copy; squeue shows 8
+        # characters: the chain's name tells the same script's chains apart
+        sbatch_args = ["--job-name=" + (os.path.basename(run_dir) or os.path.basename(script))
+                       ] + sbatch_args
+    return sbatch_args
+
+
 def _submit_staged(run_dir, script_args, options, render):
     """Create the run directory, write the script ``render()`` returns into it (staged) and
-    submit it; if any of that fails, remove what it made (nothing changes unless sbatch
-    accepts the job). Returns the job ID."""
+    submit it; if any of that fails, remove what it made. Returns the job ID."""
     created = make_run_dir(run_dir)
     store = chain_store(run_dir)
     try:
@@ -3939,25 +3957,16 @@ def _install_chain(run_dir, force, copy_path, submitted):
     return cancelled
 
 
-def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sbatch_args=None,
-                 notify=None, warn=None):
-    """Queue one link that continues a chain that ended (failed, stopped, cancelled, broken).
-
-    Keeps the history and the walltime (the last link's time is counted now if
-    no successor ever did), starts the retries afresh, and applies new caps
-    from this link on. The link is submitted held and without a dependency
-    (Slurm 23.02+ refuses one on a job it forgot); the journal tells it what
-    it continues. ``sbatch_args`` replace the recorded options of the same
-    name, for this link and every later one; so does ``notify`` the chain's
-    notify command, and ``warn`` its warning. Returns {"job": ID, "walltime": seconds, "counted":
-    seconds, "log": [what the notify command did]}.
-    """
+def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
+                 sbatch_args=None, notify=None, warn=None):
+    """Queue one link that continues a chain that ended (failed, stopped, cancelled, broken),
+    keeping its history and walltime; caps, ``sbatch_args``, ``notify`` and ``warn`` given
+    replace the recorded ones from it on. Returns {"job", "walltime", "counted", "log"}."""
     run_dir = os.path.abspath(run_dir)
     given = check_sbatch_args(sbatch_args or ())
-    if max_retries is not None:
-        max_retries = check_max_retries(max_retries)
-    max_walltime = check_max_walltime(max_walltime)
-    notify, warn = check_notify(notify), check_warn(warn)
+    options = {"max_retries": None if max_retries is None else check_max_retries(max_retries),
+               "max_walltime": check_max_walltime(max_walltime),
+               "notify": check_notify(notify), "warn": check_warn(warn)}
     if not os.path.isdir(run_dir):
         raise StateError("%s is not a directory" % run_dir)
     store = chain_store(run_dir)
@@ -3974,31 +3983,14 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
         next_link = _recorded_next_link(store, previous)
         next_link = next_link._replace(sbatch_args=without_options(
             next_link.sbatch_args, option_names(given)) + given)
-        walltime = (snapshot.walltime or 0) + counted
-        caps = Settings(previous.max_retries if max_retries is None else max_retries,
-                        previous.max_walltime if max_walltime is None else max_walltime)
-        if caps.max_walltime is not None and caps.max_walltime - walltime < MIN_TIME_LIMIT:
-            raise StateError("the chain used %s of its max_walltime %s: pass --max-walltime with "
-                             "a larger cap (at least %s)" % (
-                                 format_duration(walltime), format_duration(caps.max_walltime),
-                                 format_duration(walltime + MIN_TIME_LIMIT)))
+        record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
+            cluster=cluster, next=next_link._asdict())
         job, _ = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
                              next_link.script, next_link.script_args, cwd=next_link.workdir,
                              cluster=target, named=True)
         guard, guard_error = (None, "not on this cluster") if target else queue_guard(
             job, run_dir, next_link.job_name, os.environ)
-        record = Record(job=job, predecessor=previous.job, predecessor_state=state,
-                        predecessor_elapsed=counted, source="resume", action="resume",
-                        reason="resumed with resumable-chain resume after %s" % _what_ended(
-                            previous, state),
-                        walltime=walltime, retries=0, max_retries=caps.max_retries,
-                        max_walltime=caps.max_walltime, settings_from="resume",
-                        budget_dir=previous.budget_dir, cluster=cluster,
-                        notify=previous.notify if notify is None else notify,
-                        warn=previous.warn if warn is None else warn,
-                        link=link_number(chain_length(snapshot), "resume"), successor=None,
-                        guarded_by=guard,
-                        next=next_link._asdict(), phase="queued", time=int(now()))
+        record = record._replace(job=job, guarded_by=guard, time=int(now()))
 
         def install():
             store.apply(snapshot, record, chain=False)
@@ -4011,12 +4003,33 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, now=time.time, sb
     if guard_error:
         log.insert(0, "WARNING: could not queue a guard for job %s (%s): if it dies before its "
                    "prologue, resume again" % (job, guard_error))
-    return {"job": job, "walltime": walltime, "counted": counted, "log": log}
+    return {"job": job, "walltime": record.walltime, "counted": counted, "log": log}
+
+
+def _resumed_record(snapshot, previous, last_link, options):
+    """The journal record of a resumed link but its job, cluster and next link; ``last_link``:
+    (seconds counted now, its state); ``options`` given (None: as recorded). Retries restart."""
+    counted, state = last_link
+    walltime = (snapshot.walltime or 0) + counted
+    kept = dict((name, getattr(previous, name) if value is None else value)
+                for name, value in options.items())
+    cap = kept["max_walltime"]
+    if cap is not None and cap - walltime < MIN_TIME_LIMIT:
+        raise StateError("the chain used %s of its max_walltime %s: pass --max-walltime with "
+                         "a larger cap (at least %s)" % (
+                             format_duration(walltime), format_duration(cap),
+                             format_duration(walltime + MIN_TIME_LIMIT)))
+    return Record(predecessor=previous.job, predecessor_state=state,
+                  predecessor_elapsed=counted, source="resume", action="resume",
+                  reason="resumed with resumable-chain resume after %s" % _what_ended(
+                      previous, state), walltime=walltime, retries=0, settings_from="resume",
+                  budget_dir=previous.budget_dir, successor=None, phase="queued",
+                  link=link_number(chain_length(snapshot), "resume"), **kept)
 
 
 def _what_ended(previous, state):
-    """How the chain a resume continues ended, in words: "the chain failed (job 7)", "job 7
-    ended TIMEOUT" (``state``: how its last link ended, if resume counted it)."""
+    """How the chain a resume continues ended: "the chain failed (job 7)", "job 7 ended
+    TIMEOUT" (``state``: how its last link ended, if resume counted it)."""
     if previous.action in EVENT_OF_ACTION:
         return "the chain %s (job %s)" % (EVENT_OF_ACTION[previous.action], previous.job)
     return "job %s ended %s" % (previous.job, _state_words(state)) if state else \
@@ -4682,9 +4695,10 @@ def submit_command(argv):
     ours, sbatch_args, script, script_args = split_submit_argv(argv)
     arguments = _build_parser().parse_args(["submit"] + ours)
     result = submit_chain(arguments.run_dir, script, script_args, sbatch_args,
-                          arguments.max_retries, arguments.max_walltime, arguments.force,
-                          arguments.python, arguments.budget_dir, arguments.notify,
-                          arguments.warn)
+                          max_retries=arguments.max_retries, max_walltime=arguments.max_walltime,
+                          force=arguments.force, python=arguments.python,
+                          budget_dir=arguments.budget_dir, notify=arguments.notify,
+                          warn=arguments.warn)
     if result["cancelled"]:
         _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
     _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,

@@ -258,7 +258,7 @@ class History(object):
         if not held:
             return False
         status = rc.chain_status(self.run_dir)
-        if not rc.needs_attention(status):
+        if not status["attention"]:
             self.fail(3, "job %s is held and nothing continues the chain, but status --check "
                          "sees nothing wrong: %s" % (held[0], status["verdict"]))
         self.slurm(["scontrol", "release", held[0]])
@@ -588,8 +588,8 @@ class History(object):
                                            status["verdict"]))
         expected = "finished" if finished else {"max_retries": "failed",
                                                 "the guard gave up": "broken"}.get(why, "stopped")
-        if status["verdict_word"] != expected or status["jobs"] and rc.needs_attention(
-                status) and expected not in ("failed", "broken"):
+        if status["verdict_word"] != expected or status["jobs"] and status["attention"] \
+                and expected not in ("failed", "broken"):
             self.fail(3, "the chain ended (%s) but status says %s (attention: %s)" % (
                 "work finished" if finished else why, status["verdict"], status["attention"]))
 

@@ -1101,6 +1101,16 @@ def test_status_check_exit_status(cluster, tmp_path, capsys, monkeypatch, situat
     assert bool(report["attention"]) == bool(check_status)
 
 
+def test_a_link_slurm_held_after_a_requeue_is_the_waiting_verdicts_job_not_its_successor(
+        cluster, run_dir, capsys, monkeypatch):
+    start_chain(cluster, run_dir)  # link 100 queued its successor, then Slurm requeued and held it
+    cluster.set_job(100, state="PENDING", reason="launch_failed_requeued_held")
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["verdict"] == ("waiting: job 100 is held (launch_failed_requeued_held: %s)"
+                                 % rc.HELD_BY_SLURM["launch_failed_requeued_held"])
+    assert report["attention"] == report["verdict"]
+
+
 def test_a_running_link_whose_successor_was_cancelled_says_nothing_would_continue(
         cluster, tmp_path, capsys, monkeypatch):
     run_dir = collection_chain(cluster, str(tmp_path / "runs"), "a",
