@@ -270,7 +270,8 @@ SUBMIT_WORDS = [
 @pytest.mark.parametrize("words,expected", [r[1:] for r in SUBMIT_WORDS],
                          ids=[r[0] for r in SUBMIT_WORDS])
 def test_split_submit_words(words, expected):
-    assert rc.split_submit_argv(words) == expected
+    ours, (sbatch_args, script, script_args) = rc.split_submit_argv(words)
+    assert (ours, sbatch_args, script, script_args) == expected
 
 
 @pytest.mark.parametrize("words,message", [
