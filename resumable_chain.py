@@ -4243,37 +4243,36 @@ def _recorded_next_link(store, previous):
 
 
 # ---------------------------------------------------------------------------
-# 9. Command line: one argparse parser for the user's commands; all printing is here
+# 9. Command line: one table of the user's commands (argparse reads them), one reader of the
+#    in-job steps' words; all printing is here
 # ---------------------------------------------------------------------------
 
+# What checks the value of an option, for the user's commands and the in-job steps alike.
+OPTION_CHECKS = {"--max-retries": retries_from_text, "--max-walltime": check_max_walltime,
+                 "--notify": check_notify, "--warn": check_warn}
 DURATION_HELP = "a Slurm duration such as 48:00:00 (a bare number is minutes) or seconds as 5400s"
 CHAINS_OWN = " (default: the chain's own)"
-# The user's options: metavar (None: a flag), the check of its value (the in-job step checks
-# the prologue's options with it too) and help; where an option means more for one command,
-# OPTION_HELP_FOR["COMMAND --option"] says what.
-USER_OPTIONS = {
-    "--max-retries": ("N", retries_from_text, "failures (not timeouts) retried before the "
-                      "chain fails (default %d)" % DEFAULT_MAX_RETRIES),
-    "--max-walltime": ("T", check_max_walltime, "cap on the chain's accumulated walltime: "
-                       + DURATION_HELP + "; at least one minute (default: none)"),
-    "--script": ("PATH", None, "script the successor is submitted with (default: the job's own)"),
-    "--force": (None, None, "if DIR holds a live chain, cancel it (printing its job IDs) and "
-                            "start a new one; its files are kept as *.prev"),
-    "--python": ("PY", None, "interpreter on the compute nodes (default python3)"),
-    "--budget-dir": ("B", None, "draw every link's time from the shared walltime budget in B "
-                                "(created with: resumable-chain budget B --max-walltime T)"),
-    "--notify": ("CMD", check_notify, "run CMD with /bin/sh -c once per chain event (%s), with "
-                 "RESUMABLE_CHAIN_EVENT, _DIR, _JOB, _LINK, _REASON set; at most %d s"
-                 % (", ".join(EVENTS), NOTIFY_TIMEOUT)),
-    "--warn": ("SIG@S", check_warn, "send SIG to the work S seconds before each link ends, "
-               "whatever ends it (its time limit, a limit lowered for --max-walltime or a "
-               "budget), e.g. USR1@120; the work also finds the end in RESUMABLE_CHAIN_END"),
-    "--json": (None, None, "print one JSON object (a list for several chains)"),
-    "--check": (None, None, "exit 1 when a chain needs a person (failed, broken, would not "
-                            "continue)"),
-    "--dry-run": (None, None, "only print what would be done"),
-}
-OPTION_HELP_FOR = {
+# The help of the user's options; "COMMAND --option" where it means more for that command.
+OPTION_HELP = {
+    "--max-retries": "failures (not timeouts) retried before the chain fails (default %d)"
+                     % DEFAULT_MAX_RETRIES,
+    "--max-walltime": "cap on the chain's accumulated walltime: " + DURATION_HELP
+                      + "; at least one minute (default: none)",
+    "--script": "script the successor is submitted with (default: the job's own)",
+    "--force": "if DIR holds a live chain, cancel it (printing its job IDs) and start a new one; "
+               "its files are kept as *.prev",
+    "--python": "interpreter on the compute nodes (default python3)",
+    "--budget-dir": "draw every link's time from the shared walltime budget in B (created "
+                    "with: resumable-chain budget B --max-walltime T)",
+    "--notify": "run CMD with /bin/sh -c once per chain event (%s), with RESUMABLE_CHAIN_EVENT, "
+                "_DIR, _JOB, _LINK, _REASON set; at most %d s" % (", ".join(EVENTS),
+                                                                  NOTIFY_TIMEOUT),
+    "--warn": "send SIG to the work S seconds before each link ends, whatever ends it (its time "
+              "limit, a limit lowered for --max-walltime or a budget), e.g. USR1@120; the work "
+              "also finds the end in RESUMABLE_CHAIN_END",
+    "--json": "print one JSON object (a list for several chains)",
+    "--check": "exit 1 when a chain needs a person (failed, broken, would not continue)",
+    "--dry-run": "only print what would be done",
     "resume --max-retries": "failures (not timeouts) retried before the chain fails"
                             + CHAINS_OWN,
     "resume --max-walltime": "a new cap on the accumulated walltime" + CHAINS_OWN,
@@ -4285,12 +4284,22 @@ OPTION_HELP_FOR = {
 }
 
 
-def split_submit_argv(argv):
-    """Split ``submit``'s words: (DIR and our options, (sbatch options, SCRIPT, its arguments)).
+def usage_options(usage):
+    """{--NAME: its metavar, "" for a flag}, in order, of a usage line that writes them
+    ``[--NAME]``, ``[--NAME META]``, ``[--NAME=META]`` or ``--NAME=META``."""
+    words, options = usage.split(), collections.OrderedDict()
+    for index, word in enumerate(words):
+        name, _, metavar = word.strip("[]").partition("=")
+        if name.startswith("--") and name != "--":
+            if word.startswith("[") and not word.endswith("]"):
+                metavar = words[index + 1].rstrip("]")
+            options[name] = metavar
+    return options
 
-    sbatch options may be written as sbatch takes them (``-p debug``, ``--partition debug``,
-    ``--partition=debug``). Without ``--``, options of ours after SCRIPT are refused: they would
-    silently go to the script."""
+
+def split_submit_argv(argv):
+    """``submit``'s words apart: (DIR and our options, (sbatch options, SCRIPT, its arguments)).
+    Without ``--``, an option of ours after SCRIPT is refused: it would go to the script."""
     dashes = argv.index("--") if "--" in argv else len(argv)
     ours, sbatch_args, index = _split_options("submit", argv[:dashes])
     words = argv[dashes + 1:] if dashes < len(argv) else argv[index:]
@@ -4300,7 +4309,7 @@ def split_submit_argv(argv):
         raise ValueError("submit: give SCRIPT after --" if dashes < len(argv) else
                          "submit: give DIR first and SCRIPT after the options (see submit --help)")
     misplaced = [word for word in words[1:]
-                 if word.split("=", 1)[0] in USER_COMMANDS["submit"].options]
+                 if word.split("=", 1)[0] in usage_options(USER_COMMANDS["submit"].usage)]
     if misplaced and dashes == len(argv):
         raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
                          "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
@@ -4318,17 +4327,15 @@ def split_resume_argv(argv):
 
 
 def _split_options(command, words):
-    """The DIRs (submit: one) and the command's options (with their values) apart from the
-    sbatch options, order kept, up to the first word after the DIRs that is neither; returns
-    (DIRs and ours, sbatch options, that word's index). Options are read as sbatch reads them
-    (unique prefixes); ours spelled out."""
-    options = USER_COMMANDS[command].options
-    own_values = frozenset(name for name in options if USER_OPTIONS[name][0])
+    """(DIRs and the command's options, sbatch options, the index of the first word after the
+    DIRs that is neither), order kept; options read as sbatch reads them, ours spelled out."""
+    options = usage_options(USER_COMMANDS[command].usage)
+    own_values = frozenset(name for name in options if options[name])
     own_flags = frozenset(options) - own_values
     ours, sbatch_args, index, run_dirs = [], [], 0, []
     while index < len(words):
         if not words[index].startswith("-"):  # DIR (options may come before it), then SCRIPT
-            if run_dirs and not USER_COMMANDS[command].several:
+            if run_dirs and "DIR..." not in USER_COMMANDS[command].usage:
                 break
             run_dirs, index = run_dirs + [words[index]], index + 1
             continue
@@ -4343,8 +4350,8 @@ def _split_options(command, words):
 
 
 def _build_parser():
-    """The user's commands' parser, from USER_COMMANDS and USER_OPTIONS. An option not given is
-    left out (argparse.SUPPRESS): the command's function has its default."""
+    """The user's commands' parser, from USER_COMMANDS. An option not given is left out
+    (argparse.SUPPRESS): the command's function has its default."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -4365,27 +4372,21 @@ def _build_parser():
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in USER_COMMANDS.items():
         sub = commands.add_parser(name, formatter_class=formatter, help=command.help,
-                                  description=command.description, usage=_usage(name, command),
+                                  description=command.description,
+                                  usage="resumable-chain %s %s" % (name, command.usage),
                                   epilog="example:\n  " + command.example)
-        sub.add_argument("run_dir", metavar="DIR", nargs="+" if command.several else None,
-                         help=command.dirs)
-        for option in command.options:
-            metavar, check, text = USER_OPTIONS[option]
-            text = OPTION_HELP_FOR.get("%s %s" % (name, option), text)
-            if metavar is None:
-                sub.add_argument(option, action="store_true", default=argparse.SUPPRESS,
-                                 help=text)
-            else:
+        sub.add_argument("run_dir", metavar="DIR", help=command.dirs,
+                         nargs="+" if "DIR..." in command.usage else None)
+        for option, metavar in usage_options(command.usage).items():
+            text = OPTION_HELP.get("%s %s" % (name, option)) or OPTION_HELP[option]
+            if metavar:
+                check = OPTION_CHECKS.get(option)
                 sub.add_argument(option, metavar=metavar, default=argparse.SUPPRESS, help=text,
                                  type=check and checked(check))
+            else:
+                sub.add_argument(option, action="store_true", default=argparse.SUPPRESS,
+                                 help=text)
     return parser
-
-
-def _usage(name, command):
-    options = ["[%s]" % " ".join(filter(None, (option, USER_OPTIONS[option][0])))
-               for option in command.options]
-    return " ".join(filter(None, ["resumable-chain", name, "DIR [DIR...]" if command.several
-                                  else "DIR"] + options + [command.tail]))
 
 
 def format_status(status):
@@ -4499,17 +4500,6 @@ def format_collection(statuses):
     return "\n".join(lines) + "\n"
 
 
-PROLOGUE_HELP = """\
-The in-job step that the rendered prologue runs (see render): decide from the predecessor's
-final state, record it in DIR and queue the successor. Prints the RESUMABLE_CHAIN_* exports for
-the work on stdout. Exit 0: run the work; 3: the chain is done (exit 0 without work); 1:
-max_retries exceeded; 2: bad input or state.
-
-example (inside a batch job):
-  python3 resumable_chain.py prologue --max-retries 3 --script="$0" runs/gpqa -- "$@"
-"""
-
-
 def _pretty_json(value):
     # A lone surrogate (from a state file) is not JSON that every reader takes: its escape text.
     return json.dumps(_each_text(value, lambda text: text.encode(
@@ -4551,7 +4541,14 @@ def _write(text):
 
 def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
                      sbatch_args=(), script_args=(), budget_dir=None, **notify_and_warn):
-    """The rendered prologue's entry: run the in-job step, print the exports for the work."""
+    """The in-job step that the rendered prologue runs (see render): decide from the
+    predecessor's final state, record it in DIR and queue the successor. Prints the
+    RESUMABLE_CHAIN_* exports for the work on stdout. Exit 0: run the work; 3: the chain is done
+    (exit 0 without work); 1: max_retries exceeded; 2: bad input or state.
+
+    example (inside a batch job):
+      python3 resumable_chain.py prologue --max-retries=3 --script="$0" runs/gpqa -- "$@"
+    """
     settings = Settings(max_retries, max_walltime)
     # Not strict: render checked the options, and a running chain must not stop over a table.
     sbatch_args = check_sbatch_args(sbatch_args, strict=False)
@@ -4720,6 +4717,7 @@ def signal_work(shell, signum, proc="/proc"):
 
 
 def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
+    """The timer start_warner starts (see above)."""
     if not is_digits(end) or not is_digits(shell):
         raise ValueError("warn-work: give SIG@S END SHELL (a link starts this by itself)")
     signum, seconds = warn_signal(warn)
@@ -4781,6 +4779,7 @@ def while_working_command(run_dir, again=False):
 
 
 def finished_command(run_dir):
+    """The rendered exit trap's step once the work exited 0: the chain finished."""
     run_dir = os.path.abspath(run_dir)
     event, command, warnings = work_finished(run_dir, os.environ)
     for warning in warnings:
@@ -4791,8 +4790,8 @@ def finished_command(run_dir):
 
 
 def guard_command(run_dir, job, *defaults, after=None):
-    """``defaults``: the user's SBATCH_NAME=VALUE variables; the guard itself is queued without
-    them, the links it queues get them back from its words."""
+    """The step of the guard that LINK queued for JOB, its successor. SBATCH_NAME=VALUE: the
+    user's SBATCH_* variables; the guard is queued without them, its links get them back."""
     if not all(map(is_job_id, [job] if after is None else [job, after])) or not all(
             word.startswith("SBATCH_") and "=" in word for word in defaults):
         raise ValueError("guard: give DIR, the JOB it guards, --after=LINK and SBATCH_NAME=VALUE "
@@ -4848,9 +4847,9 @@ def status_command(paths, json=False, check=False):
 
 
 def _each_chain(run_dirs, operation):
-    """Run ``operation(run_dir, log)`` -> (exit status, line) for each chain and print its line
-    (after the directory, when there are several: one chain's error does not stop the rest);
-    ``log`` logs a line about that chain. Return the worst exit status."""
+    """Run ``operation(run_dir, log)`` -> (exit status, line) for each chain, print its line
+    (after the directory, when there are several: one chain's error does not stop the rest) and
+    return the worst exit status; ``log`` logs a line about that chain."""
     if len(run_dirs) == 1:
         status, line = operation(run_dirs[0], _log)
         _say(line + "\n")
@@ -4918,24 +4917,26 @@ def _split_at_dashes(words):
 
 
 # The user's commands: ``run(DIR or [DIR...], *what split() took from the words, **the options
-# given)``; split() takes apart what argparse does not read (None: nothing may follow --).
+# given)``; split() takes apart what argparse does not read (None: nothing may follow --). The
+# usage names the options (usage_options) and says whether DIR may be several (DIR...).
 UserCommand = collections.namedtuple(
-    "UserCommand", "run split options tail several dirs help description example")
+    "UserCommand", "run split usage dirs help description example")
 ONE_RUN_DIR = "the run directory holding the state"
 USER_COMMANDS = {
     "render": UserCommand(
-        run=render_command, split=_split_at_dashes, several=False, dirs=ONE_RUN_DIR,
-        options=("--max-retries", "--max-walltime", "--script", "--python", "--budget-dir",
-                 "--notify", "--warn"), tail="[-- SBATCH_ARGS...]",
+        run=render_command, split=_split_at_dashes, dirs=ONE_RUN_DIR,
+        usage="DIR [--max-retries N] [--max-walltime T] [--script PATH] [--python PY] "
+        "[--budget-dir B] [--notify CMD] [--warn SIG@S] [-- SBATCH_ARGS...]",
         help="print the prologue for a job script",
         description="Print the bash prologue to paste after a job script's #SBATCH lines.\n"
         "Options after -- are given to sbatch for every successor. Creates DIR\n"
         "if missing, so that #SBATCH --output=DIR/... works from the first job.",
         example="resumable-chain render runs/gpqa --max-walltime 48:00:00 -- -p gpu"),
     "submit": UserCommand(
-        run=submit_command, split=split_submit_argv, several=False, dirs=ONE_RUN_DIR,
-        options=("--max-retries", "--max-walltime", "--force", "--python", "--budget-dir",
-                 "--notify", "--warn"), tail="[SBATCH_OPTIONS...] [--] SCRIPT [ARGS...]",
+        run=submit_command, split=split_submit_argv, dirs=ONE_RUN_DIR,
+        usage="DIR [--max-retries N] [--max-walltime T] [--force] [--python PY] "
+        "[--budget-dir B] [--notify CMD] [--warn SIG@S] [SBATCH_OPTIONS...] [--] SCRIPT "
+        "[ARGS...]",
         help="make any batch script resumable and submit it",
         description="Write a resumable copy of SCRIPT into DIR (the prologue after its\n"
         "#!/#SBATCH header), submit it with --requeue and print the first job\n"
@@ -4946,10 +4947,10 @@ USER_COMMANDS = {
         "is still queued or running (see --force).",
         example="resumable-chain submit runs/a -p gpu --time=4:00:00 train.sbatch --lr 3e-4"),
     "resume": UserCommand(
-        run=resume_command, split=split_resume_argv, several=True,
-        dirs="run directories of chains to resume",
-        options=("--max-walltime", "--max-retries", "--notify", "--warn"),
-        tail="[SBATCH_OPTIONS...]", help="continue a chain that failed, stopped or broke",
+        run=resume_command, split=split_resume_argv, dirs="run directories of chains to resume",
+        usage="DIR [DIR...] [--max-walltime T] [--max-retries N] [--notify CMD] [--warn SIG@S] "
+        "[SBATCH_OPTIONS...]",
+        help="continue a chain that failed, stopped or broke",
         description="Queue one link that continues the chain in DIR: keeps its history and\n"
         "walltime, starts the retries afresh. Refuses a live or COMPLETED chain.\n"
         "SBATCH_OPTIONS replace the recorded ones of the same name for this link\n"
@@ -4957,7 +4958,7 @@ USER_COMMANDS = {
         "several DIRs, each chain is resumed or left as it was; one line each.",
         example="resumable-chain resume runs/gpqa --max-walltime 72:00:00 -p gpu2"),
     "status": UserCommand(
-        run=status_command, split=None, several=True, options=("--json", "--check"), tail="",
+        run=status_command, split=None, usage="DIR [DIR...] [--json] [--check]",
         dirs="a run directory, or a directory of run directories",
         help="show a chain's jobs, counters and verdict",
         description="Show the jobs of the chain in DIR, its counters and a verdict:\n"
@@ -4969,15 +4970,14 @@ USER_COMMANDS = {
         example="resumable-chain status runs/gpqa --json\n"
         "  resumable-chain status runs --check    # every chain in runs/*/"),
     "cancel": UserCommand(
-        run=cancel_command, split=None, several=True, options=("--dry-run",), tail="",
+        run=cancel_command, split=None, usage="DIR [DIR...] [--dry-run]",
         dirs="run directories of chains to cancel", help="stop a chain for good",
         description="Mark the chain cancelled, cancel its pending successors, then its\n"
         "running link. resume continues it later. One line per chain.",
         example="resumable-chain cancel runs/gpqa --dry-run"),
     "budget": UserCommand(
-        run=budget_command, split=None, several=False, options=("--max-walltime", "--json"),
-        tail="", dirs="the directory holding the budget",
-        help="a walltime budget shared by several chains",
+        run=budget_command, split=None, usage="DIR [--max-walltime T] [--json]",
+        dirs="the directory holding the budget", help="a walltime budget shared by several chains",
         description="Create a walltime budget in DIR shared by every chain rendered or "
         "submitted\nwith --budget-dir DIR, or change its cap; without --max-walltime, print\n"
         "what is used (links that ended), reserved (links that may still run) and\n"
@@ -5018,7 +5018,7 @@ def _unrecognized_hint(message, command):
     """argparse's error with what its "unrecognized arguments: WORDS" misses: the command's
     option that was meant, and for render where sbatch options go."""
     words = message.partition("unrecognized arguments: ")[2].rpartition(" (see --help)")[0]
-    hint = "".join(did_you_mean(word.partition("=")[0], USER_COMMANDS[command].options)
+    hint = "".join(did_you_mean(word.partition("=")[0], usage_options(USER_COMMANDS[command].usage))
                    for word in words.split() if word.startswith("--"))
     if command == "render" and words and not hint:
         hint = "; sbatch options for every successor go after --: resumable-chain render DIR " \
@@ -5026,81 +5026,59 @@ def _unrecognized_hint(message, command):
     return message.replace(" (see --help)", hint + " (see --help)")
 
 
-# The in-job steps: their function and words, as the rendered prologue, its exit trap, the
-# background step, the warning timer and a guard write them. A job queued by an older release
-# runs the newest module file: the words stay readable. Options are --NAME=VALUE or --NAME VALUE
-# (one ending in ... repeats), positional words, then after -- the script's arguments.
+# The in-job steps' functions and words, as the rendered prologue, its exit trap, the background
+# step, the warning timer and a guard write them. A job queued by an older release runs the
+# newest module file: the words stay readable (docs/compatibility.md).
 STEPS = {
     "prologue": (prologue_command, "[--max-retries=N] [--max-walltime=T] [--sbatch-arg=ARG...] "
                  "[--budget-dir=B] [--notify=CMD] [--warn=SIG@S] --script=PATH DIR "
-                 "[-- SCRIPT_ARGS...]", PROLOGUE_HELP),
-    "finished": (finished_command, "DIR", "the rendered exit trap's step once the work "
-                 "exited 0"),
-    "while-working": (while_working_command, "DIR [--again]", "the background step a link "
-                      "starts beside its work (start_while_working)"),
-    "guard": (guard_command, "DIR JOB [--after=LINK] [SBATCH_NAME=VALUE...]", "the step of the "
-              "guard job that LINK queued for JOB, its successor"),
-    "warn-work": (warn_command, "SIG@S END SHELL", "the timer that start_warner starts"),
+                 "[-- SCRIPT_ARGS...]"),
+    "finished": (finished_command, "DIR"),
+    "while-working": (while_working_command, "DIR [--again]"),
+    "guard": (guard_command, "DIR JOB [--after=LINK] [SBATCH_NAME=VALUE...]"),
+    "warn-work": (warn_command, "SIG@S END SHELL"),
 }
 
 
-def _step_grammar(usage):
-    """(options {--NAME: metavar, "" for a flag}, positional names, the name of the words after
-    -- or "") of an in-job step's usage."""
-    before, _, after = usage.replace("[", "").replace("]", "").partition(" -- ")
-    grammar = before.split()
-    return (dict(word.partition("=")[::2] for word in grammar if word.startswith("-")),
-            [word for word in grammar if not word.startswith("-")], after)
-
-
 def read_step_words(step, argv):
-    """(positional words, {keyword: value}) of an in-job step's words, as its usage in STEPS
-    says; ValueError says what is wrong. See _step_option for the options' keywords."""
+    """(positional words, {keyword: value}) of an in-job step's words as its usage in STEPS
+    says: ``--NAME=VALUE`` (checked as the user's option of that name is: OPTION_CHECKS; one that
+    repeats, ``ARG...``, in a list named in the plural), ``--FLAG`` (True), positional words and
+    after ``--`` the script's arguments. ValueError says what is wrong."""
     usage = STEPS[step][1]
-    wanted, named, after = _step_grammar(usage)
+    before, _, after = usage.partition(" [-- ")
+    wanted = usage_options(before)
+    named = [word.strip("[]") for word in before.split() if not word.lstrip("[").startswith("-")]
     dashes = argv.index("--") if after and "--" in argv else len(argv)
-    positional, options, words = [], {}, iter(argv[:dashes])
-    for word in words:
+    positional, options = [], {after.strip("]. ").lower(): argv[dashes + 1:]} if after else {}
+    for word in argv[:dashes]:
         name, equals, value = word.partition("=")
+        keyword, metavar = name[2:].replace("-", "_"), wanted.get(name)
         if not word.startswith("-"):
             positional.append(word)
-            continue
-        if name not in wanted or equals and not wanted[name]:
-            raise ValueError("%s: unknown option %r" % (step, word))
-        value = value if equals or not wanted[name] else next(words, None)
-        if value is None:
-            raise ValueError("%s: %s needs a value" % (step, name))
-        _step_option(options, name, wanted[name], value)
-    if after:
-        options[after.rstrip(".").lower()] = argv[dashes + 1:]
+        elif metavar is None or bool(equals) != bool(metavar):
+            raise ValueError("%s: unknown option %r (a link runs this by itself: %s)"
+                             % (step, word, usage))
+        elif metavar.endswith("..."):
+            options.setdefault(keyword + "s", []).append(value)
+        else:
+            options[keyword] = OPTION_CHECKS.get(name, str)(value) if metavar else True
     several = named[-1].endswith("...")
-    if not len(named) - several <= len(positional) <= (len(argv) if several else len(named)) \
-            or any(name[2:].replace("-", "_") not in options for name in wanted
-                   if "[" + name not in usage):
+    missing = [name for name in wanted if "[" + name not in usage
+               and name[2:].replace("-", "_") not in options]
+    if missing or len(positional) < len(named) - several or (
+            not several and len(positional) > len(named)):
         raise ValueError("%s: usage: resumable-chain %s %s (a link runs this by itself)"
                          % (step, step, usage))
     return positional, options
 
 
-def _step_option(options, name, metavar, value):
-    """Put an in-job step's option in ``options``, by its name in snake case: a flag as True, a
-    value that repeats (``ARG...``) in a list named in the plural, another value checked as the
-    user's option of the same name is (USER_OPTIONS), the last one written."""
-    keyword = name[2:].replace("-", "_")
-    if not metavar:
-        options[keyword] = True
-    elif metavar.endswith("..."):
-        options.setdefault(keyword + "s", []).append(value)
-    else:
-        check = USER_OPTIONS.get(name, (None, None))[1]
-        options[keyword] = check(value) if check else value
-
-
 def run_step(step, argv):
-    """Run an in-job step (its usage and what it is with --help)."""
-    function, usage, what = STEPS[step]
+    """Run an in-job step; with --help, show its usage and docstring."""
+    function, usage = STEPS[step]
     if argv[:1] in (["-h"], ["--help"]):
-        _write("usage: resumable-chain %s %s\n\n%s\n" % (step, usage, what.rstrip()))
+        _write("usage: resumable-chain %s %s\n\n%s\n" % (
+            step, usage, (function.__doc__ or "").replace("\n    ", "\n").strip()))
         return 0
     positional, options = read_step_words(step, argv)
     return function(*positional, **options)
