@@ -4798,8 +4798,7 @@ def guard_command(run_dir, job, *defaults, after=None):
                          "defaults (a link queues this by itself)")
     os.environ.update(word.split("=", 1) for word in defaults)
     run_dir = os.path.abspath(run_dir)
-    event, command, words = guard_chain(run_dir, job, os.environ,
-                                        after=after)
+    event, command, words = guard_chain(run_dir, job, os.environ, after=after)
     _log("%s guard %s of job %s: %s" % (time.strftime("%Y-%m-%dT%H:%M:%S"),
                                         os.environ.get("SLURM_JOB_ID", "?"), job, words))
     if event and command:
