@@ -755,12 +755,6 @@ def retries_from_text(text, name="max_retries"):
     return check_max_retries(int(text) if is_digits(text, 13) else text, name)
 
 
-PROLOGUE_USAGE = """\
-usage: resumable-chain prologue [--max-retries N] [--max-walltime T] [--sbatch-arg ARG]...
-                                [--budget-dir B] [--notify CMD] --script PATH DIR
-                                [-- SCRIPT_ARGS...]"""
-
-
 def check_notify(command):
     """Return a notify command (or None) if it can be run with /bin/sh -c; ValueError if not."""
     if command is not None and (not isinstance(command, str) or not command.strip()
@@ -802,39 +796,6 @@ def check_path(value, name):
     if not isinstance(value, str) or not value or "\0" in value:
         raise ValueError("%s must be a non-empty path, got %r" % (name, value))
     return value
-
-
-def parse_prologue_args(argv):
-    """(run_dir, Settings, script, sbatch_args, script_args, budget_dir, notify, warn) of the
-    in-job step's command line as render_prologue writes it (PROLOGUE_USAGE); ValueError."""
-    options, script_args = list(argv), []
-    if "--" in options:
-        index = options.index("--")
-        options, script_args = options[:index], options[index + 1:]
-    values = {"--max-retries": [], "--max-walltime": [], "--sbatch-arg": [], "--script": [],
-              "--budget-dir": [], "--notify": [], "--warn": []}
-    positional, words = [], iter(options)
-    for word in words:
-        name, has_value, value = word.partition("=")
-        if name in values:
-            value = value if has_value else next(words, None)
-            if value is None:
-                raise ValueError("prologue: %s needs a value" % name)
-            values[name].append(value)
-        elif word.startswith("-"):
-            raise ValueError("prologue: unknown option %r" % word)
-        else:
-            positional.append(word)
-    if len(positional) != 1 or len(values["--script"]) != 1:
-        raise ValueError("prologue: " + " ".join(PROLOGUE_USAGE.split()))
-    retries = (values["--max-retries"] or [str(DEFAULT_MAX_RETRIES)])[-1]
-    settings = Settings(retries_from_text(retries),
-                        check_max_walltime((values["--max-walltime"] or [None])[-1]))
-    # Not strict: render checked the options, and a running chain must not stop over a table.
-    return (positional[0], settings, values["--script"][0],
-            check_sbatch_args(values["--sbatch-arg"], strict=False), script_args,
-            (values["--budget-dir"] or [None])[-1], (values["--notify"] or [None])[-1],
-            check_warn((values["--warn"] or [None])[-1]))
 
 
 def parse_mounts(text):
@@ -4092,54 +4053,105 @@ def _recorded_next_link(store, previous):
 
 
 # ---------------------------------------------------------------------------
-# 9. Command line: one argparse parser for the user's commands; all printing is here
+# 9. Command line: one table of the user's commands (argparse reads them), one reader of the
+#    in-job steps' words; all printing is here
 # ---------------------------------------------------------------------------
 
-OWN_SUBMIT_VALUES = frozenset(("--max-retries", "--max-walltime", "--python", "--budget-dir",
-                               "--notify", "--warn"))
-OWN_SUBMIT_OPTIONS = OWN_SUBMIT_VALUES | {"--force"}
-RESUME_VALUES = frozenset(("--max-retries", "--max-walltime", "--notify", "--warn"))
+# What checks the value of an option, for the user's commands and the in-job steps alike.
+OPTION_CHECKS = {"--max-retries": retries_from_text, "--max-walltime": check_max_walltime,
+                 "--notify": check_notify, "--warn": check_warn}
+DURATION_HELP = "a Slurm duration such as 48:00:00 (a bare number is minutes) or seconds as 5400s"
+CHAINS_OWN = " (default: the chain's own)"
+# The help of the user's options; "COMMAND --option" where it means more for that command.
+OPTION_HELP = {
+    "--max-retries": "failures (not timeouts) retried before the chain fails (default %d)"
+                     % DEFAULT_MAX_RETRIES,
+    "--max-walltime": "cap on the chain's accumulated walltime: " + DURATION_HELP
+                      + "; at least one minute (default: none)",
+    "--script": "script the successor is submitted with (default: the job's own)",
+    "--force": "if DIR holds a live chain, cancel it (printing its job IDs) and start a new one; "
+               "its files are kept as *.prev",
+    "--python": "interpreter on the compute nodes (default python3)",
+    "--budget-dir": "draw every link's time from the shared walltime budget in B (created "
+                    "with: resumable-chain budget B --max-walltime T)",
+    "--notify": "run CMD with /bin/sh -c once per chain event (%s), with RESUMABLE_CHAIN_EVENT, "
+                "_DIR, _JOB, _LINK, _REASON set; at most %d s" % (", ".join(EVENTS),
+                                                                  NOTIFY_TIMEOUT),
+    "--warn": "send SIG to the work S seconds before each link ends, whatever ends it (its time "
+              "limit, a limit lowered for --max-walltime or a budget), e.g. USR1@120; the work "
+              "also finds the end in RESUMABLE_CHAIN_END",
+    "--json": "print one JSON object (a list for several chains)",
+    "--check": "exit 1 when a chain needs a person (failed, broken, would not continue)",
+    "--dry-run": "only print what would be done",
+    "resume --max-retries": "failures (not timeouts) retried before the chain fails"
+                            + CHAINS_OWN,
+    "resume --max-walltime": "a new cap on the accumulated walltime" + CHAINS_OWN,
+    "resume --notify": "a new notify command for this link and every later one" + CHAINS_OWN,
+    "resume --warn": "a new warning for this link and every later one" + CHAINS_OWN,
+    "budget --max-walltime": "create the budget with this cap, or change its cap: "
+                             + DURATION_HELP,
+    "budget --json": "print one JSON object",
+}
+
+
+def usage_options(usage):
+    """{--NAME: its metavar, "" for a flag}, in order, of a usage line that writes them
+    ``[--NAME]``, ``[--NAME META]``, ``[--NAME=META]`` or ``--NAME=META``."""
+    words, options = usage.split(), collections.OrderedDict()
+    for index, word in enumerate(words):
+        name, _, metavar = word.strip("[]").partition("=")
+        if name.startswith("--") and name != "--":
+            if word.startswith("[") and not word.endswith("]"):
+                metavar = words[index + 1].rstrip("]")
+            options[name] = metavar
+    return options
 
 
 def split_submit_argv(argv):
-    """Split ``submit``'s words: (DIR and our options, sbatch options, SCRIPT, its arguments).
-
-    sbatch options may be written as sbatch takes them (``-p debug``,
-    ``--partition debug``, ``--partition=debug``). Without ``--``, options of
-    ours after SCRIPT are refused: they would silently go to the script.
-    """
+    """``submit``'s words apart: (DIR and our options, (sbatch options, SCRIPT, its arguments)).
+    Without ``--``, an option of ours after SCRIPT is refused: it would go to the script."""
     dashes = argv.index("--") if "--" in argv else len(argv)
-    ours, sbatch_args, index = _split_options(argv[:dashes])
+    ours, sbatch_args, index = _split_options("submit", argv[:dashes])
     words = argv[dashes + 1:] if dashes < len(argv) else argv[index:]
     if not ours or ours[0].startswith("-") or (index < dashes < len(argv)):
         raise ValueError("submit: give DIR first, then the options (see submit --help)")
     if not words:
         raise ValueError("submit: give SCRIPT after --" if dashes < len(argv) else
                          "submit: give DIR first and SCRIPT after the options (see submit --help)")
-    misplaced = [word for word in words[1:] if word.split("=", 1)[0] in OWN_SUBMIT_OPTIONS]
+    misplaced = [word for word in words[1:]
+                 if word.split("=", 1)[0] in usage_options(USER_COMMANDS["submit"].usage)]
     if misplaced and dashes == len(argv):
         raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
                          "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
                          % (misplaced[0], words[0]))
-    return ours, sbatch_args, words[0], words[1:]
+    return ours, (sbatch_args, words[0], words[1:])
 
 
-def _split_options(words, own_values=OWN_SUBMIT_VALUES, own_flags=frozenset(("--force",)),
-                   dirs=1):
-    """DIR (``dirs``: how many at most, None: any) and our options (with their values) apart
-    from the sbatch options, order kept, up to the first word after the DIRs that is neither;
-    returns (DIRs and ours, sbatch options, that word's index). Options are read as sbatch reads
-    them (unique prefixes); ours spelled out."""
+def split_resume_argv(argv):
+    """Split ``resume``'s words: (DIRs and our options, (sbatch options,))."""
+    ours, sbatch_args, index = _split_options("resume", argv)
+    if index < len(argv) or not ours or ours[0].startswith("-"):
+        raise ValueError("resume: give DIR first, then options (%s is neither ours nor an "
+                         "sbatch option; see resume --help)" % (argv[index:] or ours or ["?"])[0])
+    return ours, (sbatch_args,)
+
+
+def _split_options(command, words):
+    """(DIRs and the command's options, sbatch options, the index of the first word after the
+    DIRs that is neither), order kept; options read as sbatch reads them, ours spelled out."""
+    options = usage_options(USER_COMMANDS[command].usage)
+    own_values = frozenset(name for name in options if options[name])
+    own_flags = frozenset(options) - own_values
     ours, sbatch_args, index, run_dirs = [], [], 0, []
     while index < len(words):
         if not words[index].startswith("-"):  # DIR (options may come before it), then SCRIPT
-            if dirs is not None and len(run_dirs) == dirs:
+            if run_dirs and "DIR..." not in USER_COMMANDS[command].usage:
                 break
             run_dirs, index = run_dirs + [words[index]], index + 1
             continue
         name, takes_value = resolve_option(words[index], SBATCH_VALUE_OPTIONS | own_values,
                                            SBATCH_OTHER_OPTIONS | own_flags)
-        if name in own_values | own_flags:
+        if name in options:
             ours += [spelled_out(name, words[index])] + words[index + 1:index + 1 + takes_value]
         else:
             sbatch_args += words[index:index + 1 + takes_value]
@@ -4148,6 +4160,8 @@ def _split_options(words, own_values=OWN_SUBMIT_VALUES, own_flags=frozenset(("--
 
 
 def _build_parser():
+    """The user's commands' parser, from USER_COMMANDS. An option not given is left out
+    (argparse.SUPPRESS): the command's function has its default."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -4162,133 +4176,26 @@ def _build_parser():
                 raise argparse.ArgumentTypeError(str(error))
         return convert
 
-    walltime, retries = checked(check_max_walltime), checked(retries_from_text)
-    notify_command = checked(check_notify)
-
     formatter = argparse.RawDescriptionHelpFormatter
     parser = Parser(prog="resumable-chain", formatter_class=formatter, description=__doc__)
     parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    def command(name, help_text, description, example, many=None):
-        sub = commands.add_parser(name, formatter_class=formatter, help=help_text,
-                                  description=description, epilog="example:\n  " + example)
-        sub.add_argument("run_dir", metavar="DIR", nargs="+" if many else None,
-                         help=many or "the run directory holding the state")
-        return sub
-
-    def caps(sub, default_retries=DEFAULT_MAX_RETRIES, what="default %(default)s"):
-        sub.add_argument("--max-retries", type=retries, default=default_retries, metavar="N",
-                         help="failures (not timeouts) retried before the chain fails (%s)" % what)
-        sub.add_argument("--max-walltime", type=walltime, default=None, metavar="T",
-                         help="cap on the chain's accumulated walltime: a Slurm duration "
-                              "such as 48:00:00 (a bare number is minutes) or seconds as 5400s; "
-                              "at least one minute (default: none)"
-                         if default_retries is not None else
-                         "a new cap on the accumulated walltime (default: the chain's own)")
-        sub.add_argument("--notify", type=notify_command, default=None, metavar="CMD",
-                         help="run CMD with /bin/sh -c once per chain event (%s), with "
-                              "RESUMABLE_CHAIN_EVENT, _DIR, _JOB, _LINK, _REASON set; at most "
-                              "%d s" % (", ".join(EVENTS), NOTIFY_TIMEOUT)
-                         if default_retries is not None else
-                         "a new notify command for this link and every later one (default: "
-                         "the chain's own)")
-        sub.add_argument("--warn", type=checked(check_warn), default=None, metavar="SIG@S",
-                         help="send SIG to the work S seconds before each link ends, whatever "
-                              "ends it (its time limit, a limit lowered for --max-walltime or a "
-                              "budget), e.g. USR1@120; the work also finds the end in "
-                              "RESUMABLE_CHAIN_END" if default_retries is not None else
-                         "a new warning for this link and every later one (default: the "
-                         "chain's own)")
-
-    def link_options(sub):  # render's and submit's
-        sub.add_argument("--python", default="python3", metavar="PY",
-                         help="interpreter on the compute nodes (default python3)")
-        sub.add_argument("--budget-dir", default=None, metavar="B",
-                         help="draw every link's time from the shared walltime budget in B "
-                              "(created with: resumable-chain budget B --max-walltime T)")
-
-    render = command("render", "print the prologue for a job script",
-                     "Print the bash prologue to paste after a job script's #SBATCH lines.\n"
-                     "Options after -- are given to sbatch for every successor. Creates DIR\n"
-                     "if missing, so that #SBATCH --output=DIR/... works from the first job.",
-                     "resumable-chain render runs/gpqa --max-walltime 48:00:00 -- -p gpu")
-    render.usage = ("resumable-chain render DIR [--max-retries N] [--max-walltime T] "
-                    "[--script PATH] [--python PY] [--budget-dir B] [--notify CMD] "
-                    "[--warn SIG@S] "
-                    "[-- SBATCH_ARGS...]")
-    caps(render)
-    render.add_argument("--script", default=None, metavar="PATH",
-                        help="script the successor is submitted with (default: the job's own)")
-    link_options(render)
-
-    submit = command("submit", "make any batch script resumable and submit it",
-                     "Write a resumable copy of SCRIPT into DIR (the prologue after its\n"
-                     "#!/#SBATCH header), submit it with --requeue and print the first job\n"
-                     "ID. SBATCH_OPTIONS go to the first job and every successor, written as\n"
-                     "for sbatch (-p debug, --time=4:00:00). Logs go to DIR/slurm-<jobid>.out\n"
-                     "unless the script or the options set --output. Nothing changes on disk\n"
-                     "unless sbatch accepts the job. Refuses array jobs and a DIR whose chain\n"
-                     "is still queued or running (see --force).",
-                     "resumable-chain submit runs/a -p gpu --time=4:00:00 train.sbatch --lr 3e-4")
-    submit.usage = ("resumable-chain submit DIR [--max-retries N] [--max-walltime T] [--force] "
-                    "[--python PY] [--budget-dir B] [--notify CMD] [--warn SIG@S] "
-                    "[SBATCH_OPTIONS...] [--] SCRIPT [ARGS...]")
-    caps(submit)
-    submit.add_argument("--force", action="store_true",
-                        help="if DIR holds a live chain, cancel it (printing its job IDs) and "
-                             "start a new one; its files are kept as *.prev")
-    link_options(submit)
-
-    resume = command("resume", "continue a chain that failed, stopped or broke",
-                     "Queue one link that continues the chain in DIR: keeps its history and\n"
-                     "walltime, starts the retries afresh. Refuses a live or COMPLETED chain.\n"
-                     "SBATCH_OPTIONS replace the recorded ones of the same name for this link\n"
-                     "and every later one (-p debug replaces a refused partition). With\n"
-                     "several DIRs, each chain is resumed or left as it was; one line each.",
-                     "resumable-chain resume runs/gpqa --max-walltime 72:00:00 -p gpu2",
-                     many="run directories of chains to resume")
-    resume.usage = ("resumable-chain resume DIR [DIR...] [--max-walltime T] [--max-retries N] "
-                    "[--notify CMD] [--warn SIG@S] [SBATCH_OPTIONS...]")
-    caps(resume, default_retries=None, what="default: the chain's own")
-
-    status = command("status", "show a chain's jobs, counters and verdict",
-                     "Show the jobs of the chain in DIR, its counters and a verdict:\n"
-                     "running, waiting, finished, stopped, failed, broken or unknown.\n"
-                     "Several DIRs, or a DIR that holds chains one level below it, give one\n"
-                     "table with a row per chain (--json: a list). Exit 1 when Slurm did not\n"
-                     "answer; with --check also when a chain failed, is broken, or would not\n"
-                     "continue if its running link ended.",
-                     "resumable-chain status runs/gpqa --json\n  resumable-chain status runs "
-                     "--check    # every chain in runs/*/",
-                     many="a run directory, or a directory of run directories")
-    status.add_argument("--json", action="store_true",
-                        help="print one JSON object (a list for several chains)")
-    status.add_argument("--check", action="store_true",
-                        help="exit 1 when a chain needs a person (failed, broken, would not "
-                             "continue)")
-
-    cancel = command("cancel", "stop a chain for good",
-                     "Mark the chain cancelled, cancel its pending successors, then its\n"
-                     "running link. resume continues it later. One line per chain.",
-                     "resumable-chain cancel runs/gpqa --dry-run",
-                     many="run directories of chains to cancel")
-    cancel.add_argument("--dry-run", action="store_true", help="only print what would be done")
-
-    budget = commands.add_parser(
-        "budget", formatter_class=formatter, help="a walltime budget shared by several chains",
-        description="Create a walltime budget in DIR shared by every chain rendered or submitted\n"
-                    "with --budget-dir DIR, or change its cap; without --max-walltime, print\n"
-                    "what is used (links that ended), reserved (links that may still run) and\n"
-                    "left. Each link reserves min(its time limit, what is left) and lowers its\n"
-                    "time limit to that; with under a minute left, a chain stops.",
-        epilog="example:\n  resumable-chain budget runs/collection --max-walltime 200:00:00")
-    budget.add_argument("run_dir", metavar="DIR", help="the directory holding the budget")
-    budget.add_argument("--max-walltime", type=walltime, default=None, metavar="T",
-                        help="create the budget with this cap, or change its cap: a Slurm "
-                             "duration such as 200:00:00 (a bare number is minutes) or seconds "
-                             "as 720000s")
-    budget.add_argument("--json", action="store_true", help="print one JSON object")
+    for name, command in USER_COMMANDS.items():
+        sub = commands.add_parser(name, formatter_class=formatter, help=command.help,
+                                  description=command.description,
+                                  usage="resumable-chain %s %s" % (name, command.usage),
+                                  epilog="example:\n  " + command.example)
+        sub.add_argument("run_dir", metavar="DIR", help=command.dirs,
+                         nargs="+" if "DIR..." in command.usage else None)
+        for option, metavar in usage_options(command.usage).items():
+            text = OPTION_HELP.get("%s %s" % (name, option)) or OPTION_HELP[option]
+            if metavar:
+                check = OPTION_CHECKS.get(option)
+                sub.add_argument(option, metavar=metavar, default=argparse.SUPPRESS, help=text,
+                                 type=check and checked(check))
+            else:
+                sub.add_argument(option, action="store_true", default=argparse.SUPPRESS,
+                                 help=text)
     return parser
 
 
@@ -4403,18 +4310,6 @@ def format_collection(statuses):
     return "\n".join(lines) + "\n"
 
 
-PROLOGUE_HELP = PROLOGUE_USAGE + """
-
-The in-job step that the rendered prologue runs (see render): decide from the predecessor's
-final state, record it in DIR and queue the successor. Prints the RESUMABLE_CHAIN_* exports for
-the work on stdout. Exit 0: run the work; 3: the chain is done (exit 0 without work); 1:
-max_retries exceeded; 2: bad input or state.
-
-example (inside a batch job):
-  python3 resumable_chain.py prologue --max-retries 3 --script="$0" runs/gpqa -- "$@"
-"""
-
-
 def _pretty_json(value):
     # A lone surrogate (from a state file) is not JSON that every reader takes: its escape text.
     return json.dumps(_each_text(value, lambda text: text.encode(
@@ -4454,18 +4349,24 @@ def _write(text):
     sys.stdout.flush()
 
 
-def prologue_command(argv):
-    """The rendered prologue's entry: run the in-job step, print the exports for the work."""
-    if set(argv[:1]) & {"-h", "--help"}:
-        _write(PROLOGUE_HELP)
-        return 0
-    run_dir, settings, script, sbatch_args, script_args, budget_dir, command, warn = \
-        parse_prologue_args(argv)
+def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
+                     sbatch_args=(), script_args=(), budget_dir=None, **notify_and_warn):
+    """The in-job step that the rendered prologue runs (see render): decide from the
+    predecessor's final state, record it in DIR and queue the successor. Prints the
+    RESUMABLE_CHAIN_* exports for the work on stdout. Exit 0: run the work; 3: the chain is done
+    (exit 0 without work); 1: max_retries exceeded; 2: bad input or state.
+
+    example (inside a batch job):
+      python3 resumable_chain.py prologue --max-retries=3 --script="$0" runs/gpqa -- "$@"
+    """
+    settings = Settings(max_retries, max_walltime)
+    # Not strict: render checked the options, and a running chain must not stop over a table.
+    sbatch_args = check_sbatch_args(sbatch_args, strict=False)
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.getcwd())
     outcome = run_link(os.path.abspath(run_dir), settings, next_link, os.environ,
-                       budget_dir=budget_dir and os.path.abspath(budget_dir), notify=command,
-                       warn=warn)
+                       budget_dir=budget_dir and os.path.abspath(budget_dir),
+                       **notify_and_warn)
     for warning in outcome.warnings:
         _log(warning)
     _log(describe_link(outcome))
@@ -4621,12 +4522,12 @@ def signal_work(shell, signum, proc="/proc"):
     return sent
 
 
-def warn_command(argv, sleep=time.sleep, clock=time.time):
-    """``warn-work SIG@S END SHELL``: the timer start_warner starts (see above)."""
-    if len(argv) != 3 or not is_digits(argv[1]) or not is_digits(argv[2]):
+def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
+    """The timer start_warner starts (see above)."""
+    if not is_digits(end) or not is_digits(shell):
         raise ValueError("warn-work: give SIG@S END SHELL (a link starts this by itself)")
-    signum, seconds = warn_signal(argv[0])
-    at, shell = int(argv[1]) - seconds, int(argv[2])
+    signum, seconds = warn_signal(warn)
+    at, shell = int(end) - seconds, int(shell)
     while clock() < at:
         if not os.path.isdir("/proc/%d" % shell):
             return 0  # the work ended before the warning
@@ -4635,32 +4536,28 @@ def warn_command(argv, sleep=time.sleep, clock=time.time):
         return 0
     sent = signal_work(shell, signum)
     _log("SIG%s sent %d s before the link ends to %s" % (
-        argv[0].partition("@")[0], int(argv[1]) - int(clock()),
+        warn.partition("@")[0], int(end) - int(clock()),
         "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it)"))
     return 0
 
 
-def while_working_command(argv):
+def while_working_command(run_dir, again=False):
     """``while-working DIR [--again]``: the background step a working link starts as its work
     starts (``finish_queueing``)."""
-    if len(argv) not in (1, 2) or argv[1:] not in ([], ["--again"]):
-        raise ValueError("while-working: give DIR [--again] (a link starts this by itself)")
-    record, warnings = finish_queueing(os.path.abspath(argv[0]), os.environ,
-                                       again=argv[1:] == ["--again"])
+    run_dir = os.path.abspath(run_dir)
+    record, warnings = finish_queueing(run_dir, os.environ, again=again)
     for warning in warnings:
         _log(warning)
     if record is not None and not (record.successor or record.guarded_by):
         devnull = os.open(os.devnull, os.O_WRONLY)  # the job's log is not held open for hours
         os.dup2(devnull, 2)
-        guard_until_queued(os.path.abspath(argv[0]), os.environ)
+        guard_until_queued(run_dir, os.environ)
     return 0
 
 
-def finished_command(argv):
-    """``finished DIR``: the rendered exit trap's step once the work exited 0 (in-job)."""
-    if len(argv) != 1:
-        raise ValueError("finished: give DIR (the rendered prologue's exit trap runs this)")
-    run_dir = os.path.abspath(argv[0])
+def finished_command(run_dir):
+    """The rendered exit trap's step once the work exited 0: the chain finished."""
+    run_dir = os.path.abspath(run_dir)
     event, command, warnings = work_finished(run_dir, os.environ)
     for warning in warnings:
         _log(warning)
@@ -4669,36 +4566,37 @@ def finished_command(argv):
     return 0
 
 
-def guard_command(argv):
-    """``guard DIR JOB [--after=LINK] [SBATCH_NAME=VALUE ...]``: the guard job's step (LINK
-    queued JOB and its guard). The guard itself is queued without the user's SBATCH_* defaults;
-    the links it queues get them back from its command line."""
-    after = [word.partition("=")[2] for word in argv[2:] if word.startswith("--after=")]
-    defaults = [word.partition("=") for word in argv[2:] if not word.startswith("--after=")]
-    if len(argv) < 2 or not is_job_id(argv[1]) or not all(map(is_job_id, after)) or not all(
-            name.startswith("SBATCH_") and equals for name, equals, _ in defaults):
+def guard_command(run_dir, job, *defaults, after=None):
+    """The step of the guard that LINK queued for JOB, its successor. SBATCH_NAME=VALUE: the
+    user's SBATCH_* variables; the guard is queued without them, its links get them back."""
+    if not all(map(is_job_id, [job] if after is None else [job, after])) or not all(
+            word.startswith("SBATCH_") and "=" in word for word in defaults):
         raise ValueError("guard: give DIR, the JOB it guards, --after=LINK and SBATCH_NAME=VALUE "
                          "defaults (a link queues this by itself)")
-    os.environ.update((name, value) for name, _, value in defaults)
-    run_dir = os.path.abspath(argv[0])
-    event, command, words = guard_chain(run_dir, argv[1], os.environ,
-                                        after=(after or [None])[-1])
+    os.environ.update(word.split("=", 1) for word in defaults)
+    run_dir = os.path.abspath(run_dir)
+    event, command, words = guard_chain(run_dir, job, os.environ, after=after)
     _log("%s guard %s of job %s: %s" % (time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                        os.environ.get("SLURM_JOB_ID", "?"), argv[1], words))
+                                        os.environ.get("SLURM_JOB_ID", "?"), job, words))
     if event and command:
         _log(notify(command, event, run_dir))
     return 0
 
 
-def submit_command(argv):
-    """``submit DIR [options] [sbatch options] SCRIPT [ARGS]``: its words are split by hand."""
-    ours, sbatch_args, script, script_args = split_submit_argv(argv)
-    arguments = _build_parser().parse_args(["submit"] + ours)
-    result = submit_chain(arguments.run_dir, script, script_args, sbatch_args,
-                          max_retries=arguments.max_retries, max_walltime=arguments.max_walltime,
-                          force=arguments.force, python=arguments.python,
-                          budget_dir=arguments.budget_dir, notify=arguments.notify,
-                          warn=arguments.warn)
+def render_command(run_dir, sbatch_args, **options):
+    if "script" in options and not os.path.isfile(options["script"]):
+        raise StateError("--script %s: no such file (the successor is submitted with it)"
+                         % options["script"])
+    existed = os.path.isdir(run_dir)
+    text = render_prologue(run_dir, sbatch_args=sbatch_args, **options)
+    if not existed:
+        _log("created the run directory %s (so that #SBATCH --output into it works)" % run_dir)
+    _write(text)
+    return 0
+
+
+def submit_command(run_dir, sbatch_args, script, script_args, **options):
+    result = submit_chain(run_dir, script, script_args, sbatch_args, **options)
     if result["cancelled"]:
         _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
     _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
@@ -4713,49 +4611,32 @@ def submit_command(argv):
     return 0
 
 
-def render_command(arguments, sbatch_args):
-    if arguments.script is not None and not os.path.isfile(arguments.script):
-        raise StateError("--script %s: no such file (the successor is submitted with it)"
-                         % arguments.script)
-    existed = os.path.isdir(arguments.run_dir)
-    text = render_prologue(arguments.run_dir, max_retries=arguments.max_retries,
-                           max_walltime=arguments.max_walltime, script=arguments.script,
-                           sbatch_args=sbatch_args, python=arguments.python,
-                           budget_dir=arguments.budget_dir, notify=arguments.notify,
-                           warn=arguments.warn)
-    if not existed:
-        _log("created the run directory %s (so that #SBATCH --output into it works)"
-             % arguments.run_dir)
-    _write(text)
-    return 0
-
-
-def status_command(arguments):
-    run_dirs = chain_dirs(arguments.run_dir)
-    one = run_dirs == arguments.run_dir[:1] == arguments.run_dir  # one chain: all its jobs
+def status_command(paths, json=False, check=False):
+    run_dirs = chain_dirs(paths)
+    one = run_dirs == paths[:1] == paths  # one chain: all its jobs
     statuses = [chain_status(run_dirs[0])] if one else chains_status(run_dirs)
-    if arguments.json:
+    if json:
         _write(_pretty_json(statuses[0] if one else statuses))
     else:
         shown = _each_text(statuses, _one_line)
         _say(format_status(shown[0]) if one else format_collection(shown))
     if any(status["slurm_errors"] for status in statuses):
         return 1  # what it shows is incomplete
-    return 1 if arguments.check and any(status["attention"] for status in statuses) else 0
+    return 1 if check and any(status["attention"] for status in statuses) else 0
 
 
 def _each_chain(run_dirs, operation):
-    """Run ``operation(run_dir)`` -> (exit status, line) for each chain and print its line
-    (after the directory, when there are several: one chain's error does not stop the rest);
-    return the worst exit status."""
+    """Run ``operation(run_dir, log)`` -> (exit status, line) for each chain, print its line
+    (after the directory, when there are several: one chain's error does not stop the rest) and
+    return the worst exit status; ``log`` logs a line about that chain."""
     if len(run_dirs) == 1:
-        status, line = operation(run_dirs[0])
+        status, line = operation(run_dirs[0], _log)
         _say(line + "\n")
         return status
     worst = 0
     for run_dir in run_dirs:
         try:
-            status, line = operation(run_dir)
+            status, line = operation(run_dir, lambda text: _log("%s: %s" % (run_dir, text)))
         except (StateError, ValueError) as error:
             status, line = EXIT_USAGE, "error: %s" % error
         _say("%s: %s\n" % (run_dir, line))
@@ -4763,11 +4644,11 @@ def _each_chain(run_dirs, operation):
     return worst
 
 
-def cancel_command(arguments):
-    def cancel(run_dir):
-        result = cancel_chain(run_dir, arguments.dry_run)
-        for error in result["errors"] + result["log"]:
-            _log(error if len(arguments.run_dir) == 1 else "%s: %s" % (run_dir, error))
+def cancel_command(run_dirs, dry_run=False):
+    def cancel(run_dir, log):
+        result = cancel_chain(run_dir, dry_run)
+        for line in result["errors"] + result["log"]:
+            log(line)
         if result.get("ended"):
             return 0, result["ended"]
         if result["dry_run"]:
@@ -4776,52 +4657,133 @@ def cancel_command(arguments):
         if result["leftover"]:
             return 1, line + "; still pending or running: %s" % " ".join(result["leftover"])
         return 0, line
-    return _each_chain(arguments.run_dir, cancel)
+    return _each_chain(run_dirs, cancel)
 
 
-def budget_command(arguments):
-    report = (set_budget(arguments.run_dir, arguments.max_walltime)
-              if arguments.max_walltime is not None else budget_report(arguments.run_dir))
-    (_write if arguments.json else _say)(_pretty_json(report) if arguments.json else
-           "budget in %s: cap %s, used %s, reserved %s by %d link(s), left %s\n" % (
-               report["dir"], format_duration(report["cap"]), format_duration(report["used"]),
-               format_duration(report["reserved"]), len(report["reservations"]),
-               format_duration(report["left"])))
+def budget_command(budget_dir, max_walltime=None, json=False):
+    report = (set_budget(budget_dir, max_walltime) if max_walltime is not None
+              else budget_report(budget_dir))
+    if json:
+        _write(_pretty_json(report))
+        return 0
+    _say("budget in %s: cap %s, used %s, reserved %s by %d link(s), left %s\n" % (
+        report["dir"], format_duration(report["cap"]), format_duration(report["used"]),
+        format_duration(report["reserved"]), len(report["reservations"]),
+        format_duration(report["left"])))
     return 0
 
 
-def resume_command(argv):
-    """``resume DIR [DIR...] [--max-walltime T] [--max-retries N] [SBATCH_OPTIONS...]``."""
-    ours, sbatch_args, index = _split_options(argv, RESUME_VALUES, frozenset(), dirs=None)
-    if index < len(argv) or not ours or ours[0].startswith("-"):
-        raise ValueError("resume: give DIR first, then options (%s is neither ours nor an "
-                         "sbatch option; see resume --help)" % (argv[index:] or ours or ["?"])[0])
-    arguments = _build_parser().parse_args(["resume"] + ours)
-
-    def resume(run_dir):
-        result = resume_chain(run_dir, arguments.max_walltime, arguments.max_retries,
-                              sbatch_args=sbatch_args or None, notify=arguments.notify,
-                              warn=arguments.warn)
+def resume_command(run_dirs, sbatch_args, **options):
+    def resume(run_dir, log):
+        result = resume_chain(run_dir, sbatch_args=sbatch_args or None, **options)
         for line in result["log"]:
-            _log(line if len(arguments.run_dir) == 1 else "%s: %s" % (run_dir, line))
-        words = "job %s continues the chain (walltime so far %s%s)" % (
+            log(line)
+        words = "resumed: job %s continues the chain (walltime so far %s%s)" % (
             result["job"], format_duration(result["walltime"]),
             ", of which %d s of the last link counted now" % result["counted"]
             if result["counted"] else "")
-        if len(arguments.run_dir) == 1:  # the job ID alone on stdout, for scripts
-            _log("resumed: " + words)
+        if len(run_dirs) == 1:  # the job ID alone on stdout, for scripts
+            log(words)
             return 0, result["job"]
-        return 0, "resumed: " + words
-    return _each_chain(arguments.run_dir, resume)
+        return 0, words
+    return _each_chain(run_dirs, resume)
 
 
-COMMANDS = {"status": status_command, "cancel": cancel_command, "budget": budget_command}
-# render takes the words after --; these read their own words (the in-job steps without
-# argparse; submit and resume for the sbatch options among them; argparse shows their help)
-OWN_WORDS = {"prologue": prologue_command, "finished": finished_command,
-             "while-working": while_working_command, "guard": guard_command,
-             "warn-work": warn_command,
-             "submit": submit_command, "resume": resume_command}
+def _split_at_dashes(words):
+    """render's words: (ours, (the sbatch options after --,))."""
+    dashes = words.index("--") if "--" in words else len(words)
+    return words[:dashes], (words[dashes + 1:],)
+
+
+# The user's commands: ``run(DIR or [DIR...], *what split() took from the words, **the options
+# given)``; split() takes apart what argparse does not read (None: nothing may follow --). The
+# usage names the options (usage_options) and says whether DIR may be several (DIR...).
+UserCommand = collections.namedtuple(
+    "UserCommand", "run split usage dirs help description example")
+ONE_RUN_DIR = "the run directory holding the state"
+USER_COMMANDS = {
+    "render": UserCommand(
+        run=render_command, split=_split_at_dashes, dirs=ONE_RUN_DIR,
+        usage="DIR [--max-retries N] [--max-walltime T] [--script PATH] [--python PY] "
+        "[--budget-dir B] [--notify CMD] [--warn SIG@S] [-- SBATCH_ARGS...]",
+        help="print the prologue for a job script",
+        description="Print the bash prologue to paste after a job script's #SBATCH lines.\n"
+        "Options after -- are given to sbatch for every successor. Creates DIR\n"
+        "if missing, so that #SBATCH --output=DIR/... works from the first job.",
+        example="resumable-chain render runs/gpqa --max-walltime 48:00:00 -- -p gpu"),
+    "submit": UserCommand(
+        run=submit_command, split=split_submit_argv, dirs=ONE_RUN_DIR,
+        usage="DIR [--max-retries N] [--max-walltime T] [--force] [--python PY] "
+        "[--budget-dir B] [--notify CMD] [--warn SIG@S] [SBATCH_OPTIONS...] [--] SCRIPT "
+        "[ARGS...]",
+        help="make any batch script resumable and submit it",
+        description="Write a resumable copy of SCRIPT into DIR (the prologue after its\n"
+        "#!/#SBATCH header), submit it with --requeue and print the first job\n"
+        "ID. SBATCH_OPTIONS go to the first job and every successor, written as\n"
+        "for sbatch (-p debug, --time=4:00:00). Logs go to DIR/slurm-<jobid>.out\n"
+        "unless the script or the options set --output. Nothing changes on disk\n"
+        "unless sbatch accepts the job. Refuses array jobs and a DIR whose chain\n"
+        "is still queued or running (see --force).",
+        example="resumable-chain submit runs/a -p gpu --time=4:00:00 train.sbatch --lr 3e-4"),
+    "resume": UserCommand(
+        run=resume_command, split=split_resume_argv, dirs="run directories of chains to resume",
+        usage="DIR [DIR...] [--max-walltime T] [--max-retries N] [--notify CMD] [--warn SIG@S] "
+        "[SBATCH_OPTIONS...]",
+        help="continue a chain that failed, stopped or broke",
+        description="Queue one link that continues the chain in DIR: keeps its history and\n"
+        "walltime, starts the retries afresh. Refuses a live or COMPLETED chain.\n"
+        "SBATCH_OPTIONS replace the recorded ones of the same name for this link\n"
+        "and every later one (-p debug replaces a refused partition). With\n"
+        "several DIRs, each chain is resumed or left as it was; one line each.",
+        example="resumable-chain resume runs/gpqa --max-walltime 72:00:00 -p gpu2"),
+    "status": UserCommand(
+        run=status_command, split=None, usage="DIR [DIR...] [--json] [--check]",
+        dirs="a run directory, or a directory of run directories",
+        help="show a chain's jobs, counters and verdict",
+        description="Show the jobs of the chain in DIR, its counters and a verdict:\n"
+        "running, waiting, finished, stopped, failed, broken or unknown.\n"
+        "Several DIRs, or a DIR that holds chains one level below it, give one\n"
+        "table with a row per chain (--json: a list). Exit 1 when Slurm did not\n"
+        "answer; with --check also when a chain failed, is broken, or would not\n"
+        "continue if its running link ended.",
+        example="resumable-chain status runs/gpqa --json\n"
+        "  resumable-chain status runs --check    # every chain in runs/*/"),
+    "cancel": UserCommand(
+        run=cancel_command, split=None, usage="DIR [DIR...] [--dry-run]",
+        dirs="run directories of chains to cancel", help="stop a chain for good",
+        description="Mark the chain cancelled, cancel its pending successors, then its\n"
+        "running link. resume continues it later. One line per chain.",
+        example="resumable-chain cancel runs/gpqa --dry-run"),
+    "budget": UserCommand(
+        run=budget_command, split=None, usage="DIR [--max-walltime T] [--json]",
+        dirs="the directory holding the budget", help="a walltime budget shared by several chains",
+        description="Create a walltime budget in DIR shared by every chain rendered or "
+        "submitted\nwith --budget-dir DIR, or change its cap; without --max-walltime, print\n"
+        "what is used (links that ended), reserved (links that may still run) and\n"
+        "left. Each link reserves min(its time limit, what is left) and lowers its\n"
+        "time limit to that; with under a minute left, a chain stops.",
+        example="resumable-chain budget runs/collection --max-walltime 200:00:00"),
+}
+
+
+def run_user_command(argv):
+    """Run a user's command: argparse reads its DIRs and options, its split() the rest."""
+    parser = _build_parser()
+    command = USER_COMMANDS.get(argv[0]) if argv else None
+    dashes = argv.index("--") if "--" in argv else len(argv)
+    if command is None or {"-h", "--help"} & set(argv[:dashes]):
+        parser.parse_args(argv[:dashes])  # help, the version or the error exit here
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    if command.split is None and argv[dashes + 1:]:
+        raise StateError("%s takes no arguments after --" % argv[0])
+    ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], ())
+    try:
+        options = vars(parser.parse_args(argv[:1] + ours))
+    except StateError as error:
+        raise StateError(_unrecognized_hint(str(error), argv[0]))
+    run_dir, _ = options.pop("run_dir"), options.pop("command")
+    return command.run(run_dir, *rest, **options)
 
 
 def did_you_mean(name, names):
@@ -4831,43 +4793,82 @@ def did_you_mean(name, names):
     return " (did you mean %s?)" % close[0] if close else ""
 
 
-def _unrecognized_hint(parser, message, command):
+def _unrecognized_hint(message, command):
     """argparse's error with what its "unrecognized arguments: WORDS" misses: the command's
     option that was meant, and for render where sbatch options go."""
     words = message.partition("unrecognized arguments: ")[2].rpartition(" (see --help)")[0]
-    sub = parser._subparsers._group_actions[0].choices.get(command[0]) if command else None
-    if not words or sub is None:
-        return message
-    hint = "".join(did_you_mean(word.partition("=")[0], sub._option_string_actions)
+    hint = "".join(did_you_mean(word.partition("=")[0], usage_options(USER_COMMANDS[command].usage))
                    for word in words.split() if word.startswith("--"))
-    if command == ["render"] and not hint:
+    if command == "render" and words and not hint:
         hint = "; sbatch options for every successor go after --: resumable-chain render DIR " \
             "[OPTIONS] -- %s" % words
     return message.replace(" (see --help)", hint + " (see --help)")
+
+
+# The in-job steps' functions and words, as the rendered prologue, its exit trap, the background
+# step, the warning timer and a guard write them. A job queued by an older release runs the
+# newest module file: the words stay readable (docs/compatibility.md).
+STEPS = {
+    "prologue": (prologue_command, "[--max-retries=N] [--max-walltime=T] [--sbatch-arg=ARG...] "
+                 "[--budget-dir=B] [--notify=CMD] [--warn=SIG@S] --script=PATH DIR "
+                 "[-- SCRIPT_ARGS...]"),
+    "finished": (finished_command, "DIR"),
+    "while-working": (while_working_command, "DIR [--again]"),
+    "guard": (guard_command, "DIR JOB [--after=LINK] [SBATCH_NAME=VALUE...]"),
+    "warn-work": (warn_command, "SIG@S END SHELL"),
+}
+
+
+def read_step_words(step, argv):
+    """(positional words, {keyword: value}) of an in-job step's words as its usage in STEPS
+    says: ``--NAME=VALUE`` (checked as the user's option of that name is: OPTION_CHECKS; one that
+    repeats, ``ARG...``, in a list named in the plural), ``--FLAG`` (True), positional words and
+    after ``--`` the script's arguments. ValueError says what is wrong."""
+    usage = STEPS[step][1]
+    before, _, after = usage.partition(" [-- ")
+    wanted = usage_options(before)
+    named = [word.strip("[]") for word in before.split() if not word.lstrip("[").startswith("-")]
+    dashes = argv.index("--") if after and "--" in argv else len(argv)
+    positional, options = [], {after.strip("]. ").lower(): argv[dashes + 1:]} if after else {}
+    for word in argv[:dashes]:
+        name, equals, value = word.partition("=")
+        keyword, metavar = name[2:].replace("-", "_"), wanted.get(name)
+        if not word.startswith("-"):
+            positional.append(word)
+        elif metavar is None or bool(equals) != bool(metavar):
+            raise ValueError("%s: unknown option %r (a link runs this by itself: %s)"
+                             % (step, word, usage))
+        elif metavar.endswith("..."):
+            options.setdefault(keyword + "s", []).append(value)
+        else:
+            options[keyword] = OPTION_CHECKS.get(name, str)(value) if metavar else True
+    several = named[-1].endswith("...")
+    missing = [name for name in wanted if "[" + name not in usage
+               and name[2:].replace("-", "_") not in options]
+    if missing or len(positional) < len(named) - several or (
+            not several and len(positional) > len(named)):
+        raise ValueError("%s: usage: resumable-chain %s %s (a link runs this by itself)"
+                         % (step, step, usage))
+    return positional, options
+
+
+def run_step(step, argv):
+    """Run an in-job step; with --help, show its usage and docstring."""
+    function, usage = STEPS[step]
+    if argv[:1] in (["-h"], ["--help"]):
+        _write("usage: resumable-chain %s %s\n\n%s\n" % (
+            step, usage, (function.__doc__ or "").replace("\n    ", "\n").strip()))
+        return 0
+    positional, options = read_step_words(step, argv)
+    return function(*positional, **options)
 
 
 def main(argv=None):
     """Run the command line; return the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        if argv[:1] in (["prologue"], ["finished"], ["while-working"], ["guard"],
-                        ["warn-work"]) or (
-                argv[:1] in (["submit"], ["resume"]) and not set(argv) & {"-h", "--help"}):
-            return OWN_WORDS[argv[0]](argv[1:])
-        after = argv.index("--") if "--" in argv else len(argv)
-        parser = _build_parser()
-        try:
-            arguments = parser.parse_args(argv[:after])
-        except StateError as error:
-            raise StateError(_unrecognized_hint(parser, str(error), argv[:1]))
-        if arguments.command == "render":
-            return render_command(arguments, argv[after + 1:])
-        if arguments.command not in COMMANDS:
-            parser.print_help(sys.stderr)
-            return EXIT_USAGE
-        if argv[after + 1:]:
-            raise StateError("%s takes no arguments after --" % arguments.command)
-        return COMMANDS[arguments.command](arguments)
+        return run_step(argv[0], argv[1:]) if argv[:1] and argv[0] in STEPS else \
+            run_user_command(argv)
     except SystemExit as exit_request:  # --help and --version
         return exit_request.code if isinstance(exit_request.code, int) else 0
     except (StateError, ValueError) as error:

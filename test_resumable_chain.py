@@ -739,8 +739,8 @@ def test_max_retries_one_rule_for_every_entry_point(value, accepted):
     entry_points = [lambda: rc.parse_resumable({"max_retries": value}),
                     lambda: rc.render_prologue("runs/a", max_retries=value)]
     if isinstance(value, int) and not isinstance(value, bool):  # the command line takes digits
-        entry_points.append(lambda: rc.parse_prologue_args(
-            ["--max-retries=%d" % value, "--script=s", "d"]))
+        entry_points.append(lambda: rc.read_step_words(
+            "prologue", ["--max-retries=%d" % value, "--script=s", "d"]))
     for call in entry_points:
         if accepted:
             call()

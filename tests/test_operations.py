@@ -273,7 +273,8 @@ SUBMIT_WORDS = [
 @pytest.mark.parametrize("words,expected", [r[1:] for r in SUBMIT_WORDS],
                          ids=[r[0] for r in SUBMIT_WORDS])
 def test_split_submit_words(words, expected):
-    assert rc.split_submit_argv(words) == expected
+    ours, (sbatch_args, script, script_args) = rc.split_submit_argv(words)
+    assert (ours, sbatch_args, script, script_args) == expected
 
 
 @pytest.mark.parametrize("words,message", [
@@ -290,6 +291,41 @@ def test_split_submit_words(words, expected):
 def test_split_submit_words_refuses(words, message):
     with pytest.raises(ValueError) as error:
         rc.split_submit_argv(words)
+    assert message in str(error.value)
+
+
+STEP_WORDS = [
+    ("the prologue as render writes it", "prologue",
+     ["--max-retries=5", "--max-walltime=1:00:00", "--sbatch-arg=-p", "--sbatch-arg=gpu", "/r",
+      "--script=/s", "--", "a", "--x"],
+     (["/r"], {"max_retries": 5, "max_walltime": 3600, "sbatch_args": ["-p", "gpu"],
+               "script": "/s", "script_args": ["a", "--x"]})),
+    ("a guard with the user's defaults", "guard", ["/r", "1001", "--after=1000", "SBATCH_X=a=b"],
+     (["/r", "1001", "SBATCH_X=a=b"], {"after": "1000"})),
+    ("the background step again", "while-working", ["/r", "--again"], (["/r"], {"again": True})),
+    ("the warning timer", "warn-work", ["USR1@2", "17", "99"], (["USR1@2", "17", "99"], {})),
+]
+
+
+@pytest.mark.parametrize("step,words,expected", [r[1:] for r in STEP_WORDS],
+                         ids=[r[0] for r in STEP_WORDS])
+def test_in_job_words_are_read_as_the_steps_usage_says(step, words, expected):
+    assert rc.read_step_words(step, words) == expected
+
+
+@pytest.mark.parametrize("step,words,message", [
+    ("prologue", ["/r"], "usage: resumable-chain prologue"),
+    ("prologue", ["--script", "/s", "/r"], "unknown option '--script'"),
+    ("prologue", ["--bogus=1", "--script=/s", "/r"], "unknown option '--bogus=1'"),
+    ("prologue", ["--max-retries=x", "--script=/s", "/r"], "max_retries must be a whole number"),
+    ("while-working", ["/r", "--again=1"], "unknown option '--again=1'"),
+    ("finished", ["/a", "/b"], "usage: resumable-chain finished DIR"),
+    ("warn-work", ["USR1@2", "1"], "usage: resumable-chain warn-work SIG@S END SHELL"),
+], ids=["no script", "a value without =", "unknown option", "bad retries", "a flag with a value",
+        "two dirs", "a word missing"])
+def test_in_job_words_refused(step, words, message):
+    with pytest.raises(ValueError) as error:
+        rc.read_step_words(step, words)
     assert message in str(error.value)
 
 

@@ -162,7 +162,7 @@ def test_the_warning_reaches_a_plain_command_and_a_child_process_group_and_harms
                 break
             time.sleep(0.05)
         end = int(time.time()) + 20  # the moment has come: USR1@20
-        assert rc.warn_command([signame + "@20", str(end), str(shell.pid)]) == 0
+        assert rc.warn_command(signame + "@20", str(end), str(shell.pid)) == 0
         assert shell.wait(timeout=60) == 0
         with open(str(tmp_path / "sleeper.pid")) as handle:
             sleeper = int(handle.read())
@@ -181,7 +181,7 @@ def test_the_timer_of_a_job_whose_work_ended_sends_nothing(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()
     slept = []
-    assert rc.warn_command(["USR1@20", str(int(time.time()) + 3600), str(gone.pid)],
+    assert rc.warn_command("USR1@20", str(int(time.time()) + 3600), str(gone.pid),
                            sleep=slept.append) == 0
     assert slept == []
 
