@@ -10,14 +10,29 @@ are drawn from FAULTS at every link; the invariants (INVARIANTS) are checked
 after every step. A history is fully determined by its seed: a violation
 prints the seed and the history, and ``--seed S --histories 1`` replays it.
 
+Lagging views (an NFS client's attribute and entry caches, up to 60 s): each
+process of the chain (a link's prologue, its rerun after a kill, the background
+step (and its own-guard step), the exit trap, a guard, and so the links a guard or
+``resume`` queues) may be drawn to see the run directory's state files as an
+earlier step of the history left them (1-3 steps back, among the states that
+were current within the last LAG_SECONDS of the history's time), until its own
+clock (its pauses: the module's view waits, a guard's tries) has
+run for a drawn 1-LAG_SECONDS s. Every state file read goes through
+``StateStore.read_bytes``, which returns the stale bytes (or "missing") then;
+files the process wrote itself read as they are (a client sees its own
+writes), and locks and Slurm are never stale. The module re-reads a lagging
+view (``wait_for_view``, ``wait_to_be_named``) on the process's clock.
+
     python3 tests/histories.py --histories 100000 --seed 1 --workers 2
 
 The fast suite runs a few hundred (test_reliability.py::test_random_histories;
 ``pytest --histories N --history-seed S`` runs more).
 """
 import argparse
+import contextlib
 import os
 import random
+import shlex
 import shutil
 import signal
 import sys
@@ -57,13 +72,18 @@ FAULTS = {
     "step killed": 0.05,  # SIGKILL of the in-job step at a random checkpoint
     "duplicate start": 0.04,  # the same job's prologue runs twice
     "requeue of the running link": 0.03,  # a person or Slurm requeues the link while it works
-    "node failure before the retrier heals": 0.3,  # of a link whose successor's sbatch failed
+    "node failure while no successor is queued": 0.3,  # of a link whose successor's sbatch failed
     "ends before its background step": 0.03,  # preempted or its node fails within a second
     "status": 0.15,  # status from another node, at any time
     "cancel": 0.015,  # a person cancels the chain: a deliberate stop
     "resume": 0.05,  # a person runs resume (refused unless the chain ended)
 }
 LOOKUP_WINDOW = "0.02"  # seconds: the lag faults cost real sleeps
+LAGGING_VIEW = 0.1  # per process: it sees the run directory as an earlier step left it
+LAG_SECONDS = 60  # how old a lagging view may be, and how long it lasts (NFS's acdirmax)
+LAG_STEPS = 3  # how many steps of the history a lagging view may be behind
+STATE_FILES = (rc.CHAIN_FILE, rc.WALLTIME_FILE, rc.RETRIES_FILE, rc.JOURNAL_FILE, rc.CANCEL_FILE,
+               rc.SUBMIT_FILE, rc.EVENTS_FILE, rc.NOTIFY_FILE)
 MAX_EVENTS = 400  # a history longer than this is a chain that does not end
 
 
@@ -83,7 +103,7 @@ class InstantTime(object):
 
 
 class OwnClock(object):
-    """The clock of a background step (retrier, guard): its pauses take no time of the
+    """The clock of a background step (own-guard step, guard): its pauses take no time of the
     history's, whose links work meanwhile."""
 
     def __init__(self):
@@ -100,11 +120,58 @@ def iso(seconds):
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
+def directory_state(run_dir):
+    """The run directory's state files as they are: {name: bytes, or None when missing}."""
+    state = {}
+    for name in STATE_FILES:
+        try:
+            with open(os.path.join(run_dir, name), "rb") as handle:
+                state[name] = handle.read()
+        except (OSError, IOError):
+            state[name] = None
+    return state
+
+
+class LaggingView(object):
+    """One process's lagging view of the run directory: ``stale`` ({name: bytes or None}, as an
+    earlier step left the files, or as its job's node last wrote them) until its ``clock`` has
+    run ``lasts`` s. A file the process wrote (written here, or changed since it started: its
+    killed run wrote it) reads as it is."""
+
+    def __init__(self, run_dir, stale, lasts, clock):
+        self.run_dir, self.stale, self.lasts, self.clock = run_dir, stale, lasts, clock
+        self.start, self.written = directory_state(run_dir), set()
+
+    def shows(self, directory, name):
+        """The stale bytes of ``name`` (None: missing) as a 1-tuple, or () when it reads true."""
+        if self.clock() >= self.lasts or name not in self.stale or name in self.written or \
+                os.path.abspath(directory) != self.run_dir:
+            return ()
+        if directory_state(self.run_dir)[name] != self.start[name]:
+            return ()
+        return (self.stale[name],)
+
+
+def reading_through(original, view_of):
+    """StateStore.read_bytes (``original``) as seen through ``view_of()``, a LaggingView or
+    None."""
+    def read_bytes(store, name, tail=None, most=None):
+        view = view_of()
+        shown = view.shows(store.directory, name) if view else ()
+        if not shown:
+            return original(store, name, tail, most)
+        raw = shown[0]
+        if raw is None or tail is not None:
+            return raw and raw[-tail:]
+        return raw[:rc.MAX_STATE_BYTES + 1 if most is None else most + 1]
+    return read_bytes
+
+
 class History(object):
     """One chain's life under random faults; ``run()`` returns the faults injected by kind."""
 
-    def __init__(self, seed, root):
-        self.seed, self.rng = seed, random.Random(seed)
+    def __init__(self, seed, root, lag_steps=LAG_STEPS):
+        self.seed, self.rng, self.lag_steps = seed, random.Random(seed), lag_steps
         self.root = root
         self.run_dir = os.path.join(root, "run")
         self.script = os.path.join(root, "job.sh")
@@ -123,9 +190,16 @@ class History(object):
         self.sbatch_failures, self.sbatch_creates_then_fails = 0, False
         self.deliberate = None  # why the chain may legitimately end unfinished
         self.links_started = 0
+        # Lagging views are drawn apart, so that a history without one is the one this seed
+        # gave before they were drawn.
+        self.view_rng = random.Random("lagging views %d" % seed)
+        self.states = []  # [the state files as a step left them, history time it was replaced]
+        self.wrote = {}  # (job, file name): the index in states of that job's last write of it
+        self.view, self.clock = None, OwnClock()  # the running process's view and clock
 
     # ------------------------------------------------------------------ the fake cluster
     def log(self, text):
+        self.capture()
         self.events.append(text)
         if len(self.events) > MAX_EVENTS:
             self.fail(3, "the chain did not end within %d events" % MAX_EVENTS)
@@ -160,6 +234,61 @@ class History(object):
             if named and result.returncode == 0:
                 self.update(result.stdout.strip(), named=True)
         return (lambda: result) if background else result
+
+    def capture(self):
+        """Keep the run directory's state as this step left it, for lagging views."""
+        if not os.path.isdir(self.run_dir):
+            return
+        state = directory_state(self.run_dir)
+        if not self.states or self.states[-1][0] != state:
+            if self.states:
+                self.states[-1][1] = self.now
+            self.states.append([state, None])
+
+    @contextlib.contextmanager
+    def process(self, job_id, who):
+        """A process of job ``job_id`` runs (``with``): it gets a clock of its own (its pauses
+        take none of the history's time) and, if drawn, a lagging view of the run directory, in
+        which its job's node sees what it wrote itself."""
+        self.capture()
+        clock, window = OwnClock(), self.view_rng.randint(1, LAG_SECONDS)
+        now = len(self.states) - 1
+        earlier = [now - back for back in range(1, min(self.lag_steps, now) + 1)
+                   if self.states[now - back][1] >= self.now - window]
+        if earlier and self.view_rng.random() < LAGGING_VIEW:
+            seen = self.view_rng.choice(earlier)
+            lasts = self.view_rng.randint(1, LAG_SECONDS)
+            stale = dict((name, self.states[max(seen, self.wrote.get((job_id, name), seen))][0][
+                name]) for name in STATE_FILES)
+            self.injected["lagging view"] = self.injected.get("lagging view", 0) + 1
+            self.log("  %s sees the run directory as it was %d step%s ago (within %d s), for "
+                     "%d s of its own clock" % (who, now - seen, "s" if now - seen > 1 else "",
+                                                window, lasts))
+            self.view = LaggingView(os.path.abspath(self.run_dir), stale, lasts, clock)
+        self.clock, before = clock, self.states[-1][0]
+        try:
+            yield clock
+        finally:
+            self.view, self.clock = None, OwnClock()
+            self.capture()
+            self.wrote.update(((job_id, name), len(self.states) - 1) for name in STATE_FILES
+                              if self.states[-1][0][name] != before[name])
+
+    def written(self, original, name_of):
+        """A StateStore writer that marks what the running process wrote (it sees its own)."""
+        def write(store, *args, **kwargs):
+            if self.view:
+                self.view.written.add(name_of(*args))
+            return original(store, *args, **kwargs)
+        return write
+
+    def on_own_clock(self, original):
+        """A view wait of the module, paused on the running process's clock."""
+        def wait(*args, **kwargs):
+            kwargs.setdefault("sleep", self.clock.sleep)
+            kwargs.setdefault("clock", self.clock)
+            return original(*args, **kwargs)
+        return wait
 
     def fault(self, name):
         if self.rng.random() < FAULTS[name]:
@@ -205,12 +334,39 @@ class History(object):
                     submit=iso(self.now), runs=runs, held=bool(held), reason=held)
 
     # ------------------------------------------------------------------ the history
-    def run(self):
+    @contextlib.contextmanager
+    def patched(self):
+        """The module as this history's processes see it: the fake Slurm with this moment's
+        faults, pauses that take no time, the lock drawn, state files read through the running
+        process's view."""
         saved = {name: os.environ.get(name) for name in (rc.LOOKUP_SECONDS_ENV, rc.LOCK_ENV)}
         os.environ[rc.LOOKUP_SECONDS_ENV] = LOOKUP_WINDOW
         os.environ[rc.LOCK_ENV] = self.rng.choice(rc.LOCK_KINDS)
         original, rc.run_slurm, rc.time = rc.run_slurm, self.run_slurm, InstantTime()
+        store = dict(vars(rc.StateStore))
+        waits = dict((name, getattr(rc, name)) for name in ("wait_for_view", "wait_to_be_named")
+                     if hasattr(rc, name))  # absent: renamed, not patched
+        rc.StateStore.read_bytes = reading_through(store["read_bytes"], lambda: self.view)
+        rc.StateStore.write_text = self.written(store["write_text"], lambda name, *_: name)
+        rc.StateStore.append_job = self.written(store["append_job"], lambda *_: rc.CHAIN_FILE)
+        for name, wait in waits.items():
+            setattr(rc, name, self.on_own_clock(wait))
         try:
+            yield
+        finally:
+            rc.run_slurm, rc.time = original, time
+            for name in ("read_bytes", "write_text", "append_job"):
+                setattr(rc.StateStore, name, store[name])
+            for name, wait in waits.items():
+                setattr(rc, name, wait)
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+
+    def run(self):
+        with self.patched():
             self.log("chain: work %d s, max_retries %d, max_walltime %s, lock %s" % (
                 self.work_needed, self.max_retries, self.max_walltime, os.environ[rc.LOCK_ENV]))
             submitted = rc.submit_chain(self.run_dir, self.script, [], [],
@@ -240,13 +396,6 @@ class History(object):
                                  if outcome.status == rc.EXIT_DONE else "1:0")
                 self.between_links()
             self.check_end()
-        finally:
-            rc.run_slurm, rc.time = original, time
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
         return self.injected
 
     def person_acts(self):
@@ -305,10 +454,13 @@ class History(object):
     def guard(self, job_id, job):
         """A guard runs (its job ended): the guard's step, on a clock of its own."""
         self.update(job_id, state="RUNNING", start=iso(self.now))
-        clock = OwnClock()
         guarded = job["dependency"].split(":")[1]
-        event, _, words = rc.guard_chain(self.run_dir, guarded, {"SLURM_JOB_ID": job_id},
-                                         sleep=clock.sleep, clock=clock)
+        after = [word.partition("=")[2] for word in shlex.split(job["wrap"])
+                 if word.startswith("--after=")]  # as guard_command reads its words
+        with self.process(job_id, "guard %s" % job_id) as clock:
+            event, _, words = rc.guard_chain(self.run_dir, guarded, {"SLURM_JOB_ID": job_id},
+                                             sleep=clock.sleep, clock=clock,
+                                             after=(after or [None])[-1])
         self.update(job_id, state="COMPLETED", end=iso(self.now), elapsed=1)
         self.log("guard %s of job %s: %s" % (job_id, guarded, words))
         if event and event.event == "broken":
@@ -334,15 +486,16 @@ class History(object):
         spec = rc.NextLink(self.script, [], [], "job.sh", self.root)
         settings = rc.Settings(self.max_retries, self.max_walltime)
         before = self.snapshot()
-        if self.fault("step killed"):
-            point = self.rng.randint(1, 14)
-            self.log("job %s: in-job step SIGKILLed at checkpoint %d; the prologue runs it "
-                     "again" % (job_id, point))
-            self.killed_step(environ, spec, settings, point)
-        try:
-            outcome = rc.run_link(self.run_dir, settings, spec, environ, now=lambda: self.now)
-        except rc.StateError as error:
-            self.fail(2, "job %s's prologue refused: %s" % (job_id, error))
+        with self.process(job_id, "job %s's prologue" % job_id):
+            if self.fault("step killed"):
+                point = self.rng.randint(1, 14)
+                self.log("job %s: in-job step SIGKILLed at checkpoint %d; the prologue runs it "
+                         "again" % (job_id, point))
+                self.killed_step(environ, spec, settings, point)
+            try:
+                outcome = rc.run_link(self.run_dir, settings, spec, environ, now=lambda: self.now)
+            except rc.StateError as error:
+                self.fail(2, "job %s's prologue refused: %s" % (job_id, error))
         record = outcome.record
         self.log("job %s prologue%s: %s, predecessor %s %s, successor %s, walltime %s, "
                  "retries %s" % (job_id, " (%s)" % note if note else "", record.action,
@@ -384,7 +537,7 @@ class History(object):
             return self.end(job_id, end, 1, work=True)
         self.background(job_id, outcome)
         if outcome.record.successor is None and self.fault(
-                "node failure before the retrier heals"):
+                "node failure while no successor is queued"):
             return self.node_failure(job_id, self.rng.randint(1, 9))
         if self.fault("status"):
             self.status("while job %s works" % job_id)
@@ -414,6 +567,7 @@ class History(object):
         """The link's work ends: done, or its time limit or a fault ends it first."""
         left = self.work_needed - self.progress
         if left <= limit:
+            self.exit_trap(job_id, left)
             return self.end(job_id, "COMPLETED", left, work=True)
         names, weights = zip(*ENDS)
         end = self.rng.choices(names, weights)[0]
@@ -435,13 +589,23 @@ class History(object):
     def background(self, job_id, outcome):
         """The first part of the background step a working link starts as its work starts."""
         again = outcome.observation is not None and outcome.observation.source == "journal"
-        record, _ = rc.finish_queueing(self.run_dir, {"SLURM_JOB_ID": job_id}, again=again)
+        with self.process(job_id, "the background step of job %s" % job_id):
+            record, _ = rc.finish_queueing(self.run_dir, {"SLURM_JOB_ID": job_id}, again=again)
         self.log("  background step of job %s: %s" % (job_id, "guard %s of successor %s" % (
             record.guard, record.successor) if record and record.successor else "nothing"))
         if record is not None and not (record.successor or record.guarded_by):
-            clock = OwnClock()  # its pauses: the link's work runs meanwhile
-            guard = rc.guard_until_queued(self.run_dir, {"SLURM_JOB_ID": job_id}, clock.sleep)
+            with self.process(job_id, "the own-guard step of job %s" % job_id) as clock:
+                guard = rc.guard_until_queued(self.run_dir, {"SLURM_JOB_ID": job_id},
+                                              clock.sleep)
             self.log("  job %s's own guard: %s after %d s" % (job_id, guard, clock.now))
+
+    def exit_trap(self, job_id, elapsed):
+        """The work exits 0 while its job still runs: the script's exit trap says so."""
+        self.update(job_id, elapsed=elapsed)
+        with self.process(job_id, "the exit trap of job %s" % job_id):
+            event, _, _ = rc.work_finished(self.run_dir, {"SLURM_JOB_ID": job_id},
+                                           now=lambda: self.now + elapsed)
+        self.log("  exit trap of job %s: %s" % (job_id, event.event if event else "nothing"))
 
     def end(self, job_id, state, elapsed, exit_code="0:0", work=False):
         if work:
@@ -594,8 +758,10 @@ class History(object):
                 "work finished" if finished else why, status["verdict"], status["attention"]))
 
 
-def run_histories(count, seed, root=None, verbose=False):
-    """Run ``count`` histories from seed, seed+1, ...; return (histories, faults by kind)."""
+def run_histories(count, seed, root=None, verbose=False, violations=None, lag_steps=LAG_STEPS):
+    """Run ``count`` histories from seed, seed+1, ...; return (histories, faults by kind).
+    ``violations``: a list that collects (seed, events, Violation) instead of stopping;
+    ``lag_steps``: how far behind a lagging view may be (0: none drawn)."""
     faults = {}
     base = tempfile.mkdtemp(prefix="rc-histories-", dir=root)
     try:
@@ -603,8 +769,14 @@ def run_histories(count, seed, root=None, verbose=False):
             directory = os.path.join(base, str(number % 8))
             shutil.rmtree(directory, ignore_errors=True)
             os.makedirs(directory)
-            history = History(seed + number, directory)
-            for name, times in history.run().items():
+            history = History(seed + number, directory, lag_steps)
+            try:
+                history.run()
+            except Violation as violation:
+                if violations is None:
+                    raise
+                violations.append((history.seed, len(history.events), violation))
+            for name, times in history.injected.items():
                 faults[name] = faults.get(name, 0) + times
             if verbose:
                 print("\n".join(history.events))
@@ -619,6 +791,10 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--verbose", action="store_true", help="print every history")
+    parser.add_argument("--lag-steps", type=int, default=LAG_STEPS,
+                        help="how many steps a lagging view may be behind (0: none drawn)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="count violations (a line each, the shortest in full) and go on")
     options = parser.parse_args(argv)
     started = time.time()
     share, children = -(-options.histories // options.workers), []
@@ -627,13 +803,18 @@ def main(argv=None):
         count = min(share, options.seed + options.histories - first)
         pid = os.fork() if options.workers > 1 else 0
         if pid == 0:
+            found = [] if options.keep_going else None
             try:
                 done, faults = run_histories(count, first, "/dev/shm" if os.path.isdir(
-                    "/dev/shm") else None, options.verbose)
-                print("seeds %d-%d: %d histories, %d faults injected (%s), 0 violations" % (
+                    "/dev/shm") else None, options.verbose, found, options.lag_steps)
+                for seed, _, violation in found or ():
+                    print("seed %d: %s" % (seed, str(violation).split("\n")[0]))
+                if found:
+                    print("the shortest:\n%s" % min(found, key=lambda item: item[1])[2])
+                print("seeds %d-%d: %d histories, %d faults injected (%s), %d violations" % (
                     first, first + count - 1, done, sum(faults.values()), ", ".join(
-                        "%s %d" % item for item in sorted(faults.items()))))
-                status = 0
+                        "%s %d" % item for item in sorted(faults.items())), len(found or ())))
+                status = 1 if found else 0
             except Violation as violation:
                 print(violation)
                 status = 1
