@@ -97,7 +97,8 @@ MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets thi
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file: read by its tail
 NAMED_ENV = "RESUMABLE_CHAIN_NAMED"  # "1": the journal names this job (resume or a guard queued it)
-VIEW_WAIT_SECONDS = 90  # how long a link waits for a lagging view of the run directory
+VIEW_WAIT_SECONDS = 90  # how long a view of the run directory may lag (NFS caches up to 60 s)
+VIEW_WAIT_ENV = "RESUMABLE_CHAIN_VIEW_WAIT"  # its override in seconds (tests: 0)
 LOCK_ENV = "RESUMABLE_CHAIN_LOCK"  # "kernel" or "file": force one kind of lock
 LOCK_KINDS = ("kernel", "file")
 HELD_SUFFIX = ".held"  # the file lock: <lock file>.held, created exclusively, names its holder
@@ -1834,6 +1835,11 @@ def _positive_env_number(name, default, allow_zero=False):
     return value
 
 
+def view_wait():
+    """Seconds a view of the run directory may lag (VIEW_WAIT_SECONDS, or VIEW_WAIT_ENV)."""
+    return _positive_env_number(VIEW_WAIT_ENV, VIEW_WAIT_SECONDS, allow_zero=True)
+
+
 def command_timeout():
     return _positive_env_number(COMMAND_TIMEOUT_ENV, DEFAULT_COMMAND_TIMEOUT)
 
@@ -2195,15 +2201,16 @@ def identify(environ):
 
 def view_lags(snapshot, predecessor_id):
     """Whether this client's view of the run directory lags (NFS caches attributes and entries
-    for up to 60 s): the journal is exactly one link behind this link's predecessor (it shows
-    the link that queued the predecessor), or no state file is visible at all, although the
-    predecessor wrote its record before it queued this link."""
+    for up to 60 s): the journal shows a link older than this link's predecessor (Slurm's job
+    IDs grow), or no state file at all, although the predecessor wrote its record before it
+    queued this link. (A journal newer than the predecessor: this link is a stray.)"""
     record = snapshot.record
     if not predecessor_id:
         return False
     if record is None:
         return snapshot.last_job is None
-    return record.job != predecessor_id and record.successor == predecessor_id
+    return record.job != predecessor_id and (record.successor == predecessor_id or (
+        is_job_id(record.job or "") and int(record.job) < int(predecessor_id)))
 
 
 def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
@@ -2628,11 +2635,15 @@ def _unguarded(record, run_dir, environ, warnings, again):
     a pasted prologue, one whose predecessor's guard sbatch failed) does before its work: no
     guard would finish it if the link ended within a second. With a successor, the successor's
     guard (a successor that died at launch would leave nothing to continue the chain); without
-    one (sbatch failed), a guard of its own, which queues the successor when this link ends."""
+    one (sbatch failed), a guard of its own, which queues the successor when this link ends.
+    Slurm is asked first whether it has a guard after all (a lagging view hid it)."""
+    own = queued_guard(record.job)
+    if own:
+        return record._replace(guarded_by=own)
     if record.successor:
         return swap_guard(record, run_dir, environ, warnings, again=again)
     guard, error = queue_guard(record.job, run_dir, (record.next or {}).get("job_name"),
-                               environ, again=again)
+                               environ)
     if error:
         warnings.append("WARNING: could not queue a guard for job %s either (%s): if it ends "
                         "before a successor is queued, resumable-chain resume continues the "
@@ -2792,35 +2803,46 @@ def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic
 
 def _guard_once(store, job_id, environ, final, after=None, looked=0):
     """One look of the guard under the lock, ``looked`` seconds after its first: (whether it is
-    over, (event, command, words))."""
+    over, (event, command, words)). What a newer view could not undo (JOB queued its successor,
+    the chain went on past it, JOB was cancelled before it started) is acted on at once; the
+    rest, on a view old enough to be current (``view_wait``), or at the guard's last look."""
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
+    trusted = final or looked >= view_wait()
     with store.locked():
         snapshot = wait_for_view(store, store.snapshot(), after, [])  # the journal of ``after``
         record = snapshot.record
         submitted = store.read_submitted() if record is None else None
-        first = bool(submitted) and submitted.get("first_job") == job_id
-        if snapshot.cancelled or not first and (record is None or job_id not in (
-                record.job, record.successor)):
-            return True, (None, None, "nothing to guard: the chain %s" % (
-                "was cancelled" if snapshot.cancelled else "went on without job %s" % job_id))
-        if first:
-            return _guard_first_job(store, submitted, ended_job(job_id), environ, final,
-                                    looked >= VIEW_WAIT_SECONDS)
-        if record.job == job_id and record.successor and record.guard is None and \
-                record.action in WORK_ACTIONS:
-            return _guard_covers(store, record, environ, final)
-        if record.job == job_id and (record.action not in WORK_ACTIONS or record.successor):
+        if submitted and submitted.get("first_job") == job_id:
+            return _guard_first_job(store, submitted, ended_job(job_id), environ, final, trusted)
+        if record is not None and (record.predecessor == job_id or record.job == job_id and (
+                record.action not in WORK_ACTIONS or record.successor and record.guard)):
             return True, (None, None, "nothing to guard: job %s ran its prologue and %s" % (
                 job_id, "queued job %s" % record.successor if record.successor
-                else "decided %s" % record.action))
+                else "decided %s" % record.action) if record.job == job_id
+                else "the chain went on past job %s" % job_id)
+        if snapshot.cancelled or record is None or job_id not in (record.job, record.successor):
+            words = "nothing to guard: the chain %s" % (
+                "was cancelled" if snapshot.cancelled else "does not name job %s" % job_id)
+            return trusted, (None, None, words if trusted else words + "; looking again (the "
+                             "run directory's view may lag)")
+        if record.job == job_id and record.successor:
+            return _guard_covers(store, record, environ, final) if trusted else (False, (
+                None, None, "job %s ended before its successor %s had a guard; looking again "
+                "before acting (the run directory's view may lag)" % (job_id, record.successor)))
         job = ended_job(job_id)
         if job is None:
             words = "cannot tell how job %s ended: neither the controller nor accounting " \
                 "knows it" % job_id
             return final, _guard_gives_up(store, record, words) if final else (None, None, words)
         if not is_final(job.state):
-            return True, (None, None, "job %s is %s: its own prologue or retrier goes on" % (
+            return True, (None, None, "job %s is %s: its own prologue goes on" % (
                 job_id, job.state))
+        if base_state(job.state) == "CANCELLED" and job.nodes is None and \
+                record.successor == job_id:
+            return _guard_cancelled(store, record, job)  # it never ran: nothing newer exists
+        if not trusted:
+            return False, (None, None, "job %s ended %s; looking again before acting (the run "
+                           "directory's view may lag)" % (job_id, job.state))
         if record.job == job_id:
             return _guard_ran(store, record, job, environ, final)
         return _guard_died(store, record, job, environ, final)
@@ -3362,6 +3384,9 @@ def _other_roles(chain):
     if record.guard:
         others.setdefault(record.guard, ("guard", "continues the chain if job %s dies before "
                                          "its prologue" % record.successor))
+    elif record.guarded_by and not record.successor and record.action in WORK_ACTIONS:
+        others.setdefault(record.guarded_by, ("guard", "queues the successor of job %s when it "
+                                              "ends" % record.job))
     return others
 
 
@@ -3376,7 +3401,9 @@ def _status_of(plan, answer, budgets):
         max_retries=submitted.get("max_retries"), max_walltime=submitted.get("max_walltime"))
     uncounted = (_uncounted_row(rows, record, chain) or {"elapsed": 0})["elapsed"]
     used = (chain.walltime or 0) + uncounted
-    guard = record.guard and (known.get(record.guard) or Job(record.guard, "UNKNOWN"))
+    guard_id = record.guard or (record.action in WORK_ACTIONS and not record.successor and
+                                record.guarded_by)  # the guard that continues the chain
+    guard = guard_id and (known.get(guard_id) or Job(guard_id, "UNKNOWN"))
     status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": len(chain.jobs),
               "walltime": chain.walltime or 0, "walltime_uncounted": uncounted,
               "walltime_used": used, "max_walltime": settings.max_walltime,

@@ -474,7 +474,7 @@ EXPORTS = ('for name in "${!RESUMABLE_CHAIN_@}"; do printf "%s=%s\\n" "$name" "$
 def exported(cluster):
     with open(cluster.worklog + ".env") as handle:
         blocks = handle.read().split("---\n")[:-1]
-    settings = (rc.LOOKUP_SECONDS_ENV, rc.COMMAND_TIMEOUT_ENV)  # the test's, not exports
+    settings = (rc.LOOKUP_SECONDS_ENV, rc.COMMAND_TIMEOUT_ENV, rc.VIEW_WAIT_ENV)  # the test's
     return [dict(line.split("=", 1) for line in block.splitlines()
                  if line.split("=", 1)[0] not in settings) for block in blocks]
 

@@ -681,12 +681,10 @@ def test_a_disk_that_fills_between_links_changes_nothing_and_resume_continues(
 
 HISTORIES = 300  # the default run: about 10 s
 HISTORY_SEED = 20261201
-LAGGING_VIEW_BUG = "issue 29: a guard or a link trusts a lagging view (found by tests/histories.py)"
 
 
 @pytest.mark.parametrize("lag_steps", [
-    0, pytest.param(histories.LAG_STEPS, marks=pytest.mark.xfail(
-        strict=True, raises=histories.Violation, reason=LAGGING_VIEW_BUG))],
+    0, histories.LAG_STEPS],
     ids=["without lagging views", "with lagging views"])
 def test_random_histories(request, capsys, lag_steps):
     """tests/histories.py: random fault histories of one chain, every invariant checked after
@@ -716,7 +714,7 @@ class LaggingChain(object):
     def __init__(self, tmp_path, monkeypatch):
         self.run_dir = str(tmp_path / "run")
         self.slurm = in_process_slurm(str(tmp_path), {})
-        self.path, self.view = self.slurm.path, None
+        self.path, self.view, self.skipped = self.slurm.path, None, 0.0
         monkeypatch.setattr(rc, "run_slurm", self.slurm)
         monkeypatch.setattr(rc.StateStore, "read_bytes", histories.reading_through(
             rc.StateStore.read_bytes, lambda: self.view))
@@ -725,11 +723,18 @@ class LaggingChain(object):
         """The run directory's state files now, for a later step that lags."""
         return histories.directory_state(self.run_dir)
 
+    def clock(self):
+        """Real time, plus the pauses of a guard's looks (taken at no cost in real time)."""
+        return time.monotonic() + self.skipped
+
+    def sleep(self, seconds):
+        self.skipped += seconds
+
     def lagging(self, stale, seconds=2):
-        """The next steps see ``stale`` for ``seconds`` of real time (a wait of the module's)."""
-        started = time.monotonic()
+        """The next steps see ``stale`` for ``seconds`` (a wait of the module's)."""
+        started = self.clock()
         self.view = histories.LaggingView(os.path.abspath(self.run_dir), stale, seconds,
-                                          lambda: time.monotonic() - started)
+                                          lambda: self.clock() - started)
 
     def set_job(self, job_id, **fields):
         cluster = fake_slurm.load(self.path)
@@ -763,7 +768,7 @@ class LaggingChain(object):
         self.set_job(guard, state="RUNNING")
         try:
             return rc.guard_chain(self.run_dir, job_id, {"SLURM_JOB_ID": guard},
-                                  after=(after or [None])[-1])
+                                  sleep=self.sleep, clock=self.clock, after=(after or [None])[-1])
         finally:
             self.view = None
             self.set_job(guard, state="COMPLETED")
@@ -786,7 +791,6 @@ def lagging_chain(tmp_path, monkeypatch):
     return chain
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=LAGGING_VIEW_BUG)
 def test_history_1152_a_guard_whose_view_lags_does_not_replace_a_link_that_ran_its_prologue(
         lagging_chain):
     # Found by the random histories with lagging views (seed 1152, a view one step behind):
@@ -805,7 +809,6 @@ def test_history_1152_a_guard_whose_view_lags_does_not_replace_a_link_that_ran_i
     assert chain.pending() == ["5001"]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=LAGGING_VIEW_BUG)
 def test_history_659_the_guard_of_a_replacement_link_waits_for_the_journal_that_names_it(
         lagging_chain):
     # Found by the random histories with lagging views (seed 659): successor 5000 died at
@@ -824,7 +827,6 @@ def test_history_659_the_guard_of_a_replacement_link_waits_for_the_journal_that_
     assert chain.record().successor not in ("5000", "5001")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=LAGGING_VIEW_BUG)
 def test_history_39_a_link_queued_by_a_guard_knows_its_guard_through_a_lagging_view(
         lagging_chain):
     # Found by the random histories with lagging views (seed 39): link 5000's sbatch failed and
@@ -881,8 +883,8 @@ def chain_at_its_second_link(tmp_path, monkeypatch, guard):
     ("1500", ["scontrol show", "sbatch --dependency=afternotok:1000"],
      ["sbatch --dependency=afterany:5000 --wrap", "scancel", "scontrol show",
       "scontrol update TimeLimit=59"]),
-    (None, ["scontrol show", "sbatch --dependency=afternotok:1000",
-            "sbatch --dependency=afterany:5000 --wrap"],
+    (None, ["scontrol show", "sbatch --dependency=afternotok:1000",  # is it guarded after all?
+            "squeue", "sbatch --dependency=afterany:5000 --wrap"],
      ["scontrol show", "scontrol update TimeLimit=59"]),
 ], ids=["a guarded link", "a link without a guard of its own"])
 def test_only_the_successors_sbatch_precedes_the_work_of_a_guarded_link(

@@ -84,7 +84,7 @@ class World(object):
     def env(self, user, **extra):
         environ = {"PATH": self.bin + ":/usr/bin:/bin", "FAKE_SLURM_STATE": self.state,
                    "HOME": self.homes.get(user, "/root"), "LANG": "C.UTF-8",
-                   "RESUMABLE_CHAIN_LOOKUP_SECONDS": "0",
+                   "RESUMABLE_CHAIN_LOOKUP_SECONDS": "0", "RESUMABLE_CHAIN_VIEW_WAIT": "0",
                    "SECRET_TOKEN": "token-of-%s" % (user or "root")}
         environ.update({key: str(value) for key, value in extra.items()})
         return environ
