@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 __all__ = [
     "NOT_VISIBLE",
     "STOP_CAUSES",
@@ -99,6 +99,8 @@ MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file
 NAMED_ENV = "RESUMABLE_CHAIN_NAMED"  # "1": the journal names this job (resume or a guard queued it)
 VIEW_WAIT_SECONDS = 90  # how long a view of the run directory may lag (NFS caches up to 60 s)
 VIEW_WAIT_ENV = "RESUMABLE_CHAIN_VIEW_WAIT"  # its override in seconds (tests: 0)
+LOCAL_FILESYSTEMS = frozenset(("ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "tmpfs",
+                               "ramfs", "overlay"))  # one page cache: views never lag
 LOCK_ENV = "RESUMABLE_CHAIN_LOCK"  # "kernel" or "file": force one kind of lock
 LOCK_KINDS = ("kernel", "file")
 HELD_SUFFIX = ".held"  # the file lock: <lock file>.held, created exclusively, names its holder
@@ -1003,7 +1005,7 @@ def restate(record, action, reason, cause):
                            link=link_number(length, action))
 
 
-def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, now,
+def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, *, now=0,
               budget_dir=None, cluster=None, notify=None, warn=None):
     """Return this link's Record from the state snapshot and what Slurm said; pure.
 
@@ -1237,14 +1239,9 @@ Holder.__doc__ = ("Who holds a file lock (its JSON content): Slurm cluster and j
 _mounts_read = []  # /proc/mounts, parsed once per process (status of 50 chains, a link's locks)
 
 
-def lock_kind(directory, environ=os.environ, mounts=None):
-    """(kind, why) of the lock a directory needs: RESUMABLE_CHAIN_LOCK if set, else "file" where
-    its mount's kernel locks do not hold across nodes (NODE_LOCAL_LOCKS, in parse_mounts)."""
-    forced = environ.get(LOCK_ENV)
-    if forced:
-        if forced not in LOCK_KINDS:
-            raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, forced))
-        return forced, "%s=%s" % (LOCK_ENV, forced)
+def mount_of(directory, mounts=None):
+    """(mount point, fstype, options) of the mount that holds ``directory``, or None (no mount
+    table); ``mounts``: parse_mounts' list, else /proc/mounts read once per process."""
     if mounts is None and not _mounts_read:
         try:
             with open("/proc/mounts") as handle:
@@ -1255,9 +1252,21 @@ def lock_kind(directory, environ=os.environ, mounts=None):
     mounts = _mounts_read[0] if mounts is None else mounts
     holding = [mount for mount in mounts if path == mount[0] or path.startswith(
         mount[0].rstrip("/") + "/")]
-    if not holding:
+    return max(holding, key=lambda mount: len(mount[0])) if holding else None
+
+
+def lock_kind(directory, environ=os.environ, mounts=None):
+    """(kind, why) of the lock a directory needs: RESUMABLE_CHAIN_LOCK if set, else "file" where
+    its mount's kernel locks do not hold across nodes (NODE_LOCAL_LOCKS, in parse_mounts)."""
+    forced = environ.get(LOCK_ENV)
+    if forced:
+        if forced not in LOCK_KINDS:
+            raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, forced))
+        return forced, "%s=%s" % (LOCK_ENV, forced)
+    mount = mount_of(directory, mounts)
+    if mount is None:
         return "kernel", None
-    point, fstype, options = max(holding, key=lambda mount: len(mount[0]))
+    point, fstype, options = mount
     if fstype not in NODE_LOCAL_LOCKS:
         return "kernel", None
     local = NODE_LOCAL_LOCKS[fstype]
@@ -1835,9 +1844,14 @@ def _positive_env_number(name, default, allow_zero=False):
     return value
 
 
-def view_wait():
-    """Seconds a view of the run directory may lag (VIEW_WAIT_SECONDS, or VIEW_WAIT_ENV)."""
-    return _positive_env_number(VIEW_WAIT_ENV, VIEW_WAIT_SECONDS, allow_zero=True)
+def view_wait(directory):
+    """Seconds a view of ``directory`` may lag: VIEW_WAIT_ENV if set; none on a local
+    filesystem (one page cache: a guard there must act at once, before a fault ends it too);
+    else VIEW_WAIT_SECONDS."""
+    if os.environ.get(VIEW_WAIT_ENV, "").strip():
+        return _positive_env_number(VIEW_WAIT_ENV, VIEW_WAIT_SECONDS, allow_zero=True)
+    mount = mount_of(directory)
+    return 0 if mount and mount[1] in LOCAL_FILESYSTEMS else VIEW_WAIT_SECONDS
 
 
 def command_timeout():
@@ -2186,6 +2200,45 @@ Outcome.__doc__ = ("What a link did: exit status, its Record, the lookup, warnin
 Outcome.__new__.__defaults__ = (None,)
 
 
+LinkOptions = collections.namedtuple("LinkOptions", "settings next_link now budget_dir notify warn")
+LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's arguments)."
+
+
+def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
+             notify=None, warn=None):
+    """Everything a job's prologue does, its steps in order (each defined below, in this
+    order): identify the job and its predecessor (the controller, asked at once, answers while
+    the link reads its state); lock the run directory; take the snapshot and find the link's
+    place in the chain (``find_place``; the same job ID again: ``_run_again``); decide
+    (``decide_link``); commit; queue the successor (``_finish_link``). The work's helpers (the
+    background step, the warning timer) start from prologue_command. Returns an Outcome
+    (status: one of EXIT_*)."""
+    job_id, predecessor_id = identify(environ)
+    asked = predecessor_id and controller_job(
+        predecessor_id, timeout=first_lookup_timeout(lookup_window()), background=True)
+    options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
+    try:
+        store = open_run_dir(run_dir, predecessor_id)
+        with store.locked():
+            warnings = store.lock_note()
+            snapshot, cluster = find_place(store, job_id, predecessor_id, environ, warnings)
+            if snapshot.record and snapshot.record.job == job_id:
+                return _run_again(store, snapshot, next_link, environ, warnings)
+            snapshot, predecessor_id = settle_place(store, snapshot, job_id, predecessor_id,
+                                                    warnings)
+            if predecessor_id is None:
+                snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
+            observation = predecessor_id and observe_predecessor(predecessor_id, asked=asked)
+            record, own = decide_link(store, snapshot, (job_id, predecessor_id, cluster),
+                                      observation or None, options, warnings)
+            store.commit(snapshot, record)
+            return _finish_link(store, record, observation or None, next_link, environ,
+                                warnings, own=own)
+    finally:
+        if asked:
+            asked()  # reaped even when the link did not need it
+
+
 def identify(environ):
     """Return (this job's ID, its predecessor's ID or None) from the job's environment (its
     cluster is SLURM_CLUSTER_NAME)."""
@@ -2199,35 +2252,32 @@ def identify(environ):
     return job_id, parse_dependency(environ.get("SLURM_JOB_DEPENDENCY"))
 
 
-def view_lags(snapshot, predecessor_id):
-    """Whether this client's view of the run directory lags (NFS caches attributes and entries
-    for up to 60 s): the journal shows a link older than this link's predecessor (Slurm's job
-    IDs grow), or no state file at all, although the predecessor wrote its record before it
-    queued this link. (A journal newer than the predecessor: this link is a stray.)"""
-    record = snapshot.record
-    if not predecessor_id:
-        return False
-    if record is None:
-        return snapshot.last_job is None
-    return record.job != predecessor_id and (record.successor == predecessor_id or (
-        is_job_id(record.job or "") and int(record.job) < int(predecessor_id)))
+def open_run_dir(run_dir, predecessor_id):
+    """The run directory's store: a first job makes the directory, a later link needs it."""
+    if predecessor_id is None:
+        make_run_dir(run_dir)
+    elif not os.path.isdir(run_dir):
+        raise StateError("run directory %s is missing: the chain's state is lost; no work, no "
+                         "successor (resubmit to start a new chain)" % run_dir)
+    return chain_store(run_dir)
 
 
-def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
-                  clock=time.monotonic):
-    """If the view lags, re-read the run directory (listing it refreshes the client's cache)
-    until it catches up or VIEW_WAIT_SECONDS pass, and say so; return the last snapshot."""
-    if not view_lags(snapshot, predecessor_id):
-        return snapshot
-    started = clock()
-    while view_lags(snapshot, predecessor_id) and clock() - started < VIEW_WAIT_SECONDS:
-        sleep(1)
-        os.listdir(store.directory)
-        snapshot = store.snapshot()
-    warnings.append("the run directory's view lagged (a client cache): waited %d s for job %s's "
-                    "state%s" % (clock() - started, predecessor_id, ", in vain" if view_lags(
-                        snapshot, predecessor_id) else ""))
-    return snapshot
+def find_place(store, job_id, predecessor_id, environ, warnings):
+    """(the snapshot, the chain's cluster), under the lock. A job without a predecessor waits
+    until the journal names it if it should (wait_to_be_named); a job on another cluster than
+    the chain's is refused (its IDs mean other jobs there)."""
+    snapshot = store.snapshot()
+    if predecessor_id is None:  # a first job, or one a guard or resume queued: which?
+        snapshot = wait_to_be_named(store, snapshot, job_id, environ.get("SLURM_CLUSTER_NAME"),
+                                    warnings, environ.get(NAMED_ENV) == "1")
+    previous = snapshot.record
+    cluster = environ.get("SLURM_CLUSTER_NAME") or (previous and previous.cluster)
+    if previous and previous.cluster not in (None, cluster) and (
+            predecessor_id or job_id in (previous.job, previous.successor)):
+        raise StateError("job %s runs on cluster %s, but the chain in %s runs on cluster %s: "
+                         "its job IDs mean other jobs here; no work, no successor"
+                         % (job_id, cluster, store.directory, previous.cluster))
+    return snapshot, cluster
 
 
 def unnamed(snapshot, job_id, named=False):
@@ -2274,381 +2324,12 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
     return snapshot
 
 
-def check_link_belongs(record, job_id, predecessor_id, run_dir):
-    """Refuse a link that would be a second continuation or belongs to an older chain."""
-    if record is None or predecessor_id is None:
-        return
-    if record.predecessor == predecessor_id:
-        raise StateError("job %s is a duplicate link: predecessor %s was already continued by job "
-                         "%s; no work, no successor" % (job_id, predecessor_id, record.job))
-    if record.job == predecessor_id and record.successor not in (None, job_id):
-        raise StateError("job %s is a duplicate link: job %s queued %s as its successor; no work, "
-                         "no successor" % (job_id, predecessor_id, record.successor))
-    if record.job != predecessor_id:
-        raise StateError("job %s continues job %s, which is not the last link of the chain in %s "
-                         "(job %s): it belongs to an older chain or is a stray; no work, no "
-                         "successor" % (job_id, predecessor_id, run_dir, record.job))
-
-
-def check_no_live_chain(record, job_id, cluster):
-    """A first job must not start a second chain beside one whose links still run or wait.
-
-    Returns a warning when squeue cannot tell (a safety net must not block a restart).
-    """
-    if record is None or record.action not in WORK_ACTIONS:
-        return None
-    links = [job for job in (record.job, record.successor) if job]
-    try:
-        live = queued_jobs(links, cluster=None if record.cluster in (None, cluster)
-                           else record.cluster)
-    except StateError as error:
-        return ("cannot check whether the previous chain (jobs %s) still runs: %s"
-                % (" ".join(links), error))
-    if live:
-        raise StateError("job %s would start a second chain in a directory whose chain is live "
-                         "(%s); no work, no successor (cancel it with resumable-chain cancel)"
-                         % (job_id, ", ".join("job %s %s" % (job.job_id, job.state)
-                                              for job in live)))
-    return None
-
-
-def successor_options(next_link, *extra):
-    """The sbatch options a link of the chain is queued with: job name, the chain's, ``extra``.
-
-    The job name is passed on because the default script, Slurm's spool copy,
-    would otherwise rename every successor to ``slurm_script``.
-    """
-    return ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
-            + list(next_link.sbatch_args) + list(extra))
-
-
-def queue_successor(job_id, next_link, warnings):
-    """Queue this job's successor; return (its ID, None), or (None, sbatch's error) warned.
-    Slurm must not requeue it (a node Prolog failure would hold it): its guard continues the
-    chain if it dies before its prologue."""
-    options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
-                                "--kill-on-invalid-dep=yes", "--no-requeue")
-    try:
-        return sbatch(options, next_link.script, next_link.script_args)[0], None
-    except StateError as error:
-        warnings.append("WARNING: could not queue a successor of job %s (%s): until one is "
-                        "queued, nothing continues the chain if this job ends." % (job_id, error))
-        return None, str(error)
-
-
-def module_path():
-    return os.path.realpath(__file__)
-
-
-def step_command(*words):
-    """The command line that runs this module's ``words`` in a job, the way the prologue does."""
-    return [sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
-
-
-def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False):
-    """Queue the guard of ``job_id`` (``after``: the link that queued it), which runs this
-    module's ``guard`` step when it ends; (its ID, None) or (None, sbatch's error). ``again``:
-    an earlier run may have queued it already. A guard a failed sbatch created anyway is found,
-    never queued twice. The links a guard queues get the SBATCH_* defaults back from its
-    command line."""
-    guard = again and queued_guard(job_id)
-    if guard:
-        return guard, None
-    words = ["guard", run_dir, job_id] + (["--after=" + after] if after else []) + sorted(
-        "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_"))
-    guard, error = sbatch_guard(job_id, " ".join(shell_quote(word) for word in step_command(
-        *words)), GUARD_PREFIX + (job_name or "resumable-chain"), run_dir, environ)
-    if error:
-        guard = queued_guard(job_id)
-    return guard, None if guard else error
-
-
-def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
-    """A link whose successor is queued: queue the successor's guard, then cancel its own
-    (``record.guarded_by``, unless ``cancel`` is False: the guard itself calls this) once the
-    successor has one; return the record with ``guard`` and ``guard_error``. Without a guard
-    (the site refused it), Slurm requeues the successor if its launch fails (the one case a
-    guard cannot cover), and the link's own guard stays: it tries again when the link ends
-    (``_guard_covers``)."""
-    guard, error = queue_guard(record.successor, run_dir, (record.next or {}).get("job_name"),
-                               environ, after=record.job, again=again)
-    if guard and cancel and record.guarded_by:
-        scancel([record.guarded_by])  # it may have ended already: nothing to say then
-    if error:
-        warnings.append("WARNING: could not queue a guard for job %s (%s): if it dies before "
-                        "its prologue, only Slurm's requeue can start it again" % (
-                            record.successor, error))
-        allow_requeue(record.successor)
-    return record._replace(guard=guard, guard_error=error)
-
-
-def queued_successor(job_id):
-    """Return (the successor already queued for this job, or None; squeue's error, or None):
-    one a killed run queued (sbatch, then no journal), or a failed or timed-out sbatch created."""
-    try:
-        return (pending_dependents().get(job_id) or [None])[0], None
-    except StateError as error:
-        return None, str(error)
-
-
-def clamp_time_limit(job_id, seconds, warnings):
-    """Lower this job's own time limit (users may, never raise it) to ``seconds`` (whole
-    minutes), so that a chain ends within a minute of its caps, unless it fits already; a
-    refusal is warned."""
-    answer = controller_job(job_id)
-    if answer.job is None:
-        warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
-                        "left of its caps" % (job_id, answer.error, seconds))
-    elif answer.job.time_limit is None or answer.job.time_limit > seconds:
-        error = lower_time_limit(job_id, seconds // 60)
-        if error:
-            warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
-                            % (job_id, seconds // 60, error))
-
-
-def settle_ended(budget, keep=(), cluster=None):
-    """Settle the reservations of links that ended, with their real elapsed time.
-
-    One squeue call for every reserved job, one sacct call for those that are
-    no longer queued; a job accounting does not show as final yet stays
-    reserved (a later reader settles it). Jobs in ``keep`` are left alone;
-    ``cluster``: the budget's, when the commands here reach another one.
-    """
-    reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
-    if not reserved:
-        return budget
-    live = set(job.job_id for job in queued_jobs(reserved, cluster=cluster))
-    ended = [job for job in reserved if job not in live]
-    if ended:
-        found, _ = sacct_jobs(ended, cluster=cluster)
-        for job_id, job in found.items():
-            if is_final(job.state):
-                budget = settle(budget, job_id, job.elapsed)
-    return budget
-
-
-def draw_on_budget(budget_dir, record, observation, warnings):
-    """Reserve this link's time from the shared budget; return (record, this job from scontrol).
-
-    Settles the predecessor (its elapsed time is known now) and every other
-    link that ended, whatever the decision. A link that works reserves; with
-    under a minute left its record becomes a stop.
-    """
-    store = chain_store(budget_dir)
-    with store.locked(name=BUDGET_LOCK):
-        budget = store.read_budget()
-        if budget.cluster is None:
-            budget = budget._replace(cluster=record.cluster)
-        if observation is not None and observation.source in ("scontrol", "sacct"):
-            budget = settle(budget, record.predecessor, observation.job.elapsed)
-        try:
-            budget = settle_ended(budget, keep=(record.job,), cluster=None if budget.cluster in (
-                None, record.cluster) else budget.cluster)
-        except StateError as error:
-            warnings.append("WARNING: cannot settle the shared budget's ended links: %s" % error)
-        own = seconds = None
-        if record.action in WORK_ACTIONS:
-            own = controller_job(record.job).job
-            budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
-        store.write_budget(budget)
-    if record.action not in WORK_ACTIONS:
-        return record, None
-    if seconds is None:
-        return restate(record, "stop", "only %d s left of the shared budget in %s (cap %d s): "
-                       "less than Slurm's 1-minute minimum time limit: stopping the chain"
-                       % (budget_left(budget), budget_dir, budget.cap), "budget"), own
-    return record._replace(reserved=seconds), own
-
-
-def save_script(store, next_link):
-    """Keep a copy of the job script in the run directory (a first job does this once).
-
-    Slurm's spool copy (``$0``) is deleted when the job ends, and ``resume``
-    needs the script to queue a link later. A failure only costs that.
-    """
-    if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
-        return  # already kept in the run directory (submit's copy)
-    try:
-        with open(next_link.script, "rb") as handle:
-            text = handle.read().decode("utf-8", "surrogateescape")
-        store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
-    except (OSError, StateError):
-        pass
-
-
-def run_link(run_dir, settings, next_link, environ, now=time.time, budget_dir=None,
-             notify=None, warn=None):
-    """Everything a job's prologue does; returns an Outcome (status is one of EXIT_*): identify,
-    lock, snapshot, handle the same job ID again, check, observe, plan, commit, finish."""
-    job_id, predecessor_id = identify(environ)
-    # The controller is asked about the predecessor first and answers while the link reads
-    # its state.
-    asked = predecessor_id and controller_job(
-        predecessor_id, timeout=first_lookup_timeout(lookup_window()), background=True)
-    try:
-        return _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, [],
-                     now, budget_dir, notify, warn)
-    finally:
-        if asked:
-            asked()  # reaped even when the link did not need it
-
-
-def _link(run_dir, settings, next_link, environ, job_id, predecessor_id, asked, warnings, now,
-          budget_dir, notify, warn=None):
-    if predecessor_id is None:
-        make_run_dir(run_dir)
-    elif not os.path.isdir(run_dir):
-        raise StateError("run directory %s is missing: the chain's state is lost; no work, no "
-                         "successor (resubmit to start a new chain)" % run_dir)
-    store = chain_store(run_dir)
-    with store.locked():
-        warnings += store.lock_note()
-        snapshot = store.snapshot()
-        if predecessor_id is None:  # a first job, or one a guard or resume queued: which?
-            snapshot = wait_to_be_named(store, snapshot, job_id,
-                                        environ.get("SLURM_CLUSTER_NAME"), warnings,
-                                        environ.get(NAMED_ENV) == "1")
-        previous = snapshot.record
-        cluster = environ.get("SLURM_CLUSTER_NAME") or (previous and previous.cluster)
-        if previous and previous.cluster not in (None, cluster) and (
-                predecessor_id or job_id in (previous.job, previous.successor)):
-            raise StateError("job %s runs on cluster %s, but the chain in %s runs on cluster %s: "
-                             "its job IDs mean other jobs here; no work, no successor"
-                             % (job_id, cluster, run_dir, previous.cluster))
-        if previous and previous.job == job_id:
-            if previous.source == "resume" and snapshot.last_job != job_id:
-                return _first_run_of_resumed_link(store, snapshot, next_link, environ,
-                                                  warnings)
-            return _same_link_again(store, snapshot, next_link, environ, warnings)
-        if predecessor_id is None and previous and previous.successor == job_id:
-            predecessor_id = previous.job  # SLURM_JOB_DEPENDENCY lost: the journal knows
-        snapshot = wait_for_view(store, snapshot, predecessor_id, warnings)
-        previous = snapshot.record
-        check_link_belongs(previous, job_id, predecessor_id, run_dir)
-        observation = None
-        if predecessor_id is None:
-            snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
-        else:
-            observation = observe_predecessor(predecessor_id, asked=asked)
-        record = _work_done_before(store, plan_link(
-            job_id, predecessor_id, observation, snapshot, settings, next_link, now(),
-            budget_dir, cluster, store.read_notify() if notify is None else notify, warn), warnings)
-        own = None
-        if record.budget_dir:
-            record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
-        record = _guarded(store, record, previous)
-        store.commit(snapshot, record)
-        return _finish_link(store, record, observation, next_link, environ, warnings, own=own)
-
-
-def _work_done_before(store, record, warnings):
-    """The record of a link whose predecessor's exit trap journaled ``finished``: its work
-    exited 0 while the job still ran, so the chain is finished whatever state Slurm recorded
-    after (TIMEOUT, when the limit sweep came before the job's end: the work ran just past its
-    time limit). This link does no work and journals no second ``finished``."""
-    if not record.predecessor or record.action not in WORK_ACTIONS:
-        return record
-    try:
-        events = store.read_events()
-    except StateError as error:
-        warnings.append("cannot tell whether job %s's work finished: %s" % (record.predecessor,
-                                                                           error))
-        return record
-    for event in reversed(events):  # since the chain was last resumed
-        if event.event == "resumed":
-            break
-        if event.event == "finished" and event.job == record.predecessor:
-            return restate(record, "complete", "job %s's work exited 0 (its exit trap said so) "
-                           "though Slurm recorded %s: the work is done" % (
-                               record.predecessor, record.predecessor_state), "work_done")
-    return record
-
-
-def _guarded(store, record, previous):
-    """The record with the guard that watches this link (its predecessor, or ``submit`` for
-    the first job, queued it), if any."""
-    if previous and previous.successor == record.job:
-        return record._replace(guarded_by=previous.guard)
-    submitted = store.read_submitted() if record.predecessor is None else None
-    if submitted and submitted.get("first_job") == record.job:
-        return record._replace(guarded_by=submitted.get("guard"))
-    return record
-
-
-def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
-    """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link
-    never starts a fresh chain over an existing one), a copy of its script."""
-    warning = check_no_live_chain(snapshot.record, job_id, cluster)
-    warnings += [warning] if warning else []
-    if snapshot.record or snapshot.last_job or snapshot.cancelled:
-        store.keep_previous()
-        warnings.append("a new chain in %s: the previous one's files are kept as *%s"
-                        % (store.directory, PREVIOUS_SUFFIX))
-        snapshot = Snapshot(None, None, None, None, None)
-    save_script(store, next_link)
-    return snapshot
-
-
-def _finish_link(store, record, observation, next_link, environ, warnings, successor=None,
-                 own=None):
-    """Journal the end of the prologue; a working link first queues its successor (unless
-    ``successor`` is already known). The rest waits for the work: the background step
-    (``finish_queueing``) queues the successor's guard, cancels the link's own, lowers its time
-    limit to the caps and turns requeue off, while the work runs."""
-    if record.action not in WORK_ACTIONS:
-        record = record._replace(phase="done")
-        store.write_record(record)
-        if record.guarded_by:  # the chain ends here: nothing is left to guard
-            scancel([record.guarded_by])
-        event = journal_event(store, Event(EVENT_OF_ACTION[record.action], record.predecessor,
-                                           record.link, record.reason, record.time), warnings)
-        return Outcome(ACTION_EXIT[record.action], record, observation, warnings, event)
-    next_link = NextLink(**record.next) if record.next else next_link
-    again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
-    successor, error = (successor, None) if successor else queue_successor(
-        record.job, next_link, warnings)
-    if own is None:  # the job's own limit from its environment (23.02+): no Slurm call
-        limit = job_start_and_limit(environ, record.job, ask=False)[1]
-        own = limit and Job(record.job, "RUNNING", time_limit=limit)
-    record = record._replace(successor=successor, successor_error=error,
-                             time_limit=planned_time_limit(record, own or None), phase="queued")
-    if not record.guarded_by:
-        record = _unguarded(record, store.directory, environ, warnings, again)
-    store.write_record(record)
-    return Outcome(EXIT_WORK, record, observation, warnings)
-
-
-def planned_time_limit(record, own=None):
-    """The seconds (whole minutes) a working link's time limit is lowered to, so that the chain
-    ends within a minute of its caps; None without a cap, or when ``own`` (this job, if the
-    controller was asked already) fits. Users may lower a limit, never raise it."""
-    caps = link_caps(record)
-    limit = int(min(caps)) // 60 * 60 if caps else None
-    if limit is None or own is not None and own.time_limit is not None and \
-            own.time_limit <= limit:
-        return None
-    return limit
-
-
-def _unguarded(record, run_dir, environ, warnings, again):
-    """The one part of the background step a link without a guard of its own (a first job from
-    a pasted prologue, one whose predecessor's guard sbatch failed) does before its work: no
-    guard would finish it if the link ended within a second. With a successor, the successor's
-    guard (a successor that died at launch would leave nothing to continue the chain); without
-    one (sbatch failed), a guard of its own, which queues the successor when this link ends.
-    Slurm is asked first whether it has a guard after all (a lagging view hid it)."""
-    own = queued_guard(record.job)
-    if own:
-        return record._replace(guarded_by=own)
-    if record.successor:
-        return swap_guard(record, run_dir, environ, warnings, again=again)
-    guard, error = queue_guard(record.job, run_dir, (record.next or {}).get("job_name"),
-                               environ)
-    if error:
-        warnings.append("WARNING: could not queue a guard for job %s either (%s): if it ends "
-                        "before a successor is queued, resumable-chain resume continues the "
-                        "chain" % (record.job, error))
-    return record._replace(guarded_by=guard)
+def _run_again(store, snapshot, next_link, environ, warnings):
+    """The journal's job is this one: the first run of a link ``resume`` queued, or the same
+    job again (Slurm requeued it, or its prologue reruns after a crash)."""
+    if snapshot.record.source == "resume" and snapshot.last_job != snapshot.record.job:
+        return _first_run_of_resumed_link(store, snapshot, next_link, environ, warnings)
+    return _same_link_again(store, snapshot, next_link, environ, warnings)
 
 
 def _same_link_again(store, snapshot, next_link, environ, warnings):
@@ -2684,6 +2365,388 @@ def _first_run_of_resumed_link(store, snapshot, next_link, environ, warnings):
     return _finish_link(store, record, observation, next_link, environ, warnings, own=own)
 
 
+def settle_place(store, snapshot, job_id, predecessor_id, warnings):
+    """(the snapshot, the predecessor) once the view shows the predecessor's record
+    (wait_for_view) and the link belongs to the chain (check_link_belongs); the predecessor of
+    a job whose SLURM_JOB_DEPENDENCY was lost (a guard's replacement) is the journal's."""
+    previous = snapshot.record
+    if predecessor_id is None and previous and previous.successor == job_id:
+        predecessor_id = previous.job
+    snapshot = wait_for_view(store, snapshot, predecessor_id, warnings)
+    check_link_belongs(snapshot.record, job_id, predecessor_id, store.directory)
+    return snapshot, predecessor_id
+
+
+def view_lags(snapshot, predecessor_id):
+    """Whether this client's view of the run directory lags (NFS caches attributes and entries
+    for up to 60 s): the journal shows a link older than this link's predecessor (Slurm's job
+    IDs grow), or no state file at all, although the predecessor wrote its record before it
+    queued this link. (A journal newer than the predecessor: this link is a stray.)"""
+    record = snapshot.record
+    if not predecessor_id:
+        return False
+    if record is None:
+        return snapshot.last_job is None
+    return record.job != predecessor_id and (record.successor == predecessor_id or (
+        is_job_id(record.job or "") and int(record.job) < int(predecessor_id)))
+
+
+def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
+                  clock=time.monotonic):
+    """If the view lags, re-read the run directory (listing it refreshes the client's cache)
+    until it catches up or VIEW_WAIT_SECONDS pass, and say so; return the last snapshot."""
+    if not view_lags(snapshot, predecessor_id):
+        return snapshot
+    started = clock()
+    while view_lags(snapshot, predecessor_id) and clock() - started < VIEW_WAIT_SECONDS:
+        sleep(1)
+        os.listdir(store.directory)
+        snapshot = store.snapshot()
+    warnings.append("the run directory's view lagged (a client cache): waited %d s for job %s's "
+                    "state%s" % (clock() - started, predecessor_id, ", in vain" if view_lags(
+                        snapshot, predecessor_id) else ""))
+    return snapshot
+
+
+def check_link_belongs(record, job_id, predecessor_id, run_dir):
+    """Refuse a link that would be a second continuation or belongs to an older chain."""
+    if record is None or predecessor_id is None:
+        return
+    if record.predecessor == predecessor_id:
+        raise StateError("job %s is a duplicate link: predecessor %s was already continued by job "
+                         "%s; no work, no successor" % (job_id, predecessor_id, record.job))
+    if record.job == predecessor_id and record.successor not in (None, job_id):
+        raise StateError("job %s is a duplicate link: job %s queued %s as its successor; no work, "
+                         "no successor" % (job_id, predecessor_id, record.successor))
+    if record.job != predecessor_id:
+        raise StateError("job %s continues job %s, which is not the last link of the chain in %s "
+                         "(job %s): it belongs to an older chain or is a stray; no work, no "
+                         "successor" % (job_id, predecessor_id, run_dir, record.job))
+
+
+def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
+    """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link
+    never starts a fresh chain over an existing one), a copy of its script."""
+    warning = check_no_live_chain(snapshot.record, job_id, cluster)
+    warnings += [warning] if warning else []
+    if snapshot.record or snapshot.last_job or snapshot.cancelled:
+        store.keep_previous()
+        warnings.append("a new chain in %s: the previous one's files are kept as *%s"
+                        % (store.directory, PREVIOUS_SUFFIX))
+        snapshot = Snapshot(None, None, None, None, None)
+    save_script(store, next_link)
+    return snapshot
+
+
+def check_no_live_chain(record, job_id, cluster):
+    """A first job must not start a second chain beside one whose links still run or wait.
+
+    Returns a warning when squeue cannot tell (a safety net must not block a restart).
+    """
+    if record is None or record.action not in WORK_ACTIONS:
+        return None
+    links = [job for job in (record.job, record.successor) if job]
+    try:
+        live = queued_jobs(links, cluster=None if record.cluster in (None, cluster)
+                           else record.cluster)
+    except StateError as error:
+        return ("cannot check whether the previous chain (jobs %s) still runs: %s"
+                % (" ".join(links), error))
+    if live:
+        raise StateError("job %s would start a second chain in a directory whose chain is live "
+                         "(%s); no work, no successor (cancel it with resumable-chain cancel)"
+                         % (job_id, ", ".join("job %s %s" % (job.job_id, job.state)
+                                              for job in live)))
+    return None
+
+
+def save_script(store, next_link):
+    """Keep a copy of the job script in the run directory (a first job does this once).
+
+    Slurm's spool copy (``$0``) is deleted when the job ends, and ``resume``
+    needs the script to queue a link later. A failure only costs that.
+    """
+    if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
+        return  # already kept in the run directory (submit's copy)
+    try:
+        with open(next_link.script, "rb") as handle:
+            text = handle.read().decode("utf-8", "surrogateescape")
+        store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
+    except (OSError, StateError):
+        pass
+
+
+def decide_link(store, snapshot, place, observation, options, warnings):
+    """This link's final decision as its Record, and this job as scontrol showed it (None if
+    not asked): the table and the caps (plan_link), the exit trap's word that the work finished
+    (_work_done_before), the shared budget (draw_on_budget), the guard that watches it."""
+    job_id, predecessor_id, cluster = place
+    notify = store.read_notify() if options.notify is None else options.notify
+    record = _work_done_before(store, plan_link(
+        job_id, predecessor_id, observation, snapshot, options.settings, options.next_link,
+        now=options.now(), budget_dir=options.budget_dir, cluster=cluster, notify=notify,
+        warn=options.warn), warnings)
+    own = None
+    if record.budget_dir:
+        record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
+    return _guarded(store, record, snapshot.record), own
+
+
+def _work_done_before(store, record, warnings):
+    """The record of a link whose predecessor's exit trap journaled ``finished``: its work
+    exited 0 while the job still ran, so the chain is finished whatever state Slurm recorded
+    after (TIMEOUT, when the limit sweep came before the job's end: the work ran just past its
+    time limit). This link does no work and journals no second ``finished``."""
+    if not record.predecessor or record.action not in WORK_ACTIONS:
+        return record
+    try:
+        events = store.read_events()
+    except StateError as error:
+        warnings.append("cannot tell whether job %s's work finished: %s" % (record.predecessor,
+                                                                           error))
+        return record
+    for event in reversed(events):  # since the chain was last resumed
+        if event.event == "resumed":
+            break
+        if event.event == "finished" and event.job == record.predecessor:
+            return restate(record, "complete", "job %s's work exited 0 (its exit trap said so) "
+                           "though Slurm recorded %s: the work is done" % (
+                               record.predecessor, record.predecessor_state), "work_done")
+    return record
+
+
+def draw_on_budget(budget_dir, record, observation, warnings):
+    """Reserve this link's time from the shared budget; return (record, this job from scontrol).
+
+    Settles the predecessor (its elapsed time is known now) and every other
+    link that ended, whatever the decision. A link that works reserves; with
+    under a minute left its record becomes a stop.
+    """
+    store = chain_store(budget_dir)
+    with store.locked(name=BUDGET_LOCK):
+        budget = store.read_budget()
+        if budget.cluster is None:
+            budget = budget._replace(cluster=record.cluster)
+        if observation is not None and observation.source in ("scontrol", "sacct"):
+            budget = settle(budget, record.predecessor, observation.job.elapsed)
+        try:
+            budget = settle_ended(budget, keep=(record.job,), cluster=None if budget.cluster in (
+                None, record.cluster) else budget.cluster)
+        except StateError as error:
+            warnings.append("WARNING: cannot settle the shared budget's ended links: %s" % error)
+        own = seconds = None
+        if record.action in WORK_ACTIONS:
+            own = controller_job(record.job).job
+            budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
+        store.write_budget(budget)
+    if record.action not in WORK_ACTIONS:
+        return record, None
+    if seconds is None:
+        return restate(record, "stop", "only %d s left of the shared budget in %s (cap %d s): "
+                       "less than Slurm's 1-minute minimum time limit: stopping the chain"
+                       % (budget_left(budget), budget_dir, budget.cap), "budget"), own
+    return record._replace(reserved=seconds), own
+
+
+def settle_ended(budget, keep=(), cluster=None):
+    """Settle the reservations of links that ended, with their real elapsed time.
+
+    One squeue call for every reserved job, one sacct call for those that are
+    no longer queued; a job accounting does not show as final yet stays
+    reserved (a later reader settles it). Jobs in ``keep`` are left alone;
+    ``cluster``: the budget's, when the commands here reach another one.
+    """
+    reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
+    if not reserved:
+        return budget
+    live = set(job.job_id for job in queued_jobs(reserved, cluster=cluster))
+    ended = [job for job in reserved if job not in live]
+    if ended:
+        found, _ = sacct_jobs(ended, cluster=cluster)
+        for job_id, job in found.items():
+            if is_final(job.state):
+                budget = settle(budget, job_id, job.elapsed)
+    return budget
+
+
+def _guarded(store, record, previous):
+    """The record with the guard that watches this link (its predecessor, or ``submit`` for
+    the first job, queued it), if any."""
+    if previous and previous.successor == record.job:
+        return record._replace(guarded_by=previous.guard)
+    submitted = store.read_submitted() if record.predecessor is None else None
+    if submitted and submitted.get("first_job") == record.job:
+        return record._replace(guarded_by=submitted.get("guard"))
+    return record
+
+
+def _finish_link(store, record, observation, next_link, environ, warnings, *, successor=None,
+                 own=None):
+    """Journal the end of the prologue; a working link first queues its successor (unless
+    ``successor`` is already known). The rest waits for the work: the background step
+    (``finish_queueing``) queues the successor's guard, cancels the link's own, lowers its time
+    limit to the caps and turns requeue off, while the work runs."""
+    if record.action not in WORK_ACTIONS:
+        record = record._replace(phase="done")
+        store.write_record(record)
+        if record.guarded_by:  # the chain ends here: nothing is left to guard
+            scancel([record.guarded_by])
+        event = journal_event(store, Event(EVENT_OF_ACTION[record.action], record.predecessor,
+                                           record.link, record.reason, record.time), warnings)
+        return Outcome(ACTION_EXIT[record.action], record, observation, warnings, event)
+    next_link = NextLink(**record.next) if record.next else next_link
+    again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
+    successor, error = (successor, None) if successor else queue_successor(
+        record.job, next_link, warnings)
+    if own is None:  # the job's own limit from its environment (23.02+): no Slurm call
+        limit = job_start_and_limit(environ, record.job, ask=False)[1]
+        own = limit and Job(record.job, "RUNNING", time_limit=limit)
+    record = record._replace(successor=successor, successor_error=error,
+                             time_limit=planned_time_limit(record, own or None), phase="queued")
+    if not record.guarded_by:
+        record = _unguarded(record, store.directory, environ, warnings, again)
+    store.write_record(record)
+    return Outcome(EXIT_WORK, record, observation, warnings)
+
+
+def successor_options(next_link, *extra):
+    """The sbatch options a link of the chain is queued with: job name, the chain's, ``extra``.
+
+    The job name is passed on because the default script, Slurm's spool copy,
+    would otherwise rename every successor to ``slurm_script``.
+    """
+    return ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
+            + list(next_link.sbatch_args) + list(extra))
+
+
+def queue_successor(job_id, next_link, warnings):
+    """Queue this job's successor; return (its ID, None), or (None, sbatch's error) warned.
+    Slurm must not requeue it (a node Prolog failure would hold it): its guard continues the
+    chain if it dies before its prologue."""
+    options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
+                                "--kill-on-invalid-dep=yes", "--no-requeue")
+    try:
+        return sbatch(options, next_link.script, next_link.script_args)[0], None
+    except StateError as error:
+        warnings.append("WARNING: could not queue a successor of job %s (%s): until one is "
+                        "queued, nothing continues the chain if this job ends." % (job_id, error))
+        return None, str(error)
+
+
+def planned_time_limit(record, own=None):
+    """The seconds (whole minutes) a working link's time limit is lowered to, so that the chain
+    ends within a minute of its caps; None without a cap, or when ``own`` (this job, if the
+    controller was asked already) fits. Users may lower a limit, never raise it."""
+    caps = link_caps(record)
+    limit = int(min(caps)) // 60 * 60 if caps else None
+    if limit is None or own is not None and own.time_limit is not None and \
+            own.time_limit <= limit:
+        return None
+    return limit
+
+
+def _unguarded(record, run_dir, environ, warnings, again):
+    """The one part of the background step a link without a guard of its own (a first job from
+    a pasted prologue, one whose predecessor's guard sbatch failed) does before its work: no
+    guard would finish it if the link ended within a second. With a successor, the successor's
+    guard (a successor that died at launch would leave nothing to continue the chain); without
+    one (sbatch failed), a guard of its own, which queues the successor when this link ends.
+    Slurm is asked first whether it has a guard after all (a lagging view hid it)."""
+    own = queued_guard(record.job)
+    if own:
+        return record._replace(guarded_by=own)
+    if record.successor:
+        return swap_guard(record, run_dir, environ, warnings, again=again)
+    guard, error = queue_guard(record.job, run_dir, (record.next or {}).get("job_name"),
+                               environ)
+    if error:
+        warnings.append("WARNING: could not queue a guard for job %s either (%s): if it ends "
+                        "before a successor is queued, resumable-chain resume continues the "
+                        "chain" % (record.job, error))
+    return record._replace(guarded_by=guard)
+
+
+def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False):
+    """Queue the guard of ``job_id`` (``after``: the link that queued it), which runs this
+    module's ``guard`` step when it ends; (its ID, None) or (None, sbatch's error). ``again``:
+    an earlier run may have queued it already. A guard a failed sbatch created anyway is found,
+    never queued twice. The links a guard queues get the SBATCH_* defaults back from its
+    command line."""
+    guard = again and queued_guard(job_id)
+    if guard:
+        return guard, None
+    words = ["guard", run_dir, job_id] + (["--after=" + after] if after else []) + sorted(
+        "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_"))
+    guard, error = sbatch_guard(job_id, " ".join(shell_quote(word) for word in step_command(
+        *words)), GUARD_PREFIX + (job_name or "resumable-chain"), run_dir, environ)
+    if error:
+        guard = queued_guard(job_id)
+    return guard, None if guard else error
+
+
+def module_path():
+    return os.path.realpath(__file__)
+
+
+def step_command(*words):
+    """The command line that runs this module's ``words`` in a job, the way the prologue does."""
+    return [sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
+
+
+def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
+    """A link whose successor is queued: queue the successor's guard, then cancel its own
+    (``record.guarded_by``, unless ``cancel`` is False: the guard itself calls this) once the
+    successor has one; return the record with ``guard`` and ``guard_error``. Without a guard
+    (the site refused it), Slurm requeues the successor if its launch fails (the one case a
+    guard cannot cover), and the link's own guard stays: it tries again when the link ends
+    (``_guard_covers``)."""
+    guard, error = queue_guard(record.successor, run_dir, (record.next or {}).get("job_name"),
+                               environ, after=record.job, again=again)
+    if guard and cancel and record.guarded_by:
+        scancel([record.guarded_by])  # it may have ended already: nothing to say then
+    if error:
+        warnings.append("WARNING: could not queue a guard for job %s (%s): if it dies before "
+                        "its prologue, only Slurm's requeue can start it again" % (
+                            record.successor, error))
+        allow_requeue(record.successor)
+    return record._replace(guard=guard, guard_error=error)
+
+
+def queued_successor(job_id):
+    """Return (the successor already queued for this job, or None; squeue's error, or None):
+    one a killed run queued (sbatch, then no journal), or a failed or timed-out sbatch created."""
+    try:
+        return (pending_dependents().get(job_id) or [None])[0], None
+    except StateError as error:
+        return None, str(error)
+
+
+def describe_link(outcome):
+    """The one log line a link writes about its decision."""
+    record, observation = outcome.record, outcome.observation
+    if record.predecessor is None:
+        seen = "none (first job)"
+    elif observation is not None and observation.source == "resume":
+        seen = "%s (queued by resumable-chain resume)" % record.predecessor
+    else:
+        seen = "%s %s" % (record.predecessor, record.predecessor_state or NOT_VISIBLE)
+        if observation is not None and observation.source in ("sacct", "scontrol"):
+            seen += " (elapsed %d s, from %s)" % (observation.job.elapsed, observation.source)
+    cap = record.max_walltime
+    clamp = (" | time limit lowered to %d min" % (record.time_limit // 60)
+             if record.time_limit else "")
+    if record.reserved:
+        clamp += " | reserved %d s of the shared budget in %s" % (record.reserved,
+                                                                  record.budget_dir)
+    note = observation.note if observation is not None else ""
+    return ("job %s: %s | predecessor %s | walltime %d s %s | retries %d/%s | successor %s%s | %s%s"
+            % (record.job, record.action, seen, record.walltime,
+               "of %d s" % cap if cap is not None else "(no cap)", record.retries,
+               record.max_retries if record.max_retries is not None else "?",
+               record.successor or "none", clamp, record.reason or "",
+               (" (%s)" % note) if note else ""))
+
+
 def journal_event(store, event, warnings):
     """Journal a chain event (the caller holds the lock); return it if it is new, else None.
     An events file that cannot be read or written costs the notification, never the chain."""
@@ -2712,6 +2775,21 @@ def finish_queueing(run_dir, environ, again=False):
     if record.time_limit:
         clamp_time_limit(job_id, record.time_limit, warnings)
     return record, warnings
+
+
+def clamp_time_limit(job_id, seconds, warnings):
+    """Lower this job's own time limit (users may, never raise it) to ``seconds`` (whole
+    minutes), so that a chain ends within a minute of its caps, unless it fits already; a
+    refusal is warned."""
+    answer = controller_job(job_id)
+    if answer.job is None:
+        warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
+                        "left of its caps" % (job_id, answer.error, seconds))
+    elif answer.job.time_limit is None or answer.job.time_limit > seconds:
+        error = lower_time_limit(job_id, seconds // 60)
+        if error:
+            warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
+                            % (job_id, seconds // 60, error))
 
 
 def guard_until_queued(run_dir, environ, sleep=time.sleep):
@@ -2807,7 +2885,7 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
     the chain went on past it, JOB was cancelled before it started) is acted on at once; the
     rest, on a view old enough to be current (``view_wait``), or at the guard's last look."""
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
-    trusted = final or looked >= view_wait()
+    trusted = final or looked >= view_wait(store.directory)
     with store.locked():
         snapshot = wait_for_view(store, store.snapshot(), after, [])  # the journal of ``after``
         record = snapshot.record
@@ -2958,7 +3036,7 @@ def _guard_cancelled(store, record, job):
     return True, (journal_event(store, event, []), record.notify, reason)
 
 
-def _guard_queue(store, record, job, environ, final, what, dead):
+def _guard_queue(store, record, job, environ, final, what, *, dead):
     """Queue the link the chain waits for and its guard; journal the ``healed`` event. A
     successor that died is replaced by a held job without dependency (its predecessor may be
     forgotten; the journal names it), released once recorded: never two."""
@@ -2997,32 +3075,6 @@ def _guard_gives_up(store, record, reason):
     event = journal_event(store, Event("broken", record.job, record.link, reason,
                                        int(time.time())), [])
     return event, record.notify, reason
-
-
-def describe_link(outcome):
-    """The one log line a link writes about its decision."""
-    record, observation = outcome.record, outcome.observation
-    if record.predecessor is None:
-        seen = "none (first job)"
-    elif observation is not None and observation.source == "resume":
-        seen = "%s (queued by resumable-chain resume)" % record.predecessor
-    else:
-        seen = "%s %s" % (record.predecessor, record.predecessor_state or NOT_VISIBLE)
-        if observation is not None and observation.source in ("sacct", "scontrol"):
-            seen += " (elapsed %d s, from %s)" % (observation.job.elapsed, observation.source)
-    cap = record.max_walltime
-    clamp = (" | time limit lowered to %d min" % (record.time_limit // 60)
-             if record.time_limit else "")
-    if record.reserved:
-        clamp += " | reserved %d s of the shared budget in %s" % (record.reserved,
-                                                                  record.budget_dir)
-    note = observation.note if observation is not None else ""
-    return ("job %s: %s | predecessor %s | walltime %d s %s | retries %d/%s | successor %s%s | %s%s"
-            % (record.job, record.action, seen, record.walltime,
-               "of %d s" % cap if cap is not None else "(no cap)", record.retries,
-               record.max_retries if record.max_retries is not None else "?",
-               record.successor or "none", clamp, record.reason or "",
-               (" (%s)" % note) if note else ""))
 
 
 # ---------------------------------------------------------------------------

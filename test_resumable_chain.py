@@ -100,7 +100,7 @@ def test_plan_link_records_why_the_chain_ended(situation, state, max_walltime, a
         job="7", action="start", link=1, walltime=0, retries=0))
     observation = rc.Observation(rc.Job("7", state, 50), "scontrol", "")
     record = rc.plan_link("8", "7", observation, snapshot, rc.Settings(0, max_walltime),
-                          rc.NextLink("job.sh"), 0)
+                          rc.NextLink("job.sh"), now=0)
     assert (record.action, record.cause) == (action, cause)
     assert cause is None or cause in rc.STOP_CAUSES
 

@@ -764,6 +764,9 @@ def run_histories(count, seed, root=None, verbose=False, violations=None, lag_st
     ``lag_steps``: how far behind a lagging view may be (0: none drawn)."""
     faults = {}
     base = tempfile.mkdtemp(prefix="rc-histories-", dir=root)
+    # The run directory is a shared filesystem's (its views may lag), wherever the temp dir is.
+    saved = os.environ.get(rc.VIEW_WAIT_ENV)
+    os.environ[rc.VIEW_WAIT_ENV] = str(rc.VIEW_WAIT_SECONDS)
     try:
         for number in range(count):
             directory = os.path.join(base, str(number % 8))
@@ -782,6 +785,10 @@ def run_histories(count, seed, root=None, verbose=False, violations=None, lag_st
                 print("\n".join(history.events))
     finally:
         shutil.rmtree(base, ignore_errors=True)
+        if saved is None:
+            del os.environ[rc.VIEW_WAIT_ENV]
+        else:
+            os.environ[rc.VIEW_WAIT_ENV] = saved
     return count, faults
 
 

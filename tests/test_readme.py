@@ -288,3 +288,19 @@ def test_the_journal_field_table_lists_every_record_field_in_order():
         text = handle.read()
     table = text.split("## The journal's fields")[1].split("\n## ")[0]
     assert tuple(re.findall(r"^\| `(\w+)` \|", table, re.M)) == rc.RECORD_FIELDS
+
+
+def test_how_it_works_names_a_links_steps_in_the_files_order():
+    # Issue 29's reading test: the README's "How it works" names the functions of one link's
+    # life; each is the module's, run_link names them all, and the file has them in that order.
+    with open(README) as handle:
+        section = handle.read().split("## How it works", 1)[1].split("\n## ", 1)[0]
+    names = re.findall(r"`(\w+)`", section)
+    with open(rc.__file__) as handle:
+        source = handle.read()
+    where = [source.find("\ndef %s(" % name) for name in names]
+    assert names[:2] == ["run_link", "identify"] and -1 not in where, names
+    assert where == sorted(where), sorted(zip(where, names))
+    run_link = source[where[0]:source.find("\ndef ", where[0] + 1)]
+    steps = names[1:names.index("guard_chain")]
+    assert all(name in run_link for name in steps if name != "finish_queueing"), steps

@@ -716,6 +716,7 @@ class LaggingChain(object):
         self.slurm = in_process_slurm(str(tmp_path), {})
         self.path, self.view, self.skipped = self.slurm.path, None, 0.0
         monkeypatch.setattr(rc, "run_slurm", self.slurm)
+        monkeypatch.setenv(rc.VIEW_WAIT_ENV, str(rc.VIEW_WAIT_SECONDS))  # as on NFS
         monkeypatch.setattr(rc.StateStore, "read_bytes", histories.reading_through(
             rc.StateStore.read_bytes, lambda: self.view))
 
