@@ -1929,6 +1929,7 @@ def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
               "REASON": event.reason}
     environment = dict(os.environ, **{EXPORT_PREFIX + name: "" if value is None else str(value)
                                       for name, value in values.items()})
+    environment.pop(NAMED_ENV, None)  # not passed on to jobs the command may queue
     result = run_command(["/bin/sh", "-c", command], timeout, environment)
     if result.returncode == 0:
         return "notified %s (job %s)" % (event.event, event.job)  # never the command: a token
@@ -2850,15 +2851,6 @@ def runnable_next_link(store, record):
     return next_link._replace(script=runnable_script(store, next_link.script))
 
 
-def successor_of(store, record):
-    """The successor of the link ``record`` describes: the one an sbatch that failed or timed
-    out created after all (squeue), else queued now; (its ID, None) or (None, the error)."""
-    successor, error = queued_successor(record.job)
-    if successor is None and error is None:
-        successor, error = queue_successor(record.job, runnable_next_link(store, record), [])
-    return successor, error
-
-
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
     """The guard's step (``guard DIR JOB``), run once JOB, a link's successor, ended. If the
     chain still waits on JOB, continue it: JOB died before its prologue (its launch or node
@@ -2915,15 +2907,26 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
         if not is_final(job.state):
             return True, (None, None, "job %s is %s: its own prologue goes on" % (
                 job_id, job.state))
-        if base_state(job.state) == "CANCELLED" and job.nodes is None and \
-                record.successor == job_id:
-            return _guard_cancelled(store, record, job)  # it never ran: nothing newer exists
-        if not trusted:
-            return False, (None, None, "job %s ended %s; looking again before acting (the run "
-                           "directory's view may lag)" % (job_id, job.state))
-        if record.job == job_id:
-            return _guard_ran(store, record, job, environ, final)
-        return _guard_died(store, record, job, environ, final)
+        return _guard_ended(store, snapshot, job, environ, (final, trusted))
+
+
+def _guard_ended(store, snapshot, job, environ, looks):
+    """The guard's job ended, and the journal names it: which of the guard's cases it is.
+    ``looks``: (the guard's last look, a view old enough to be current)."""
+    (final, trusted), record = looks, snapshot.record
+    unstarted = record.job == job.job_id and record.source == "resume" and \
+        snapshot.last_job != job.job_id  # a link resume queued that never ran its prologue
+    cancelled = base_state(job.state) == "CANCELLED" and job.nodes is None  # it never ran
+    if unstarted and (cancelled or trusted):
+        return _guard_resumed(store, record, job, environ, final)
+    if cancelled and record.successor == job.job_id:  # nothing newer can exist
+        return _guard_cancelled(store, record, job)
+    if not trusted:
+        return False, (None, None, "job %s ended %s; looking again before acting (the run "
+                       "directory's view may lag)" % (job.job_id, job.state))
+    if record.job == job.job_id:
+        return _guard_ran(store, record, job, environ, final)
+    return _guard_died(store, record, job, environ, final)
 
 
 def _guard_first_job(store, submitted, job, environ, final, trusted):
@@ -3001,9 +3004,8 @@ def _guard_ran(store, record, job, environ, final):
 
 
 def _guard_died(store, record, job, environ, final):
-    """The guarded successor ended before its prologue recorded anything."""
-    if base_state(job.state) == "CANCELLED" and job.nodes is None:
-        return _guard_cancelled(store, record, job)
+    """The guarded successor ended before its prologue recorded anything (not cancelled before
+    it started: _guard_ended)."""
     died = "job %s died before its prologue (%s)" % (job.job_id, "%s on %s" % (
         job.state, job.nodes) if job.nodes else job.state)
     dead = (record.dead_successors or 0) + 1
@@ -3012,6 +3014,37 @@ def _guard_died(store, record, job, environ, final):
                                      "before their prologue, more than max_retries %s allows: "
                                      "not replaced" % (died, dead, record.job, record.max_retries))
     return _guard_queue(store, record, job, environ, final, died, dead=dead)
+
+
+def _guard_resumed(store, record, job, environ, final):
+    """The link ``resume`` queued ended before its prologue. Cancelled before it started: the
+    chain stays as it was (``stopped``). Died: a held replacement takes its place in the journal
+    (it waits to be named, then runs as the resumed link), with its own guard."""
+    if base_state(job.state) == "CANCELLED" and job.nodes is None:
+        reason = "job %s, queued by resume, was cancelled before it started: the chain does " \
+            "not go on" % job.job_id
+        return True, (journal_event(store, Event("stopped", job.job_id, record.link, reason,
+                                                 int(time.time())), []), record.notify, reason)
+    died = "job %s, queued by resume, died before its prologue (%s)" % (
+        job.job_id, "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
+    dead = (record.dead_successors or 0) + 1
+    if dead > (record.max_retries or 0) + 1:
+        return True, _guard_gives_up(store, record, "%s: %d in a row" % (died, dead))
+    next_link = runnable_next_link(store, record)
+    try:
+        replacement = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
+                                  next_link.script, next_link.script_args,
+                                  cwd=next_link.workdir, named=True)[0]
+    except StateError as error:
+        words = "%s; sbatch failed (%s)" % (died, error)
+        return final, _guard_gives_up(store, record, words) if final else (None, None, words)
+    guard = queue_guard(replacement, store.directory, next_link.job_name, environ)[0]
+    store.write_record(record._replace(job=replacement, guarded_by=guard, dead_successors=dead))
+    error = release_job(replacement)
+    reason = "%s; %s%s%s" % (died, CONTINUED_WITH, replacement, " (held: %s; scontrol release "
+                             "%s)" % (error, replacement) if error else "")
+    return True, (journal_event(store, Event("healed", job.job_id, record.link, reason,
+                                             int(time.time())), []), record.notify, reason)
 
 
 def _guard_cancelled(store, record, job):
@@ -3037,19 +3070,20 @@ def _guard_cancelled(store, record, job):
 
 
 def _guard_queue(store, record, job, environ, final, what, *, dead):
-    """Queue the link the chain waits for and its guard; journal the ``healed`` event. A
-    successor that died is replaced by a held job without dependency (its predecessor may be
-    forgotten; the journal names it), released once recorded: never two."""
-    if record.job == job.job_id:
-        successor, error = successor_of(store, record)
-    else:
+    """Queue the link the chain waits for and its guard; journal the ``healed`` event. It is
+    a held job without dependency (the link it continues may be forgotten by now: Slurm
+    refuses a dependency on it; the journal names it), released once recorded: never two. A
+    successor a failed sbatch of the link created after all is recorded instead."""
+    successor, error = queued_successor(record.job) if record.job == job.job_id else (None, None)
+    held = successor is None and error is None
+    if held:
         next_link = runnable_next_link(store, record)
         try:
-            successor, error = sbatch_held(successor_options(
+            successor = sbatch_held(successor_options(
                 next_link, "--hold", "--no-requeue"), next_link.script, next_link.script_args,
-                cwd=next_link.workdir, named=True)[0], None
+                cwd=next_link.workdir, named=True)[0]
         except StateError as failed:
-            successor, error = None, str(failed)
+            error = str(failed)
     if not successor:
         store.write_record(record._replace(successor_error=error))
         if final:
@@ -3061,7 +3095,7 @@ def _guard_queue(store, record, job, environ, final, what, *, dead):
                                         dead_successors=dead), store.directory, environ,
                         warnings, cancel=False)
     store.write_record(record)
-    error = record.job != job.job_id and release_job(successor)
+    error = held and release_job(successor)
     reason = "%s; %s%s%s" % (what, CONTINUED_WITH, successor, " (held: %s; scontrol release %s)"
                              % (error, successor) if error else "")
     event = journal_event(store, Event("healed", job.job_id, record.link, reason,
@@ -3439,6 +3473,9 @@ def _other_roles(chain):
     elif record.guarded_by and not record.successor and record.action in WORK_ACTIONS:
         others.setdefault(record.guarded_by, ("guard", "queues the successor of job %s when it "
                                               "ends" % record.job))
+    elif record.job is None and (chain.submitted or {}).get("guard"):
+        others.setdefault(chain.submitted["guard"], ("guard", "replaces job %s if it dies before "
+                                                     "its prologue" % chain.submitted["first_job"]))
     return others
 
 
@@ -3454,7 +3491,8 @@ def _status_of(plan, answer, budgets):
     uncounted = (_uncounted_row(rows, record, chain) or {"elapsed": 0})["elapsed"]
     used = (chain.walltime or 0) + uncounted
     guard_id = record.guard or (record.action in WORK_ACTIONS and not record.successor and
-                                record.guarded_by)  # the guard that continues the chain
+                                record.guarded_by) or (  # the guard that continues the chain
+        record.job is None and submitted.get("guard"))
     guard = guard_id and (known.get(guard_id) or Job(guard_id, "UNKNOWN"))
     status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": len(chain.jobs),
               "walltime": chain.walltime or 0, "walltime_uncounted": uncounted,

@@ -434,6 +434,34 @@ def test_a_first_job_that_died_before_its_prologue_is_replaced_by_the_guard_subm
     assert rc.StateStore(run_dir).read_record().guarded_by == submitted["guard"]
 
 
+@pytest.mark.parametrize("state,replaced", [
+    ("NODE_FAIL", True),  # its node failed while Slurm launched it
+    ("CANCELLED", False),  # a person cancelled it before it started: the chain stays stopped
+], ids=["died at launch", "cancelled before it started"])
+def test_a_resumed_link_that_never_ran_is_replaced_or_left_by_its_guard(
+        cluster, run_dir, capsys, monkeypatch, state, replaced):
+    script = failed_chain(cluster, run_dir)
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 0, err
+    job = out.strip()
+    guard = cluster.guards()[job]
+    cluster.set_job(job, state=state, **({"start": "2026-11-30T01:01:00"} if replaced else {}))
+    result = cluster.run_guard(job)
+    assert result.returncode == 0, result.stderr
+    events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
+    if not replaced:
+        assert cluster.pending() == [] and events[-1]["event"] == "stopped", result.stderr
+        return
+    [new] = cluster.pending()
+    record = rc.StateStore(run_dir).read_record()
+    assert (record.job, record.source, record.dead_successors) == (new, "resume", 1)
+    assert record.guarded_by == cluster.guards()[new] != guard
+    assert events[-1]["event"] == "healed" and "continued with job %s" % new in result.stderr
+    result = cluster.run_link(script, new, args=["--lr", "3e-4"], RESUMABLE_CHAIN_NAMED="1")
+    assert result.returncode == 0, result.stderr
+    assert read(run_dir, rc.CHAIN_FILE).split()[-1] == new  # it ran as the resumed link
+
+
 @pytest.mark.parametrize("command", ["resume", "submit"])
 def test_history_141_a_held_job_whose_sbatch_lost_its_answer_is_cancelled(
         cluster, run_dir, tmp_path, capsys, monkeypatch, command):
