@@ -2096,9 +2096,11 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
 
 def sbatch_guard(job_id, command, name, run_dir, environ):
     """Queue the guard of ``job_id``: one CPU, a few minutes, in the queuing job's partition and
-    account, no SBATCH_* defaults (no SBATCH_GRES GPUs); (its ID, None) or (None, error)."""
+    account, no SBATCH_* defaults (no SBATCH_GRES GPUs); (its ID, None) or (None, error).
+    Requeueable: nothing guards a guard, and a chaos run lost chains whose guard's node failed
+    as it launched; its step is idempotent under the lock, so a rerun is harmless."""
     options = ["--parsable", "--job-name=" + name, "--dependency=afterany:" + job_id,
-               "--no-requeue", "--time=%d" % GUARD_MINUTES, "--ntasks=1", "--cpus-per-task=1",
+               "--requeue", "--time=%d" % GUARD_MINUTES, "--ntasks=1", "--cpus-per-task=1",
                "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir, "--open-mode=append",
                "--output=" + os.path.join(run_dir, GUARD_LOG)]
     options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
