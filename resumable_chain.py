@@ -2886,6 +2886,9 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
         submitted = store.read_submitted() if record is None else None
         if submitted and submitted.get("first_job") == job_id:
             return _guard_first_job(store, submitted, ended_job(job_id), environ, final, trusted)
+        if record is not None and record.predecessor == job_id and not (
+                record.successor or record.guarded_by) and record.action in WORK_ACTIONS:
+            return _guard_adopts(store, record, environ, (final, trusted))
         if record is not None and (record.predecessor == job_id or record.job == job_id and (
                 record.action not in WORK_ACTIONS or record.successor and record.guard)):
             return True, (None, None, "nothing to guard: job %s ran its prologue and %s" % (
@@ -2910,6 +2913,25 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
             return True, (None, None, "job %s is %s: its own prologue goes on" % (
                 job_id, job.state))
         return _guard_ended(store, snapshot, job, environ, (final, trusted))
+
+
+def _guard_adopts(store, record, environ, looks):
+    """The chain went on past the guard's job to a link with neither a successor nor a guard
+    (both sbatch failed in its prologue, an outage): queue that link's guard, trying again
+    within this guard's minutes (the link itself tries only while it runs). ``looks``: (the
+    guard's last look, a view old enough to be current)."""
+    final, trusted = looks
+    if not trusted:
+        return False, (None, None, "the chain went on to job %s, which shows no successor and "
+                       "no guard; looking again (the view may lag)" % record.job)
+    guard, error = queue_guard(record.job, store.directory, (record.next or {}).get(
+        "job_name"), environ, again=True)
+    words = "the chain went on to job %s, which had neither a successor nor a guard" % record.job
+    if guard:
+        store.write_record(record._replace(guarded_by=guard))
+        return True, (None, None, "%s: queued its guard %s" % (words, guard))
+    return final, (None, None, "%s; sbatch failed (%s)%s" % (
+        words, error, "" if final else ", trying again"))
 
 
 def _guard_ended(store, snapshot, job, environ, looks):
