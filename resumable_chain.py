@@ -3738,7 +3738,9 @@ def _verdict(record, rows, status, chain):
             else "never starts" if stuck else "pending", dict(
                 facts, job=row["job"], reason=reason, because=" (%s)" % reason if reason else "",
                 why=HELD_BY_SLURM.get(reason) or never_starts(reason)))
-    situation, facts = _idle(record, rows, status["slurm_errors"], facts)
+    stopped = [event for event in chain.events or () if event.event == "stopped" and
+               event.job == record.job]  # a guard's record that a person cancelled the successor
+    situation, facts = _idle(record, rows, status["slurm_errors"], dict(facts, stopped=stopped))
     guard = status["guard"]
     if VERDICTS[situation][0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
         return _verdict_of("guarded", dict(facts, guard=guard["job"], guard_state=guard["state"],
@@ -3768,8 +3770,8 @@ def _idle(record, rows, unanswered, facts):
         facts.update(successor=successor["job"], successor_raw=successor["state"],
                      successor_state=_state_words(successor["state"]),
                      on=" on %s" % successor["nodes"] if successor["nodes"] else "")
-        if base_state(successor["state"]) == "CANCELLED" and \
-                successor["state"] != "CANCELLED" and not successor["nodes"]:
+        if base_state(successor["state"]) == "CANCELLED" and not successor["nodes"] and (
+                successor["state"] != "CANCELLED" or facts["stopped"]):
             # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
             return "successor cancelled", facts
         return "successor died", facts
