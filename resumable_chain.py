@@ -4861,7 +4861,7 @@ USER_COMMANDS = {
         "[ARGS...]",
         help="make any batch script resumable and submit it",
         description="Write a resumable copy of SCRIPT into DIR (the prologue after its\n"
-        "#!/#SBATCH header), submit it with --requeue and print the first job\n"
+        "#!/#SBATCH header), submit it with its guard and print the first job\n"
         "ID. SBATCH_OPTIONS go to the first job and every successor, written as\n"
         "for sbatch (-p debug, --time=4:00:00). Logs go to DIR/slurm-<jobid>.out\n"
         "unless the script or the options set --output. Nothing changes on disk\n"
