@@ -124,7 +124,10 @@ NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is k
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between a guard's tries of sbatch, then every 60 s
 SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # never warned: their commands are
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
-GUARD_MINUTES = 5  # a guard's time limit: it reads the journal and queues at most two jobs
+GUARD_TRIES_SECONDS = 240  # how long a guard keeps looking and trying sbatch
+# A guard's time limit: its tries, a last look's wait for a lagging view and the lock's wait, so
+# that the limit never kills a guard between its sbatch and its journal entry.
+GUARD_MINUTES = 10
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
 # A guard's job name: this and its link's name; in front, so that default squeue output (which
 # cuts names at 8 characters) still tells a guard from the links.
@@ -2864,7 +2867,7 @@ def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic
     a journal that does not show it yet is a lagging view, waited for as a link does. Returns
     (the Event journaled or None, the notify command, what it did in words)."""
     store, started = chain_store(run_dir), clock()
-    deadline = started + (GUARD_MINUTES - 1) * 60
+    deadline = started + GUARD_TRIES_SECONDS
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
         final = clock() + delay > deadline
         done, result = _guard_once(store, job_id, environ, final, after, clock() - started)
