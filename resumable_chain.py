@@ -2921,12 +2921,15 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
 def _guard_adopts(store, record, environ, looks):
     """The chain went on past the guard's job to a link with neither a successor nor a guard
     (both sbatch failed in its prologue, an outage): queue that link's guard, trying again
-    within this guard's minutes (the link itself tries only while it runs). ``looks``: (the
-    guard's last look, a view old enough to be current)."""
+    within this guard's minutes (the link itself tries only while it runs); once that link has
+    ended, act as its guard would. ``looks``: (the last look, a view old enough to be current)."""
     final, trusted = looks
     if not trusted:
         return False, (None, None, "the chain went on to job %s, which shows no successor and "
                        "no guard; looking again (the view may lag)" % record.job)
+    orphan = ended_job(record.job)
+    if orphan is not None and is_final(orphan.state):  # no guard can come now: be it
+        return _guard_ran(store, record, orphan, environ, final)
     guard, error = queue_guard(record.job, store.directory, (record.next or {}).get(
         "job_name"), environ, again=True)
     words = "the chain went on to job %s, which had neither a successor nor a guard" % record.job
@@ -2934,7 +2937,7 @@ def _guard_adopts(store, record, environ, looks):
         store.write_record(record._replace(guarded_by=guard))
         return True, (None, None, "%s: queued its guard %s" % (words, guard))
     return final, (None, None, "%s; sbatch failed (%s)%s" % (
-        words, error, "" if final else ", trying again"))
+        words, error, "; it keeps trying while it runs" if final else ", trying again"))
 
 
 def _guard_ended(store, snapshot, job, environ, looks):

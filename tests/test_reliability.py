@@ -1062,3 +1062,30 @@ def test_history_a_link_with_neither_successor_nor_guard_is_adopted_by_the_guard
     # before its background step could try again; the guard of its predecessor, running then,
     # saw "the chain went on past" its job and did nothing: nothing continued the chain.
     histories.run_histories(1, seed, FAST_DIR)
+
+
+@pytest.mark.parametrize("orphan_state, said", [
+    ("RUNNING", "which had neither a successor nor a guard: queued its guard 900000"),
+    ("TIMEOUT", "job 1000 ended TIMEOUT before it queued its successor; the chain continued "
+                "with job 5000"),
+    ("COMPLETED", "job 1000 COMPLETED: the work is done"),
+], ids=["it still runs: it gets a guard", "it timed out: it gets its successor",
+        "it completed: nothing to do"])
+def test_the_guard_before_a_link_with_neither_successor_nor_guard_acts_as_that_links_guard(
+        tmp_path, monkeypatch, orphan_state, said):
+    # Link 1000's sbatch of its successor and of its guard failed (an outage): the guard of its
+    # predecessor 100 is the only job left that can continue the chain once 1000 has ended.
+    run_dir, _ = chain_at_its_second_link(tmp_path, monkeypatch, None)
+    path = os.path.join(str(tmp_path), "cluster.json")
+    fake_slurm.save(path, dict(fake_slurm.load(path), sbatch_error="busy"))
+    rc.run_link(run_dir, rc.Settings(3, 3600), rc.NextLink(TRUE_SCRIPT, [], [], "job.sh"),
+                {"SLURM_JOB_ID": "1000", "SLURM_JOB_DEPENDENCY": "afternotok:100"})
+    record = rc.StateStore(run_dir).read_record()
+    assert (record.job, record.successor, record.guarded_by) == ("1000", None, None)
+    cluster = dict(fake_slurm.load(path), sbatch_error=None)
+    cluster["jobs"]["1000"].update(state=orphan_state, end="2026-11-30T01:00:03")
+    fake_slurm.save(path, cluster)
+    clock = histories.OwnClock()
+    _, _, words = rc.guard_chain(run_dir, "100", {"SLURM_JOB_ID": "1500"}, sleep=clock.sleep,
+                                 clock=clock)
+    assert said in words, words
