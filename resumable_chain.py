@@ -2501,9 +2501,12 @@ def decide_link(store, snapshot, place, observation, options, warnings):
 def _work_done_before(store, record, warnings):
     """The record of a link whose predecessor's exit trap journaled ``finished``: its work
     exited 0 while the job still ran, so the chain is finished whatever state Slurm recorded
-    after (TIMEOUT, when the limit sweep came before the job's end: the work ran just past its
-    time limit). This link does no work and journals no second ``finished``."""
-    if not record.predecessor or record.action not in WORK_ACTIONS:
+    after: TIMEOUT, when the limit sweep came after the work's end, just past its time limit.
+    Only then: bash runs the trap with status 0 also when a signal kills it (``--signal=B:USR1``
+    with no handler), and that job ends FAILED with its work undone. This link does no work and
+    journals no second ``finished``."""
+    if not record.predecessor or record.action not in WORK_ACTIONS or \
+            base_state(record.predecessor_state or "") != "TIMEOUT":
         return record
     try:
         events = store.read_events()
@@ -3608,7 +3611,7 @@ def _status_row(job, role, record):
         note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
                                                         never_starts(job.reason))
     row = {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
-           "nodes": job.nodes,
+           "nodes": job.nodes, "exit_code": job.exit_code,
            "end": job.end if is_final(job.state) else None, "role": role, "reason": job.reason,
            "link": role == "link", "note": note, "time_limit": None, "time_left": None}
     if state in LIVE_STATES and state != "PENDING":
@@ -3627,10 +3630,15 @@ LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "resumed without a retry
 def _how_link_ended(job):
     """"exit 75: resumed without a retry": how an ended link ended and what that meant."""
     words = LINK_ENDS.get(state_meaning(job.state, job.exit_code), "")
-    code = exit_status(job.exit_code)
-    if code is None or base_state(job.state) not in ("COMPLETED", "FAILED"):
+    code, _, signal_number = (job.exit_code or "").partition(":")
+    if is_digits(signal_number, 3) and int(signal_number):  # killed: TIMEOUT's 0:15, ...
+        try:
+            return "%s: %s" % (signal.Signals(int(signal_number)).name, words)
+        except ValueError:  # not a signal: Slurm's own code (OUT_OF_MEMORY's 0:125)
+            return "ExitCode %s: %s" % (job.exit_code, words)
+    if exit_status(job.exit_code) is None or base_state(job.state) not in ("COMPLETED", "FAILED"):
         return words
-    return "exit %d: %s" % (code, words)
+    return "exit %s: %s" % (code, words)
 
 
 def _uncounted_row(rows, record, chain):
@@ -3877,13 +3885,14 @@ def cancel_chain(run_dir, dry_run=False):
 
 def _already_ended(run_dir, chain):
     """Why cancel leaves a chain as it is, or None: nothing of it is queued or running and
-    status's verdict is an end (a chain a person scancelled is not: the mark ends it)."""
+    status's verdict is an end, broken included (a chain a person scancelled is not: the mark
+    ends it)."""
     if any(_queued_chain_jobs(chain.candidates(), cluster_to_ask(chain.cluster())[0])):
         return None
     verdict = _statuses([run_dir], COLLECTION_ROWS)[0][1]
     scancelled = verdict.word == "stopped" and not chain.cancelled and \
         (chain.record or Record()).action in WORK_ACTIONS
-    if verdict.word not in ("finished", "stopped", "failed") or scancelled:
+    if verdict.word not in ("finished", "stopped", "failed", "broken") or scancelled:
         return None
     return "already %s (%s): nothing to cancel" % (verdict.word, verdict.detail)
 

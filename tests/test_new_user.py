@@ -30,13 +30,18 @@ def test_a_new_chain_in_an_old_directory_starts_without_the_old_chains_events(
 
 
 def ended_chain(cluster, run_dir, capsys, monkeypatch, how):
-    """A chain that ended ``how``: finished, stopped (cancelled before), failed."""
+    """A chain that ended ``how``: finished, stopped (cancelled before), failed, broken."""
     if how == "failed":
         return failed_chain(cluster, run_dir)
     script, successor = start_chain(cluster, run_dir)
     if how == "finished":
         cluster.finish(100, "COMPLETED", 5)
         cluster.set_job(successor, state="CANCELLED", start="None")
+    elif how == "broken":  # its successor died at launch and its guard is gone: nothing queued
+        cluster.finish(100, "TIMEOUT", 60)
+        cluster.finish(successor, "NODE_FAIL", 0)
+        for guard in cluster.guards().values():
+            cluster.set_job(guard, state="CANCELLED", start="None")
     else:
         assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
 
@@ -45,7 +50,8 @@ def ended_chain(cluster, run_dir, capsys, monkeypatch, how):
     ("finished", "already finished (job 100 COMPLETED): nothing to cancel"),
     ("stopped", "already stopped (cancelled with resumable-chain cancel ("),
     ("failed", "already failed (predecessor FAILED: retry 1 exceeds max_retries 0"),
-], ids=["finished", "stopped", "failed"])
+    ("broken", "already broken (job 100 ended TIMEOUT and its successor 1000 ended NODE_FAIL"),
+], ids=["finished", "stopped", "failed", "broken"])
 @pytest.mark.parametrize("dry_run", [False, True], ids=["cancel", "cancel --dry-run"])
 def test_cancel_leaves_a_chain_that_ended_as_it_is(cluster, run_dir, capsys, monkeypatch, how,
                                                    words, dry_run):
@@ -62,6 +68,20 @@ def test_cancel_leaves_a_chain_that_ended_as_it_is(cluster, run_dir, capsys, mon
     assert after == before  # no cancel mark, no event
     again = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert again["verdict"] == verdict["verdict"]
+
+
+def test_a_trap_that_saw_status_0_before_slurm_recorded_failed_is_not_a_finished_work(
+        cluster, run_dir):
+    # bash runs its EXIT trap with status 0 when a signal kills it too (--signal=B:USR1@60 and
+    # no handler: the batch shell dies while the controller says RUNNING): the work is not done.
+    script, successor = notify_chain(cluster, run_dir)
+    assert cluster.run_link(script, 100).returncode == 0
+    cluster.finish(100, "FAILED", 63)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert result.returncode == 0, result.stderr
+    assert "job %s: resume | predecessor 100 FAILED" % successor in result.stderr
+    assert "retry 1 of 3" in result.stderr
+    assert successor in cluster.work_done()
 
 
 def test_work_that_exits_0_just_after_its_time_limit_finishes_the_chain_once(
@@ -260,8 +280,9 @@ def test_status_shows_a_dead_successor_its_guard_and_the_replacement(cluster, ru
     ("FAILED", "75:0", "exit 75: resumed without a retry"),
     ("FAILED", "76:0", "exit 76: the work stopped the chain"),
     ("FAILED", "1:0", "exit 1: a failure, retried while retries are left"),
-    ("TIMEOUT", "0:15", "resumed without a retry"),
-    ("OUT_OF_MEMORY", "0:125", "a failure, retried while retries are left"),
+    ("TIMEOUT", "0:15", "SIGTERM: resumed without a retry"),
+    ("NODE_FAIL", "0:0", "resumed without a retry"),
+    ("OUT_OF_MEMORY", "0:125", "ExitCode 0:125: a failure, retried while retries are left"),
 ])
 def test_an_ended_link_shows_its_exit_and_what_it_meant(cluster, run_dir, capsys, monkeypatch,
                                                         state, exit_code, note):
@@ -270,6 +291,8 @@ def test_an_ended_link_shows_its_exit_and_what_it_meant(cluster, run_dir, capsys
     cluster.set_job(100, exit_code=exit_code)
     rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
     assert rows["100"] == ("link", state, note)
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert [row["exit_code"] for row in report["jobs"] if row["job"] == "100"] == [exit_code]
 
 
 def test_cancel_marks_a_chain_a_person_stopped_with_scancel_so_a_new_job_starts_fresh(
@@ -304,3 +327,16 @@ def test_submit_again_keeps_the_warning():
     words = rc._submit_again({"original": "/x/job.sh", "warn": "USR1@120", "max_retries": 3},
                              "runs/a")
     assert "--warn USR1@120" in words
+
+
+@pytest.mark.parametrize("notify, trapped", [([], False), (["--notify", "true"], True)],
+                         ids=["submit", "submit --notify"])
+def test_submit_gives_the_first_job_the_finished_trap_only_with_a_notify_command(
+        cluster, run_dir, tmp_path, capsys, monkeypatch, notify, trapped):
+    # The trap tells the next link that a work which exited 0 just past its limit is done
+    # (Slurm records TIMEOUT); without a notify command, that link runs the work once more.
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    status, _, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, *notify + [script])
+    assert status == 0, err
+    copy = read(run_dir, "resumable-s.sh")
+    assert ("trap resumable_chain_finished EXIT" in copy) == trapped

@@ -304,3 +304,13 @@ def test_how_it_works_names_a_links_steps_in_the_files_order():
     run_link = source[where[0]:source.find("\ndef ", where[0] + 1)]
     steps = names[1:names.index("guard_chain")]
     assert all(name in run_link for name in steps if name != "finish_queueing"), steps
+
+
+def test_the_readme_names_every_cause_and_every_verdict_word():
+    text = readme_text()
+    causes = [cause for cause in rc.STOP_CAUSES if cause is not None]
+    assert [cause for cause in causes if "`%s`" % cause not in text] == []
+    table = text[text.index("## Troubleshooting"):text.index("## Trust model")]
+    words = sorted({verdict[0] for verdict in rc.VERDICTS.values()})
+    assert [word for word in words if "| `%s: " % word not in table] == []
+    assert "never starts by itself" in table  # a --check failure a new user meets (issue 30)
