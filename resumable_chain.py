@@ -691,14 +691,25 @@ def option_groups(arguments, strict=True):
     return [(name, words) for name, words, _ in groups]
 
 
-def job_name_in(arguments):
-    """The job name sbatch ``arguments`` give (the last ``--job-name``/``-J``), or None."""
-    names = [words for name, words in option_groups(arguments, strict=False)
-             if name == "--job-name"]
-    if not names:
+def option_value(arguments, option):
+    """The value sbatch ``arguments`` give ``option`` (a long name: the last ``--job-name``,
+    ``-J`` or ``--job=``), or None."""
+    values = [words for name, words in option_groups(arguments, strict=False) if name == option]
+    if not values:
         return None
-    words = names[-1]
+    words = values[-1]
     return words[1] if len(words) == 2 else words[0].partition("=")[2] or words[0][2:]
+
+
+def named_export(options, header, environ):
+    """sbatch options that carry NAMED_ENV into a job that gets less than the whole environment
+    (``--export=NONE`` on the command line, else SBATCH_EXPORT, else in the script's ``header``:
+    sbatch's order); [] when the environment goes whole and carries it."""
+    spec = option_value(options, "--export") or environ.get("SBATCH_EXPORT") or option_value(
+        script_directives(header), "--export")
+    if not spec or spec.split(",")[0].upper() == "ALL":
+        return []
+    return ["--export=%s,%s=1" % (spec, NAMED_ENV)]
 
 
 def check_sbatch_args(sbatch_args, allowed=(), strict=True):
@@ -2053,10 +2064,22 @@ def ended_job(job_id):
 
 
 def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
-    """Submit a batch job: (its ID, the cluster sbatch named or None); StateError."""
+    """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``named``:
+    the job's environment has NAMED_ENV, whatever it exports (named_export)."""
+    if named:
+        options = list(options) + named_export(options, _script_header(script), os.environ)
     return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
                                    + [script] + list(script_args), submit=True, cwd=cwd,
                                    named=named))
+
+
+def _script_header(script):
+    """The #SBATCH block of a job script ("" when it cannot be read: sbatch will say why)."""
+    try:
+        with open(script) as handle:
+            return split_batch_script(handle.read(MAX_STATE_BYTES))[0]
+    except (OSError, ValueError, UnicodeDecodeError):
+        return ""
 
 
 def sbatch_answer(result):
@@ -2989,8 +3012,8 @@ def _guard_first_job(store, submitted, job, environ, final, trusted):
         words = "%s; sbatch failed (%s)" % (died, error)
         return final, _first_job_lost(store, job.job_id, words + ": submit again") if final \
             else (None, None, words + ", trying again")
-    guard = queue_guard(replacement, store.directory, job_name_in(submitted["sbatch_args"]),
-                        environ)[0]
+    name = option_value(submitted["sbatch_args"], "--job-name")
+    guard = queue_guard(replacement, store.directory, name, environ)[0]
     store.write_text(SUBMIT_FILE, dump_json(store.public(dict(
         submitted, first_job=replacement, guard=guard, dead_first_jobs=dead))) + "\n")
     error = release_job(replacement)
@@ -4003,8 +4026,8 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
                  "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
                  "notify": notify, "warn": warn, "time": int(time.time())}
     submitted["guard"], guard_error = (None, "sbatch named cluster %s" % named) if named else \
-        queue_guard(first_job, run_dir, job_name_in(script_directives(header) + sbatch_args),
-                    os.environ)
+        queue_guard(first_job, run_dir, option_value(
+            script_directives(header) + sbatch_args, "--job-name"), os.environ)
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
         run_dir, bool(live), copy_path, submitted), named)
     if not hold:

@@ -939,3 +939,19 @@ def test_decide_honours_the_works_exit_status(situation, exit_code, walltime, ca
     assert decision[:2] == expected
     assert decide("TIMEOUT", exit_code="76:0").action == "resume"  # only a FAILED job's exit
 
+
+
+@pytest.mark.parametrize("options, environ, header, expected", [
+    ([], {}, "", []),
+    (["--export=ALL"], {}, "#SBATCH --export=NONE\n", []),  # the command line wins
+    (["--export=NONE"], {}, "", ["--export=NONE,RESUMABLE_CHAIN_NAMED=1"]),
+    (["--export", "HOME,PATH"], {}, "", ["--export=HOME,PATH,RESUMABLE_CHAIN_NAMED=1"]),
+    ([], {"SBATCH_EXPORT": "NONE"}, "#SBATCH --export=ALL\n",
+     ["--export=NONE,RESUMABLE_CHAIN_NAMED=1"]),  # sbatch: the environment over the script
+    ([], {}, "#!/bin/bash\n#SBATCH --export=NONE\n", ["--export=NONE,RESUMABLE_CHAIN_NAMED=1"]),
+    ([], {"SBATCH_EXPORT": "ALL,FOO=1"}, "", []),
+], ids=["whole environment", "ALL over the script's NONE", "--export=NONE", "a list",
+        "SBATCH_EXPORT=NONE", "the script's #SBATCH --export=NONE", "ALL with more"])
+def test_a_named_job_keeps_its_mark_whatever_it_exports(options, environ, header, expected):
+    # Seen on 22.05 and 26.05: sbatch --export=NONE,VAR=1 gives the job VAR and no other.
+    assert rc.named_export(options, header, environ) == expected

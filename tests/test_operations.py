@@ -362,6 +362,17 @@ def failed_chain(cluster, run_dir, **render_options):
     return script
 
 
+def test_a_resumed_link_that_exports_nothing_still_carries_its_mark(cluster, run_dir, capsys,
+                                                                     monkeypatch):
+    # Under --export=NONE the environment's mark would be lost: the export list carries it.
+    failed_chain(cluster, run_dir)
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir, "--export=NONE")
+    assert status == 0, err
+    call = cluster.calls("sbatch")[-1]["argv"]
+    exports = [word for word in call if word.startswith("--export")]
+    assert exports == ["--export=NONE", "--export=NONE,%s=1" % rc.NAMED_ENV]  # the last counts
+
+
 def test_resume_a_failed_chain_keeps_history_and_walltime(cluster, run_dir, capsys, monkeypatch):
     script = failed_chain(cluster, run_dir)
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
