@@ -4541,6 +4541,8 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
       python3 resumable_chain.py prologue --max-retries=3 --script="$0" runs/gpqa -- "$@"
     """
     settings = Settings(max_retries, max_walltime)
+    lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
+    _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
     # Not strict: render checked the options, and a running chain must not stop over a table.
     sbatch_args = check_sbatch_args(sbatch_args, strict=False)
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),

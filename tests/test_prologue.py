@@ -941,3 +941,15 @@ def test_chaos_run_a_link_whose_node_fails_before_its_successor_is_queued_is_con
     assert cluster.work_done() == ["100", successor, queued]
     events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
     assert [(event["event"], event["job"]) for event in events] == [("healed", successor)]
+
+
+@pytest.mark.parametrize("name", ["RESUMABLE_CHAIN_VIEW_WAIT", "RESUMABLE_CHAIN_LOOKUP_SECONDS",
+                                  "RESUMABLE_CHAIN_COMMAND_TIMEOUT"])
+def test_a_bad_tuning_variable_is_refused_by_the_first_link_not_met_later_by_a_guard(
+        cluster, run_dir, name):
+    script = cluster.write_script(run_dir)
+    result = cluster.run_link(script, 100, **{name: "soon"})
+    assert result.returncode == 2 and cluster.work_done() == []
+    assert cluster.calls("sbatch", guards=True) == []
+    assert "%s='soon' is not a number of seconds" % name in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
