@@ -473,7 +473,8 @@ def parse_dependency(text):
         kind, _, ids = clause.strip().partition(":")
         if kind.strip().lower() == "afternotok":
             for job_id in ids.split(":"):
-                predecessors.append(parse_job_id(job_id.split("(")[0].strip().rstrip("_*"),
+                # squeue: 14_* (an array's ID: its tasks); 14_2 (the task keeping the array's ID)
+                predecessors.append(parse_job_id(job_id.split("(")[0].strip().split("_")[0],
                                                  "afternotok job ID in SLURM_JOB_DEPENDENCY"))
     if len(set(predecessors)) > 1:
         raise ValueError("SLURM_JOB_DEPENDENCY %r names several afternotok jobs; a chain link "
@@ -608,7 +609,7 @@ def parse_scontrol(text):
     wanted = ("JobId", "JobState", "RunTime", "TimeLimit", "Restarts", "StartTime", "EndTime",
               "ExitCode", "NodeList")
     fields = {}
-    for word in (text or "").split():
+    for word in (text or "").split("\nJobId=")[0].split():  # an array's ID: its tasks follow
         name, _, value = word.partition("=")
         if name in wanted and value:  # the last one wins, as Slurm prints the real field last
             fields[name] = value
@@ -2641,7 +2642,7 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
     next_link = NextLink(**record.next) if record.next else next_link
     again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
-        record.job, next_link, warnings)
+        array_task_id(record.job, environ), next_link, warnings)
     if own is None:  # the job's own limit from its environment (23.02+): no Slurm call
         limit = job_start_and_limit(environ, record.job, ask=False)[1]
         own = limit and Job(record.job, "RUNNING", time_limit=limit)
@@ -2661,6 +2662,15 @@ def successor_options(next_link, *extra):
     """
     return ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
             + list(next_link.sbatch_args) + list(extra))
+
+
+def array_task_id(job_id, environ):
+    """What a link's successor waits for: its job ID, or ``<array>_<task>`` for the task of a
+    many-task array that kept the array's ID (Slurm would read it as all of the array's tasks)."""
+    if environ.get("SLURM_ARRAY_JOB_ID") == job_id and environ.get(
+            "SLURM_ARRAY_TASK_COUNT", "1") != "1":
+        return "%s_%s" % (job_id, environ["SLURM_ARRAY_TASK_ID"])
+    return job_id
 
 
 def queue_successor(job_id, next_link, warnings):
@@ -3253,7 +3263,7 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     argv += [] if warn is None else ["--warn=" + warn]
     argv.append(os.path.abspath(run_dir))
     try:  # Slurm opens #SBATCH --output=<run dir>/... before the prologue could create it
-        make_run_dir(os.path.dirname(run_dir.partition("%a")[0]) if "%a" in run_dir else run_dir)
+        make_run_dir(made_dir(run_dir))
     except StateError as error:
         raise ValueError(str(error))
     command = " ".join(shell_quote(argument) for argument in argv)
@@ -3263,6 +3273,11 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     return PROLOGUE_TEMPLATE.format(version=__version__, command=command, done=EXIT_DONE,
                                     finished="" if notify is None else finished_trap(
                                         python, run_dir))
+
+
+def made_dir(run_dir):
+    """The directory render makes: the run directory, or the one above a task's (``%a``)."""
+    return (os.path.dirname(run_dir.partition("%a")[0]) or ".") if "%a" in run_dir else run_dir
 
 
 def finished_trap(python, run_dir):
@@ -4799,10 +4814,11 @@ def render_command(run_dir, sbatch_args, **options):
     if "script" in options and not os.path.isfile(options["script"]):
         raise StateError("--script %s: no such file (the successor is submitted with it)"
                          % options["script"])
-    existed = os.path.isdir(run_dir)
+    made = made_dir(run_dir)
+    existed = os.path.isdir(made)
     text = render_prologue(run_dir, sbatch_args=sbatch_args, **options)
     if not existed:
-        _log("created the run directory %s (so that #SBATCH --output into it works)" % run_dir)
+        _log("created the run directory %s (so that #SBATCH --output into it works)" % made)
     _write(text)
     return 0
 

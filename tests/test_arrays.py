@@ -173,15 +173,18 @@ def test_a_tasks_first_job_that_died_before_its_prologue_is_replaced_as_the_same
     assert read(os.path.join(sweep, "3"), rc.CHAIN_FILE) == new + "\n"
 
 
-@pytest.mark.parametrize("task, refused", [("4", False), (None, True)],
-                         ids=["array task", "not an array task"])
-def test_a_rendered_run_directory_names_the_task_with_percent_a(cluster, tmp_path, task, refused):
+@pytest.mark.parametrize("array_job, task, after", [
+    ("99", "4", "100"), ("100", "4", "100_4"), (None, None, None)],
+    ids=["array task", "the task keeping the array's ID", "not an array task"])
+def test_a_rendered_run_directory_names_the_task_with_percent_a(cluster, tmp_path, array_job,
+                                                               task, after):
     sweep = str(tmp_path / "sweep")
     script = cluster.write_script(os.path.join(sweep, "%a"))
     assert os.path.isdir(sweep) and not os.path.exists(os.path.join(sweep, "%a"))
-    extra = {"SLURM_ARRAY_TASK_ID": task, "SLURM_ARRAY_JOB_ID": "99"} if task else {}
+    extra = {"SLURM_ARRAY_TASK_ID": task, "SLURM_ARRAY_JOB_ID": array_job,
+             "SLURM_ARRAY_TASK_COUNT": "5"} if task else {}
     result = cluster.run_link(script, 100, **extra)
-    if refused:
+    if task is None:
         assert result.returncode == 2 and "names an array task (%a)" in result.stderr
         assert result.stderr.count("\n") == 1 and cluster.pending() == []
         return
@@ -189,7 +192,11 @@ def test_a_rendered_run_directory_names_the_task_with_percent_a(cluster, tmp_pat
     assert read(os.path.join(sweep, "4"), rc.CHAIN_FILE) == "100\n"
     [successor] = cluster.pending()
     assert cluster.job(successor)["array"] == "4"
-    assert "--dependency=afternotok:100" in cluster.job(successor)["options"]
+    assert "--dependency=afternotok:" + after in cluster.job(successor)["options"]
+    cluster.finish(100, "TIMEOUT", 60)  # the successor knows its predecessor either way
+    result = cluster.run_link(script, successor, predecessor=after, SLURM_ARRAY_TASK_ID="4")
+    assert result.returncode == 0, result.stderr
+    assert read(os.path.join(sweep, "4"), rc.CHAIN_FILE) == "100\n%s\n" % successor
 
 
 def _recorded(release, name):
@@ -241,3 +248,31 @@ def test_the_fake_names_a_one_task_array_as_real_slurm_does(name, columns):
     fake = fake_slurm.respond(argv[0], argv[1:], cluster, 0)[1]
     assert sorted([line.split("|")[column] for column in columns] for line in fake.splitlines()) == \
         sorted([line.split("|")[column] for column in columns] for line in real.splitlines())
+
+
+@pytest.mark.parametrize("environ, expected", [
+    ({}, "2640"),  # not an array task
+    ({"SLURM_ARRAY_JOB_ID": "2639", "SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "3"},
+     "2640"),  # a task with its own ID
+    ({"SLURM_ARRAY_JOB_ID": "2640", "SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "3"},
+     "2640_2"),  # the task that kept the array's ID: 2640 alone would be every task
+    ({"SLURM_ARRAY_JOB_ID": "2640", "SLURM_ARRAY_TASK_ID": "2", "SLURM_ARRAY_TASK_COUNT": "1"},
+     "2640"),  # a one-task array (submit's tasks, every later link)
+], ids=["plain job", "array task", "task keeping the array's ID", "one-task array"])
+def test_a_successor_waits_for_its_own_task_only(environ, expected):
+    assert rc.array_task_id("2640", environ) == expected
+
+
+@pytest.mark.parametrize("dependency, expected", [
+    ("afternotok:2639_*(unfulfilled)", "2639"),  # squeue: after a (one-task) array's ID
+    ("afternotok:2639_2", "2639"),  # after the task that kept the array's ID (array_task_id)
+    ("afternotok:2640(unfulfilled)", "2640"),
+])
+def test_a_dependency_on_an_array_task_names_its_job(dependency, expected):
+    assert rc.parse_dependency(dependency) == expected
+
+
+def test_scontrol_of_an_arrays_id_describes_the_task_that_kept_it():
+    # 26.05: scontrol show job 2639 prints task 2 (JobId=2639), then tasks 1 and 0 (2641, 2640)
+    job = rc.parse_scontrol(_recorded("26.05", "scontrol-array-by-its-job-id").split("\n", 2)[2])
+    assert (job.job_id, job.state) == ("2639", "RUNNING")
