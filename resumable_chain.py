@@ -4962,8 +4962,9 @@ USER_COMMANDS = {
         "ID. SBATCH_OPTIONS go to the first job and every successor, written as\n"
         "for sbatch (-p debug, --time=4:00:00). Logs go to DIR/slurm-<jobid>.out\n"
         "unless the script or the options set --output. Nothing changes on disk\n"
-        "unless sbatch accepts the job. Refuses array jobs and a DIR whose chain\n"
-        "is still queued or running (see --force).",
+        "unless sbatch accepts the job. Refuses a DIR whose chain is still queued\n"
+        "or running (see --force). --array=SPEC (or #SBATCH --array): a chain per\n"
+        "task in DIR/<task>, each queued as a one-task array (docs/arrays.md).",
         example="resumable-chain submit runs/a -p gpu --time=4:00:00 train.sbatch --lr 3e-4"),
     "resume": UserCommand(
         run=resume_command, split=split_resume_argv, dirs="run directories of chains to resume",
