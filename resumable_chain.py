@@ -4063,9 +4063,9 @@ def sweep_options(run_dir, script, sbatch_args):
     names it). ValueError before anything is queued for what sbatch refuses, or a throttle."""
     given = script_directives(read_batch_script(script)[0]) + sbatch_args
     spec = (option_values(given, "--array") or [""])[-1]
-    sbatch_args = without_options(sbatch_args, ("--array",))
     if not spec:
         return None, sbatch_args
+    sbatch_args = without_options(sbatch_args, ("--array",))
     size = slurm_config("MaxArraySize")
     if not is_digits(size or "", 9):
         raise StateError("--array=%s: cannot read MaxArraySize (scontrol show config): nothing "

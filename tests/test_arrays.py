@@ -276,3 +276,19 @@ def test_scontrol_of_an_arrays_id_describes_the_task_that_kept_it():
     # 26.05: scontrol show job 2639 prints task 2 (JobId=2639), then tasks 1 and 0 (2641, 2640)
     job = rc.parse_scontrol(_recorded("26.05", "scontrol-array-by-its-job-id").split("\n", 2)[2])
     assert (job.job_id, job.state) == ("2639", "RUNNING")
+
+
+def test_resume_of_a_cancelled_task_queues_the_same_task(cluster, tmp_path, capsys, monkeypatch):
+    sweep, (_, out, _) = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=0-1")
+    first = out.split()[1]
+    successor = run_task_link(cluster, sweep, 1, first)
+    task = os.path.join(sweep, "1")
+    assert run_cli(cluster, capsys, monkeypatch, "cancel", task)[0] == 0
+    cluster.finish(first, "CANCELLED by 0", 30)
+    cluster.set_job(successor, state="CANCELLED by 0")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", task)
+    assert status == 0, err
+    resumed = cluster.pending()[-1]  # the newest: task 0's first job waits too
+    assert cluster.job(resumed)["array"] == "1" and resumed in out + err
+    run_task_link(cluster, sweep, 1, resumed)
+    assert read(task, rc.CHAIN_FILE).split() == [first, resumed]
