@@ -4826,14 +4826,14 @@ def render_command(run_dir, sbatch_args, **options):
 def submit_command(run_dir, sbatch_args, script, script_args, task=None, **options):
     tasks, sbatch_args = (None, sbatch_args) if task is not None else sweep_options(
         run_dir, script, sbatch_args)
-    for task in tasks or ():  # a sweep: a chain per task in DIR/<task>; first, none is live
-        _live_chain(os.path.join(run_dir, str(task)), options.get("force"))
-    for task in tasks or ():
+    for each in tasks or ():  # a sweep: a chain per task in DIR/<task>; first, none is live
+        _live_chain(os.path.join(run_dir, str(each)), options.get("force"))
+    for each in tasks or ():
         try:
-            submit_command(os.path.join(run_dir, str(task)), sbatch_args, script, script_args,
-                           task=task, **options)
+            submit_command(os.path.join(run_dir, str(each)), sbatch_args, script, script_args,
+                           task=each, **options)
         except (StateError, ValueError) as error:
-            raise StateError("task %d: %s (the tasks before it are submitted)" % (task, error))
+            raise StateError("task %d: %s (the tasks before it are submitted)" % (each, error))
     if tasks:
         return 0
     result = submit_chain(run_dir, script, script_args, sbatch_args, task=task, **options)

@@ -292,3 +292,12 @@ def test_resume_of_a_cancelled_task_queues_the_same_task(cluster, tmp_path, caps
     assert cluster.job(resumed)["array"] == "1" and resumed in out + err
     run_task_link(cluster, sweep, 1, resumed)
     assert read(task, rc.CHAIN_FILE).split() == [first, resumed]
+
+
+def test_a_sweep_over_a_live_task_is_refused_before_anything_is_queued(cluster, tmp_path, capsys,
+                                                                       monkeypatch):
+    sweep, (status, out, _) = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=2")
+    calls = len(cluster.calls("sbatch", guards=True))
+    _, (status, out, err) = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=0-3")
+    assert status == 2 and "holds a live chain" in err and err.count("\n") == 1, err
+    assert len(cluster.calls("sbatch", guards=True)) == calls and os.listdir(sweep) == ["2"]
