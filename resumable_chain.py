@@ -246,7 +246,7 @@ def never_starts(reason):
 # Options that would break the chain if a user passed them to every successor.
 REFUSED_SBATCH_OPTIONS = {
     "--dependency": "the chain sets the dependency itself",
-    "--array": "array jobs cannot be chained (each task would queue a successor)",
+    "--array": "give it to submit, which starts one chain per task (docs/arrays.md)",
     "--wrap": "the successor is submitted with the job script",
     "--hold": "every successor would wait held (submit --hold holds the first job only)",
 }
@@ -290,8 +290,9 @@ SBATCH_SHORT_NAMES = dict(pair.split("=") for pair in (
 SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
 DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes, 48:00:00, "
                   "2-00), or seconds as 5400s")
-SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End,ExitCode,NodeList"  # sacct -P -n -o
-SQUEUE_FORMAT = "%i|%T|%M|%S|%l|%E|%r"  # JobID|State|elapsed|start|limit|dependency|reason
+# An array task's JobID is ``14_0``: JobIDRaw (last: older fakes print fewer) and %A are its own ID.
+SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End,ExitCode,NodeList,JobIDRaw"
+SQUEUE_FORMAT = "%A|%T|%M|%S|%l|%E|%r"  # JobID|State|elapsed|start|limit|dependency|reason
 HIDDEN_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))  # visible() escapes
 UNKNOWN_TIMES = ("", "Unknown", "None", "N/A", "(null)")  # Slurm's ways to say "no time"
 
@@ -475,12 +476,40 @@ def parse_dependency(text):
         kind, _, ids = clause.strip().partition(":")
         if kind.strip().lower() == "afternotok":
             for job_id in ids.split(":"):
-                predecessors.append(parse_job_id(job_id.split("(")[0].strip(),
+                # squeue: 14_* (an array's ID: its tasks); 14_2 (the task keeping the array's ID)
+                predecessors.append(parse_job_id(job_id.split("(")[0].strip().split("_")[0],
                                                  "afternotok job ID in SLURM_JOB_DEPENDENCY"))
     if len(set(predecessors)) > 1:
         raise ValueError("SLURM_JOB_DEPENDENCY %r names several afternotok jobs; a chain link "
                          "has exactly one predecessor" % (text,))
     return predecessors[0] if predecessors else None
+
+
+def parse_array(text, max_array_size):
+    """(sorted task IDs, throttle or None) of an ``--array`` value as sbatch and slurmctld take
+    it (slurm_parse_array_tok): comma-separated ``I``, ``I-J`` or ``I-J:STEP`` (brackets
+    allowed), then ``%N`` (the first ``%`` counts; 0 means none); every ID below MaxArraySize.
+    An empty value is no array: None. ValueError, in one line, for what slurmctld refuses."""
+    if not text:
+        return None
+    indexes, _, throttle = text.partition("%")
+    tasks = set()
+    for token in indexes.split(","):
+        first, dash, rest = token.strip("[]").partition("-")
+        last, colon, step = rest.partition(":")
+        numbers = [first] + ([last] if dash else []) + ([step] if colon else [])
+        last = last if dash else first
+        if not all(is_digits(number, 9) for number in numbers) or (colon and not dash) or \
+                not int(first) <= int(last) < max_array_size or \
+                colon and not 0 < int(step) < max_array_size:
+            raise ValueError("--array=%s: %r is not an index sbatch takes (I, I-J or I-J:STEP, "
+                             "each below MaxArraySize %d; e.g. 0-99 or 1,3,5-9:2)"
+                             % (text, token, max_array_size))
+        tasks.update(range(int(first), int(last) + 1, int(step) if colon else 1))
+    digits = throttle.split("%")[0]
+    if throttle and not is_digits(digits, 9):
+        raise ValueError("--array=%s: the throttle %%%s is not a count" % (text, throttle))
+    return sorted(tasks), int(digits) or None if throttle else None
 
 
 def first_line(text):
@@ -541,7 +570,7 @@ def parse_sacct(text):
     for line in (text or "").splitlines():
         values = [value.strip() for value in line.split("|")]
         field = dict(zip(names, values))
-        job_id, state = field.get("JobID", ""), field.get("State", "")
+        job_id, state = field.get("JobIDRaw") or field.get("JobID", ""), field.get("State", "")
         if not is_job_id(job_id) or not state or is_digits(state[0]):
             continue
         elapsed = field.get("ElapsedRaw", "")
@@ -583,7 +612,7 @@ def parse_scontrol(text):
     wanted = ("JobId", "JobState", "RunTime", "TimeLimit", "Restarts", "StartTime", "EndTime",
               "ExitCode", "NodeList")
     fields = {}
-    for word in (text or "").split():
+    for word in (text or "").split("\nJobId=")[0].split():  # an array's ID: its tasks follow
         name, _, value = word.partition("=")
         if name in wanted and value:  # the last one wins, as Slurm prints the real field last
             fields[name] = value
@@ -628,12 +657,12 @@ def parse_runs(text):
 
 def parse_guard(text, job_id):
     """The guard of job_id in ``squeue -h -o %i|%E`` output (``afterany:<job_id>``), or None."""
-    return next((guard for guard, dependency in _rows(text, 2)
-                 if dependency.split("(")[0] == "afterany:%s" % job_id), None)
+    return next((guard for guard, dependency in _rows(text, 2)  # an array's ID: afterany:ID_*
+                 if dependency.split("(")[0].rstrip("_*") == "afterany:%s" % job_id), None)
 
 
 def parse_held_by_script(text, script):
-    """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %i|%o|%r``)."""
+    """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %A|%o|%r``)."""
     return [job_id for job_id, command, reason in _rows(text, 3)
             if command == script and reason == "JobHeldUser"]
 
@@ -691,14 +720,16 @@ def option_groups(arguments, strict=True):
     return [(name, words) for name, words, _ in groups]
 
 
+def option_values(arguments, option):
+    """The values sbatch ``arguments`` give an option (long name), in order: sbatch takes the
+    last."""
+    return [words[1] if len(words) == 2 else words[0].partition("=")[2] or words[0][2:]
+            for name, words in option_groups(arguments, strict=False) if name == option]
+
+
 def option_value(arguments, option):
-    """The value sbatch ``arguments`` give ``option`` (a long name: the last ``--job-name``,
-    ``-J`` or ``--job=``), or None."""
-    values = [words for name, words in option_groups(arguments, strict=False) if name == option]
-    if not values:
-        return None
-    words = values[-1]
-    return words[1] if len(words) == 2 else words[0].partition("=")[2] or words[0][2:]
+    """The value sbatch takes for an option (the last given), or None."""
+    return (option_values(arguments, option) or [None])[-1]
 
 
 def named_export(options, header, environ):
@@ -1172,11 +1203,11 @@ def _next_link_ok(value):
     if not all(isinstance(words, list) and all(isinstance(word, str) and "\0" not in word
                                                for word in words) for words in lists):
         return False
-    try:
-        check_sbatch_args(lists[0], strict=False)
+    try:  # an array task's links are one-task arrays (--array=<task>): nothing more
+        check_sbatch_args(without_options(lists[0], ("--array",)), strict=False)
     except ValueError:
         return False
-    return True
+    return all(is_digits(task, 9) for task in option_values(lists[0], "--array"))
 
 
 def _warn_ok(value):
@@ -1964,13 +1995,18 @@ def on_cluster(cluster):
     return ["-M", cluster] if cluster else []
 
 
-def current_cluster():
-    """The cluster this environment's Slurm commands reach (ClusterName), or None."""
+def slurm_config(name):
+    """A value of ``scontrol show config`` (ClusterName, MaxArraySize), or None."""
     for line in run_slurm(["scontrol", "show", "config"]).stdout.splitlines():
-        name, _, value = line.partition("=")
-        if name.strip() == "ClusterName":
+        key, _, value = line.partition("=")
+        if key.strip() == name:
             return value.strip() or None
     return None
+
+
+def current_cluster():
+    """The cluster this environment's Slurm commands reach (ClusterName), or None."""
+    return slurm_config("ClusterName")
 
 
 def sacct_jobs(job_ids, timeout=None, cluster=None):
@@ -2105,7 +2141,7 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
         return sbatch(options, script, script_args, cwd, cluster, named)
     except StateError as error:
         argv = ["squeue"] + on_cluster(cluster) + ["-h", "-u", uid_name(os.getuid()), "-t",
-                                                   "PENDING", "-o", "%i|%o|%r"]
+                                                   "PENDING", "-o", "%A|%o|%r"]
         result = run_slurm(argv)
         created = parse_held_by_script(result.stdout, os.path.abspath(script))
         if result.returncode != 0:
@@ -2275,10 +2311,16 @@ def identify(environ):
     if not job_id:
         raise StateError("not inside a Slurm batch job (SLURM_JOB_ID is not set); nothing done")
     job_id = parse_job_id(job_id, "SLURM_JOB_ID")
-    if environ.get("SLURM_ARRAY_JOB_ID"):
-        raise StateError("job %s is an array task: array jobs cannot be chained (each task would "
-                         "queue a successor); nothing queued, no work" % job_id)
     return job_id, parse_dependency(environ.get("SLURM_JOB_DEPENDENCY"))
+
+
+def task_run_dir(run_dir, environ):
+    """This job's run directory: ``%a`` in it (a chain per array task) is the job's task ID."""
+    task = environ.get("SLURM_ARRAY_TASK_ID")
+    if "%a" in run_dir and not is_digits(task or "", 9):
+        raise StateError("run directory %s names an array task (%%a), but job %s is not an "
+                         "array task; nothing done" % (run_dir, environ.get("SLURM_JOB_ID")))
+    return os.path.abspath(run_dir.replace("%a", task or ""))
 
 
 def open_run_dir(run_dir, predecessor_id):
@@ -2629,7 +2671,7 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
     next_link = NextLink(**record.next) if record.next else next_link
     again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
-        record.job, next_link, warnings)
+        array_task_id(record.job, environ), next_link, warnings)
     if own is None:  # the job's own limit from its environment (23.02+): no Slurm call
         limit = job_start_and_limit(environ, record.job, ask=False)[1]
         own = limit and Job(record.job, "RUNNING", time_limit=limit)
@@ -2649,6 +2691,15 @@ def successor_options(next_link, *extra):
     """
     return ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
             + list(next_link.sbatch_args) + list(extra))
+
+
+def array_task_id(job_id, environ):
+    """What a link's successor waits for: its job ID, or ``<array>_<task>`` for the task of a
+    many-task array that kept the array's ID (Slurm would read it as all of the array's tasks)."""
+    if environ.get("SLURM_ARRAY_JOB_ID") == job_id and environ.get(
+            "SLURM_ARRAY_TASK_COUNT", "1") != "1":
+        return "%s_%s" % (job_id, environ["SLURM_ARRAY_TASK_ID"])
+    return job_id
 
 
 def queue_successor(job_id, next_link, warnings):
@@ -3244,7 +3295,7 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     argv += [] if warn is None else ["--warn=" + warn]
     argv.append(os.path.abspath(run_dir))
     try:  # Slurm opens #SBATCH --output=<run dir>/... before the prologue could create it
-        make_run_dir(run_dir)
+        make_run_dir(made_dir(run_dir))
     except StateError as error:
         raise ValueError(str(error))
     command = " ".join(shell_quote(argument) for argument in argv)
@@ -3254,6 +3305,11 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     return PROLOGUE_TEMPLATE.format(version=__version__, command=command, done=EXIT_DONE,
                                     finished="" if notify is None else finished_trap(
                                         python, run_dir))
+
+
+def made_dir(run_dir):
+    """The directory render makes: the run directory, or the one above a task's (``%a``)."""
+    return (os.path.dirname(run_dir.partition("%a")[0]) or ".") if "%a" in run_dir else run_dir
 
 
 def finished_trap(python, run_dir):
@@ -3398,7 +3454,8 @@ def chain_dirs(paths):
             raise StateError("%s is not a directory" % path)
         else:
             try:
-                names = sorted(os.listdir(path))
+                names = sorted(os.listdir(path), key=lambda name: (  # a sweep's tasks: 2 < 10
+                    not is_digits(name, 12), int(name) if is_digits(name, 12) else 0, name))
             except OSError as error:
                 raise StateError("cannot list %s: %s" % (path, error.strerror or error))
             children = [os.path.join(path, name) for name in names]
@@ -3465,7 +3522,7 @@ def unreadable_status(run_dir, error):
         "cannot read the chain safely (%s: %s)" % (type(error).__name__, error))
     status = dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
                             "guard_error", "guard", "pending_successor", "cancelled", "budget",
-                            "cluster", "cluster_note", "would_not_continue"))
+                            "cluster", "cluster_note", "would_not_continue", "task"))
     status.update(run_dir=os.path.abspath(run_dir), jobs=[], links=0, walltime=0,
                   walltime_uncounted=0, walltime_used=0, retries=0, problems=[problem],
                   slurm_errors=[], lock={"kind": "unknown", "why": None}, events=[])
@@ -3566,7 +3623,9 @@ def _status_of(plan, answer, budgets):
               "cluster_note": plan.note, "lock": dict(zip(("kind", "why"),
                                                           probe_lock(plan.run_dir))),
               "would_not_continue": _nothing_continues(record, rows, chain),
-              "events": [event._asdict() for event in chain.events]}
+              "events": [event._asdict() for event in chain.events],
+              "task": next((int(task) for task in option_values((record.next or submitted).get(
+                  "sbatch_args") or (), "--array")), None)}  # an array task's chain
     if status["lock"]["kind"] == "refused":
         status["problems"].append(status["lock"]["why"])
     if isinstance(status["budget"], StateError):
@@ -3888,6 +3947,7 @@ def cancel_chain(run_dir, dry_run=False):
     pending jobs, then its running link, again until none is left. A chain that ended is left
     as it is (``ended`` says why). Returns {cancelled, leftover, dry_run, errors, log}."""
     chain = open_chain(run_dir)
+    check_owned_dir(run_dir)  # a dry run or a chain that ended says so only to its owner
     ended = _already_ended(run_dir, chain)
     if ended:  # nothing to stop: a cancel mark would turn it into "stopped"
         return {"cancelled": [], "leftover": [], "dry_run": dry_run, "errors": [], "log": [],
@@ -3986,8 +4046,6 @@ def read_batch_script(script):
             error, "strerror", None) or error))
     header, body = split_batch_script(text)
     directives = option_names(script_directives(header))
-    if "--array" in directives:
-        raise StateError("%s has an #SBATCH --array line: array jobs cannot be chained" % script)
     if "--hold" in directives:
         raise StateError("%s has an #SBATCH --hold line, which would hold every successor too: "
                          "remove it and pass --hold to submit (it holds the first job only)"
@@ -3997,10 +4055,11 @@ def read_batch_script(script):
 
 def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAULT_MAX_RETRIES,
                  max_walltime=None, force=False, python="python3", budget_dir=None,
-                 notify=None, warn=None):
+                 notify=None, warn=None, task=None):
     """Make SCRIPT resumable in run_dir and submit its first job, all or nothing: held until
     the live chain is cancelled (``force``) and the files are written (the previous chain's
-    kept as ``*.prev``). Returns {"job", "script": the copy, "cancelled", "held"}."""
+    kept as ``*.prev``); ``task``: a one-task array of a sweep's task. Returns {"job",
+    "script": the copy, "cancelled", "held"}."""
     header, body = read_batch_script(script)
     sbatch_args = check_sbatch_args(sbatch_args, allowed=("--hold",))
     hold = "--hold" in option_names(sbatch_args)  # the first job only
@@ -4013,15 +4072,16 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     sbatch_args = _chain_defaults(run_dir, script, header, without_options(sbatch_args,
                                                                            ("--hold",)))
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
+    one_task = [] if task is None else ["--array=%d" % task]  # the prologue adds it to links
     first_job, named = _submit_staged(
-        run_dir, script_args, ["--hold", "--no-requeue"] + sbatch_args, lambda: header
+        run_dir, script_args, ["--hold", "--no-requeue"] + one_task + sbatch_args, lambda: header
         + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
                           script=copy_path, sbatch_args=sbatch_args, python=python,
                           budget_dir=budget_dir, warn=warn)  # notify: NOTIFY_FILE, owner only
         + (finished_trap(python, run_dir) if notify else "") + body)
     submitted = {"first_job": first_job, "cluster": named or current_cluster(),
                  "script": copy_path, "original": os.path.abspath(script),
-                 "sbatch_args": sbatch_args, "script_args": list(script_args),
+                 "sbatch_args": sbatch_args + one_task, "script_args": list(script_args),
                  "max_retries": max_retries, "max_walltime": max_walltime,
                  "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
                  "notify": notify, "warn": warn, "time": int(time.time())}
@@ -4034,6 +4094,29 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
         release_or_explain(first_job, named)
     return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold,
             "guard": submitted["guard"], "guard_error": guard_error}
+
+
+def sweep_options(run_dir, script, sbatch_args):
+    """(the tasks of the array the options or the script's #SBATCH lines ask for, or None;
+    the options of each task's chain: no --array, the job named after the sweep if nothing
+    names it). ValueError before anything is queued for what sbatch refuses, or a throttle."""
+    given = script_directives(read_batch_script(script)[0]) + sbatch_args
+    spec = option_value(given, "--array") or ""
+    if not spec:
+        return None, sbatch_args
+    sbatch_args = without_options(sbatch_args, ("--array",))
+    size = slurm_config("MaxArraySize")
+    if not is_digits(size or "", 9):
+        raise StateError("--array=%s: cannot read MaxArraySize (scontrol show config): nothing "
+                         "submitted" % spec)
+    tasks, throttle = parse_array(spec, int(size))
+    if throttle:
+        raise ValueError("--array=%s: the throttle %%%d would not hold: each later link of a task "
+                         "is a job of its own, which it does not count; use a QOS limit such as "
+                         "MaxJobsPerUser, or no throttle" % (spec, throttle))
+    name = os.path.basename(os.path.abspath(run_dir))
+    return tasks, sbatch_args + ([] if "--job-name" in option_names(given) else [
+        "--job-name=" + name])
 
 
 def _live_chain(run_dir, force):
@@ -4111,6 +4194,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
                "notify": check_notify(notify), "warn": check_warn(warn)}
     if not os.path.isdir(run_dir):
         raise StateError("%s is not a directory" % run_dir)
+    if not holds_chain(run_dir):  # said before any lock file is made in it
+        raise StateError("%s is not a chain: it has no %s" % (run_dir, CHAIN_FILE))
     store = chain_store(run_dir)
     with store.locked():
         snapshot = store.snapshot()  # a corrupt file raises: fix it first
@@ -4540,11 +4625,13 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     example (inside a batch job):
       python3 resumable_chain.py prologue --max-retries=3 --script="$0" runs/gpqa -- "$@"
     """
-    settings = Settings(max_retries, max_walltime)
+    settings, run_dir = Settings(max_retries, max_walltime), task_run_dir(run_dir, os.environ)
     lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
     _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
     # Not strict: render checked the options, and a running chain must not stop over a table.
-    sbatch_args = check_sbatch_args(sbatch_args, strict=False)
+    task = os.environ.get("SLURM_ARRAY_TASK_ID")  # an array task's links: one-task arrays
+    sbatch_args = check_sbatch_args(sbatch_args, strict=False) + (
+        ["--array=" + task] if task else [])
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.getcwd())
     outcome = run_link(os.path.abspath(run_dir), settings, next_link, os.environ,
@@ -4740,7 +4827,7 @@ def while_working_command(run_dir, again=False):
 
 def finished_command(run_dir):
     """The rendered exit trap's step once the work exited 0: the chain finished."""
-    run_dir = os.path.abspath(run_dir)
+    run_dir = task_run_dir(run_dir, os.environ)
     event, command, warnings = work_finished(run_dir, os.environ)
     for warning in warnings:
         _log(warning)
@@ -4770,16 +4857,29 @@ def render_command(run_dir, sbatch_args, **options):
     if "script" in options and not os.path.isfile(options["script"]):
         raise StateError("--script %s: no such file (the successor is submitted with it)"
                          % options["script"])
-    existed = os.path.isdir(run_dir)
+    made = made_dir(run_dir)
+    existed = os.path.isdir(made)
     text = render_prologue(run_dir, sbatch_args=sbatch_args, **options)
     if not existed:
-        _log("created the run directory %s (so that #SBATCH --output into it works)" % run_dir)
+        _log("created the run directory %s (so that #SBATCH --output into it works)" % made)
     _write(text)
     return 0
 
 
-def submit_command(run_dir, sbatch_args, script, script_args, **options):
-    result = submit_chain(run_dir, script, script_args, sbatch_args, **options)
+def submit_command(run_dir, sbatch_args, script, script_args, task=None, **options):
+    tasks, sbatch_args = (None, sbatch_args) if task is not None else sweep_options(
+        run_dir, script, sbatch_args)
+    for each in tasks or ():  # a sweep: a chain per task in DIR/<task>; first, none is live
+        _live_chain(os.path.join(run_dir, str(each)), options.get("force"))
+    for each in tasks or ():
+        try:
+            submit_command(os.path.join(run_dir, str(each)), sbatch_args, script, script_args,
+                           task=each, **options)
+        except (StateError, ValueError) as error:
+            raise StateError("task %d: %s (the tasks before it are submitted)" % (each, error))
+    if tasks:
+        return 0
+    result = submit_chain(run_dir, script, script_args, sbatch_args, task=task, **options)
     if result["cancelled"]:
         _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
     _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
@@ -4905,8 +5005,9 @@ USER_COMMANDS = {
         "ID. SBATCH_OPTIONS go to the first job and every successor, written as\n"
         "for sbatch (-p debug, --time=4:00:00). Logs go to DIR/slurm-<jobid>.out\n"
         "unless the script or the options set --output. Nothing changes on disk\n"
-        "unless sbatch accepts the job. Refuses array jobs and a DIR whose chain\n"
-        "is still queued or running (see --force).",
+        "unless sbatch accepts the job. Refuses a DIR whose chain is still queued\n"
+        "or running (see --force). --array=SPEC (or #SBATCH --array): a chain per\n"
+        "task in DIR/<task>, each queued as a one-task array (docs/arrays.md).",
         example="resumable-chain submit runs/a -p gpu --time=4:00:00 train.sbatch --lr 3e-4"),
     "resume": UserCommand(
         run=resume_command, split=split_resume_argv, dirs="run directories of chains to resume",

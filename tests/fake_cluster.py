@@ -112,6 +112,9 @@ class FakeCluster(object):
             environ["SLURM_JOB_ID"] = str(job_id)
             environ["SLURM_JOB_NAME"] = "job.sh"
             environ["SLURM_CLUSTER_NAME"] = self.load().get("name", "local")
+            task = (self.job(job_id) or {}).get("array")  # a one-task array: its task
+            if task:
+                environ.update(SLURM_ARRAY_TASK_ID=task, SLURM_ARRAY_JOB_ID=str(job_id))
         if dependency:
             environ["SLURM_JOB_DEPENDENCY"] = dependency
         environ.update({key: str(value) for key, value in extra.items()})

@@ -102,6 +102,7 @@ def sbatch(argv, cluster, now):
                                                                                 "--job-name"),
         "args": argv[script_index + 1:], "options": argv[:script_index], "wrap": wrap,
         "cwd": os.getcwd(), "held": "--hold" in argv or "-H" in argv,
+        "array": option(argv[:script_index], "-a", "--array"),  # one task: submit's and links'
         "requeue": "0" if "--no-requeue" in argv else "1", "uid": os.geteuid()}
     if wrap is not None:  # what sbatch --wrap writes
         cluster["jobs"][job_id]["script_text"] = ("#!/bin/sh\n# This script was created by "
@@ -159,12 +160,20 @@ def nodes_of(job):
 
 
 def render(job_id, job, fields):
-    values = {"JobIDRaw": job_id, "JobID": job_id, "State": job["state"],
+    values = {"JobIDRaw": job_id, "JobID": array_id(job_id, job, "%s_[%s]"), "State": job["state"],
               "ElapsedRaw": str(job.get("elapsed", 0)), "Start": job.get("start", "Unknown"),
               "End": job.get("end", "Unknown"), "ExitCode": job.get("exit_code", "0:0"),
               "Submit": job.get("submit", "2026-11-30T00:00:00"),
               "NodeList": nodes_of(job) or "None assigned"}
     return "|".join(values[field] for field in fields)
+
+
+def array_id(job_id, job, pending="%s_%s"):
+    """How Slurm names a (one-task) array's job when it does not use its raw ID: 14_3, or
+    pending ``14_[3]`` (sacct; squeue's %i)."""
+    if not job.get("array") or ".batch" in job_id or ".extern" in job_id:
+        return job_id
+    return (pending if job["state"] == "PENDING" else "%s_%s") % (job_id, job["array"])
 
 
 def scontrol(argv, cluster, now):
@@ -185,8 +194,9 @@ def scontrol(argv, cluster, now):
             job["requeue"] = spec["Requeue"]
         return 0, "", ""
     if argv[:2] == ["show", "config"]:
-        return 0, "Configuration data as of 2026-11-30T00:00:00\nClusterName             = %s\n" \
-            % cluster.get("name", "local"), ""
+        return 0, ("Configuration data as of 2026-11-30T00:00:00\nClusterName             = %s\n"
+                   "MaxArraySize            = %d\n" % (cluster.get("name", "local"),
+                                                        cluster.get("max_array_size", 1001))), ""
     job_id = argv[-1]
     job = cluster["jobs"].get(job_id)
     if cluster.get("scontrol_down"):
@@ -199,12 +209,13 @@ def scontrol(argv, cluster, now):
     start = job.get("start", "Unknown")
     if start == "Unknown" and job.get("elapsed", 0):  # a job that ran has a start time
         start = "2026-11-30T01:00:00"
-    text = ("JobId=%s JobName=%s UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=%d Nice=0 "
+    text = ("JobId=%s " % job_id + ("ArrayJobId=%s ArrayTaskId=%s " % (job_id, job["array"])
+                                     if job.get("array") else "") + "JobName=%s UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=%d Nice=0 "
             "Account=(null) QOS=(null) JobState=%s Reason=%s Dependency=(null) Requeue=%s "
             "Restarts=%d BatchFlag=1 Reboot=0 ExitCode=%s RunTime=%s TimeLimit=%s TimeMin=N/A "
             "SubmitTime=2026-11-30T00:00:00 StartTime=%s EndTime=%s Partition=debug "
             "NodeList=%s Command=%s WorkDir=/tmp" % (
-                job_id, job.get("name") or "job", 0 if job.get("held") else 1,
+                job.get("name") or "job", 0 if job.get("held") else 1,
                 job["state"].split()[0], job.get("reason") or (
                     "JobHeldUser" if job.get("held") else "None"),
                                         job.get("requeue", "1"),
@@ -234,13 +245,17 @@ def squeue(argv, cluster, now):
         if states and base not in ("PENDING" if s in ("PD", "PENDING") else s for s in states.split(",")):
             continue
         dependency = job.get("dependency") or "(null)"
+        kind, _, after = dependency.partition(":")
+        if cluster["jobs"].get(after, {}).get("array"):  # on an array: all its tasks
+            dependency += "_*"
         if dependency != "(null)":
             dependency += "(unfulfilled)"
         limit = job.get("time_limit") or "1:00:00"
         if str(limit).isdigit():
             limit = seconds_to_clock(int(limit) * 60)
         start = job.get("start", "N/A")
-        line = (fmt.replace("%i", job_id).replace("%T", base).replace("%E", dependency)
+        line = (fmt.replace("%i", array_id(job_id, job, "%s_[%s]")).replace("%A", job_id)
+                .replace("%T", base).replace("%E", dependency)
                 .replace("%o", os.path.abspath(job.get("script") or "/tmp/job.sh"))
                 .replace("%M", seconds_to_clock(job.get("elapsed", 0)))
                 .replace("%S", "N/A" if start == "Unknown" else start).replace("%l", limit)

@@ -52,9 +52,14 @@ def test_status_of_jobs_slurm_forgot(cluster, run_dir, running_chain, capsys, mo
     assert report["verdict"].startswith("unknown:")
 
 
-def test_status_of_a_directory_that_is_not_a_chain(cluster, tmp_path, capsys, monkeypatch):
-    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", str(tmp_path))
+@pytest.mark.parametrize("command", ["status", "cancel", "resume"])
+def test_a_directory_that_is_not_a_chain_is_said_so_and_left_untouched(
+        cluster, tmp_path, capsys, monkeypatch, command):
+    directory = tmp_path / "data"
+    directory.mkdir()
+    status, out, err = run_cli(cluster, capsys, monkeypatch, command, str(directory))
     assert status == 2 and "is not a chain" in err and out == ""
+    assert os.listdir(str(directory)) == []  # not even a lock file
 
 
 @pytest.mark.parametrize("final,verdict", [
@@ -171,10 +176,10 @@ def test_submit_keeps_the_scripts_own_output(cluster, tmp_path, capsys, monkeypa
 
 @pytest.mark.parametrize("text,options,message", [
     ("echo no shebang\n", [], "not a batch script"),
-    ("#!/bin/bash\n#SBATCH --array=1-4\ntrue\n", [], "array"),
-    ("#!/bin/bash\ntrue\n", ["--array=1-3"], "array"),
+    ("#!/bin/bash\n#SBATCH --array=1-4%2\ntrue\n", [], "throttle"),
+    ("#!/bin/bash\ntrue\n", ["--array=1-x"], "MaxArraySize"),
     ("#!/bin/bash\ntrue\n", ["-d", "afterok:5"], "dependency"),
-], ids=["no shebang", "array in script", "array option", "dependency option"])
+], ids=["no shebang", "array throttle in script", "bad array option", "dependency option"])
 def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, message):
     script = write(str(tmp_path / "s.sh"), text)
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
@@ -918,12 +923,12 @@ def test_a_submit_that_sbatch_refuses_leaves_no_new_directory(cluster, tmp_path,
                                                         "cluster.json.calls", "cluster.json.lock"])
 
 
-def test_submit_refuses_an_array_written_as_a_prefix_before_sbatch(cluster, tmp_path, capsys,
-                                                                   monkeypatch):
+def test_submit_reads_an_array_written_as_a_prefix_before_sbatch(cluster, tmp_path, capsys,
+                                                                 monkeypatch):
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
     status, _, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
-                             "--arr=1-4", script)
-    assert status == 2 and "array jobs cannot be chained" in err
+                             "--arr=1-4%2", script)
+    assert status == 2 and "the throttle %2 would not hold" in err
     assert cluster.calls("sbatch") == []
 
 

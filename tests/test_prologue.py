@@ -351,11 +351,12 @@ def test_duplicate_link_is_refused(cluster, run_dir):
     assert len(cluster.calls("sbatch")) == 2
 
 
-def test_array_job_is_refused(cluster, run_dir):
-    script = cluster.write_script(run_dir)
+def test_an_array_task_works_and_its_successor_is_the_same_task(cluster, run_dir):
+    script = cluster.write_script(run_dir)  # tests/test_arrays.py: sweeps, %a
     result = cluster.run_link(script, 100, SLURM_ARRAY_JOB_ID=99, SLURM_ARRAY_TASK_ID=1)
-    assert result.returncode == 2 and "array" in result.stderr
-    assert cluster.work_done() == [] and cluster.calls("sbatch") == []
+    assert result.returncode == 0 and cluster.work_done() == ["100"], result.stderr
+    [successor] = cluster.pending()
+    assert cluster.job(successor)["array"] == "1"
 
 
 @pytest.mark.parametrize("dependency", ["afternotok:12;touch canary", "afternotok:$(touch canary)",

@@ -985,3 +985,50 @@ def test_a_work_that_exits_0_just_past_its_limit_finishes_the_chain_once(phase_a
         # the race the issue saw: the work ended before the limit sweep killed it
         assert chain.work() == [jobs[0]["id"]], jobs  # the link after it did no work
         assert "found nothing left to do" in status["verdict"]
+
+
+SWEEP_SCRIPT = r'''#!/bin/bash
+#SBATCH --time=1
+#SBATCH -c 1
+log="$RESUMABLE_CHAIN_DIR/work.log"
+echo "$SLURM_JOB_ID $SLURM_ARRAY_TASK_ID $RESUMABLE_CHAIN_DIR $PWD" >> "$log"
+n=$(wc -l < "$log")
+if [ "$SLURM_ARRAY_TASK_ID" = 1 ] && [ "$n" -eq 1 ]; then exit 3; fi  # task 1 fails once
+if [ "$n" -le $((2 + SLURM_ARRAY_TASK_ID % 2)) ]; then sleep 600; fi  # two time limits
+'''
+
+
+def test_a_sweep_runs_one_chain_per_array_task_through_two_time_limits(root):
+    name = "rce2e-sweep-%s" % TAG
+    sweep, script = os.path.join(root, name), os.path.join(root, "sweep.sbatch")
+    with open(script, "w") as handle:
+        handle.write(SWEEP_SCRIPT)
+    firsts = cli("submit", sweep, "--array=0-2", "--python", sys.executable, script).split()
+    assert len(firsts) == 3 and sorted(os.listdir(sweep)) == ["0", "1", "2"]
+    deadline = time.time() + 720
+    while True:  # until every task's chain ended and nothing of the sweep is queued, guards too
+        queued = run(["squeue", "-h", "-n", "%s,%s%s" % (name, rc.GUARD_PREFIX, name), "-o",
+                      "%A|%j|%T"]).stdout.split()
+        statuses = json.loads(cli("status", sweep, "--json"))
+        if not queued and all(rc.is_final(row["state"]) for status in statuses
+                              for row in status["jobs"]):
+            break
+        assert time.time() < deadline, (queued, [(s["task"], s["verdict"]) for s in statuses])
+        time.sleep(5)
+    assert [(s["task"], s["verdict_word"], s["retries"]) for s in statuses] == [
+        (0, "finished", 0), (1, "finished", 1), (2, "finished", 0)]  # task 1's retry is its own
+    for task, first in enumerate(firsts):
+        run_dir = os.path.join(sweep, str(task))
+        status = json.loads(cli("status", run_dir, "--json"))
+        links = [row for row in status["jobs"] if row["role"] == "link"]
+        REPORT.append((name + " task %d" % task, [(row["job"], row["state"], row["elapsed"])
+                                                   for row in status["jobs"]]))
+        assert [row["state"] for row in links] == ["FAILED"] * (task == 1) + [
+            "TIMEOUT", "TIMEOUT", "COMPLETED"], status["jobs"]
+        assert links[0]["job"] == first
+        with open(os.path.join(run_dir, "work.log")) as handle:
+            work = [line.split() for line in handle]
+        assert [line[0] for line in work] == [row["job"] for row in links]
+        assert all(line[1:] == [str(task), run_dir, run_dir] for line in work), work
+    assert cli("status", sweep, "--check") and not run(
+        ["squeue", "-h", "-n", "%s,%s%s" % (name, rc.GUARD_PREFIX, name)]).stdout.strip()

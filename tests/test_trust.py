@@ -225,11 +225,12 @@ def test_looking_at_someone_elses_chain_runs_nothing_and_writes_nothing(world, w
     assert tree(world.runs) == before, "status wrote into a chain it only looked at"
 
 
-@pytest.mark.parametrize("command", ["cancel", "resume"])
+@pytest.mark.parametrize("command", [["cancel"], ["resume"], ["cancel", "--dry-run"]],
+                         ids=["cancel", "resume", "cancel --dry-run"])
 def test_acting_on_someone_elses_chain_is_refused_in_one_line(world, command):
-    chain = planted_chain(world, "planted-" + command, cancelled=False)
+    chain = planted_chain(world, "planted-" + "-".join(command).strip("-"), cancelled=False)
     before, calls = tree(world.runs), len(world.sbatch_calls())
-    result = world.cli(PEER, command, chain)
+    result = world.cli(PEER, *command + [chain])
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "belongs to %s" % MATE in result.stderr and chain in result.stderr
