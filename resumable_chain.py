@@ -4639,12 +4639,13 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
                        **notify_and_warn)
     for warning in outcome.warnings:
         _log(warning)
+    if outcome.status == EXIT_WORK:
+        outcome, start, limit = fit_own_limit(outcome, os.environ)
     _log(describe_link(outcome))
     if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
         _log(notify(outcome.record.notify, outcome.event, os.path.abspath(run_dir)))
     if outcome.status == EXIT_WORK:
-        record = outcome.record  # the controller is asked only for a warning before 23.02
-        start, limit = job_start_and_limit(os.environ, record.job, ask=bool(record.warn))
+        record = outcome.record
         end = link_end(start, limit, link_caps(record))
         if record.warn:
             _log(start_warner(record.warn, end, os.environ))
@@ -4655,6 +4656,18 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
             "export %s=%s\n" % (name, shell_quote(value)) for name, value in
             link_exports(record, os.path.abspath(run_dir), end).items()))
     return outcome.status
+
+
+def fit_own_limit(outcome, environ):
+    """(outcome, start, time limit) of a working link: one whose own time limit is within its
+    caps lowers nothing, so its record says so (its work is told the limit it has). Slurm 23.02+
+    tells the limit; before, the controller is asked, only by a link with a warning or caps."""
+    record = outcome.record
+    start, limit = job_start_and_limit(environ, record.job,
+                                       ask=bool(record.warn or record.time_limit))
+    if record.time_limit and limit is not None and limit <= record.time_limit:
+        outcome = outcome._replace(record=record._replace(time_limit=None))
+    return outcome, start, limit
 
 
 def start_while_working(run_dir, outcome):

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import pytest
 
@@ -128,8 +129,9 @@ def test_timeouts_accumulate_walltime_until_the_cap_stops_the_chain(cluster, run
 def test_time_limit_is_not_raised_or_touched_when_it_fits(cluster, run_dir):
     script = cluster.write_script(run_dir, max_walltime="10:00:00")
     assert cluster.run_link(script, 100).returncode == 0
-    assert [c["argv"] for c in cluster.calls("scontrol")] == [
-        ["show", "job", "-o", "100"]]  # no TimeLimit
+    # before 23.02 (no SLURM_JOB_END_TIME) the prologue of a capped link asks for its limit,
+    # and the background step before it would lower it: no TimeLimit
+    assert [c["argv"] for c in cluster.calls("scontrol")] == [["show", "job", "-o", "100"]] * 2
     script = cluster.write_script(run_dir + "2", max_walltime="0:30:00")
     assert cluster.run_link(script, 200).returncode == 0
     updates = [c["argv"] for c in cluster.calls("scontrol") if c["argv"][:2] == [
@@ -954,3 +956,27 @@ def test_a_bad_tuning_variable_is_refused_by_the_first_link_not_met_later_by_a_g
     assert cluster.calls("sbatch", guards=True) == []
     assert "%s='soon' is not a number of seconds" % name in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("own_limit, told, said", [
+    (60, "", None),  # its own minute is within the 5-minute cap: nothing lowered
+    (600, "300", "time limit lowered to 5 min"),
+    (300, "", None),
+], ids=["its limit is below the cap", "the cap is below its limit", "they are equal"])
+@pytest.mark.parametrize("release", ["22.05", "23.02+"])
+def test_the_work_is_told_the_time_limit_the_link_really_has(cluster, run_dir, own_limit, told,
+                                                              said, release):
+    # Seen on 22.05 (a new user's trial): -t 1 with --max-walltime 5 told the work
+    # RESUMABLE_CHAIN_TIME_LIMIT=300 and logged "time limit lowered to 5 min"; sacct: 1:00.
+    # Before 23.02 the controller tells the limit (its StartTime is local time).
+    script = cluster.write_script(run_dir, max_walltime="5:00", work=EXPORTS)
+    cluster.set_job(100, time_limit=str(own_limit // 60))
+    start = int(time.mktime(time.strptime("2026-11-30T01:00:00", "%Y-%m-%dT%H:%M:%S")))
+    told_by_slurm = {} if release == "22.05" else {"SLURM_JOB_START_TIME": start,
+                                                   "SLURM_JOB_END_TIME": start + own_limit}
+    result = cluster.run_link(script, 100, **told_by_slurm)
+    assert result.returncode == 0, result.stderr
+    [first] = exported(cluster)
+    assert first["RESUMABLE_CHAIN_TIME_LIMIT"] == told
+    assert first["RESUMABLE_CHAIN_END"] == str(start + min(own_limit, 300))
+    assert (said in result.stderr) if said else "lowered" not in result.stderr
