@@ -3632,7 +3632,7 @@ def _status_of(plan, answer, budgets):
         status["problems"].append(str(status["budget"]))
         status["budget"] = None
     verdict = _verdict(record, rows, status, chain)
-    unreadable = status["problems"] and verdict.word not in ("finished", "stopped")
+    unreadable = status["problems"]  # even an ended chain: resume refuses it till then
     status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
                   attention=verdict.text if verdict.fails else unreadable and (
                       "a state file cannot be read: %s" % status["problems"][0]) or None)

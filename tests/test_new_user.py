@@ -340,3 +340,16 @@ def test_submit_gives_the_first_job_the_finished_trap_only_with_a_notify_command
     assert status == 0, err
     copy = read(run_dir, "resumable-s.sh")
     assert ("trap resumable_chain_finished EXIT" in copy) == trapped
+
+
+@pytest.mark.parametrize("how", ["finished", "stopped"])
+def test_status_check_fails_for_an_ended_chain_with_a_corrupt_state_file(
+        cluster, run_dir, capsys, monkeypatch, how):
+    # A new user's trial on 22.05: 'abc' in .gym_infra_retries of a stopped chain, status
+    # warned and said what to do, but --check exited 0 (the README says 1).
+    ended_chain(cluster, run_dir, capsys, monkeypatch, how)
+    with open(os.path.join(run_dir, rc.RETRIES_FILE), "w") as handle:
+        handle.write("abc\n")
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    assert status == 1 and "WARNING" in out and rc.RETRIES_FILE in out, out
+    assert run_cli(cluster, capsys, monkeypatch, "status", run_dir)[0] == 0  # a look, no check
