@@ -4209,7 +4209,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         counted, state = _count_last_link(store, snapshot, previous, target)
         next_link = _recorded_next_link(store, previous)
         next_link = next_link._replace(sbatch_args=without_options(
-            next_link.sbatch_args, option_names(given)) + given)
+            next_link.sbatch_args, option_names(given)) + given, job_name=option_value(
+                given, "--job-name") or next_link.job_name)  # its guards' name follows
         record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
             cluster=cluster, next=next_link._asdict())
         job, _ = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),

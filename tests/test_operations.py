@@ -378,6 +378,15 @@ def test_a_resumed_link_that_exports_nothing_still_carries_its_mark(cluster, run
     assert exports == ["--export=NONE", "--export=NONE,%s=1" % rc.NAMED_ENV]  # the last counts
 
 
+def test_a_job_name_given_to_resume_names_the_guards_too(cluster, run_dir, capsys, monkeypatch):
+    # A new user's trial on 22.05: resume --job-name=k5b queued k5b with the guard g:k5.
+    failed_chain(cluster, run_dir)
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir, "--job-name=k5b")
+    assert status == 0, err
+    [guard] = cluster.calls("sbatch", guards=True)[-1:]
+    assert "--job-name=%sk5b" % rc.GUARD_PREFIX in guard["argv"], guard["argv"]
+
+
 def test_resume_a_failed_chain_keeps_history_and_walltime(cluster, run_dir, capsys, monkeypatch):
     script = failed_chain(cluster, run_dir)
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
