@@ -4138,11 +4138,24 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
         sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
     if "--chdir" not in given:  # the links work in the run directory, not where submit ran
         sbatch_args = ["--chdir=" + run_dir] + sbatch_args
+    _check_log_dirs(run_dir, script_directives(header) + sbatch_args)
     if "--job-name" not in given:  # sbatch would name it after our copy; squeue shows 8
         # characters: the chain's name tells the same script's chains apart
         sbatch_args = ["--job-name=" + (os.path.basename(run_dir) or os.path.basename(script))
                        ] + sbatch_args
     return sbatch_args
+
+
+def _check_log_dirs(run_dir, options):
+    """StateError for an --output or --error file whose directory does not exist (relative to
+    the links' working directory): Slurm would fail every link at its launch (FAILED 0:53)."""
+    for name in ("--output", "--error"):
+        path = option_value(options, name)
+        folder = os.path.dirname(os.path.join(option_value(options, "--chdir"), path or ""))
+        if path and "%" not in folder and folder != run_dir and not os.path.isdir(folder):
+            raise StateError("%s=%s: its directory %s does not exist, and Slurm would fail every "
+                             "link at its launch; create it first (mkdir -p %s)"
+                             % (name, path, folder, shell_quote(folder)))
 
 
 def _submit_staged(run_dir, script_args, options, render):

@@ -174,6 +174,29 @@ def test_submit_keeps_the_scripts_own_output(cluster, tmp_path, capsys, monkeypa
     assert not any(a.startswith("--output") for a in cluster.calls("sbatch")[0]["argv"])
 
 
+@pytest.mark.parametrize("header, options, refused", [
+    ("", ["-o", "logs/x-%j.out"], "r/logs"),  # relative to the links' working directory
+    ("", ["--error=/nonexistent/e.log"], "/nonexistent"),
+    ("#SBATCH --output=missing/x.log\n", [], "r/missing"),
+    ("#SBATCH --output=missing/x.log\n", ["--output=elsewhere.log"], None),  # the last counts
+    ("", ["-o", "%u/x.out"], None),  # a pattern: Slurm fills it in, nothing to check
+    ("", ["-D", "{tmp}", "-o", "x.out"], None),
+], ids=["a relative -o", "an absolute --error", "the script's own --output",
+        "the command line over the script", "a pattern", "relative to --chdir"])
+def test_submit_refuses_a_log_whose_directory_is_missing(cluster, tmp_path, capsys, monkeypatch,
+                                                       header, options, refused):
+    # A new user's trial on 22.05: -o logs/x-%j.out; every link FAILED 0:53 at its launch.
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n%strue\n" % header)
+    options = [word.format(tmp=str(tmp_path)) for word in options]
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
+                               *(options + [script]))
+    if refused:
+        assert status == 2 and "does not exist" in err and err.count("\n") == 1, err
+        assert refused in err and "mkdir -p" in err and cluster.calls("sbatch") == []
+    else:
+        assert status == 0, err
+
+
 @pytest.mark.parametrize("text,options,message", [
     ("echo no shebang\n", [], "not a batch script"),
     ("#!/bin/bash\n#SBATCH --array=1-4%2\ntrue\n", [], "throttle"),
