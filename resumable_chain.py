@@ -4961,9 +4961,11 @@ def cancel_command(run_dirs, dry_run=False):
             log(line)
         if result.get("ended"):
             return 0, result["ended"]
+        marked = "nothing was queued or running; %s marked cancelled (a new job here starts a " \
+            "new chain)"  # a person scancelled its jobs: the journal still shows it working
         if result["dry_run"]:
-            return 0, "would cancel: %s" % (" ".join(result["leftover"]) or "nothing")
-        line = "cancelled: %s" % (" ".join(result["cancelled"]) or "nothing")
+            return 0, "would cancel: %s" % (" ".join(result["leftover"]) or marked % "it would be")
+        line = "cancelled: %s" % (" ".join(result["cancelled"]) or marked % "the chain is")
         if result["leftover"]:
             return 1, line + "; still pending or running: %s" % " ".join(result["leftover"])
         return 0, line
