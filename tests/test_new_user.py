@@ -303,6 +303,8 @@ def test_cancel_marks_a_chain_a_person_stopped_with_scancel_so_a_new_job_starts_
     script, successor = start_chain(cluster, run_dir)
     cluster.finish(100, "CANCELLED by 0", 5)
     cluster.set_job(successor, state="CANCELLED by 0", end="2026-11-30T01:30:00")
+    for guard in cluster.guards().values():  # scancel -u: its guard too
+        cluster.set_job(guard, state="CANCELLED by 0", end="2026-11-30T01:30:00")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
     assert status == 0 and out == ("cancelled: nothing was queued or running; the chain is "
                                    "marked cancelled (a new job here starts a new chain)\n"), out
