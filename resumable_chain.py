@@ -2963,6 +2963,9 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
     with store.locked():
         snapshot = wait_for_view(store, store.snapshot(), after, [])  # the journal of ``after``
         record = snapshot.record
+        if snapshot.cancelled:  # resumable-chain cancel: nothing continues the chain
+            return trusted, (None, None, "nothing to guard: the chain was cancelled%s" % (
+                "" if trusted else "; looking again (the run directory's view may lag)"))
         submitted = store.read_submitted() if record is None else None
         if submitted and submitted.get("first_job") == job_id:
             return _guard_first_job(store, submitted, ended_job(job_id), environ, final, trusted)
@@ -2975,9 +2978,8 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
                 job_id, "queued job %s" % record.successor if record.successor
                 else "decided %s" % record.action) if record.job == job_id
                 else "the chain went on past job %s" % job_id)
-        if snapshot.cancelled or record is None or job_id not in (record.job, record.successor):
-            words = "nothing to guard: the chain %s" % (
-                "was cancelled" if snapshot.cancelled else "does not name job %s" % job_id)
+        if record is None or job_id not in (record.job, record.successor):
+            words = "nothing to guard: the chain does not name job %s" % job_id
             return trusted, (None, None, words if trusted else words + "; looking again (the "
                              "run directory's view may lag)")
         if record.job == job_id and record.successor:
@@ -3632,7 +3634,8 @@ def _status_of(plan, answer, budgets):
         status["problems"].append(str(status["budget"]))
         status["budget"] = None
     verdict = _verdict(record, rows, status, chain)
-    unreadable = status["problems"]  # even an ended chain: resume refuses it till then
+    unreadable = status["problems"] if verdict.word not in ("finished", "stopped") else \
+        chain.problems  # an ended chain's own files: resume refuses it till they are fixed
     status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
                   attention=verdict.text if verdict.fails else unreadable and (
                       "a state file cannot be read: %s" % status["problems"][0]) or None)
@@ -3968,14 +3971,14 @@ def cancel_chain(run_dir, dry_run=False):
 
 def _already_ended(run_dir, chain):
     """Why cancel leaves a chain as it is, or None: nothing of it is queued or running and
-    status's verdict is an end, broken included (a chain a person scancelled is not: the mark
-    ends it)."""
+    status's verdict is an end (a chain a person scancelled is not: the mark ends it; nor is a
+    broken one: a guard of an earlier link may still be running, and the mark stops it)."""
     if any(_queued_chain_jobs(chain.candidates(), cluster_to_ask(chain.cluster())[0])):
         return None
     verdict = _statuses([run_dir], COLLECTION_ROWS)[0][1]
     scancelled = verdict.word == "stopped" and not chain.cancelled and \
         (chain.record or Record()).action in WORK_ACTIONS
-    if verdict.word not in ("finished", "stopped", "failed", "broken") or scancelled:
+    if verdict.word not in ("finished", "stopped", "failed") or scancelled:
         return None
     return "already %s (%s): nothing to cancel" % (verdict.word, verdict.detail)
 
@@ -4151,7 +4154,8 @@ def _check_log_dirs(run_dir, options):
     the links' working directory): Slurm would fail every link at its launch (FAILED 0:53)."""
     for name in ("--output", "--error"):
         path = option_value(options, name)
-        folder = os.path.dirname(os.path.join(option_value(options, "--chdir"), path or ""))
+        folder = os.path.normpath(os.path.dirname(os.path.join(os.path.abspath(option_value(
+            options, "--chdir")), path or "")))
         if path and "%" not in folder and folder != run_dir and not os.path.isdir(folder):
             raise StateError("%s=%s: its directory %s does not exist, and Slurm would fail every "
                              "link at its launch; create it first (mkdir -p %s)"
@@ -4896,8 +4900,11 @@ def render_command(run_dir, sbatch_args, **options):
 def submit_command(run_dir, sbatch_args, script, script_args, task=None, **options):
     tasks, sbatch_args = (None, sbatch_args) if task is not None else sweep_options(
         run_dir, script, sbatch_args)
-    for each in tasks or ():  # a sweep: a chain per task in DIR/<task>; first, none is live
-        _live_chain(os.path.join(run_dir, str(each)), options.get("force"))
+    header = tasks and read_batch_script(script)[0]
+    for each in tasks or ():  # a sweep: a chain per task in DIR/<task>, none queued unless
+        task_dir = os.path.join(run_dir, str(each))  # all can be: none is live, every log has
+        _live_chain(task_dir, options.get("force"))  # its directory
+        _chain_defaults(task_dir, script, header, sbatch_args)
     for each in tasks or ():
         try:
             submit_command(os.path.join(run_dir, str(each)), sbatch_args, script, script_args,

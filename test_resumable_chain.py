@@ -940,7 +940,6 @@ def test_decide_honours_the_works_exit_status(situation, exit_code, walltime, ca
     assert decide("TIMEOUT", exit_code="76:0").action == "resume"  # only a FAILED job's exit
 
 
-
 @pytest.mark.parametrize("options, environ, header, expected", [
     ([], {}, "", []),
     (["--export=ALL"], {}, "#SBATCH --export=NONE\n", []),  # the command line wins

@@ -301,3 +301,14 @@ def test_a_sweep_over_a_live_task_is_refused_before_anything_is_queued(cluster, 
     _, (status, out, err) = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=0-3")
     assert status == 2 and "holds a live chain" in err and err.count("\n") == 1, err
     assert len(cluster.calls("sbatch", guards=True)) == calls and os.listdir(sweep) == ["2"]
+
+
+def test_a_sweep_whose_log_directory_is_missing_is_refused_before_anything_is_queued(
+        cluster, tmp_path, capsys, monkeypatch):
+    # Found by review: with -o logs/%a.out the check ran per task, so task 0 (whose logs/ was
+    # there) was queued and task 1 refused: a half-submitted sweep.
+    os.makedirs(str(tmp_path / "sweep" / "0" / "logs"))
+    sweep, (status, out, err) = submit_sweep(cluster, tmp_path, capsys, monkeypatch,
+                                             "--array=0-2", "-o", "logs/%a.out")
+    assert status == 2 and "does not exist" in err and err.count("\n") == 1, err
+    assert cluster.calls("sbatch", guards=True) == []

@@ -181,11 +181,18 @@ def test_submit_keeps_the_scripts_own_output(cluster, tmp_path, capsys, monkeypa
     ("#SBATCH --output=missing/x.log\n", ["--output=elsewhere.log"], None),  # the last counts
     ("", ["-o", "%u/x.out"], None),  # a pattern: Slurm fills it in, nothing to check
     ("", ["-D", "{tmp}", "-o", "x.out"], None),
+    ("", ["-o", "./slurm-%j.out"], None),  # the run directory, which submit makes
+    ("", ["-D", "r", "-o", "x.out"], None),  # a relative --chdir: from where submit runs
+    ("", ["-o", "../r/x.out"], None),
+    ("", ["-D", "elsewhere", "-o", "x.out"], "elsewhere"),
 ], ids=["a relative -o", "an absolute --error", "the script's own --output",
-        "the command line over the script", "a pattern", "relative to --chdir"])
+        "the command line over the script", "a pattern", "an absolute --chdir",
+        "./ in the run directory", "a relative --chdir", "../ back into it",
+        "a relative --chdir that does not exist"])
 def test_submit_refuses_a_log_whose_directory_is_missing(cluster, tmp_path, capsys, monkeypatch,
                                                        header, options, refused):
     # A new user's trial on 22.05: -o logs/x-%j.out; every link FAILED 0:53 at its launch.
+    monkeypatch.chdir(str(tmp_path))  # where submit runs: a relative --chdir starts here
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n%strue\n" % header)
     options = [word.format(tmp=str(tmp_path)) for word in options]
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),

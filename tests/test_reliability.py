@@ -1089,3 +1089,24 @@ def test_the_guard_before_a_link_with_neither_successor_nor_guard_acts_as_that_l
     _, _, words = rc.guard_chain(run_dir, "100", {"SLURM_JOB_ID": "1500"}, sleep=clock.sleep,
                                  clock=clock)
     assert said in words, words
+
+
+def test_a_cancelled_chain_is_not_continued_by_the_guard_of_an_earlier_link(tmp_path,
+                                                                            monkeypatch):
+    # Found by review: link 1000 ended with neither successor nor guard (status: broken); the
+    # guard of its predecessor 100, still running, would have adopted it after the cancel.
+    run_dir, _ = chain_at_its_second_link(tmp_path, monkeypatch, None)
+    path = os.path.join(str(tmp_path), "cluster.json")
+    fake_slurm.save(path, dict(fake_slurm.load(path), sbatch_error="busy"))
+    rc.run_link(run_dir, rc.Settings(3, 3600), rc.NextLink(TRUE_SCRIPT, [], [], "job.sh"),
+                {"SLURM_JOB_ID": "1000", "SLURM_JOB_DEPENDENCY": "afternotok:100"})
+    cluster = dict(fake_slurm.load(path), sbatch_error=None)
+    cluster["jobs"]["1000"].update(state="TIMEOUT", end="2026-11-30T01:00:03")
+    fake_slurm.save(path, cluster)
+    assert rc.cancel_chain(run_dir).get("ended") is None  # marked, not "already broken"
+    jobs = set(fake_slurm.load(path)["jobs"])
+    clock = histories.OwnClock()
+    _, _, words = rc.guard_chain(run_dir, "100", {"SLURM_JOB_ID": "1500"}, sleep=clock.sleep,
+                                 clock=clock)
+    assert words == "nothing to guard: the chain was cancelled"
+    assert set(fake_slurm.load(path)["jobs"]) == jobs  # nothing queued
