@@ -4901,9 +4901,11 @@ def submit_command(run_dir, sbatch_args, script, script_args, task=None, **optio
     tasks, sbatch_args = (None, sbatch_args) if task is not None else sweep_options(
         run_dir, script, sbatch_args)
     header = tasks and read_batch_script(script)[0]
-    for each in tasks or ():  # a sweep: a chain per task in DIR/<task>, none queued unless
-        task_dir = os.path.join(run_dir, str(each))  # all can be: none is live, every log has
-        _live_chain(task_dir, options.get("force"))  # its directory
+    # A sweep: a chain per task in DIR/<task>, none queued unless all can be (none is live,
+    # every log has its directory).
+    for each in tasks or ():
+        task_dir = os.path.abspath(os.path.join(run_dir, str(each)))
+        _live_chain(task_dir, options.get("force"))
         _chain_defaults(task_dir, script, header, sbatch_args)
     for each in tasks or ():
         try:
