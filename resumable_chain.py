@@ -2112,9 +2112,8 @@ def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
 def _script_header(script):
     """The #SBATCH block of a job script ("" when it cannot be read: sbatch will say why)."""
     try:
-        with open(script) as handle:
-            return split_batch_script(handle.read(MAX_STATE_BYTES))[0]
-    except (OSError, ValueError, UnicodeDecodeError):
+        return read_batch_script(script)[0]
+    except (StateError, ValueError):
         return ""
 
 
@@ -3609,6 +3608,7 @@ def _status_of(plan, answer, budgets):
                                 record.guarded_by) or (  # the guard that continues the chain
         record.job is None and submitted.get("guard"))
     guard = guard_id and (known.get(guard_id) or Job(guard_id, "UNKNOWN"))
+    task = option_value((record.next or submitted).get("sbatch_args") or (), "--array")
     status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": len(chain.jobs),
               "walltime": chain.walltime or 0, "walltime_uncounted": uncounted,
               "walltime_used": used, "max_walltime": settings.max_walltime,
@@ -3626,8 +3626,7 @@ def _status_of(plan, answer, budgets):
                                                           probe_lock(plan.run_dir))),
               "would_not_continue": _nothing_continues(record, rows, chain),
               "events": [event._asdict() for event in chain.events],
-              "task": next((int(task) for task in option_values((record.next or submitted).get(
-                  "sbatch_args") or (), "--array")), None)}  # an array task's chain
+              "task": int(task) if task else None}  # an array task's chain: its task
     if status["lock"]["kind"] == "refused":
         status["problems"].append(status["lock"]["why"])
     if isinstance(status["budget"], StateError):
@@ -4099,11 +4098,11 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
             "guard": submitted["guard"], "guard_error": guard_error}
 
 
-def sweep_options(run_dir, script, sbatch_args):
-    """(the tasks of the array the options or the script's #SBATCH lines ask for, or None;
+def sweep_options(run_dir, header, sbatch_args):
+    """(the tasks of the array the options or the script's #SBATCH ``header`` ask for, or None;
     the options of each task's chain: no --array, the job named after the sweep if nothing
     names it). ValueError before anything is queued for what sbatch refuses, or a throttle."""
-    given = script_directives(read_batch_script(script)[0]) + sbatch_args
+    given = script_directives(header) + sbatch_args
     spec = option_value(given, "--array") or ""
     if not spec:
         return None, sbatch_args
@@ -4898,9 +4897,9 @@ def render_command(run_dir, sbatch_args, **options):
 
 
 def submit_command(run_dir, sbatch_args, script, script_args, task=None, **options):
+    header = read_batch_script(script)[0] if task is None else None
     tasks, sbatch_args = (None, sbatch_args) if task is not None else sweep_options(
-        run_dir, script, sbatch_args)
-    header = tasks and read_batch_script(script)[0]
+        run_dir, header, sbatch_args)
     # A sweep: a chain per task in DIR/<task>, none queued unless all can be (none is live,
     # every log has its directory).
     for each in tasks or ():
