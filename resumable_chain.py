@@ -3326,8 +3326,7 @@ def finished_trap(python, run_dir):
 
 
 def live_candidates(last_links, record, submitted):
-    """Job IDs that may still be queued or running: last links, the journal's job and successor,
-    the submitted first job."""
+    """Job IDs that may still be queued or running (links, journal's job and successor, first)."""
     record = record or Record()
     ids = list(last_links) + [record.job, record.successor, (submitted or {}).get("first_job")]
     return sorted(set(job for job in ids if job and is_job_id(str(job))), key=int)
@@ -3350,8 +3349,7 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         return recorded_cluster(self.record, self.submitted)
 
     def notify(self):
-        """The notify command (the journal's, else submit's), or None; NOTIFY_FILE is read
-        when the record says so: only the owner can."""
+        """The notify command (the journal's, else submit's), or None: only the owner reads it."""
         command = (self.record and self.record.notify) or (self.submitted or {}).get("notify")
         return self.store.read_notify() if command is True else command
 
@@ -3366,8 +3364,7 @@ def recorded_cluster(record, submitted):
 
 
 def cluster_to_ask(recorded):
-    """(the cluster to name with ``-M``, a note naming both clusters) for a chain recorded on
-    ``recorded``; (None, None) when this shell's commands reach it anyway or none is recorded."""
+    """(cluster to name with -M, note naming both) for a chain on ``recorded``, or (None, None)."""
     here = current_cluster() if recorded else None
     if here == recorded:
         return None, None
@@ -3376,8 +3373,7 @@ def cluster_to_ask(recorded):
 
 
 def announce(store, event, command):
-    """Journal a chain event under the lock and, if it is new and the chain has a notify
-    command, run it once the lock is released; return the lines to log."""
+    """Journal an event under the lock, then run the notify command if it is new; lines to log."""
     warnings = []
     try:
         with store.locked():
@@ -3414,8 +3410,7 @@ def open_chain(run_dir, must_exist=True, strict=True):
 
 
 def query_jobs(job_ids, cluster=None):
-    """Return ({job ID: Job}, [what did not answer]): one sacct call, then squeue for the jobs
-    not final there."""
+    """({job ID: Job}, [what did not answer]): one sacct, then squeue for the jobs not final."""
     if not job_ids:
         return {}, []
     found, error = sacct_jobs(job_ids, cluster=cluster)
@@ -3445,8 +3440,7 @@ def holds_chain(path):
 
 
 def chain_dirs(paths):
-    """The run directories ``paths`` name, in order: a path that holds a chain is one; a
-    directory that does not stands for the chains one level below it (sorted by name)."""
+    """The run directories ``paths`` name: a chain's, or the chains one level below (by name)."""
     found = []
     for path in paths:
         if holds_chain(path):
@@ -3567,9 +3561,8 @@ def guards_that_ran(store):
 
 
 def _other_roles(chain):
-    """{job ID: (role, note)} of the jobs the chain queued besides its links and successor: the
-    successor's guard, the guards that ran (what they did), the successors they found dead and
-    the jobs they queued (a replacement, or the successor a link could not queue)."""
+    """{job ID: (role, note)} of the jobs the chain queued besides its links and successor:
+    guards (what those that ran did), the successors they found dead, the jobs they queued."""
     record, others = chain.record or Record(), collections.OrderedDict()
     for guard, guarded, what in guards_that_ran(chain.store):
         others[guard] = ("guard", "ran once job %s ended: %s" % (guarded, what))
@@ -3645,8 +3638,7 @@ def _status_of(plan, answer, budgets):
 
 
 def _budget_of(budget_dir, budgets):
-    """The report of the shared budget in budget_dir (None: none), or the StateError reading it
-    raised; ``budgets`` keeps them, so that a budget shared by many chains is read once."""
+    """The report of the budget in budget_dir (None: none) or its StateError, cached in budgets."""
     if budget_dir and budget_dir not in budgets:
         try:
             budgets[budget_dir] = budget_report(budget_dir)
@@ -3656,8 +3648,7 @@ def _budget_of(budget_dir, budgets):
 
 
 def _show_other_jobs(status, chain, others, known):
-    """Add the rows of the jobs the chain queued besides its links (``others``: {job ID: (role,
-    note)}) to ``status``: for a person to see, not for the verdict."""
+    """Add the rows of ``others`` ({job ID: (role, note)}) to ``status``: not for the verdict."""
     record, rows = chain.record or Record(), list(status["jobs"])
     ran = [what for guard, _, what in guards_that_ran(chain.store) if guard == record.guard]
     shown = dict((row["job"], row) for row in rows)
@@ -3734,8 +3725,7 @@ def _uncounted_row(rows, record, chain):
 
 
 def _nothing_continues(record, rows, chain):
-    """Why nothing would continue the chain if its running link ended now (no successor queued,
-    or the successor ended), or None: it would, or no link of it is running."""
+    """Why nothing would continue the chain if its running link ended now, or None."""
     link = next((row for row in rows if row["job"] == record.job), None)
     if record.action not in WORK_ACTIONS or chain.cancelled or link is None or \
             base_state(link["state"]) not in LIVE_STATES - {"PENDING"}:
@@ -3847,14 +3837,13 @@ def _verdict(record, rows, status, chain):
 
 
 def _idle(record, rows, unanswered, facts):
-    """(situation, facts) of a chain with nothing queued or running and no record that ended
-    it; what Slurm did not say cannot make a chain look ended."""
+    """(situation, facts) of a chain with nothing queued or running and no record ending it."""
     links = [row for row in rows if row["link"]]
     first = next((row for row in rows if row["role"] == "first job"), None)
     if not (unanswered or links) and first and is_final(first["state"]):
         return "first job died", dict(facts, job=first["job"], state=_state_words(
             first["state"]))
-    if unanswered or not links:
+    if unanswered or not links:  # what Slurm did not say cannot make a chain look ended
         return ("no answer" if unanswered else "no job"), dict(facts,
                                                               errors="; ".join(unanswered))
     last = links[-1]
@@ -3913,8 +3902,7 @@ def _ended_verdict(record, rows, resume):
 
 
 def budget_report(budget_dir):
-    """The shared budget's figures (what ``budget --json`` prints), ended links settled in what
-    it shows only: a look writes nothing (the next link to draw settles them)."""
+    """The shared budget's figures (``budget --json``), ended links settled in what it shows."""
     budget = chain_store(budget_dir).read_budget()
     try:
         settled = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
@@ -3945,9 +3933,8 @@ def set_budget(budget_dir, cap):
 
 
 def cancel_chain(run_dir, dry_run=False):
-    """Stop a chain for good: mark it (a link that still starts stops without work), cancel its
-    pending jobs, then its running link, again until none is left. A chain that ended is left
-    as it is (``ended`` says why). Returns {cancelled, leftover, dry_run, errors, log}."""
+    """Mark a chain cancelled (a link that still starts stops), cancel its jobs until none is
+    left; one that ended is left as it is (``ended`` says why)."""
     chain = open_chain(run_dir)
     check_owned_dir(run_dir)  # a dry run or a chain that ended says so only to its owner
     ended = _already_ended(run_dir, chain)
@@ -3990,8 +3977,7 @@ def _cancel_locked(store):
 
 
 def _queued_chain_jobs(links, cluster):
-    """Return (pending, running) job IDs of a chain: its links and their successors, however
-    deep, that squeue shows."""
+    """(pending, running) job IDs of the links and their successors, however deep, in squeue."""
     dependents = pending_dependents(cluster)
     pending, frontier = set(), list(links)
     while frontier:  # successors of successors, queued while we looked
@@ -4005,8 +3991,7 @@ def _queued_chain_jobs(links, cluster):
 
 
 def _cancel_jobs(links, cluster, note, dry_run=False):
-    """Cancel pending successors first (a cancelled link releases them), then running links.
-    ``cluster``: ask it with -M; ``note`` names both clusters when something was left."""
+    """Cancel pending successors first (a cancelled link releases them), then running links."""
     cancelled, leftover, errors = [], [], []
     for _round in range(CANCEL_ROUNDS):
         pending, running = _queued_chain_jobs(links, cluster)
@@ -4028,8 +4013,7 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
 
 
 def cancel_if_unfinished(job_id, install, cluster=None):
-    """Run ``install()`` for a job queued held; if it fails, cancel the job (nothing half-made
-    stays in the queue) and say so."""
+    """``install()`` for a job queued held; if it fails, cancel the job: nothing half-made stays."""
     try:
         return install()
     except (StateError, OSError) as error:
@@ -4059,9 +4043,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
                  max_walltime=None, force=False, python="python3", budget_dir=None,
                  notify=None, warn=None, task=None):
     """Make SCRIPT resumable in run_dir and submit its first job, all or nothing: held until
-    the live chain is cancelled (``force``) and the files are written (the previous chain's
-    kept as ``*.prev``); ``task``: a one-task array of a sweep's task. Returns {"job",
-    "script": the copy, "cancelled", "held"}."""
+    the live chain is cancelled (``force``) and the files are written; ``task``: a sweep's."""
     header, body = read_batch_script(script)
     sbatch_args = check_sbatch_args(sbatch_args, allowed=("--hold",))
     hold = "--hold" in option_names(sbatch_args)  # the first job only
@@ -4133,8 +4115,7 @@ def _live_chain(run_dir, force):
 
 
 def _chain_defaults(run_dir, script, header, sbatch_args):
-    """sbatch_args with the options every link needs and neither they nor the script give:
-    output and working directory in the run directory, the job named after the chain."""
+    """sbatch_args with --output, --chdir and --job-name for the chain, unless given."""
     given = option_names(script_directives(header) + sbatch_args)
     if "--output" not in given:
         sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
@@ -4162,8 +4143,7 @@ def _check_log_dirs(run_dir, options):
 
 
 def _submit_staged(run_dir, script_args, options, render):
-    """Create the run directory, write the script ``render()`` returns into it (staged) and
-    submit it; if any of that fails, remove what it made. Returns the job ID."""
+    """Create the run directory, stage ``render()`` in it and submit it; or remove what it made."""
     created = make_run_dir(run_dir)
     store = chain_store(run_dir)
     try:
@@ -4177,8 +4157,8 @@ def _submit_staged(run_dir, script_args, options, render):
 
 
 def _install_chain(run_dir, force, copy_path, submitted):
-    """Under the lock: cancel the live chain (``force``), keep its files as ``*.prev``, put the
-    staged script copy in place and write the submit record. Returns the jobs cancelled."""
+    """Under the lock: cancel the live chain (``force``), keep its files as ``*.prev``, install
+    the staged script and the submit record. Returns the jobs cancelled."""
     store, cancelled = chain_store(run_dir), []
     try:
         with store.locked():
@@ -4200,9 +4180,8 @@ def _install_chain(run_dir, force, copy_path, submitted):
 
 def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
                  sbatch_args=None, notify=None, warn=None):
-    """Queue one link that continues a chain that ended (failed, stopped, cancelled, broken),
-    keeping its history and walltime; caps, ``sbatch_args``, ``notify`` and ``warn`` given
-    replace the recorded ones from it on. Returns {"job", "walltime", "counted", "log"}."""
+    """Queue one link that continues a chain that ended, keeping its history and walltime; the
+    options given replace the recorded ones from it on."""
     run_dir = os.path.abspath(run_dir)
     given = check_sbatch_args(sbatch_args or ())
     options = {"max_retries": None if max_retries is None else check_max_retries(max_retries),
@@ -4304,8 +4283,7 @@ def _resumable_record(store, snapshot, submitted, cluster):
 
 
 def _count_last_link(store, snapshot, previous, cluster):
-    """Return (seconds, state) of the last link if it ran and no successor counted it, else
-    (0, None): a resumed link continues it and counts it now, once."""
+    """(seconds, state) of the last link if no successor counted it (resume does); else (0, None)"""
     if previous.action not in WORK_ACTIONS or previous.job != snapshot.last_job:
         return 0, None
     found = observe_predecessor(previous.job, window=0, cluster=cluster).job
