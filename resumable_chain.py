@@ -3348,14 +3348,6 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
     def cluster(self):
         return recorded_cluster(self.record, self.submitted)
 
-    def notify(self):
-        """The notify command (the journal's, else submit's), or None: only the owner reads it."""
-        command = (self.record and self.record.notify) or (self.submitted or {}).get("notify")
-        return self.store.read_notify() if command is True else command
-
-    def last_link(self):
-        """The last link that ran (the first job while none has), or None."""
-        return (self.jobs or [(self.submitted or {}).get("first_job")])[-1]
 
 
 def recorded_cluster(record, submitted):
@@ -3386,10 +3378,8 @@ def announce(store, event, command):
 def open_chain(run_dir, must_exist=True, strict=True):
     """Read the chain in run_dir. ``strict``: a corrupt file raises; else it goes to problems."""
     store = chain_store(run_dir)
-    if not os.path.isdir(run_dir):
-        if must_exist:
-            raise StateError("%s is not a directory" % run_dir)
-        return Chain(store, [], None, None, None, None, None, [], [])
+    if must_exist and not os.path.isdir(run_dir):  # a missing one reads as a chain of no files
+        raise StateError("%s is not a directory" % run_dir)
     values, problems = {}, []
     for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
                       ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
@@ -3463,15 +3453,8 @@ def chain_dirs(paths):
 
 
 def chain_status(run_dir):
-    """The status of the chain in run_dir as a dict (what ``status --json`` prints); a corrupt
-    state file does not hide the rest: it is named in ``problems``."""
+    """The status of the chain in run_dir as a dict (what ``status --json`` prints)."""
     return chains_status([run_dir], rows=STATUS_ROWS)[0]
-
-
-def chains_status(run_dirs, rows=COLLECTION_ROWS):
-    """The status of each chain in run_dirs, in their order (``rows``: how many newest links
-    each shows), from one sacct, at most one squeue per cluster and one report per budget."""
-    return [status for status, _ in _statuses(run_dirs, rows)]
 
 
 # What status read of a chain before asking Slurm: ``roles`` ({job ID: role}) are the jobs of
@@ -3479,9 +3462,10 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
 StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain roles others cluster note")
 
 
-def _statuses(run_dirs, rows):
-    """[(status, Verdict)] of each chain in run_dirs: one that cannot be read is a row saying
-    so, never the end of the table."""
+def chains_status(run_dirs, rows=COLLECTION_ROWS):
+    """The status of each chain in run_dirs (``rows``: how many newest links each shows), from
+    one sacct, at most one squeue per cluster and one report per budget; one that cannot be
+    read is a row saying so, never the end of the table."""
     clusters, budgets, plans, wanted = {}, {}, [], collections.OrderedDict()
     deadline = time.monotonic() + STATUS_SECONDS
     for run_dir in run_dirs:
@@ -3524,7 +3508,7 @@ def unreadable_status(run_dir, error):
     verdict = _verdict_of("unreadable", {"problem": problem})
     status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
                   attention=verdict.text)
-    return status, verdict
+    return status
 
 
 def _status_roles(chain, rows):
@@ -3546,12 +3530,11 @@ def guards_that_ran(store):
     """[(guard, the job it guarded, what it did)] of the guards that ran, oldest first, from
     the last MiB of GUARD_LOG (guard_command's lines; [] when it cannot be read)."""
     try:
-        text = (store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b"").decode("utf-8",
-                                                                               "replace")
+        text = store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b""
     except StateError:
         return []
-    found = []
-    for line in text.splitlines():  # resumable-chain: TIME guard GUARD of job JOB: WHAT
+    found = []  # from lines "resumable-chain: TIME guard GUARD of job JOB: WHAT"
+    for line in text.decode("utf-8", "replace").splitlines():
         words = line.split(" ", 6)
         if len(words) == 7 and words[2] == "guard" and words[4:6] == ["of", "job"]:
             guarded, _, what = words[6].partition(": ")
@@ -3587,15 +3570,18 @@ def _other_roles(chain):
 
 
 def _status_of(plan, answer, budgets):
-    """(status, Verdict) of one chain from Slurm's ``answer`` (({job ID: Job}, errors)) and the
-    budget reports read so far (``budgets``: {budget dir: report or StateError}, filled in)."""
+    """The status of one chain from Slurm's ``answer`` (({job ID: Job}, errors)) and the budget
+    reports read so far (``budgets``: {budget dir: report or StateError}, filled in)."""
     chain, (known, unanswered) = plan.chain, answer
     record, submitted = chain.record or Record(), chain.submitted or {}
     rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN", 0), role, record)
             for job_id, role in plan.roles.items()]
     settings = record if record.max_retries is not None else Record(
         max_retries=submitted.get("max_retries"), max_walltime=submitted.get("max_walltime"))
-    uncounted = (_uncounted_row(rows, record, chain) or {"elapsed": 0})["elapsed"]
+    # the last link's time while the walltime file lacks it (running, or never continued)
+    last = record.job if record.action in WORK_ACTIONS and chain.jobs[-1:] == [record.job] else 0
+    uncounted = next((row["elapsed"] for row in rows if row["job"] == last and row["link"] and
+                      base_state(row["state"]) not in ("PENDING", "UNKNOWN")), 0)
     used = (chain.walltime or 0) + uncounted
     guard_id = record.guard or (record.action in WORK_ACTIONS and not record.successor and
                                 record.guarded_by) or (  # the guard that continues the chain
@@ -3634,7 +3620,7 @@ def _status_of(plan, answer, budgets):
     if chain.problems and verdict.next and record.job is not None:  # resume refuses till then
         status["next"] = "fix or delete the file named above, then: " + verdict.next
     _show_other_jobs(status, chain, plan.others, known)
-    return status, verdict
+    return status
 
 
 def _budget_of(budget_dir, budgets):
@@ -3714,14 +3700,6 @@ def _how_link_ended(job):
     if exit_status(job.exit_code) is None or base_state(job.state) not in ("COMPLETED", "FAILED"):
         return words
     return "exit %s: %s" % (code, words)
-
-
-def _uncounted_row(rows, record, chain):
-    """The last link, if its time is not in the walltime file yet (running, or never continued)."""
-    if record.action not in WORK_ACTIONS or not chain.jobs or chain.jobs[-1] != record.job:
-        return None
-    return next((row for row in rows if row["job"] == record.job and row["link"]
-                 and base_state(row["state"]) not in ("PENDING", "UNKNOWN")), None)
 
 
 def _nothing_continues(record, rows, chain):
@@ -3841,11 +3819,9 @@ def _idle(record, rows, unanswered, facts):
     links = [row for row in rows if row["link"]]
     first = next((row for row in rows if row["role"] == "first job"), None)
     if not (unanswered or links) and first and is_final(first["state"]):
-        return "first job died", dict(facts, job=first["job"], state=_state_words(
-            first["state"]))
+        return "first job died", dict(facts, job=first["job"], state=_state_words(first["state"]))
     if unanswered or not links:  # what Slurm did not say cannot make a chain look ended
-        return ("no answer" if unanswered else "no job"), dict(facts,
-                                                              errors="; ".join(unanswered))
+        return "no answer" if unanswered else "no job", dict(facts, errors="; ".join(unanswered))
     last = links[-1]
     facts = dict(facts, job=last["job"], state=_state_words(last["state"]))
     if base_state(last["state"]) == "COMPLETED":
@@ -3875,12 +3851,9 @@ def _submit_again(submitted, run_dir):
              "--max-retries", str(submitted.get("max_retries", DEFAULT_MAX_RETRIES))]
     if submitted.get("max_walltime"):
         words += ["--max-walltime", "%ds" % submitted["max_walltime"]]
-    if submitted.get("budget_dir"):
-        words += ["--budget-dir", submitted["budget_dir"]]
-    if isinstance(submitted.get("notify"), str):  # a 0.5 record (now NOTIFY_FILE, owner only)
-        words += ["--notify", submitted["notify"]]
-    if submitted.get("warn"):
-        words += ["--warn", submitted["warn"]]
+    for name in ("budget_dir", "notify", "warn"):  # notify: a 0.5 record's (now NOTIFY_FILE)
+        if submitted.get(name) and isinstance(submitted[name], str):
+            words += ["--" + name.replace("_", "-"), submitted[name]]
     words += list(submitted.get("sbatch_args") or [])
     words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
     return "its first job never ran: " + " ".join(shell_quote(word) for word in words)
@@ -3946,10 +3919,12 @@ def cancel_chain(run_dir, dry_run=False):
                                  dry_run=True), log=[])
     with chain.store.locked():
         result = _cancel_locked(chain.store)
-        command = chain._replace(record=chain.store.read_record(),  # as the lock holder sees it
-                                 submitted=chain.store.read_submitted()).notify()
+        record, submitted = chain.store.read_record(), chain.store.read_submitted() or {}
+        command = (record and record.notify) or submitted.get("notify")  # the journal's first
+        command = chain.store.read_notify() if command is True else command  # owner only
+    last = (chain.jobs or [(chain.submitted or {}).get("first_job")])[-1]  # or the first job
     result["log"] = announce(chain.store, Event(
-        "stopped", chain.last_link(), len(chain.jobs), "cancelled with resumable-chain cancel "
+        "stopped", last, len(chain.jobs), "cancelled with resumable-chain cancel "
         "(jobs %s)" % " ".join(result["cancelled"]), int(time.time())),
         command) if result["cancelled"] else []
     return result
@@ -3961,12 +3936,13 @@ def _already_ended(run_dir, chain):
     broken one: a guard of an earlier link may still be running, and the mark stops it)."""
     if any(_queued_chain_jobs(chain.candidates(), cluster_to_ask(chain.cluster())[0])):
         return None
-    verdict = _statuses([run_dir], COLLECTION_ROWS)[0][1]
-    scancelled = verdict.word == "stopped" and not chain.cancelled and \
+    status = chains_status([run_dir])[0]
+    word, detail = status["verdict_word"], status["verdict"].partition(": ")[2]
+    scancelled = word == "stopped" and not chain.cancelled and \
         (chain.record or Record()).action in WORK_ACTIONS
-    if verdict.word not in ("finished", "stopped", "failed") or scancelled:
+    if word not in ("finished", "stopped", "failed") or scancelled:
         return None
-    return "already %s (%s): nothing to cancel" % (verdict.word, verdict.detail)
+    return "already %s (%s): nothing to cancel" % (word, detail)
 
 
 def _cancel_locked(store):
@@ -4031,8 +4007,7 @@ def read_batch_script(script):
         raise StateError("cannot read batch script %s: %s" % (script, getattr(
             error, "strerror", None) or error))
     header, body = split_batch_script(text)
-    directives = option_names(script_directives(header))
-    if "--hold" in directives:
+    if "--hold" in option_names(script_directives(header)):
         raise StateError("%s has an #SBATCH --hold line, which would hold every successor too: "
                          "remove it and pass --hold to submit (it holds the first job only)"
                          % script)
@@ -4202,10 +4177,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         except StateError as error:
             raise StateError("%s (%s)" % (error, note)) if note else error
         counted, state = _count_last_link(store, snapshot, previous, target)
-        next_link = _recorded_next_link(store, previous)
-        next_link = next_link._replace(sbatch_args=without_options(
-            next_link.sbatch_args, option_names(given)) + given, job_name=option_value(
-                given, "--job-name") or next_link.job_name)  # its guards' name follows
+        next_link = _recorded_next_link(store, previous, given)
         record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
             cluster=cluster, next=next_link._asdict())
         job, _ = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
@@ -4233,6 +4205,9 @@ def _resumed_record(snapshot, previous, last_link, options):
     """The journal record of a resumed link but its job, cluster and next link; ``last_link``:
     (seconds counted now, its state); ``options`` given (None: as recorded). Retries restart."""
     counted, state = last_link
+    ended = ("the chain %s (job %s)" % (EVENT_OF_ACTION[previous.action], previous.job)
+             if previous.action in EVENT_OF_ACTION else "job %s ended" % previous.job
+             + (" " + _state_words(state) if state else ""))
     walltime = (snapshot.walltime or 0) + counted
     kept = dict((name, getattr(previous, name) if value is None else value)
                 for name, value in options.items())
@@ -4244,19 +4219,10 @@ def _resumed_record(snapshot, previous, last_link, options):
                              format_duration(walltime + MIN_TIME_LIMIT)))
     return Record(predecessor=previous.job, predecessor_state=state,
                   predecessor_elapsed=counted, source="resume", action="resume",
-                  reason="resumed with resumable-chain resume after %s" % _what_ended(
-                      previous, state), walltime=walltime, retries=0, settings_from="resume",
-                  budget_dir=previous.budget_dir, successor=None, phase="queued",
+                  reason="resumed with resumable-chain resume after " + ended,
+                  walltime=walltime, retries=0, settings_from="resume", successor=None,
+                  budget_dir=previous.budget_dir, phase="queued",
                   link=link_number(chain_length(snapshot), "resume"), **kept)
-
-
-def _what_ended(previous, state):
-    """How the chain a resume continues ended: "the chain failed (job 7)", "job 7 ended
-    TIMEOUT" (``state``: how its last link ended, if resume counted it)."""
-    if previous.action in EVENT_OF_ACTION:
-        return "the chain %s (job %s)" % (EVENT_OF_ACTION[previous.action], previous.job)
-    return "job %s ended %s" % (previous.job, _state_words(state)) if state else \
-        "job %s ended" % previous.job
 
 
 def _resumable_record(store, snapshot, submitted, cluster):
@@ -4296,15 +4262,16 @@ def _count_last_link(store, snapshot, previous, cluster):
     return found.elapsed, found.state
 
 
-def _recorded_next_link(store, previous):
-    """How the chain's links are queued, as its journal recorded it (script, options, ...)."""
+def _recorded_next_link(store, previous, given):
+    """How the chain's links are queued, as its journal recorded it, with sbatch options given."""
     spec = previous.next or {}
     if not spec.get("script"):
         raise StateError("the chain did not record how to queue its next link; use submit to "
                          "start a new chain")
-    spec = NextLink(spec["script"], list(spec.get("sbatch_args") or ()),
-                    list(spec.get("script_args") or ()), spec.get("job_name"), spec.get("workdir"))
-    spec = spec._replace(script=runnable_script(store, spec.script))
+    spec = NextLink(runnable_script(store, spec["script"]), without_options(list(spec.get(
+        "sbatch_args") or ()), option_names(given)) + given, list(spec.get("script_args") or ()),
+        option_value(given, "--job-name") or spec.get("job_name"),  # its guards' name follows
+        spec.get("workdir"))
     if not os.path.isfile(spec.script):
         raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
                          "cannot resume" % (spec.script, store.path(SCRIPT_COPY)))
