@@ -4032,12 +4032,19 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
                                                                            ("--hold",)))
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     one_task = [] if task is None else ["--array=%d" % task]  # the prologue adds it to links
-    first_job, named = _submit_staged(
-        run_dir, script_args, ["--hold", "--no-requeue"] + one_task + sbatch_args, lambda: header
-        + render_prologue(run_dir, max_retries=max_retries, max_walltime=max_walltime,
-                          script=copy_path, sbatch_args=sbatch_args, python=python,
-                          budget_dir=budget_dir, warn=warn)  # notify: NOTIFY_FILE, owner only
-        + (finished_trap(python, run_dir) if notify else "") + body)
+    created, store = make_run_dir(run_dir), chain_store(run_dir)
+    try:  # stage the script (notify: in NOTIFY_FILE, owner only) and submit it, or undo that
+        store.write_text(STAGED_SCRIPT, header + render_prologue(
+            run_dir, max_retries=max_retries, max_walltime=max_walltime, script=copy_path,
+            sbatch_args=sbatch_args, python=python, budget_dir=budget_dir, warn=warn)
+            + (finished_trap(python, run_dir) if notify else "") + body, mode=0o700)
+        first_job, named = sbatch_held(["--hold", "--no-requeue"] + one_task + sbatch_args,
+                                       store.path(STAGED_SCRIPT), script_args)
+    except (StateError, ValueError):
+        store.remove(STAGED_SCRIPT)
+        for directory in reversed(created):
+            os.rmdir(directory)
+        raise
     submitted = {"first_job": first_job, "cluster": named or current_cluster(),
                  "script": copy_path, "original": os.path.abspath(script),
                  "sbatch_args": sbatch_args + one_task, "script_args": list(script_args),
@@ -4115,20 +4122,6 @@ def _check_log_dirs(run_dir, options):
             raise StateError("%s=%s: its directory %s does not exist, and Slurm would fail every "
                              "link at its launch; create it first (mkdir -p %s)"
                              % (name, path, folder, shell_quote(folder)))
-
-
-def _submit_staged(run_dir, script_args, options, render):
-    """Create the run directory, stage ``render()`` in it and submit it; or remove what it made."""
-    created = make_run_dir(run_dir)
-    store = chain_store(run_dir)
-    try:
-        store.write_text(STAGED_SCRIPT, render(), mode=0o700)
-        return sbatch_held(options, store.path(STAGED_SCRIPT), script_args)
-    except (StateError, ValueError):
-        store.remove(STAGED_SCRIPT)
-        for directory in reversed(created):
-            os.rmdir(directory)
-        raise
 
 
 def _install_chain(run_dir, force, copy_path, submitted):
