@@ -4485,35 +4485,27 @@ def _build_parser():
 def format_status(status):
     """The text ``status`` prints."""
     lines = ["chain in %s: %d link(s) ran" % (status["run_dir"], status["links"])]
-    lines += ["WARNING: %s" % problem for problem in status["problems"]]
-    lines += ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
-    lines += ["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []
-    lines.append("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % (
-        "JOBID", "ROLE", "STATE", "ELAPSED", "START", "END", "NOTE"))
+    lines += _warnings(status, "")
+    rows = [("JOBID", "ROLE", "STATE", "ELAPSED", "START", "END", "NOTE")]
     for row in status["jobs"]:
         state = _state_words(row["state"])  # who cancelled it, by name
         note = "" if row["note"] == state else row["note"] or ""
         if row["time_left"] is not None:
             note = "time limit %s, %s left" % (format_duration(row["time_limit"]),
                                                format_duration(row["time_left"]))
-        lines.append(("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % (
-            row["job"], row["role"], state, format_duration(row["elapsed"]), row["start"] or "-",
-            row["end"] or "-", note)).rstrip())
+        rows.append((row["job"], row["role"], state, format_duration(row["elapsed"]),
+                     row["start"] or "-", row["end"] or "-", note))
+    lines += [("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % row).rstrip() for row in rows]
     cap = status["max_walltime"]
     walltime = "walltime: %s" % format_duration(status["walltime_used"])
     if status["walltime_uncounted"]:
         walltime += " (%s counted + %s of the last link)" % (
             format_duration(status["walltime"]), format_duration(status["walltime_uncounted"]))
     walltime += " of %s" % (format_duration(cap) if cap else "unlimited")
-    if cap:
-        walltime += ", %s left" % format_duration(status["walltime_left"])
-    lines.append(walltime)
-    allowed = status["max_retries"]
-    retries = "retries: %d" % status["retries"]
-    if allowed is not None:
-        retries += " (at most %d allowed%s)" % (allowed, ", exceeded" if status["retries"] >
-                                                allowed else "")
-    lines.append(retries)
+    lines.append(walltime + (", %s left" % format_duration(status["walltime_left"]) if cap else ""))
+    allowed, retries = status["max_retries"], status["retries"]
+    lines.append("retries: %d" % retries + ("" if allowed is None else " (at most %d allowed%s)" % (
+        allowed, ", exceeded" if retries > allowed else "")))
     budget = status["budget"]
     if budget:
         lines.append("shared budget %s: %s used, %s reserved, %s left of %s" % (
@@ -4536,9 +4528,15 @@ def format_status(status):
         time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(event["time"] or 0)), event["event"],
         event["job"], event["reason"]) for event in status["events"]]
     lines.append("verdict: %s" % status["verdict"])
-    if status["next"]:
-        lines.append("next: %s" % status["next"])
+    lines += ["next: %s" % status["next"]] if status["next"] else []
     return "\n".join(lines) + "\n"
+
+
+def _warnings(status, shown):
+    """What a status warns of: its problems (for the chain ``shown``), then Slurm's."""
+    return (["WARNING%s: %s" % (shown and " " + shown, problem) for problem in status["problems"]]
+            + ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
+            + (["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []))
 
 
 def _live_job(status):
@@ -4586,9 +4584,7 @@ def format_collection(statuses):
         shown = _shown_path(status["run_dir"])
         notes += ["NEEDS ATTENTION %s: %s" % (shown, status["attention"])] \
             if status["attention"] else []
-        notes += ["WARNING %s: %s" % (shown, problem) for problem in status["problems"]]
-        notes += ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
-        notes += ["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []
+        notes += _warnings(status, shown)
     lines += [note for index, note in enumerate(notes) if note not in notes[:index]]
     return "\n".join(lines) + "\n"
 
