@@ -4712,21 +4712,18 @@ def start_while_working(run_dir, outcome):
 # The warning before a link ends (--warn SIG@S). Slurm's own --signal cannot do it: it is fixed
 # at submit time, so it does not know a limit the link lowers later (--max-walltime, a budget),
 # and its B: form signals only the batch shell, whose trap runs only after its foreground
-# command ends, while its plain form reaches only srun steps. So the link starts a timer of its
-# own: a process in a session of its own (not signalled with the work, not waited for by the
-# prologue's $(...)) that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID)
-# and its descendants, whatever their process group, that CATCH the signal (SigCgt in
-# /proc/PID/status): a work's handler and srun (which forwards USR1/USR2/TERM/... to its
-# steps' tasks); a process that leaves the signal at its default is not signalled, so a work
-# without a handler is not killed by a USR1 it did not ask for. Shells are never signalled
-# (their commands are): with an EXIT trap (the prologue's own) bash catches every signal only
-# to run the trap and die of it; a shell that exec'd the work is the work. The timer exits when
-# the batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
+# command ends, while its plain form reaches only srun steps. So the link starts a timer in a
+# session of its own (not signalled with the work, not waited for by the prologue's $(...))
+# that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID) and its
+# descendants, whatever their process group, that catch the signal (wants_signal): a work
+# without a handler is not killed by a USR1 it did not ask for. Shells are never signalled:
+# with an EXIT trap (the prologue's own) bash catches every signal only to run the trap and die
+# of it; a shell that exec'd the work is the work. The timer exits when the batch shell is gone
+# (proctrack/linuxproc does not follow a process in its own session).
 
 
 def start_warner(warn, end, environ):
-    """Start ``warn-work SIG@S END SHELL`` in the background for the rest of this job; return
-    what to log."""
+    """Start ``warn-work SIG@S END SHELL`` for the rest of this job; return what to log."""
     if end is None:
         return "no warning before this link ends: its end is not known (no time limit)"
     shell = environ.get("SLURM_TASK_PID") or str(os.getppid())
@@ -4800,16 +4797,14 @@ def _program(pid, proc="/proc"):
 
 
 def signal_work(shell, signum, proc="/proc"):
-    """Send ``signum`` to the batch shell and its descendants that catch it; return their
-    pids."""
+    """Send ``signum`` to the batch shell and its descendants that want it; return their pids."""
     parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat", proc))
                                  for name in os.listdir(proc) if is_digits(name))))
     sent = []
     for pid in work_processes(parents, shell):
-        if _program(pid, proc) in SHELLS:
-            continue  # an EXIT trap makes bash catch every signal, only to run it and die
-        if pid != os.getpid() and wants_signal(_program(pid, proc),
-                                               _proc_text(pid, "status", proc), signum):
+        program = _program(pid, proc)
+        if program not in SHELLS and pid != os.getpid() and wants_signal(
+                program, _proc_text(pid, "status", proc), signum):
             try:
                 os.kill(pid, signum)
                 sent.append(pid)
@@ -4824,12 +4819,10 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
         raise ValueError("warn-work: give SIG@S END SHELL (a link starts this by itself)")
     signum, seconds = warn_signal(warn)
     at, shell = int(end) - seconds, int(shell)
-    while clock() < at:
-        if not os.path.isdir("/proc/%d" % shell):
-            return 0  # the work ended before the warning
+    while clock() < at and os.path.isdir("/proc/%d" % shell):
         sleep(min(at - clock(), WARN_POLL))
     if not os.path.isdir("/proc/%d" % shell):
-        return 0
+        return 0  # the work ended before the warning
     sent = signal_work(shell, signum)
     _log("SIG%s sent %d s before the link ends to %s" % (
         warn.partition("@")[0], int(end) - int(clock()),
