@@ -4412,10 +4412,10 @@ def split_submit_argv(argv):
 
 def split_resume_argv(argv):
     """Split ``resume``'s words: (DIRs and our options, (sbatch options,))."""
-    ours, sbatch_args, index = _split_options("resume", argv)
-    if index < len(argv) or not ours or ours[0].startswith("-"):
+    ours, sbatch_args, _ = _split_options("resume", argv)  # DIR... : it reads every word
+    if not ours or ours[0].startswith("-"):
         raise ValueError("resume: give DIR first, then options (%s is neither ours nor an "
-                         "sbatch option; see resume --help)" % (argv[index:] or ours or ["?"])[0])
+                         "sbatch option; see resume --help)" % (ours or ["?"])[0])
     return ours, (sbatch_args,)
 
 
@@ -4471,14 +4471,11 @@ def _build_parser():
         sub.add_argument("run_dir", metavar="DIR", help=command.dirs,
                          nargs="+" if "DIR..." in command.usage else None)
         for option, metavar in usage_options(command.usage).items():
-            text = OPTION_HELP.get("%s %s" % (name, option)) or OPTION_HELP[option]
-            if metavar:
-                check = OPTION_CHECKS.get(option)
-                sub.add_argument(option, metavar=metavar, default=argparse.SUPPRESS, help=text,
-                                 type=check and checked(check))
-            else:
-                sub.add_argument(option, action="store_true", default=argparse.SUPPRESS,
-                                 help=text)
+            check = OPTION_CHECKS.get(option)
+            kind = dict(metavar=metavar, type=check and checked(check)) if metavar else dict(
+                action="store_true")
+            sub.add_argument(option, default=argparse.SUPPRESS, help=OPTION_HELP.get(
+                "%s %s" % (name, option)) or OPTION_HELP[option], **kind)
     return parser
 
 
@@ -4606,11 +4603,6 @@ def _each_text(value, change):
     return value
 
 
-def _one_line(text):
-    """A value of a status for a person: one line, whatever a state file put in it."""
-    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
-
-
 def _log(message):
     sys.stderr.write("resumable-chain: %s\n" % visible(message))
     sys.stderr.flush()
@@ -4638,7 +4630,7 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     example (inside a batch job):
       python3 resumable_chain.py prologue --max-retries=3 --script="$0" runs/gpqa -- "$@"
     """
-    settings, run_dir = Settings(max_retries, max_walltime), task_run_dir(run_dir, os.environ)
+    run_dir = os.path.abspath(task_run_dir(run_dir, os.environ))
     lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
     _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
     # Not strict: render checked the options, and a running chain must not stop over a table.
@@ -4647,27 +4639,26 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
         ["--array=" + task] if task else [])
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.getcwd())
-    outcome = run_link(os.path.abspath(run_dir), settings, next_link, os.environ,
-                       budget_dir=budget_dir and os.path.abspath(budget_dir),
-                       **notify_and_warn)
+    outcome = run_link(run_dir, Settings(max_retries, max_walltime), next_link, os.environ,
+                       budget_dir=budget_dir and os.path.abspath(budget_dir), **notify_and_warn)
     for warning in outcome.warnings:
         _log(warning)
     if outcome.status == EXIT_WORK:
         outcome, start, limit = fit_own_limit(outcome, os.environ)
     _log(describe_link(outcome))
     if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
-        _log(notify(outcome.record.notify, outcome.event, os.path.abspath(run_dir)))
+        _log(notify(outcome.record.notify, outcome.event, run_dir))
     if outcome.status == EXIT_WORK:
         record = outcome.record
         end = link_end(start, limit, link_caps(record))
         if record.warn:
             _log(start_warner(record.warn, end, os.environ))
-        started = start_while_working(os.path.abspath(run_dir), outcome)
+        started = start_while_working(run_dir, outcome)
         if started:
             _log(started)
         _write("unset %s\n" % NAMED_ENV + "".join(  # not passed on to jobs the work queues
             "export %s=%s\n" % (name, shell_quote(value)) for name, value in
-            link_exports(record, os.path.abspath(run_dir), end).items()))
+            link_exports(record, run_dir, end).items()))
     return outcome.status
 
 
@@ -4684,11 +4675,8 @@ def fit_own_limit(outcome, environ):
 
 
 def start_while_working(run_dir, outcome):
-    """Start the background step as the work starts: a fork of this step (the interpreter and
-    the module are loaded already: no second start-up beside the work) that runs
-    ``while-working DIR [--again]`` (``finish_queueing``). It writes to the job's stderr (the
-    bash prologue waits only for its own stdout); the journal says what it did. Returns a log
-    line, or None."""
+    """Fork ``while-working DIR [--again]`` as the work starts (the module is loaded: no second
+    start-up beside the work), writing to the job's stderr only; return a line to log, or None."""
     again = outcome.observation is not None and outcome.observation.source == "journal"
     sys.stdout.flush()
     try:
@@ -4925,7 +4913,8 @@ def status_command(paths, json=False, check=False):
     if json:
         _write(_pretty_json(statuses[0] if one else statuses))
     else:
-        shown = _each_text(statuses, _one_line)
+        shown = _each_text(statuses, lambda text: text.replace("\r", "\\r").replace(
+            "\n", "\\n").replace("\t", "\\t"))  # one line, whatever a state file put in it
         _say(format_status(shown[0]) if one else format_collection(shown))
     if any(status["slurm_errors"] for status in statuses):
         return 1  # what it shows is incomplete
@@ -4933,9 +4922,8 @@ def status_command(paths, json=False, check=False):
 
 
 def _each_chain(run_dirs, operation):
-    """Run ``operation(run_dir, log)`` -> (exit status, line) for each chain, print its line
-    (after the directory, when there are several: one chain's error does not stop the rest) and
-    return the worst exit status; ``log`` logs a line about that chain."""
+    """Run ``operation(run_dir, log)`` -> (exit status, line) for each chain and print its line
+    (after the directory when there are several: an error does not stop the rest); the worst."""
     if len(run_dirs) == 1:
         status, line = operation(run_dirs[0], _log)
         _say(line + "\n")
@@ -4998,21 +4986,16 @@ def resume_command(run_dirs, sbatch_args, **options):
     return _each_chain(run_dirs, resume)
 
 
-def _split_at_dashes(words):
-    """render's words: (ours, (the sbatch options after --,))."""
-    dashes = words.index("--") if "--" in words else len(words)
-    return words[:dashes], (words[dashes + 1:],)
-
-
 # The user's commands: ``run(DIR or [DIR...], *what split() took from the words, **the options
-# given)``; split() takes apart what argparse does not read (None: nothing may follow --). The
-# usage names the options (usage_options) and says whether DIR may be several (DIR...).
+# given)``; split() takes apart what argparse does not read (None: only the sbatch options after
+# "[-- " if the usage has it). The usage names the options (usage_options) and says whether DIR
+# may be several (DIR...).
 UserCommand = collections.namedtuple(
     "UserCommand", "run split usage dirs help description example")
 ONE_RUN_DIR = "the run directory holding the state"
 USER_COMMANDS = {
     "render": UserCommand(
-        run=render_command, split=_split_at_dashes, dirs=ONE_RUN_DIR,
+        run=render_command, split=None, dirs=ONE_RUN_DIR,
         usage="DIR [--max-retries N] [--max-walltime T] [--script PATH] [--python PY] "
         "[--budget-dir B] [--notify CMD] [--warn SIG@S] [-- SBATCH_ARGS...]",
         help="print the prologue for a job script",
@@ -5085,9 +5068,11 @@ def run_user_command(argv):
         parser.parse_args(argv[:dashes])  # help, the version or the error exit here
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    if command.split is None and argv[dashes + 1:]:
-        raise StateError("%s takes no arguments after --" % argv[0])
     ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], ())
+    if not command.split and "[-- " in command.usage:  # render: sbatch options after --
+        rest = (argv[dashes + 1:],)
+    elif not command.split and argv[dashes + 1:]:
+        raise StateError("%s takes no arguments after --" % argv[0])
     try:
         options = vars(parser.parse_args(argv[:1] + ours))
     except StateError as error:
@@ -5130,10 +5115,8 @@ STEPS = {
 
 
 def read_step_words(step, argv):
-    """(positional words, {keyword: value}) of an in-job step's words as its usage in STEPS
-    says: ``--NAME=VALUE`` (checked as the user's option of that name is: OPTION_CHECKS; one that
-    repeats, ``ARG...``, in a list named in the plural), ``--FLAG`` (True), positional words and
-    after ``--`` the script's arguments. ValueError says what is wrong."""
+    """(positional words, {keyword: value}) of an in-job step's words, read as its usage in
+    STEPS says (a repeated ``--NAME=ARG...`` gives a list named in the plural); ValueError."""
     usage = STEPS[step][1]
     before, _, after = usage.partition(" [-- ")
     wanted = usage_options(before)
