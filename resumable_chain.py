@@ -4482,7 +4482,7 @@ def _build_parser():
 def format_status(status):
     """The text ``status`` prints."""
     lines = ["chain in %s: %d link(s) ran" % (status["run_dir"], status["links"])]
-    lines += _warnings(status, "")
+    lines += _status_warnings(status, "")
     rows = [("JOBID", "ROLE", "STATE", "ELAPSED", "START", "END", "NOTE")]
     for row in status["jobs"]:
         state = _state_words(row["state"])  # who cancelled it, by name
@@ -4529,7 +4529,7 @@ def format_status(status):
     return "\n".join(lines) + "\n"
 
 
-def _warnings(status, shown):
+def _status_warnings(status, shown):
     """What a status warns of: its problems (for the chain ``shown``), then Slurm's."""
     return (["WARNING%s: %s" % (shown and " " + shown, problem) for problem in status["problems"]]
             + ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
@@ -4581,7 +4581,7 @@ def format_collection(statuses):
         shown = _shown_path(status["run_dir"])
         notes += ["NEEDS ATTENTION %s: %s" % (shown, status["attention"])] \
             if status["attention"] else []
-        notes += _warnings(status, shown)
+        notes += _status_warnings(status, shown)
     lines += [note for index, note in enumerate(notes) if note not in notes[:index]]
     return "\n".join(lines) + "\n"
 
