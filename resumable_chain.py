@@ -4350,10 +4350,10 @@ def split_submit_argv(argv):
 
 def split_resume_argv(argv):
     """Split ``resume``'s words: (DIRs and our options, (sbatch options,))."""
-    ours, sbatch_args, index = _split_options("resume", argv)
-    if index < len(argv) or not ours or ours[0].startswith("-"):
+    ours, sbatch_args, _ = _split_options("resume", argv)  # DIR... : it reads every word
+    if not ours or ours[0].startswith("-"):
         raise ValueError("resume: give DIR first, then options (%s is neither ours nor an "
-                         "sbatch option; see resume --help)" % (argv[index:] or ours or ["?"])[0])
+                         "sbatch option; see resume --help)" % (ours or ["?"])[0])
     return ours, (sbatch_args,)
 
 
@@ -4409,49 +4409,38 @@ def _build_parser():
         sub.add_argument("run_dir", metavar="DIR", help=command.dirs,
                          nargs="+" if "DIR..." in command.usage else None)
         for option, metavar in usage_options(command.usage).items():
-            text = OPTION_HELP.get("%s %s" % (name, option)) or OPTION_HELP[option]
-            if metavar:
-                check = OPTION_CHECKS.get(option)
-                sub.add_argument(option, metavar=metavar, default=argparse.SUPPRESS, help=text,
-                                 type=check and checked(check))
-            else:
-                sub.add_argument(option, action="store_true", default=argparse.SUPPRESS,
-                                 help=text)
+            check = OPTION_CHECKS.get(option)
+            kind = dict(metavar=metavar, type=check and checked(check)) if metavar else dict(
+                action="store_true")
+            sub.add_argument(option, default=argparse.SUPPRESS, help=OPTION_HELP.get(
+                "%s %s" % (name, option)) or OPTION_HELP[option], **kind)
     return parser
 
 
 def format_status(status):
     """The text ``status`` prints."""
     lines = ["chain in %s: %d link(s) ran" % (status["run_dir"], status["links"])]
-    lines += ["WARNING: %s" % problem for problem in status["problems"]]
-    lines += ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
-    lines += ["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []
-    lines.append("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % (
-        "JOBID", "ROLE", "STATE", "ELAPSED", "START", "END", "NOTE"))
+    lines += _status_warnings(status, "")
+    rows = [("JOBID", "ROLE", "STATE", "ELAPSED", "START", "END", "NOTE")]
     for row in status["jobs"]:
         state = _state_words(row["state"])  # who cancelled it, by name
         note = "" if row["note"] == state else row["note"] or ""
         if row["time_left"] is not None:
             note = "time limit %s, %s left" % (format_duration(row["time_limit"]),
                                                format_duration(row["time_left"]))
-        lines.append(("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % (
-            row["job"], row["role"], state, format_duration(row["elapsed"]), row["start"] or "-",
-            row["end"] or "-", note)).rstrip())
+        rows.append((row["job"], row["role"], state, format_duration(row["elapsed"]),
+                     row["start"] or "-", row["end"] or "-", note))
+    lines += [("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % row).rstrip() for row in rows]
     cap = status["max_walltime"]
     walltime = "walltime: %s" % format_duration(status["walltime_used"])
     if status["walltime_uncounted"]:
         walltime += " (%s counted + %s of the last link)" % (
             format_duration(status["walltime"]), format_duration(status["walltime_uncounted"]))
     walltime += " of %s" % (format_duration(cap) if cap else "unlimited")
-    if cap:
-        walltime += ", %s left" % format_duration(status["walltime_left"])
-    lines.append(walltime)
-    allowed = status["max_retries"]
-    retries = "retries: %d" % status["retries"]
-    if allowed is not None:
-        retries += " (at most %d allowed%s)" % (allowed, ", exceeded" if status["retries"] >
-                                                allowed else "")
-    lines.append(retries)
+    lines.append(walltime + (", %s left" % format_duration(status["walltime_left"]) if cap else ""))
+    allowed, retries = status["max_retries"], status["retries"]
+    lines.append("retries: %d" % retries + ("" if allowed is None else " (at most %d allowed%s)" % (
+        allowed, ", exceeded" if retries > allowed else "")))
     budget = status["budget"]
     if budget:
         lines.append("shared budget %s: %s used, %s reserved, %s left of %s" % (
@@ -4474,9 +4463,15 @@ def format_status(status):
         time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(event["time"] or 0)), event["event"],
         event["job"], event["reason"]) for event in status["events"]]
     lines.append("verdict: %s" % status["verdict"])
-    if status["next"]:
-        lines.append("next: %s" % status["next"])
+    lines += ["next: %s" % status["next"]] if status["next"] else []
     return "\n".join(lines) + "\n"
+
+
+def _status_warnings(status, shown):
+    """What a status warns of: its problems (for the chain ``shown``), then Slurm's."""
+    return (["WARNING%s: %s" % (shown and " " + shown, problem) for problem in status["problems"]]
+            + ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
+            + (["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []))
 
 
 def _live_job(status):
@@ -4524,9 +4519,7 @@ def format_collection(statuses):
         shown = _shown_path(status["run_dir"])
         notes += ["NEEDS ATTENTION %s: %s" % (shown, status["attention"])] \
             if status["attention"] else []
-        notes += ["WARNING %s: %s" % (shown, problem) for problem in status["problems"]]
-        notes += ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
-        notes += ["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []
+        notes += _status_warnings(status, shown)
     lines += [note for index, note in enumerate(notes) if note not in notes[:index]]
     return "\n".join(lines) + "\n"
 
@@ -4546,11 +4539,6 @@ def _each_text(value, change):
     if isinstance(value, (list, tuple)):
         return [_each_text(item, change) for item in value]
     return value
-
-
-def _one_line(text):
-    """A value of a status for a person: one line, whatever a state file put in it."""
-    return text.replace("\r", "\\r").replace("\n", "\\n").replace("\t", "\\t")
 
 
 def _log(message):
@@ -4580,7 +4568,7 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     example (inside a batch job):
       python3 resumable_chain.py prologue --max-retries=3 --script="$0" runs/gpqa -- "$@"
     """
-    settings, run_dir = Settings(max_retries, max_walltime), task_run_dir(run_dir, os.environ)
+    run_dir = os.path.abspath(task_run_dir(run_dir, os.environ))
     lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
     _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
     # Not strict: render checked the options, and a running chain must not stop over a table.
@@ -4589,27 +4577,26 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
         ["--array=" + task] if task else [])
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.getcwd())
-    outcome = run_link(os.path.abspath(run_dir), settings, next_link, os.environ,
-                       budget_dir=budget_dir and os.path.abspath(budget_dir),
-                       **notify_and_warn)
+    outcome = run_link(run_dir, Settings(max_retries, max_walltime), next_link, os.environ,
+                       budget_dir=budget_dir and os.path.abspath(budget_dir), **notify_and_warn)
     for warning in outcome.warnings:
         _log(warning)
     if outcome.status == EXIT_WORK:
         outcome, start, limit = fit_own_limit(outcome, os.environ)
     _log(describe_link(outcome))
     if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
-        _log(notify(outcome.record.notify, outcome.event, os.path.abspath(run_dir)))
+        _log(notify(outcome.record.notify, outcome.event, run_dir))
     if outcome.status == EXIT_WORK:
         record = outcome.record
         end = link_end(start, limit, link_caps(record))
         if record.warn:
             _log(start_warner(record.warn, end, os.environ))
-        started = start_while_working(os.path.abspath(run_dir), outcome)
+        started = start_while_working(run_dir, outcome)
         if started:
             _log(started)
         _write("unset %s\n" % NAMED_ENV + "".join(  # not passed on to jobs the work queues
             "export %s=%s\n" % (name, shell_quote(value)) for name, value in
-            link_exports(record, os.path.abspath(run_dir), end).items()))
+            link_exports(record, run_dir, end).items()))
     return outcome.status
 
 
@@ -4626,11 +4613,8 @@ def fit_own_limit(outcome, environ):
 
 
 def start_while_working(run_dir, outcome):
-    """Start the background step as the work starts: a fork of this step (the interpreter and
-    the module are loaded already: no second start-up beside the work) that runs
-    ``while-working DIR [--again]`` (``finish_queueing``). It writes to the job's stderr (the
-    bash prologue waits only for its own stdout); the journal says what it did. Returns a log
-    line, or None."""
+    """Fork ``while-working DIR [--again]`` as the work starts (the module is loaded: no second
+    start-up beside the work), writing to the job's stderr only; return a line to log, or None."""
     again = outcome.observation is not None and outcome.observation.source == "journal"
     sys.stdout.flush()
     try:
@@ -4654,21 +4638,18 @@ def start_while_working(run_dir, outcome):
 # The warning before a link ends (--warn SIG@S). Slurm's own --signal cannot do it: it is fixed
 # at submit time, so it does not know a limit the link lowers later (--max-walltime, a budget),
 # and its B: form signals only the batch shell, whose trap runs only after its foreground
-# command ends, while its plain form reaches only srun steps. So the link starts a timer of its
-# own: a process in a session of its own (not signalled with the work, not waited for by the
-# prologue's $(...)) that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID)
-# and its descendants, whatever their process group, that CATCH the signal (SigCgt in
-# /proc/PID/status): a work's handler and srun (which forwards USR1/USR2/TERM/... to its
-# steps' tasks); a process that leaves the signal at its default is not signalled, so a work
-# without a handler is not killed by a USR1 it did not ask for. Shells are never signalled
-# (their commands are): with an EXIT trap (the prologue's own) bash catches every signal only
-# to run the trap and die of it; a shell that exec'd the work is the work. The timer exits when
-# the batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
+# command ends, while its plain form reaches only srun steps. So the link starts a timer in a
+# session of its own (not signalled with the work, not waited for by the prologue's $(...))
+# that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID) and its
+# descendants, whatever their process group, that catch the signal (wants_signal): a work
+# without a handler is not killed by a USR1 it did not ask for. Shells are never signalled:
+# with an EXIT trap (the prologue's own) bash catches every signal only to run the trap and die
+# of it; a shell that exec'd the work is the work. The timer exits when the batch shell is gone
+# (proctrack/linuxproc does not follow a process in its own session).
 
 
 def start_warner(warn, end, environ):
-    """Start ``warn-work SIG@S END SHELL`` in the background for the rest of this job; return
-    what to log."""
+    """Start ``warn-work SIG@S END SHELL`` for the rest of this job; return what to log."""
     if end is None:
         return "no warning before this link ends: its end is not known (no time limit)"
     shell = environ.get("SLURM_TASK_PID") or str(os.getppid())
@@ -4742,16 +4723,14 @@ def _program(pid, proc="/proc"):
 
 
 def signal_work(shell, signum, proc="/proc"):
-    """Send ``signum`` to the batch shell and its descendants that catch it; return their
-    pids."""
+    """Send ``signum`` to the batch shell and its descendants that want it; return their pids."""
     parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat", proc))
                                  for name in os.listdir(proc) if is_digits(name))))
     sent = []
     for pid in work_processes(parents, shell):
-        if _program(pid, proc) in SHELLS:
-            continue  # an EXIT trap makes bash catch every signal, only to run it and die
-        if pid != os.getpid() and wants_signal(_program(pid, proc),
-                                               _proc_text(pid, "status", proc), signum):
+        program = _program(pid, proc)
+        if program not in SHELLS and pid != os.getpid() and wants_signal(
+                program, _proc_text(pid, "status", proc), signum):
             try:
                 os.kill(pid, signum)
                 sent.append(pid)
@@ -4766,12 +4745,10 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
         raise ValueError("warn-work: give SIG@S END SHELL (a link starts this by itself)")
     signum, seconds = warn_signal(warn)
     at, shell = int(end) - seconds, int(shell)
-    while clock() < at:
-        if not os.path.isdir("/proc/%d" % shell):
-            return 0  # the work ended before the warning
+    while clock() < at and os.path.isdir("/proc/%d" % shell):
         sleep(min(at - clock(), WARN_POLL))
     if not os.path.isdir("/proc/%d" % shell):
-        return 0
+        return 0  # the work ended before the warning
     sent = signal_work(shell, signum)
     _log("SIG%s sent %d s before the link ends to %s" % (
         warn.partition("@")[0], int(end) - int(clock()),
@@ -4874,7 +4851,8 @@ def status_command(paths, json=False, check=False):
     if json:
         _write(_pretty_json(statuses[0] if one else statuses))
     else:
-        shown = _each_text(statuses, _one_line)
+        shown = _each_text(statuses, lambda text: text.replace("\r", "\\r").replace(
+            "\n", "\\n").replace("\t", "\\t"))  # one line, whatever a state file put in it
         _say(format_status(shown[0]) if one else format_collection(shown))
     if any(status["slurm_errors"] for status in statuses):
         return 1  # what it shows is incomplete
@@ -4882,9 +4860,8 @@ def status_command(paths, json=False, check=False):
 
 
 def _each_chain(run_dirs, operation):
-    """Run ``operation(run_dir, log)`` -> (exit status, line) for each chain, print its line
-    (after the directory, when there are several: one chain's error does not stop the rest) and
-    return the worst exit status; ``log`` logs a line about that chain."""
+    """Run ``operation(run_dir, log)`` -> (exit status, line) for each chain and print its line
+    (after the directory when there are several: an error does not stop the rest); the worst."""
     if len(run_dirs) == 1:
         status, line = operation(run_dirs[0], _log)
         _say(line + "\n")
@@ -4947,21 +4924,16 @@ def resume_command(run_dirs, sbatch_args, **options):
     return _each_chain(run_dirs, resume)
 
 
-def _split_at_dashes(words):
-    """render's words: (ours, (the sbatch options after --,))."""
-    dashes = words.index("--") if "--" in words else len(words)
-    return words[:dashes], (words[dashes + 1:],)
-
-
 # The user's commands: ``run(DIR or [DIR...], *what split() took from the words, **the options
-# given)``; split() takes apart what argparse does not read (None: nothing may follow --). The
-# usage names the options (usage_options) and says whether DIR may be several (DIR...).
+# given)``; split() takes apart what argparse does not read (None: only the sbatch options after
+# "[-- " if the usage has it). The usage names the options (usage_options) and says whether DIR
+# may be several (DIR...).
 UserCommand = collections.namedtuple(
     "UserCommand", "run split usage dirs help description example")
 ONE_RUN_DIR = "the run directory holding the state"
 USER_COMMANDS = {
     "render": UserCommand(
-        run=render_command, split=_split_at_dashes, dirs=ONE_RUN_DIR,
+        run=render_command, split=None, dirs=ONE_RUN_DIR,
         usage="DIR [--max-retries N] [--max-walltime T] [--script PATH] [--python PY] "
         "[--budget-dir B] [--notify CMD] [--warn SIG@S] [-- SBATCH_ARGS...]",
         help="print the prologue for a job script",
@@ -5034,9 +5006,11 @@ def run_user_command(argv):
         parser.parse_args(argv[:dashes])  # help, the version or the error exit here
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    if command.split is None and argv[dashes + 1:]:
-        raise StateError("%s takes no arguments after --" % argv[0])
     ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], ())
+    if not command.split and "[-- " in command.usage:  # render: sbatch options after --
+        rest = (argv[dashes + 1:],)
+    elif not command.split and argv[dashes + 1:]:
+        raise StateError("%s takes no arguments after --" % argv[0])
     try:
         options = vars(parser.parse_args(argv[:1] + ours))
     except StateError as error:
@@ -5079,10 +5053,8 @@ STEPS = {
 
 
 def read_step_words(step, argv):
-    """(positional words, {keyword: value}) of an in-job step's words as its usage in STEPS
-    says: ``--NAME=VALUE`` (checked as the user's option of that name is: OPTION_CHECKS; one that
-    repeats, ``ARG...``, in a list named in the plural), ``--FLAG`` (True), positional words and
-    after ``--`` the script's arguments. ValueError says what is wrong."""
+    """(positional words, {keyword: value}) of an in-job step's words, read as its usage in
+    STEPS says (a repeated ``--NAME=ARG...`` gives a list named in the plural); ValueError."""
     usage = STEPS[step][1]
     before, _, after = usage.partition(" [-- ")
     wanted = usage_options(before)
