@@ -3348,6 +3348,13 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
     def cluster(self):
         return recorded_cluster(self.record, self.submitted)
 
+    def guard(self):
+        """The guard that continues the chain now: the successor's, the running link's whose
+        successor is not queued, or the first job's (submit); None if none is recorded."""
+        record = self.record or Record()
+        return record.guard or (record.action in WORK_ACTIONS and not record.successor and
+                                record.guarded_by) or (
+            record.job is None and (self.submitted or {}).get("guard")) or None
 
 
 def recorded_cluster(record, submitted):
@@ -3477,7 +3484,7 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
                 clusters[chain.cluster()] = cluster_to_ask(chain.cluster())
             plan = StatusPlan(run_dir, chain, _status_roles(chain, rows), _other_roles(chain)
                               if rows > COLLECTION_ROWS else {}, *clusters[chain.cluster()])
-            guard = [chain.record.guard] if chain.record and chain.record.guard else []
+            guard = [chain.guard()] if chain.guard() else []
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
                 (job, None) for job in list(plan.roles) + guard + list(plan.others))
         except Exception as error:  # one damaged chain is one row, never the whole table
@@ -3583,9 +3590,7 @@ def _status_of(plan, answer, budgets):
     uncounted = next((row["elapsed"] for row in rows if row["job"] == last and row["link"] and
                       base_state(row["state"]) not in ("PENDING", "UNKNOWN")), 0)
     used = (chain.walltime or 0) + uncounted
-    guard_id = record.guard or (record.action in WORK_ACTIONS and not record.successor and
-                                record.guarded_by) or (  # the guard that continues the chain
-        record.job is None and submitted.get("guard"))
+    guard_id = chain.guard()
     guard = guard_id and (known.get(guard_id) or Job(guard_id, "UNKNOWN"))
     task = option_value((record.next or submitted).get("sbatch_args") or (), "--array")
     status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": len(chain.jobs),

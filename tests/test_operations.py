@@ -1285,6 +1285,27 @@ def test_status_of_a_collection_is_one_table_from_one_sacct_and_one_squeue(clust
     assert run_cli(cluster, capsys, monkeypatch, "status", "runs", "--check")[0] == 1
 
 
+@pytest.mark.parametrize("situation", ["a submitted first job not started yet",
+                                       "a running link whose successor's sbatch failed"])
+def test_a_chains_guard_reads_the_same_alone_and_in_a_collection(cluster, tmp_path, capsys,
+                                                                 monkeypatch, situation):
+    run_dir, other = str(tmp_path / "runs" / "a"), str(tmp_path / "runs" / "b")
+    collection_chain(cluster, str(tmp_path / "runs"), "b", "finished")
+    script = cluster.write_script(str(tmp_path))
+    if situation == "a submitted first job not started yet":
+        assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)[0] == 0
+    else:
+        cluster.update(sbatch_link_error="Batch job submission failed: Socket timed out on "
+                                         "send/recv operation")  # its guard is queued
+        assert cluster.run_link(cluster.write_script(run_dir), 100).returncode == 0
+    alone = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    listed = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, other,
+                                "--json")[1])[0]
+    assert alone["guard"] and alone["guard"]["state"] != "UNKNOWN"
+    assert listed["guard"] == alone["guard"]
+    assert listed["verdict_word"] == alone["verdict_word"]
+
+
 def test_status_of_a_collection_names_a_directory_without_chains(cluster, tmp_path, capsys,
                                                                  monkeypatch):
     os.makedirs(str(tmp_path / "empty" / "logs"))
