@@ -253,39 +253,35 @@ REFUSED_SBATCH_OPTIONS = {
 
 
 def _option_names(text):
-    """``"-A -B account"`` -> ``["-A", "-B", "--account"]``: short options, then long ones."""
-    return [word if word.startswith("-") else "--" + word for word in text.split()]
+    """``"account/A hold"`` -> ({"--account", "-A", "--hold"}, {"-A": "--account"})."""
+    pairs = [word.partition("/")[::2] for word in text.split()]
+    shorts = dict(("-" + short, "--" + name) for name, short in pairs if short)
+    return frozenset(["--" + name for name, _ in pairs] + list(shorts)), shorts
 
 
 # sbatch's options in Slurm 22.05 and 26.05, as each release's sbatch accepts them (recorded in
 # tests/slurm_outputs/<release>/sbatch-options.txt by probe_sbatch_options.py): those that take
-# a value in the next word (``-p debug``), and the others (flags, and values only after '=').
-SBATCH_VALUE_OPTIONS = frozenset(_option_names(
-    "-A -B -C -D -F -G -J -L -M -N -S -a -b -c -d -e -i -m -n -o -p -q -t -w -x account "
-    "acctg-freq array autocomplete batch bb bbf begin chdir cluster cluster-constraint "
-    "clusters comment constraint container container-id container-type context core-spec "
-    "cores-per-socket cpu-freq cpus-per-gpu cpus-per-task deadline delay-boot dependency "
-    "distribution error exclude export export-file extra extra-node-info gid gpu-bind "
-    "gpu-freq gpus gpus-per-node gpus-per-socket gpus-per-task gres gres-flags hint input "
-    "job-name kill-on-invalid-dep licenses mail-type mail-user mcs-label mem mem-bind "
-    "mem-per-cpu mem-per-gpu mem-update mincpus network nodefile nodelist nodes ntasks "
-    "ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket ntasks-per-tres "
-    "open-mode output partition power prefer priority profile qos reservation resources "
-    "segment signal sockets-per-node switches tasks-per-node thread-spec threads "
-    "threads-per-core time time-min tmp tres-bind tres-per-task uid wait-all-nodes wckey wrap "))
-SBATCH_OTHER_OPTIONS = frozenset(_option_names(
-    "-H -O -Q -V -W -h -k -s -v consolidate-segments contiguous exclusive external "
-    "get-user-env help hold ignore-pbs nice no-kill no-requeue oom-kill-step overcommit "
-    "oversubscribe parsable propagate quiet reboot requeue resv-ports spread-job "
-    "spread-segments stepmgr test-only usage use-min-nodes verbose version wait "))
-# Short options and the long ones they stand for, as `sbatch --help` pairs them.
-SBATCH_SHORT_NAMES = dict(pair.split("=") for pair in (
-    "-A=--account -B=--extra-node-info -C=--constraint -D=--chdir -F=--nodefile -G=--gpus "
-    "-H=--hold -J=--job-name -L=--licenses -M=--clusters -N=--nodes -O=--overcommit "
-    "-Q=--quiet -S=--core-spec -V=--version -W=--wait -a=--array -b=--begin "
-    "-c=--cpus-per-task -d=--dependency -e=--error -h=--help -i=--input -k=--no-kill "
-    "-m=--distribution -n=--ntasks -o=--output -p=--partition -q=--qos -s=--oversubscribe "
-    "-t=--time -v=--verbose -w=--nodelist -x=--exclude ").split())
+# a value in the next word (``-p debug``), and the others (flags, and values only after '=');
+# ``account/A``: -A is short for --account, as `sbatch --help` pairs them.
+SBATCH_VALUE_OPTIONS, _VALUE_SHORT_NAMES = _option_names(
+    "account/A acctg-freq array/a autocomplete batch bb bbf begin/b chdir/D cluster "
+    "cluster-constraint clusters/M comment constraint/C container container-id container-type "
+    "context core-spec/S cores-per-socket cpu-freq cpus-per-gpu cpus-per-task/c deadline "
+    "delay-boot dependency/d distribution/m error/e exclude/x export export-file extra "
+    "extra-node-info/B gid gpu-bind gpu-freq gpus/G gpus-per-node gpus-per-socket gpus-per-task "
+    "gres gres-flags hint input/i job-name/J kill-on-invalid-dep licenses/L mail-type mail-user "
+    "mcs-label mem mem-bind mem-per-cpu mem-per-gpu mem-update mincpus network nodefile/F "
+    "nodelist/w nodes/N ntasks/n ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket "
+    "ntasks-per-tres open-mode output/o partition/p power prefer priority profile qos/q "
+    "reservation resources segment signal sockets-per-node switches tasks-per-node thread-spec "
+    "threads threads-per-core time/t time-min tmp tres-bind tres-per-task uid wait-all-nodes wckey "
+    "wrap")
+SBATCH_OTHER_OPTIONS, SBATCH_SHORT_NAMES = _option_names(
+    "consolidate-segments contiguous exclusive external get-user-env help/h hold/H ignore-pbs nice "
+    "no-kill/k no-requeue oom-kill-step overcommit/O oversubscribe/s parsable propagate quiet/Q "
+    "reboot requeue resv-ports spread-job spread-segments stepmgr test-only usage use-min-nodes "
+    "verbose/v version/V wait/W")
+SBATCH_SHORT_NAMES.update(_VALUE_SHORT_NAMES)
 
 SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
 DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes, 48:00:00, "
