@@ -235,12 +235,9 @@ PER_JOB_LIMIT = "it breaks a per-job limit of its QOS or association"
 def never_starts(reason):
     """Why a job pending for ``reason`` (squeue's) never starts by itself, or None."""
     reason = reason or ""
-    if reason in NEVER_STARTS:
-        return NEVER_STARTS[reason]
-    if reason.startswith(("QOS", "Assoc")) and (
-            "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin")):
-        return PER_JOB_LIMIT
-    return None
+    per_job = reason.startswith(("QOS", "Assoc")) and (
+        "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin"))
+    return PER_JOB_LIMIT if per_job else NEVER_STARTS.get(reason)
 
 
 # Options that would break the chain if a user passed them to every successor.
@@ -374,20 +371,14 @@ def parse_duration(text):
     if not isinstance(text, str):
         return None
     days, dash, clock = text.strip().rpartition("-")
-    if dash and not is_digits(days):
-        return None
     parts = clock.split(":")
-    if len(parts) > 3 or not all(is_digits(part) for part in parts):
+    if dash and not is_digits(days) or len(parts) > 3 or not all(map(is_digits, parts)):
         return None
-    numbers = [int(part) for part in parts]
-    if dash:  # D-H, D-H:M, D-H:M:S
-        hours, minutes, seconds = (numbers + [0, 0])[:3]
-        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
-    if len(numbers) == 1:  # M
-        return numbers[0] * 60
-    if len(numbers) == 2:  # M:S
-        return numbers[0] * 60 + numbers[1]
-    return (numbers[0] * 60 + numbers[1]) * 60 + numbers[2]  # H:M:S
+    numbers = [int(part) for part in parts] + [0, 0]
+    if not dash and len(parts) < 3:  # M and M:S start at minutes; D-H... and H:M:S at hours
+        numbers.insert(0, 0)
+    hours, minutes, seconds = numbers[:3]
+    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 def format_duration(seconds):
@@ -405,9 +396,9 @@ def parse_walltime(text):
             return text
         raise ValueError("walltime %r must be positive; accepted forms: %s"
                          % (text, DURATION_FORMS))
-    seconds = parse_duration(text) if isinstance(text, str) else None
-    if isinstance(text, str) and text.strip().endswith("s") and is_digits(text.strip()[:-1], 12):
-        seconds = int(text.strip()[:-1])
+    word = text.strip() if isinstance(text, str) else ""
+    seconds = (int(word[:-1]) if word[-1:] == "s" and is_digits(word[:-1], 12)
+               else parse_duration(word))
     if not seconds:
         raise ValueError("invalid walltime %r: use a positive %s" % (text, DURATION_FORMS))
     return seconds
@@ -482,26 +473,24 @@ def parse_dependency(text):
 
 
 def parse_array(text, max_array_size):
-    """(sorted task IDs, throttle or None) of an ``--array`` value as sbatch and slurmctld take
-    it (slurm_parse_array_tok): comma-separated ``I``, ``I-J`` or ``I-J:STEP`` (brackets
-    allowed), then ``%N`` (the first ``%`` counts; 0 means none); every ID below MaxArraySize.
-    An empty value is no array: None. ValueError, in one line, for what slurmctld refuses."""
+    """(sorted task IDs, throttle or None) of an ``--array`` value as slurmctld reads it
+    (slurm_parse_array_tok: ``I``, ``I-J``, ``I-J:STEP``, brackets, then ``%N``; 0: none), every
+    ID below MaxArraySize; None for an empty value; ValueError for what slurmctld refuses."""
     if not text:
         return None
     indexes, _, throttle = text.partition("%")
     tasks = set()
     for token in indexes.split(","):
         first, dash, rest = token.strip("[]").partition("-")
-        last, colon, step = rest.partition(":")
-        numbers = [first] + ([last] if dash else []) + ([step] if colon else [])
-        last = last if dash else first
-        if not all(is_digits(number, 9) for number in numbers) or (colon and not dash) or \
+        last, colon, step = (rest if dash else first).partition(":")  # no dash: first keeps any ":"
+        step = step if colon else "1"
+        if not all(is_digits(number, 9) for number in (first, last, step)) or \
                 not int(first) <= int(last) < max_array_size or \
                 colon and not 0 < int(step) < max_array_size:
             raise ValueError("--array=%s: %r is not an index sbatch takes (I, I-J or I-J:STEP, "
                              "each below MaxArraySize %d; e.g. 0-99 or 1,3,5-9:2)"
                              % (text, token, max_array_size))
-        tasks.update(range(int(first), int(last) + 1, int(step) if colon else 1))
+        tasks.update(range(int(first), int(last) + 1, int(step)))
     digits = throttle.split("%")[0]
     if throttle and not is_digits(digits, 9):
         raise ValueError("--array=%s: the throttle %%%s is not a count" % (text, throttle))
@@ -514,8 +503,7 @@ def first_line(text):
 
 
 def last_line(text):
-    """A Slurm error's telling line: the last (earlier ones are often plugin noise), not getopt's
-    ``Try "sbatch --help"`` hint."""
+    """A Slurm error's telling line: the last (others are often plugin noise) but getopt's hint."""
     lines = [line.strip() for line in (text or "").splitlines()
              if line.strip() and not line.strip().startswith('Try "')]
     return lines[-1] if lines else "no output"
@@ -539,14 +527,11 @@ def _known_time(text):
 def exit_status(exit_code):
     """Slurm's ExitCode ``"75:0"`` -> 75; None for a death by signal (``"0:15"``) or none."""
     status, colon, signal_number = (exit_code or "").partition(":")
-    if is_digits(status, 3) and (not colon or signal_number == "0"):
-        return int(status)
-    return None
+    return int(status) if is_digits(status, 3) and (not colon or signal_number == "0") else None
 
 
 def parse_sbatch_reply(text):
-    """(job ID, cluster or None) of sbatch's answer (``--parsable``: ``ID[;cluster]``), or
-    (None, None)."""
+    """(job ID, cluster or None) of sbatch --parsable's ``ID[;cluster]``, or (None, None)."""
     job_id, _, cluster = first_line(text).partition(";")
     if not is_job_id(job_id) or any(char.isspace() for char in cluster):
         return None, None
@@ -559,8 +544,7 @@ def known_nodes(text):
 
 
 def parse_sacct(text):
-    """{job ID: [Job, ...]} of ``sacct -P -n -o SACCT_FIELDS`` output; step lines (``123.batch``)
-    and malformed lines are skipped."""
+    """{job ID: [Job, ...]} of ``sacct -P -n -o SACCT_FIELDS`` output; steps, bad lines skipped."""
     names = SACCT_FIELDS.split(",")
     records = collections.OrderedDict()
     for line in (text or "").splitlines():
@@ -646,8 +630,7 @@ def parse_squeue(text):
 
 
 def parse_runs(text):
-    """[(state, node list or None)] of a job's runs, oldest first (``sacct -D -X -P -n -o
-    JobIDRaw,State,NodeList``)."""
+    """[(state, node list or None)] of a job's runs, oldest first (``sacct -D -X ...``)."""
     return [(state, known_nodes(nodes)) for _, state, nodes in _rows(text, 3) if state]
 
 
@@ -669,10 +652,8 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
     does (``--part`` is ``--partition``); ValueError for an unknown or ambiguous option, but an
     unknown ``--name=value`` passes (a site plugin's option: sbatch judges it)."""
     if not word.startswith("--"):
-        if word[:2] in value_options:
-            return word[:2], len(word) == 2
-        if word[:2] in other_options:
-            return word[:2], False
+        if word[:2] in value_options or word[:2] in other_options:
+            return word[:2], len(word) == 2 and word[:2] in value_options
         raise ValueError("unknown option %s: sbatch (22.05, 26.05) has no such short option"
                          % word[:2])
     name, equals, _ = word.partition("=")
@@ -717,8 +698,7 @@ def option_groups(arguments, strict=True):
 
 
 def option_values(arguments, option):
-    """The values sbatch ``arguments`` give an option (long name), in order: sbatch takes the
-    last."""
+    """The values ``arguments`` give an option (long name), in order: sbatch takes the last."""
     return [words[1] if len(words) == 2 else words[0].partition("=")[2] or words[0][2:]
             for name, words in option_groups(arguments, strict=False) if name == option]
 
@@ -730,8 +710,7 @@ def option_value(arguments, option):
 
 def named_export(options, header, environ):
     """sbatch options that carry NAMED_ENV into a job that gets less than the whole environment
-    (``--export=NONE`` on the command line, else SBATCH_EXPORT, else in the script's ``header``:
-    sbatch's order); [] when the environment goes whole and carries it."""
+    (``--export`` of the command line, else SBATCH_EXPORT, else of the ``header``), else []."""
     spec = option_value(options, "--export") or environ.get("SBATCH_EXPORT") or option_value(
         script_directives(header), "--export")
     if not spec or spec.split(",")[0].upper() == "ALL":
@@ -794,9 +773,9 @@ def script_directives(header):
     return options
 
 
-def retries_from_text(text, name="max_retries"):
+def retries_from_text(text):
     """A command line's max_retries: digits only, then the one rule of check_max_retries."""
-    return check_max_retries(int(text) if is_digits(text, 13) else text, name)
+    return check_max_retries(int(text) if is_digits(text, 13) else text)
 
 
 def check_notify(command):
@@ -808,7 +787,7 @@ def check_notify(command):
     return command
 
 
-def check_warn(text, name="warn"):
+def check_warn(text):
     """``SIG@SECONDS`` (as Slurm's --signal: ``USR1@120``, ``SIGUSR1@120``, ``10@120``) spelled
     canonically, or None; ValueError for a signal the work cannot catch or no positive SECONDS."""
     if text is None:
@@ -817,15 +796,13 @@ def check_warn(text, name="warn"):
     word = word.strip().upper()
     number = int(word) if is_digits(word, 2) else getattr(
         signal, word if word.startswith("SIG") else "SIG" + word, None)
-    number = number if isinstance(number, int) and not isinstance(number, signal.Handlers) \
-        else None  # SIG_IGN and SIG_DFL are handlers, not signals
     names = dict((int(value), value.name) for value in signal.Signals)
-    if not isinstance(number, int) or number not in names or number in (
+    if isinstance(number, signal.Handlers) or number not in names or number in (  # SIG_IGN...
             signal.SIGKILL, signal.SIGSTOP) or not at or not is_digits(seconds, 6) \
             or int(seconds) < 1:
-        raise ValueError("%s must be SIG@SECONDS with a signal the work can catch and a positive "
-                         "number of seconds before the link ends, such as USR1@120, got %r"
-                         % (name, text))
+        raise ValueError("warn must be SIG@SECONDS with a signal the work can catch and a "
+                         "positive number of seconds before the link ends, such as USR1@120, "
+                         "got %r" % (text,))
     return "%s@%d" % (names[number][3:], int(seconds))
 
 
@@ -866,21 +843,18 @@ def parse_budget(data):
 
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
-    budget = Budget(data.get("cap"), data.get("settled"), data.get("reservations"),
-                    data.get("settled_jobs"), data.get("cluster"))
+    budget = Budget(*(data.get(name) for name in Budget._fields))
     if not (seconds(budget.cap) and seconds(budget.settled) and table(budget.reservations)
             and table(budget.settled_jobs) and isinstance(budget.cluster, (str, type(None)))):
         raise ValueError("cap, settled, reservations or settled_jobs missing or malformed")
     return budget
 
 
-def _refuse_constant(name):
-    raise ValueError("%s is not JSON" % name)
-
-
 def load_json(text):
     """``json.loads`` for the state files, refusing NaN and Infinity (JSON has no such values)."""
-    return json.loads(text, parse_constant=_refuse_constant)
+    def refuse(name):
+        raise ValueError("%s is not JSON" % name)
+    return json.loads(text, parse_constant=refuse)
 
 
 def dump_json(value):
