@@ -436,8 +436,8 @@ def parse_resumable(value):
     if value is None or value is False:
         return None
     if value is True:
-        return Settings(DEFAULT_MAX_RETRIES, None)
-    if not isinstance(value, dict) and not hasattr(value, "keys"):
+        return Settings()
+    if not hasattr(value, "keys"):
         raise ValueError("resumable must be true, false or a mapping with max_retries "
                          "and max_walltime, got %r" % (value,))
     unknown = sorted(str(key) for key in value.keys() if key not in Settings.KEYS)
@@ -589,12 +589,10 @@ def _seconds_between(earlier, later):
 def parse_scontrol(text):
     """The Job ``scontrol show job -o`` describes, or None; one that never started has run 0 s
     (22.05 shows a bogus RunTime for a job cancelled by its dependency)."""
-    wanted = ("JobId", "JobState", "RunTime", "TimeLimit", "Restarts", "StartTime", "EndTime",
-              "ExitCode", "NodeList")
     fields = {}
     for word in (text or "").split("\nJobId=")[0].split():  # an array's ID: its tasks follow
         name, _, value = word.partition("=")
-        if name in wanted and value:  # the last one wins, as Slurm prints the real field last
+        if value:  # the last one wins, as Slurm prints the real field last
             fields[name] = value
     if "JobState" not in fields:
         return None
