@@ -288,6 +288,7 @@ SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End,ExitCode,NodeList,JobIDR
 SQUEUE_FORMAT = "%A|%T|%M|%S|%l|%E|%r"  # JobID|State|elapsed|start|limit|dependency|reason
 HIDDEN_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))  # visible() escapes
 UNKNOWN_TIMES = ("", "Unknown", "None", "N/A", "(null)")  # Slurm's ways to say "no time"
+UNKNOWN_NODES = UNKNOWN_TIMES + ("None assigned",)  # and "no node list" (never given one)
 
 
 class StateError(Exception):
@@ -519,9 +520,9 @@ def is_final(state):
     return base_state(state) not in LIVE_STATES
 
 
-def _known_time(text):
+def _known(text, unknown=UNKNOWN_TIMES):
     text = (text or "").strip()
-    return None if text in UNKNOWN_TIMES else text
+    return None if text in unknown else text
 
 
 def exit_status(exit_code):
@@ -538,11 +539,6 @@ def parse_sbatch_reply(text):
     return job_id, cluster or None
 
 
-def known_nodes(text):
-    """A node list as Slurm prints it, or None for a job that was never given one."""
-    return None if (text or "").strip() in UNKNOWN_TIMES + ("None assigned",) else text.strip()
-
-
 def parse_sacct(text):
     """{job ID: [Job, ...]} of ``sacct -P -n -o SACCT_FIELDS`` output; steps, bad lines skipped."""
     names = SACCT_FIELDS.split(",")
@@ -556,9 +552,9 @@ def parse_sacct(text):
         elapsed = field.get("ElapsedRaw", "")
         records.setdefault(job_id, []).append(Job(
             job_id, state, int(elapsed) if is_digits(elapsed, 12) else 0,
-            start=_known_time(field.get("Start")), end=_known_time(field.get("End")),
-            submit=_known_time(field.get("Submit")), exit_code=field.get("ExitCode") or None,
-            nodes=known_nodes(field.get("NodeList"))))
+            start=_known(field.get("Start")), end=_known(field.get("End")),
+            submit=_known(field.get("Submit")), exit_code=field.get("ExitCode") or None,
+            nodes=_known(field.get("NodeList"), UNKNOWN_NODES)))
     return records
 
 
@@ -596,15 +592,16 @@ def parse_scontrol(text):
             fields[name] = value
     if "JobState" not in fields:
         return None
-    start = _known_time(fields.get("StartTime"))
+    start = _known(fields.get("StartTime"))
     never_started = "StartTime" in fields and start is None
     restarts = fields.get("Restarts", "")
     return Job(fields.get("JobId", ""), fields["JobState"],
                0 if never_started else parse_duration(fields.get("RunTime")) or 0,
-               start=start, end=_known_time(fields.get("EndTime")),
+               start=start, end=_known(fields.get("EndTime")),
                time_limit=parse_duration(fields.get("TimeLimit")),
                restarts=int(restarts) if is_digits(restarts, 9) else None,
-               exit_code=fields.get("ExitCode"), nodes=known_nodes(fields.get("NodeList")))
+               exit_code=fields.get("ExitCode"),
+               nodes=_known(fields.get("NodeList"), UNKNOWN_NODES))
 
 
 def _rows(text, width):
@@ -621,7 +618,7 @@ def parse_squeue(text):
             predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
         except ValueError:
             predecessor = None
-        jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known_time(start),
+        jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known(start),
                         time_limit=parse_duration(limit), predecessor=predecessor,
                         reason=None if reason in ("", "None", "(null)") else reason))
     return jobs
@@ -629,7 +626,7 @@ def parse_squeue(text):
 
 def parse_runs(text):
     """[(state, node list or None)] of a job's runs, oldest first (``sacct -D -X ...``)."""
-    return [(state, known_nodes(nodes)) for _, state, nodes in _rows(text, 3) if state]
+    return [(state, _known(nodes, UNKNOWN_NODES)) for _, state, nodes in _rows(text, 3) if state]
 
 
 def parse_guard(text, job_id):
