@@ -643,9 +643,8 @@ def parse_held_by_script(text, script):
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
                    other_options=SBATCH_OTHER_OPTIONS):
-    """(the option's full name, whether the next word is its value), read as sbatch's getopt_long
-    does (``--part`` is ``--partition``); ValueError for an unknown or ambiguous option, but an
-    unknown ``--name=value`` passes (a site plugin's option: sbatch judges it)."""
+    """(full name, whether the next word is its value), as sbatch's getopt_long reads ``--part``;
+    ValueError if unknown or ambiguous, but a site plugin's ``--name=value`` (sbatch judges it)."""
     if not word.startswith("--"):
         if word[:2] in value_options or word[:2] in other_options:
             return word[:2], len(word) == 2 and word[:2] in value_options
