@@ -235,12 +235,9 @@ PER_JOB_LIMIT = "it breaks a per-job limit of its QOS or association"
 def never_starts(reason):
     """Why a job pending for ``reason`` (squeue's) never starts by itself, or None."""
     reason = reason or ""
-    if reason in NEVER_STARTS:
-        return NEVER_STARTS[reason]
-    if reason.startswith(("QOS", "Assoc")) and (
-            "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin")):
-        return PER_JOB_LIMIT
-    return None
+    per_job = reason.startswith(("QOS", "Assoc")) and (
+        "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin"))
+    return PER_JOB_LIMIT if per_job else NEVER_STARTS.get(reason)
 
 
 # Options that would break the chain if a user passed them to every successor.
@@ -253,39 +250,35 @@ REFUSED_SBATCH_OPTIONS = {
 
 
 def _option_names(text):
-    """``"-A -B account"`` -> ``["-A", "-B", "--account"]``: short options, then long ones."""
-    return [word if word.startswith("-") else "--" + word for word in text.split()]
+    """``"account/A hold"`` -> ({"--account", "-A", "--hold"}, {"-A": "--account"})."""
+    pairs = [word.partition("/")[::2] for word in text.split()]
+    shorts = dict(("-" + short, "--" + name) for name, short in pairs if short)
+    return frozenset(["--" + name for name, _ in pairs] + list(shorts)), shorts
 
 
 # sbatch's options in Slurm 22.05 and 26.05, as each release's sbatch accepts them (recorded in
 # tests/slurm_outputs/<release>/sbatch-options.txt by probe_sbatch_options.py): those that take
-# a value in the next word (``-p debug``), and the others (flags, and values only after '=').
-SBATCH_VALUE_OPTIONS = frozenset(_option_names(
-    "-A -B -C -D -F -G -J -L -M -N -S -a -b -c -d -e -i -m -n -o -p -q -t -w -x account "
-    "acctg-freq array autocomplete batch bb bbf begin chdir cluster cluster-constraint "
-    "clusters comment constraint container container-id container-type context core-spec "
-    "cores-per-socket cpu-freq cpus-per-gpu cpus-per-task deadline delay-boot dependency "
-    "distribution error exclude export export-file extra extra-node-info gid gpu-bind "
-    "gpu-freq gpus gpus-per-node gpus-per-socket gpus-per-task gres gres-flags hint input "
-    "job-name kill-on-invalid-dep licenses mail-type mail-user mcs-label mem mem-bind "
-    "mem-per-cpu mem-per-gpu mem-update mincpus network nodefile nodelist nodes ntasks "
-    "ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket ntasks-per-tres "
-    "open-mode output partition power prefer priority profile qos reservation resources "
-    "segment signal sockets-per-node switches tasks-per-node thread-spec threads "
-    "threads-per-core time time-min tmp tres-bind tres-per-task uid wait-all-nodes wckey wrap "))
-SBATCH_OTHER_OPTIONS = frozenset(_option_names(
-    "-H -O -Q -V -W -h -k -s -v consolidate-segments contiguous exclusive external "
-    "get-user-env help hold ignore-pbs nice no-kill no-requeue oom-kill-step overcommit "
-    "oversubscribe parsable propagate quiet reboot requeue resv-ports spread-job "
-    "spread-segments stepmgr test-only usage use-min-nodes verbose version wait "))
-# Short options and the long ones they stand for, as `sbatch --help` pairs them.
-SBATCH_SHORT_NAMES = dict(pair.split("=") for pair in (
-    "-A=--account -B=--extra-node-info -C=--constraint -D=--chdir -F=--nodefile -G=--gpus "
-    "-H=--hold -J=--job-name -L=--licenses -M=--clusters -N=--nodes -O=--overcommit "
-    "-Q=--quiet -S=--core-spec -V=--version -W=--wait -a=--array -b=--begin "
-    "-c=--cpus-per-task -d=--dependency -e=--error -h=--help -i=--input -k=--no-kill "
-    "-m=--distribution -n=--ntasks -o=--output -p=--partition -q=--qos -s=--oversubscribe "
-    "-t=--time -v=--verbose -w=--nodelist -x=--exclude ").split())
+# a value in the next word (``-p debug``), and the others (flags, and values only after '=');
+# ``account/A``: -A is short for --account, as `sbatch --help` pairs them.
+SBATCH_VALUE_OPTIONS, _VALUE_SHORT_NAMES = _option_names(
+    "account/A acctg-freq array/a autocomplete batch bb bbf begin/b chdir/D cluster "
+    "cluster-constraint clusters/M comment constraint/C container container-id container-type "
+    "context core-spec/S cores-per-socket cpu-freq cpus-per-gpu cpus-per-task/c deadline "
+    "delay-boot dependency/d distribution/m error/e exclude/x export export-file extra "
+    "extra-node-info/B gid gpu-bind gpu-freq gpus/G gpus-per-node gpus-per-socket gpus-per-task "
+    "gres gres-flags hint input/i job-name/J kill-on-invalid-dep licenses/L mail-type mail-user "
+    "mcs-label mem mem-bind mem-per-cpu mem-per-gpu mem-update mincpus network nodefile/F "
+    "nodelist/w nodes/N ntasks/n ntasks-per-core ntasks-per-gpu ntasks-per-node ntasks-per-socket "
+    "ntasks-per-tres open-mode output/o partition/p power prefer priority profile qos/q "
+    "reservation resources segment signal sockets-per-node switches tasks-per-node thread-spec "
+    "threads threads-per-core time/t time-min tmp tres-bind tres-per-task uid wait-all-nodes wckey "
+    "wrap")
+SBATCH_OTHER_OPTIONS, SBATCH_SHORT_NAMES = _option_names(
+    "consolidate-segments contiguous exclusive external get-user-env help/h hold/H ignore-pbs nice "
+    "no-kill/k no-requeue oom-kill-step overcommit/O oversubscribe/s parsable propagate quiet/Q "
+    "reboot requeue resv-ports spread-job spread-segments stepmgr test-only usage use-min-nodes "
+    "verbose/v version/V wait/W")
+SBATCH_SHORT_NAMES.update(_VALUE_SHORT_NAMES)
 
 SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
 DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes, 48:00:00, "
@@ -295,6 +288,7 @@ SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End,ExitCode,NodeList,JobIDR
 SQUEUE_FORMAT = "%A|%T|%M|%S|%l|%E|%r"  # JobID|State|elapsed|start|limit|dependency|reason
 HIDDEN_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))  # visible() escapes
 UNKNOWN_TIMES = ("", "Unknown", "None", "N/A", "(null)")  # Slurm's ways to say "no time"
+UNKNOWN_NODES = UNKNOWN_TIMES + ("None assigned",)  # and "no node list" (never given one)
 
 
 class StateError(Exception):
@@ -378,20 +372,14 @@ def parse_duration(text):
     if not isinstance(text, str):
         return None
     days, dash, clock = text.strip().rpartition("-")
-    if dash and not is_digits(days):
-        return None
     parts = clock.split(":")
-    if len(parts) > 3 or not all(is_digits(part) for part in parts):
+    if dash and not is_digits(days) or len(parts) > 3 or not all(map(is_digits, parts)):
         return None
-    numbers = [int(part) for part in parts]
-    if dash:  # D-H, D-H:M, D-H:M:S
-        hours, minutes, seconds = (numbers + [0, 0])[:3]
-        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
-    if len(numbers) == 1:  # M
-        return numbers[0] * 60
-    if len(numbers) == 2:  # M:S
-        return numbers[0] * 60 + numbers[1]
-    return (numbers[0] * 60 + numbers[1]) * 60 + numbers[2]  # H:M:S
+    numbers = [int(part) for part in parts] + [0, 0]
+    if not dash and len(parts) < 3:  # M and M:S start at minutes; D-H... and H:M:S at hours
+        numbers.insert(0, 0)
+    hours, minutes, seconds = numbers[:3]
+    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 def format_duration(seconds):
@@ -409,9 +397,9 @@ def parse_walltime(text):
             return text
         raise ValueError("walltime %r must be positive; accepted forms: %s"
                          % (text, DURATION_FORMS))
-    seconds = parse_duration(text) if isinstance(text, str) else None
-    if isinstance(text, str) and text.strip().endswith("s") and is_digits(text.strip()[:-1], 12):
-        seconds = int(text.strip()[:-1])
+    word = text.strip() if isinstance(text, str) else ""
+    seconds = (int(word[:-1]) if word[-1:] == "s" and is_digits(word[:-1], 12)
+               else parse_duration(word))
     if not seconds:
         raise ValueError("invalid walltime %r: use a positive %s" % (text, DURATION_FORMS))
     return seconds
@@ -449,8 +437,8 @@ def parse_resumable(value):
     if value is None or value is False:
         return None
     if value is True:
-        return Settings(DEFAULT_MAX_RETRIES, None)
-    if not isinstance(value, dict) and not hasattr(value, "keys"):
+        return Settings()
+    if not hasattr(value, "keys"):
         raise ValueError("resumable must be true, false or a mapping with max_retries "
                          "and max_walltime, got %r" % (value,))
     unknown = sorted(str(key) for key in value.keys() if key not in Settings.KEYS)
@@ -486,26 +474,24 @@ def parse_dependency(text):
 
 
 def parse_array(text, max_array_size):
-    """(sorted task IDs, throttle or None) of an ``--array`` value as sbatch and slurmctld take
-    it (slurm_parse_array_tok): comma-separated ``I``, ``I-J`` or ``I-J:STEP`` (brackets
-    allowed), then ``%N`` (the first ``%`` counts; 0 means none); every ID below MaxArraySize.
-    An empty value is no array: None. ValueError, in one line, for what slurmctld refuses."""
+    """(sorted task IDs, throttle or None) of an ``--array`` value as slurmctld reads it
+    (slurm_parse_array_tok: ``I``, ``I-J``, ``I-J:STEP``, brackets, then ``%N``; 0: none), every
+    ID below MaxArraySize; None for an empty value; ValueError for what slurmctld refuses."""
     if not text:
         return None
     indexes, _, throttle = text.partition("%")
     tasks = set()
     for token in indexes.split(","):
         first, dash, rest = token.strip("[]").partition("-")
-        last, colon, step = rest.partition(":")
-        numbers = [first] + ([last] if dash else []) + ([step] if colon else [])
-        last = last if dash else first
-        if not all(is_digits(number, 9) for number in numbers) or (colon and not dash) or \
+        last, colon, step = (rest if dash else first).partition(":")  # no dash: first keeps any ":"
+        step = step if colon else "1"
+        if not all(is_digits(number, 9) for number in (first, last, step)) or \
                 not int(first) <= int(last) < max_array_size or \
                 colon and not 0 < int(step) < max_array_size:
             raise ValueError("--array=%s: %r is not an index sbatch takes (I, I-J or I-J:STEP, "
                              "each below MaxArraySize %d; e.g. 0-99 or 1,3,5-9:2)"
                              % (text, token, max_array_size))
-        tasks.update(range(int(first), int(last) + 1, int(step) if colon else 1))
+        tasks.update(range(int(first), int(last) + 1, int(step)))
     digits = throttle.split("%")[0]
     if throttle and not is_digits(digits, 9):
         raise ValueError("--array=%s: the throttle %%%s is not a count" % (text, throttle))
@@ -518,8 +504,7 @@ def first_line(text):
 
 
 def last_line(text):
-    """A Slurm error's telling line: the last (earlier ones are often plugin noise), not getopt's
-    ``Try "sbatch --help"`` hint."""
+    """A Slurm error's telling line: the last (others are often plugin noise) but getopt's hint."""
     lines = [line.strip() for line in (text or "").splitlines()
              if line.strip() and not line.strip().startswith('Try "')]
     return lines[-1] if lines else "no output"
@@ -535,36 +520,27 @@ def is_final(state):
     return base_state(state) not in LIVE_STATES
 
 
-def _known_time(text):
+def _known(text, unknown=UNKNOWN_TIMES):
     text = (text or "").strip()
-    return None if text in UNKNOWN_TIMES else text
+    return None if text in unknown else text
 
 
 def exit_status(exit_code):
     """Slurm's ExitCode ``"75:0"`` -> 75; None for a death by signal (``"0:15"``) or none."""
     status, colon, signal_number = (exit_code or "").partition(":")
-    if is_digits(status, 3) and (not colon or signal_number == "0"):
-        return int(status)
-    return None
+    return int(status) if is_digits(status, 3) and (not colon or signal_number == "0") else None
 
 
 def parse_sbatch_reply(text):
-    """(job ID, cluster or None) of sbatch's answer (``--parsable``: ``ID[;cluster]``), or
-    (None, None)."""
+    """(job ID, cluster or None) of sbatch --parsable's ``ID[;cluster]``, or (None, None)."""
     job_id, _, cluster = first_line(text).partition(";")
     if not is_job_id(job_id) or any(char.isspace() for char in cluster):
         return None, None
     return job_id, cluster or None
 
 
-def known_nodes(text):
-    """A node list as Slurm prints it, or None for a job that was never given one."""
-    return None if (text or "").strip() in UNKNOWN_TIMES + ("None assigned",) else text.strip()
-
-
 def parse_sacct(text):
-    """{job ID: [Job, ...]} of ``sacct -P -n -o SACCT_FIELDS`` output; step lines (``123.batch``)
-    and malformed lines are skipped."""
+    """{job ID: [Job, ...]} of ``sacct -P -n -o SACCT_FIELDS`` output; steps, bad lines skipped."""
     names = SACCT_FIELDS.split(",")
     records = collections.OrderedDict()
     for line in (text or "").splitlines():
@@ -576,9 +552,9 @@ def parse_sacct(text):
         elapsed = field.get("ElapsedRaw", "")
         records.setdefault(job_id, []).append(Job(
             job_id, state, int(elapsed) if is_digits(elapsed, 12) else 0,
-            start=_known_time(field.get("Start")), end=_known_time(field.get("End")),
-            submit=_known_time(field.get("Submit")), exit_code=field.get("ExitCode") or None,
-            nodes=known_nodes(field.get("NodeList"))))
+            start=_known(field.get("Start")), end=_known(field.get("End")),
+            submit=_known(field.get("Submit")), exit_code=field.get("ExitCode") or None,
+            nodes=_known(field.get("NodeList"), UNKNOWN_NODES)))
     return records
 
 
@@ -609,24 +585,23 @@ def _seconds_between(earlier, later):
 def parse_scontrol(text):
     """The Job ``scontrol show job -o`` describes, or None; one that never started has run 0 s
     (22.05 shows a bogus RunTime for a job cancelled by its dependency)."""
-    wanted = ("JobId", "JobState", "RunTime", "TimeLimit", "Restarts", "StartTime", "EndTime",
-              "ExitCode", "NodeList")
     fields = {}
     for word in (text or "").split("\nJobId=")[0].split():  # an array's ID: its tasks follow
         name, _, value = word.partition("=")
-        if name in wanted and value:  # the last one wins, as Slurm prints the real field last
+        if value:  # the last one wins, as Slurm prints the real field last
             fields[name] = value
     if "JobState" not in fields:
         return None
-    start = _known_time(fields.get("StartTime"))
+    start = _known(fields.get("StartTime"))
     never_started = "StartTime" in fields and start is None
     restarts = fields.get("Restarts", "")
     return Job(fields.get("JobId", ""), fields["JobState"],
                0 if never_started else parse_duration(fields.get("RunTime")) or 0,
-               start=start, end=_known_time(fields.get("EndTime")),
+               start=start, end=_known(fields.get("EndTime")),
                time_limit=parse_duration(fields.get("TimeLimit")),
                restarts=int(restarts) if is_digits(restarts, 9) else None,
-               exit_code=fields.get("ExitCode"), nodes=known_nodes(fields.get("NodeList")))
+               exit_code=fields.get("ExitCode"),
+               nodes=_known(fields.get("NodeList"), UNKNOWN_NODES))
 
 
 def _rows(text, width):
@@ -643,16 +618,15 @@ def parse_squeue(text):
             predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
         except ValueError:
             predecessor = None
-        jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known_time(start),
+        jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known(start),
                         time_limit=parse_duration(limit), predecessor=predecessor,
                         reason=None if reason in ("", "None", "(null)") else reason))
     return jobs
 
 
 def parse_runs(text):
-    """[(state, node list or None)] of a job's runs, oldest first (``sacct -D -X -P -n -o
-    JobIDRaw,State,NodeList``)."""
-    return [(state, known_nodes(nodes)) for _, state, nodes in _rows(text, 3) if state]
+    """[(state, node list or None)] of a job's runs, oldest first (``sacct -D -X ...``)."""
+    return [(state, _known(nodes, UNKNOWN_NODES)) for _, state, nodes in _rows(text, 3) if state]
 
 
 def parse_guard(text, job_id):
@@ -669,14 +643,11 @@ def parse_held_by_script(text, script):
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
                    other_options=SBATCH_OTHER_OPTIONS):
-    """(the option's full name, whether the next word is its value), read as sbatch's getopt_long
-    does (``--part`` is ``--partition``); ValueError for an unknown or ambiguous option, but an
-    unknown ``--name=value`` passes (a site plugin's option: sbatch judges it)."""
+    """(full name, whether the next word is its value), as sbatch's getopt_long reads ``--part``;
+    ValueError if unknown or ambiguous, but a site plugin's ``--name=value`` (sbatch judges it)."""
     if not word.startswith("--"):
-        if word[:2] in value_options:
-            return word[:2], len(word) == 2
-        if word[:2] in other_options:
-            return word[:2], False
+        if word[:2] in value_options or word[:2] in other_options:
+            return word[:2], len(word) == 2 and word[:2] in value_options
         raise ValueError("unknown option %s: sbatch (22.05, 26.05) has no such short option"
                          % word[:2])
     name, equals, _ = word.partition("=")
@@ -721,8 +692,7 @@ def option_groups(arguments, strict=True):
 
 
 def option_values(arguments, option):
-    """The values sbatch ``arguments`` give an option (long name), in order: sbatch takes the
-    last."""
+    """The values ``arguments`` give an option (long name), in order: sbatch takes the last."""
     return [words[1] if len(words) == 2 else words[0].partition("=")[2] or words[0][2:]
             for name, words in option_groups(arguments, strict=False) if name == option]
 
@@ -734,8 +704,7 @@ def option_value(arguments, option):
 
 def named_export(options, header, environ):
     """sbatch options that carry NAMED_ENV into a job that gets less than the whole environment
-    (``--export=NONE`` on the command line, else SBATCH_EXPORT, else in the script's ``header``:
-    sbatch's order); [] when the environment goes whole and carries it."""
+    (``--export`` of the command line, else SBATCH_EXPORT, else of the ``header``), else []."""
     spec = option_value(options, "--export") or environ.get("SBATCH_EXPORT") or option_value(
         script_directives(header), "--export")
     if not spec or spec.split(",")[0].upper() == "ALL":
@@ -798,9 +767,9 @@ def script_directives(header):
     return options
 
 
-def retries_from_text(text, name="max_retries"):
+def retries_from_text(text):
     """A command line's max_retries: digits only, then the one rule of check_max_retries."""
-    return check_max_retries(int(text) if is_digits(text, 13) else text, name)
+    return check_max_retries(int(text) if is_digits(text, 13) else text)
 
 
 def check_notify(command):
@@ -812,7 +781,7 @@ def check_notify(command):
     return command
 
 
-def check_warn(text, name="warn"):
+def check_warn(text):
     """``SIG@SECONDS`` (as Slurm's --signal: ``USR1@120``, ``SIGUSR1@120``, ``10@120``) spelled
     canonically, or None; ValueError for a signal the work cannot catch or no positive SECONDS."""
     if text is None:
@@ -821,15 +790,13 @@ def check_warn(text, name="warn"):
     word = word.strip().upper()
     number = int(word) if is_digits(word, 2) else getattr(
         signal, word if word.startswith("SIG") else "SIG" + word, None)
-    number = number if isinstance(number, int) and not isinstance(number, signal.Handlers) \
-        else None  # SIG_IGN and SIG_DFL are handlers, not signals
     names = dict((int(value), value.name) for value in signal.Signals)
-    if not isinstance(number, int) or number not in names or number in (
+    if isinstance(number, signal.Handlers) or number not in names or number in (  # SIG_IGN...
             signal.SIGKILL, signal.SIGSTOP) or not at or not is_digits(seconds, 6) \
             or int(seconds) < 1:
-        raise ValueError("%s must be SIG@SECONDS with a signal the work can catch and a positive "
-                         "number of seconds before the link ends, such as USR1@120, got %r"
-                         % (name, text))
+        raise ValueError("warn must be SIG@SECONDS with a signal the work can catch and a "
+                         "positive number of seconds before the link ends, such as USR1@120, "
+                         "got %r" % (text,))
     return "%s@%d" % (names[number][3:], int(seconds))
 
 
@@ -870,21 +837,18 @@ def parse_budget(data):
 
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
-    budget = Budget(data.get("cap"), data.get("settled"), data.get("reservations"),
-                    data.get("settled_jobs"), data.get("cluster"))
+    budget = Budget(*(data.get(name) for name in Budget._fields))
     if not (seconds(budget.cap) and seconds(budget.settled) and table(budget.reservations)
             and table(budget.settled_jobs) and isinstance(budget.cluster, (str, type(None)))):
         raise ValueError("cap, settled, reservations or settled_jobs missing or malformed")
     return budget
 
 
-def _refuse_constant(name):
-    raise ValueError("%s is not JSON" % name)
-
-
 def load_json(text):
     """``json.loads`` for the state files, refusing NaN and Infinity (JSON has no such values)."""
-    return json.loads(text, parse_constant=_refuse_constant)
+    def refuse(name):
+        raise ValueError("%s is not JSON" % name)
+    return json.loads(text, parse_constant=refuse)
 
 
 def dump_json(value):
