@@ -788,10 +788,10 @@ def check_warn(text):
         return None
     word, at, seconds = str(text).partition("@")
     word = word.strip().upper()
-    number = int(word) if is_digits(word, 2) else getattr(
-        signal, word if word.startswith("SIG") else "SIG" + word, None)
+    named = signal.Signals.__members__.get(word if word.startswith("SIG") else "SIG" + word)
+    number = int(word) if is_digits(word, 2) else named and int(named)
     names = dict((int(value), value.name) for value in signal.Signals)
-    if isinstance(number, signal.Handlers) or number not in names or number in (  # SIG_IGN...
+    if number not in names or number in (
             signal.SIGKILL, signal.SIGSTOP) or not at or not is_digits(seconds, 6) \
             or int(seconds) < 1:
         raise ValueError("warn must be SIG@SECONDS with a signal the work can catch and a "

@@ -32,6 +32,8 @@ def test_a_warning_is_written_as_slurm_writes_a_signal(text, expected):
     "USR1@-5",
     "USR1@1.5",
     "NOPE@30",
+    "SIG_UNBLOCK@120",  # a constant of Python's signal module, not a signal
+    "_SETMASK@5",
     "99@30",
     "@30",
 ])
