@@ -1921,8 +1921,7 @@ def slurm_environment(environ, submit=False, named=False):
     return environment
 
 
-def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False,
-              named=False):
+def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False, named=False):
     """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
     SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
     _checkpoint()
@@ -2024,16 +2023,14 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
                             "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
 
 
-def controller_job(job_id, timeout=None, cluster=None, background=False):
-    """The controller's ControllerAnswer on one job (``background``: a function waiting for it)."""
-    argv = ["scontrol"] + on_cluster(cluster) + ["show", "job", "-o", job_id]
-    if background:
-        wait = run_slurm(argv, timeout=timeout, background=True)
-        return lambda: _controller_answer(wait())
-    return _controller_answer(run_slurm(argv, timeout=timeout))
+def controller_job(job_id, timeout=None, cluster=None):
+    """The controller's ControllerAnswer on one job."""
+    return controller_answer(run_slurm(["scontrol"] + on_cluster(cluster) + [
+        "show", "job", "-o", job_id], timeout=timeout))
 
 
-def _controller_answer(result):
+def controller_answer(result):
+    """The ControllerAnswer of a ``scontrol show job -o`` SlurmResult."""
     job = parse_scontrol(result.stdout) if result.returncode == 0 else None
     if job is not None:
         return ControllerAnswer(job, None, False)
@@ -2083,19 +2080,14 @@ def pending_dependents(cluster=None):
     return dependents
 
 
-def job_runs(job_id):
-    """How a job's runs ended, by accounting ([(state, nodes)], oldest first; [] if unknown)."""
-    result = run_slurm(["sacct", "-j", job_id, "-D", "-X", "-P", "-n", "-o",
-                        "JobIDRaw,State,NodeList"])
-    return parse_runs(result.stdout) if result.returncode == 0 else []
-
-
 def ended_job(job_id):
     """How a job ended: the controller's Job, else accounting's newest run, or None."""
     answer = controller_job(job_id)
     if answer.job is not None:
         return answer.job
-    runs = job_runs(job_id)
+    result = run_slurm(["sacct", "-j", job_id, "-D", "-X", "-P", "-n", "-o",
+                        "JobIDRaw,State,NodeList"])
+    runs = parse_runs(result.stdout) if result.returncode == 0 else []
     return Job(job_id, runs[-1][0], nodes=runs[-1][1]) if runs else None
 
 
@@ -2155,24 +2147,6 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
                                    % " ".join(created) if created else ""))
 
 
-def sbatch_guard(job_id, command, name, run_dir, environ):
-    """Queue the guard of ``job_id``: one CPU, a few minutes, in the queuing job's partition and
-    account, no SBATCH_* defaults (no SBATCH_GRES GPUs); (its ID, None) or (None, error).
-    Requeueable: nothing guards a guard, and a chaos run lost chains whose guard's node failed
-    as it launched; its step is idempotent under the lock, so a rerun is harmless."""
-    options = ["--parsable", "--job-name=" + name, "--dependency=afterany:" + job_id,
-               "--requeue", "--time=%d" % GUARD_MINUTES, "--ntasks=1", "--cpus-per-task=1",
-               "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir, "--open-mode=append",
-               "--output=" + os.path.join(run_dir, GUARD_LOG)]
-    options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
-        ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
-        if environ.get(variable)]
-    try:
-        return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command]))[0], None
-    except StateError as error:
-        return None, str(error)
-
-
 def queued_guard(job_id):
     """The pending guard of job_id (a killed run's, a timed-out sbatch's), or None."""
     result = run_slurm(["squeue", "-h", "-u", uid_name(os.getuid()), "-t", "PENDING", "-o",
@@ -2180,19 +2154,9 @@ def queued_guard(job_id):
     return parse_guard(result.stdout, job_id) if result.returncode == 0 else None
 
 
-def allow_requeue(job_id):
-    """Let Slurm requeue a job whose launch fails (``Requeue=1``); return the error or None."""
-    return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "Requeue=1"])
-
-
 def release_job(job_id, cluster=None):
     """Release a job submitted with --hold; return the error text or None."""
     return slurm_error(["scontrol"] + on_cluster(cluster) + ["release", job_id])
-
-
-def lower_time_limit(job_id, minutes):
-    """Set a job's time limit to whole minutes (users may lower, never raise); error or None."""
-    return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "TimeLimit=%d" % minutes])
 
 
 def release_or_explain(job_id, cluster=None):
@@ -2217,11 +2181,11 @@ def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monoto
                         cluster=None, asked=None):
     """A finished predecessor's final state: the controller's while it holds the job (the common
     case), else accounting's (every run of a requeued ID), retried for ``window`` seconds before
-    NOT_VISIBLE. ``asked``: the controller's answer, asked in the background."""
+    NOT_VISIBLE. ``asked``: waits for ``scontrol show job``, started in the background."""
     job_id = parse_job_id(job_id, "predecessor job ID")
     window = lookup_window() if window is None else window
     deadline = clock() + window
-    controller = asked() if asked else controller_job(
+    controller = controller_answer(asked()) if asked else controller_job(
         job_id, timeout=first_lookup_timeout(window), cluster=cluster)
     final = controller.job if controller.job and is_final(controller.job.state) else None
     if final and not final.restarts:
@@ -2278,8 +2242,9 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
     background step, the warning timer) start from prologue_command. Returns an Outcome
     (status: one of EXIT_*)."""
     job_id, predecessor_id = identify(environ)
-    asked = predecessor_id and controller_job(
-        predecessor_id, timeout=first_lookup_timeout(lookup_window()), background=True)
+    asked = predecessor_id and run_slurm(["scontrol", "show", "job", "-o", predecessor_id],
+                                         timeout=first_lookup_timeout(lookup_window()),
+                                         background=True)
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
     try:
         store = open_run_dir(run_dir, predecessor_id)
@@ -2369,8 +2334,7 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
     if not unnamed(snapshot, job_id, named):
         return snapshot
     if not named:
-        warning = check_no_live_chain(snapshot.record, job_id, cluster)  # live: a second chain
-        warnings += [warning] if warning else []
+        check_no_live_chain(snapshot.record, job_id, cluster, warnings)  # live: a second chain
         last = ended_job(snapshot.record.job)
         if last is not None and base_state(last.state) == "COMPLETED":
             return snapshot  # the chain finished (its journal could not say so): a new one starts
@@ -2395,20 +2359,21 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
 
 
 def _run_again(store, snapshot, next_link, environ, warnings):
-    """The journal's job is this one: the first run of a link ``resume`` queued, or the same
-    job again (Slurm requeued it, or its prologue reruns after a crash)."""
-    if snapshot.record.source == "resume" and snapshot.last_job != snapshot.record.job:
-        return _first_run_of_resumed_link(store, snapshot, next_link, environ, warnings)
-    return _same_link_again(store, snapshot, next_link, environ, warnings)
-
-
-def _same_link_again(store, snapshot, next_link, environ, warnings):
-    """The same job ID again (Slurm requeued it, or it reruns after a crash): count nothing twice.
-
-    Journaled ``queued`` with a successor: nothing to redo (a lowered time limit survives a
-    requeue; Slurm resets only a limit it set). Otherwise queue the successor now, unless a
-    killed run already did (sbatch answered, the journal was never written)."""
+    """The journal's job is this one. The first run of a link ``resume`` queued (the journal
+    holds its decision): draw on the budget, join the chain file, queue the successor (none can
+    exist). Else the same job again (Slurm requeued it, or its prologue reruns after a crash):
+    count nothing twice; journaled ``queued`` with a successor, nothing to redo (a lowered time
+    limit survives a requeue; Slurm resets only a limit it set); else queue the successor,
+    unless a killed run already did (sbatch answered, the journal was never written)."""
     record = snapshot.record
+    if record.source == "resume" and snapshot.last_job != record.job:
+        observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
+        own = None
+        if record.budget_dir:
+            record, own = draw_on_budget(record.budget_dir, record, None, warnings)
+        if record.action in WORK_ACTIONS:
+            store.apply(snapshot, record)
+        return _finish_link(store, record, observation, next_link, environ, warnings, own=own)
     observation = Observation(Job(record.predecessor or "", record.predecessor_state), "journal",
                               "job %s already ran its prologue (restart %s): predecessor not "
                               "counted again" % (record.job,
@@ -2420,19 +2385,6 @@ def _same_link_again(store, snapshot, next_link, environ, warnings):
         warnings.append("WARNING: cannot look for a successor already queued (%s)" % error)
     return _finish_link(store, record, observation, next_link, environ, warnings,
                         successor=successor)
-
-
-def _first_run_of_resumed_link(store, snapshot, next_link, environ, warnings):
-    """The first run of a link that ``resume`` queued (the journal holds its decision): draw on
-    the budget, join the chain file, queue the successor (none can exist: no run got that far)."""
-    record = snapshot.record
-    observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
-    own = None
-    if record.budget_dir:
-        record, own = draw_on_budget(record.budget_dir, record, None, warnings)
-    if record.action in WORK_ACTIONS:
-        store.apply(snapshot, record)
-    return _finish_link(store, record, observation, next_link, environ, warnings, own=own)
 
 
 def settle_place(store, snapshot, job_id, predecessor_id, warnings):
@@ -2463,8 +2415,8 @@ def view_lags(snapshot, predecessor_id):
 
 def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
                   clock=time.monotonic):
-    """If the view lags, re-read the run directory (listing it refreshes the client's cache)
-    until it catches up or VIEW_WAIT_SECONDS pass, and say so; return the last snapshot."""
+    """If the view lags, re-read the run directory until it catches up or VIEW_WAIT_SECONDS
+    pass, and say so; return the last snapshot."""
     if not view_lags(snapshot, predecessor_id):
         return snapshot
     started = clock()
@@ -2497,8 +2449,7 @@ def check_link_belongs(record, job_id, predecessor_id, run_dir):
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link
     never starts a fresh chain over an existing one), a copy of its script."""
-    warning = check_no_live_chain(snapshot.record, job_id, cluster)
-    warnings += [warning] if warning else []
+    check_no_live_chain(snapshot.record, job_id, cluster, warnings)
     if snapshot.record or snapshot.last_job or snapshot.cancelled:
         store.keep_previous()
         warnings.append("a new chain in %s: the previous one's files are kept as *%s"
@@ -2508,26 +2459,24 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     return snapshot
 
 
-def check_no_live_chain(record, job_id, cluster):
-    """A first job must not start a second chain beside one whose links still run or wait.
-
-    Returns a warning when squeue cannot tell (a safety net must not block a restart).
-    """
+def check_no_live_chain(record, job_id, cluster, warnings):
+    """Refuse a first job beside a chain whose links still run or wait; warn when squeue cannot
+    tell (a safety net must not block a restart)."""
     if record is None or record.action not in WORK_ACTIONS:
-        return None
+        return
     links = [job for job in (record.job, record.successor) if job]
     try:
         live = queued_jobs(links, cluster=None if record.cluster in (None, cluster)
                            else record.cluster)
     except StateError as error:
-        return ("cannot check whether the previous chain (jobs %s) still runs: %s"
-                % (" ".join(links), error))
+        warnings.append("cannot check whether the previous chain (jobs %s) still runs: %s"
+                        % (" ".join(links), error))
+        return
     if live:
         raise StateError("job %s would start a second chain in a directory whose chain is live "
                          "(%s); no work, no successor (cancel it with resumable-chain cancel)"
                          % (job_id, ", ".join("job %s %s" % (job.job_id, job.state)
                                               for job in live)))
-    return None
 
 
 def save_script(store, next_link):
@@ -2656,9 +2605,7 @@ def _guarded(store, record, previous):
 def _finish_link(store, record, observation, next_link, environ, warnings, *, successor=None,
                  own=None):
     """Journal the end of the prologue; a working link first queues its successor (unless
-    ``successor`` is already known). The rest waits for the work: the background step
-    (``finish_queueing``) queues the successor's guard, cancels the link's own, lowers its time
-    limit to the caps and turns requeue off, while the work runs."""
+    ``successor`` is already known). The rest waits for the work (``finish_queueing``)."""
     if record.action not in WORK_ACTIONS:
         record = record._replace(phase="done")
         store.write_record(record)
@@ -2683,11 +2630,8 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
 
 
 def successor_options(next_link, *extra):
-    """The sbatch options a link of the chain is queued with: job name, the chain's, ``extra``.
-
-    The job name is passed on because the default script, Slurm's spool copy,
-    would otherwise rename every successor to ``slurm_script``.
-    """
+    """The sbatch options of a link: job name (else Slurm's spool copy of the default script
+    would name every successor ``slurm_script``), the chain's options, ``extra``."""
     return ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
             + list(next_link.sbatch_args) + list(extra))
 
@@ -2702,9 +2646,8 @@ def array_task_id(job_id, environ):
 
 
 def queue_successor(job_id, next_link, warnings):
-    """Queue this job's successor; return (its ID, None), or (None, sbatch's error) warned.
-    Slurm must not requeue it (a node Prolog failure would hold it): its guard continues the
-    chain if it dies before its prologue."""
+    """sbatch this job's successor: (its ID, None), or (None, sbatch's error) warned. Not
+    requeueable (a node Prolog failure would hold it): its guard replaces it if it dies."""
     options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
                                 "--kill-on-invalid-dep=yes", "--no-requeue")
     try:
@@ -2728,12 +2671,10 @@ def planned_time_limit(record, own=None):
 
 
 def _unguarded(record, run_dir, environ, warnings, again):
-    """The one part of the background step a link without a guard of its own (a first job from
-    a pasted prologue, one whose predecessor's guard sbatch failed) does before its work: no
-    guard would finish it if the link ended within a second. With a successor, the successor's
-    guard (a successor that died at launch would leave nothing to continue the chain); without
-    one (sbatch failed), a guard of its own, which queues the successor when this link ends.
-    Slurm is asked first whether it has a guard after all (a lagging view hid it)."""
+    """What a link without a guard (a first job from a pasted prologue, or its predecessor's
+    guard sbatch failed) does before its work, as no guard would finish it if it ended within a
+    second: unless squeue shows its guard after all (a lagging view hid it), the successor's
+    guard, or without a successor a guard of its own, which queues one when this link ends."""
     own = queued_guard(record.job)
     if own:
         return record._replace(guarded_by=own)
@@ -2752,18 +2693,28 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False):
     """Queue the guard of ``job_id`` (``after``: the link that queued it), which runs this
     module's ``guard`` step when it ends; (its ID, None) or (None, sbatch's error). ``again``:
     an earlier run may have queued it already. A guard a failed sbatch created anyway is found,
-    never queued twice. The links a guard queues get the SBATCH_* defaults back from its
-    command line."""
+    never queued twice. One CPU, a few minutes, in the queuing job's partition and account, no
+    SBATCH_* defaults (no SBATCH_GRES GPUs): the links it queues get them back from its command
+    line. Requeueable: nothing guards a guard, and a chaos run lost chains whose guard's node
+    failed as it launched; its step is idempotent under the lock, so a rerun is harmless."""
     guard = again and queued_guard(job_id)
     if guard:
         return guard, None
     words = ["guard", run_dir, job_id] + (["--after=" + after] if after else []) + sorted(
         "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_"))
-    guard, error = sbatch_guard(job_id, " ".join(shell_quote(word) for word in step_command(
-        *words)), GUARD_PREFIX + (job_name or "resumable-chain"), run_dir, environ)
-    if error:
+    options = ["--parsable", "--job-name=" + GUARD_PREFIX + (job_name or "resumable-chain"),
+               "--dependency=afterany:" + job_id, "--requeue", "--time=%d" % GUARD_MINUTES,
+               "--ntasks=1", "--cpus-per-task=1", "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir,
+               "--open-mode=append", "--output=" + os.path.join(run_dir, GUARD_LOG)]
+    options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
+        ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
+        if environ.get(variable)]
+    command = " ".join(shell_quote(word) for word in step_command(*words))
+    try:
+        return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command]))[0], None
+    except StateError as error:
         guard = queued_guard(job_id)
-    return guard, None if guard else error
+        return guard, None if guard else str(error)
 
 
 def module_path():
@@ -2775,22 +2726,17 @@ def step_command(*words):
     return [sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
 
 
-def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
-    """A link whose successor is queued: queue the successor's guard, then cancel its own
-    (``record.guarded_by``, unless ``cancel`` is False: the guard itself calls this) once the
-    successor has one; return the record with ``guard`` and ``guard_error``. Without a guard
-    (the site refused it), Slurm requeues the successor if its launch fails (the one case a
-    guard cannot cover), and the link's own guard stays: it tries again when the link ends
-    (``_guard_covers``)."""
+def swap_guard(record, run_dir, environ, warnings, again=False):
+    """Queue the guard of the queued successor: the record with ``guard`` and ``guard_error``.
+    Without one (the site refused it), Slurm requeues the successor if its launch fails (the one
+    case a guard cannot cover)."""
     guard, error = queue_guard(record.successor, run_dir, (record.next or {}).get("job_name"),
                                environ, after=record.job, again=again)
-    if guard and cancel and record.guarded_by:
-        scancel([record.guarded_by])  # it may have ended already: nothing to say then
     if error:
         warnings.append("WARNING: could not queue a guard for job %s (%s): if it dies before "
                         "its prologue, only Slurm's requeue can start it again" % (
                             record.successor, error))
-        allow_requeue(record.successor)
+        slurm_error(["scontrol", "update", "JobId=%s" % record.successor, "Requeue=1"])
     return record._replace(guard=guard, guard_error=error)
 
 
@@ -2840,12 +2786,10 @@ def journal_event(store, event, warnings):
 
 
 def finish_queueing(run_dir, environ, again=False):
-    """The background step, as the work starts (the in-job step starts it beside every working
-    link's work): what queueing the successor left to do, bounded (a few Slurm commands, each
-    with its timeout). Under the lock and journaled: the successor's guard, then the cancel of
-    this link's own guard (until then that one does this, ``_guard_covers``, if the link ends
-    first); then this link's time limit. ``again``: a rerun, whose first run may have queued the
-    guard. Returns (the record, or None if the chain went on; warnings)."""
+    """The background step beside a working link's work, bounded (a few Slurm commands): under
+    the lock, the successor's guard, then the cancel of this link's own (until then that one
+    does this, ``_guard_covers``); then this link's time limit. ``again``: a rerun, whose first
+    run may have queued the guard. Returns (the record, or None if the chain went on; warnings)."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir), []
     with store.locked():
         record = store.read_record()
@@ -2853,6 +2797,8 @@ def finish_queueing(run_dir, environ, again=False):
             return None, warnings  # the chain went on, or ended: nothing left for this link
         if record.successor and record.guard is None:
             record = swap_guard(record, run_dir, environ, warnings, again=again)
+            if record.guard and record.guarded_by:
+                scancel([record.guarded_by])  # it may have ended already: nothing to say then
             store.write_record(record)
     if record.time_limit:
         clamp_time_limit(job_id, record.time_limit, warnings)
@@ -2860,15 +2806,15 @@ def finish_queueing(run_dir, environ, again=False):
 
 
 def clamp_time_limit(job_id, seconds, warnings):
-    """Lower this job's own time limit (users may, never raise it) to ``seconds`` (whole
-    minutes), so that a chain ends within a minute of its caps, unless it fits already; a
-    refusal is warned."""
+    """Lower this job's time limit to ``seconds`` (whole minutes) unless it fits already (users
+    may lower it, never raise it); a refusal is warned."""
     answer = controller_job(job_id)
     if answer.job is None:
         warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
                         "left of its caps" % (job_id, answer.error, seconds))
     elif answer.job.time_limit is None or answer.job.time_limit > seconds:
-        error = lower_time_limit(job_id, seconds // 60)
+        error = slurm_error(["scontrol", "update", "JobId=%s" % job_id,
+                             "TimeLimit=%d" % (seconds // 60)])
         if error:
             warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
                             % (job_id, seconds // 60, error))
@@ -3090,7 +3036,7 @@ def _guard_covers(store, record, environ, final):
     if successor is not None and is_final(successor.state):
         return _guard_died(store, record, successor, environ, final)
     warnings = []
-    covered = swap_guard(record, store.directory, environ, warnings, cancel=False, again=True)
+    covered = swap_guard(record, store.directory, environ, warnings, again=True)
     words = "job %s ended before its successor %s had a guard" % (record.job, record.successor)
     if covered.guard or final:
         store.write_record(covered)
@@ -3200,8 +3146,7 @@ def _guard_queue(store, record, job, environ, final, what, *, dead):
         return False, (None, None, "%s; sbatch failed (%s), trying again" % (what, error))
     warnings = []
     record = swap_guard(record._replace(successor=successor, successor_error=None,
-                                        dead_successors=dead), store.directory, environ,
-                        warnings, cancel=False)
+                                        dead_successors=dead), store.directory, environ, warnings)
     store.write_record(record)
     error = held and release_job(successor)
     reason = "%s; %s%s%s" % (what, CONTINUED_WITH, successor, " (held: %s; scontrol release %s)"
