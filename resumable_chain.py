@@ -1890,9 +1890,8 @@ def _positive_env_number(name, default, allow_zero=False):
 
 
 def view_wait(directory):
-    """Seconds a view of ``directory`` may lag: VIEW_WAIT_ENV if set; none on a local
-    filesystem (one page cache: a guard there must act at once, before a fault ends it too);
-    else VIEW_WAIT_SECONDS."""
+    """Seconds a view of ``directory`` may lag: VIEW_WAIT_ENV if set, else none on a local
+    filesystem (a guard there must act before a fault ends it too), else VIEW_WAIT_SECONDS."""
     if os.environ.get(VIEW_WAIT_ENV, "").strip():
         return _positive_env_number(VIEW_WAIT_ENV, VIEW_WAIT_SECONDS, allow_zero=True)
     mount = mount_of(directory)
@@ -2095,18 +2094,14 @@ def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
     """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``named``:
     the job's environment has NAMED_ENV, whatever it exports (named_export)."""
     if named:
-        options = list(options) + named_export(options, _script_header(script), os.environ)
+        try:
+            header = read_batch_script(script)[0]
+        except (StateError, ValueError):
+            header = ""  # sbatch says why it cannot read the script
+        options = list(options) + named_export(options, header, os.environ)
     return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
                                    + [script] + list(script_args), submit=True, cwd=cwd,
                                    named=named))
-
-
-def _script_header(script):
-    """The #SBATCH block of a job script ("" when it cannot be read: sbatch will say why)."""
-    try:
-        return read_batch_script(script)[0]
-    except (StateError, ValueError):
-        return ""
 
 
 def sbatch_answer(result):
@@ -2234,13 +2229,9 @@ LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's
 
 def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
              notify=None, warn=None):
-    """Everything a job's prologue does, its steps in order (each defined below, in this
-    order): identify the job and its predecessor (the controller, asked at once, answers while
-    the link reads its state); lock the run directory; take the snapshot and find the link's
-    place in the chain (``find_place``; the same job ID again: ``_run_again``); decide
-    (``decide_link``); commit; queue the successor (``_finish_link``). The work's helpers (the
-    background step, the warning timer) start from prologue_command. Returns an Outcome
-    (status: one of EXIT_*)."""
+    """Everything a job's prologue does, its steps in order (each defined below, in this order;
+    the controller, asked at once, answers while the link reads its state). The work's helpers
+    (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
     job_id, predecessor_id = identify(environ)
     asked = predecessor_id and run_slurm(["scontrol", "show", "job", "-o", predecessor_id],
                                          timeout=first_lookup_timeout(lookup_window()),
@@ -2269,8 +2260,7 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
 
 
 def identify(environ):
-    """Return (this job's ID, its predecessor's ID or None) from the job's environment (its
-    cluster is SLURM_CLUSTER_NAME)."""
+    """(this job's ID, its predecessor's ID or None) from the job's environment."""
     job_id = environ.get("SLURM_JOB_ID")
     if not job_id:
         raise StateError("not inside a Slurm batch job (SLURM_JOB_ID is not set); nothing done")
@@ -2298,9 +2288,8 @@ def open_run_dir(run_dir, predecessor_id):
 
 
 def find_place(store, job_id, predecessor_id, environ, warnings):
-    """(the snapshot, the chain's cluster), under the lock. A job without a predecessor waits
-    until the journal names it if it should (wait_to_be_named); a job on another cluster than
-    the chain's is refused (its IDs mean other jobs there)."""
+    """(the snapshot, the chain's cluster), under the lock, once the journal names a job without
+    a predecessor if it should (wait_to_be_named); a job on another cluster is refused."""
     snapshot = store.snapshot()
     if predecessor_id is None:  # a first job, or one a guard or resume queued: which?
         snapshot = wait_to_be_named(store, snapshot, job_id, environ.get("SLURM_CLUSTER_NAME"),
@@ -2359,12 +2348,10 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
 
 
 def _run_again(store, snapshot, next_link, environ, warnings):
-    """The journal's job is this one. The first run of a link ``resume`` queued (the journal
-    holds its decision): draw on the budget, join the chain file, queue the successor (none can
-    exist). Else the same job again (Slurm requeued it, or its prologue reruns after a crash):
-    count nothing twice; journaled ``queued`` with a successor, nothing to redo (a lowered time
-    limit survives a requeue; Slurm resets only a limit it set); else queue the successor,
-    unless a killed run already did (sbatch answered, the journal was never written)."""
+    """The journal's job is this one: the first run of a link ``resume`` queued (the journal
+    holds its decision), or the same job again (requeued, or rerun after a crash): count nothing
+    twice; nothing to redo once ``queued`` with a successor (a lowered time limit survives a
+    requeue), else queue one unless a killed run did (sbatch answered, no journal written)."""
     record = snapshot.record
     if record.source == "resume" and snapshot.last_job != record.job:
         observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
@@ -2388,9 +2375,8 @@ def _run_again(store, snapshot, next_link, environ, warnings):
 
 
 def settle_place(store, snapshot, job_id, predecessor_id, warnings):
-    """(the snapshot, the predecessor) once the view shows the predecessor's record
-    (wait_for_view) and the link belongs to the chain (check_link_belongs); the predecessor of
-    a job whose SLURM_JOB_DEPENDENCY was lost (a guard's replacement) is the journal's."""
+    """(the snapshot, the predecessor: the journal's for a job queued without a dependency) once
+    the view shows the predecessor's record and the link belongs to the chain."""
     previous = snapshot.record
     if predecessor_id is None and previous and previous.successor == job_id:
         predecessor_id = previous.job
@@ -2400,10 +2386,9 @@ def settle_place(store, snapshot, job_id, predecessor_id, warnings):
 
 
 def view_lags(snapshot, predecessor_id):
-    """Whether this client's view of the run directory lags (NFS caches attributes and entries
-    for up to 60 s): the journal shows a link older than this link's predecessor (Slurm's job
-    IDs grow), or no state file at all, although the predecessor wrote its record before it
-    queued this link. (A journal newer than the predecessor: this link is a stray.)"""
+    """Whether this client's view of the run directory lags (NFS caches it up to 60 s): the
+    journal shows a link older than the predecessor (job IDs grow), or no state file at all,
+    though the predecessor wrote its record before it queued this link."""
     record = snapshot.record
     if not predecessor_id:
         return False
@@ -2480,11 +2465,8 @@ def check_no_live_chain(record, job_id, cluster, warnings):
 
 
 def save_script(store, next_link):
-    """Keep a copy of the job script in the run directory (a first job does this once).
-
-    Slurm's spool copy (``$0``) is deleted when the job ends, and ``resume``
-    needs the script to queue a link later. A failure only costs that.
-    """
+    """Keep a copy of the job script in the run directory (a first job does this once): Slurm's
+    spool copy (``$0``) goes when the job ends; ``resume`` needs it. A failure costs only that."""
     if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
         return  # already kept in the run directory (submit's copy)
     try:
@@ -2498,7 +2480,8 @@ def save_script(store, next_link):
 def decide_link(store, snapshot, place, observation, options, warnings):
     """This link's final decision as its Record, and this job as scontrol showed it (None if
     not asked): the table and the caps (plan_link), the exit trap's word that the work finished
-    (_work_done_before), the shared budget (draw_on_budget), the guard that watches it."""
+    (_work_done_before), the shared budget (draw_on_budget), the guard that watches it (its
+    predecessor, or ``submit`` for the first job, queued it)."""
     job_id, predecessor_id, cluster = place
     notify = store.read_notify() if options.notify is None else options.notify
     record = _work_done_before(store, plan_link(
@@ -2508,16 +2491,19 @@ def decide_link(store, snapshot, place, observation, options, warnings):
     own = None
     if record.budget_dir:
         record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
-    return _guarded(store, record, snapshot.record), own
+    previous = snapshot.record
+    if previous and previous.successor == record.job:
+        return record._replace(guarded_by=previous.guard), own
+    submitted = store.read_submitted() if record.predecessor is None else None
+    if submitted and submitted.get("first_job") == record.job:
+        return record._replace(guarded_by=submitted.get("guard")), own
+    return record, own
 
 
 def _work_done_before(store, record, warnings):
-    """The record of a link whose predecessor's exit trap journaled ``finished``: its work
-    exited 0 while the job still ran, so the chain is finished whatever state Slurm recorded
-    after: TIMEOUT, when the limit sweep came after the work's end, just past its time limit.
-    Only then: bash runs the trap with status 0 also when a signal kills it (``--signal=B:USR1``
-    with no handler), and that job ends FAILED with its work undone. This link does no work and
-    journals no second ``finished``."""
+    """A link whose TIMEOUT predecessor's exit trap journaled ``finished`` (the limit sweep came
+    just after the work exited 0) is complete. Only TIMEOUT: bash runs the trap with status 0
+    also when a signal kills it, and that job ends FAILED with its work undone."""
     if not record.predecessor or record.action not in WORK_ACTIONS or \
             base_state(record.predecessor_state or "") != "TIMEOUT":
         return record
@@ -2538,12 +2524,8 @@ def _work_done_before(store, record, warnings):
 
 
 def draw_on_budget(budget_dir, record, observation, warnings):
-    """Reserve this link's time from the shared budget; return (record, this job from scontrol).
-
-    Settles the predecessor (its elapsed time is known now) and every other
-    link that ended, whatever the decision. A link that works reserves; with
-    under a minute left its record becomes a stop.
-    """
+    """Settle the predecessor and every other link that ended, whatever the decision; a working
+    link reserves its time, or stops with under a minute left: (record, this job from scontrol)."""
     store = chain_store(budget_dir)
     with store.locked(name=BUDGET_LOCK):
         budget = store.read_budget()
@@ -2571,13 +2553,9 @@ def draw_on_budget(budget_dir, record, observation, warnings):
 
 
 def settle_ended(budget, keep=(), cluster=None):
-    """Settle the reservations of links that ended, with their real elapsed time.
-
-    One squeue call for every reserved job, one sacct call for those that are
-    no longer queued; a job accounting does not show as final yet stays
-    reserved (a later reader settles it). Jobs in ``keep`` are left alone;
-    ``cluster``: the budget's, when the commands here reach another one.
-    """
+    """Settle the reservations of links that ended (but ``keep``) with their elapsed time: one
+    squeue, one sacct for those no longer queued; a job not final in accounting yet stays
+    reserved. ``cluster``: the budget's, when the commands here reach another one."""
     reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
     if not reserved:
         return budget
@@ -2589,17 +2567,6 @@ def settle_ended(budget, keep=(), cluster=None):
             if is_final(job.state):
                 budget = settle(budget, job_id, job.elapsed)
     return budget
-
-
-def _guarded(store, record, previous):
-    """The record with the guard that watches this link (its predecessor, or ``submit`` for
-    the first job, queued it), if any."""
-    if previous and previous.successor == record.job:
-        return record._replace(guarded_by=previous.guard)
-    submitted = store.read_submitted() if record.predecessor is None else None
-    if submitted and submitted.get("first_job") == record.job:
-        return record._replace(guarded_by=submitted.get("guard"))
-    return record
 
 
 def _finish_link(store, record, observation, next_link, environ, warnings, *, successor=None,
@@ -2660,8 +2627,7 @@ def queue_successor(job_id, next_link, warnings):
 
 def planned_time_limit(record, own=None):
     """The seconds (whole minutes) a working link's time limit is lowered to, so that the chain
-    ends within a minute of its caps; None without a cap, or when ``own`` (this job, if the
-    controller was asked already) fits. Users may lower a limit, never raise it."""
+    ends within a minute of its caps; None without a cap, or when ``own`` (this Job) fits."""
     caps = link_caps(record)
     limit = int(min(caps)) // 60 * 60 if caps else None
     if limit is None or own is not None and own.time_limit is not None and \
@@ -2690,13 +2656,11 @@ def _unguarded(record, run_dir, environ, warnings, again):
 
 
 def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False):
-    """Queue the guard of ``job_id`` (``after``: the link that queued it), which runs this
-    module's ``guard`` step when it ends; (its ID, None) or (None, sbatch's error). ``again``:
-    an earlier run may have queued it already. A guard a failed sbatch created anyway is found,
-    never queued twice. One CPU, a few minutes, in the queuing job's partition and account, no
-    SBATCH_* defaults (no SBATCH_GRES GPUs): the links it queues get them back from its command
-    line. Requeueable: nothing guards a guard, and a chaos run lost chains whose guard's node
-    failed as it launched; its step is idempotent under the lock, so a rerun is harmless."""
+    """Queue the guard of ``job_id`` (``after``: the link that queued it): (its ID, None) or
+    (None, sbatch's error). ``again``: an earlier run may have queued it; one a failed sbatch
+    created anyway is found. One CPU, a few minutes, no SBATCH_* defaults (no SBATCH_GRES GPUs:
+    its links get them back from its command line). Requeueable: nothing guards a guard (a
+    chaos run lost chains whose guard's node failed at launch); its step is idempotent."""
     guard = again and queued_guard(job_id)
     if guard:
         return guard, None
@@ -2741,8 +2705,8 @@ def swap_guard(record, run_dir, environ, warnings, again=False):
 
 
 def queued_successor(job_id):
-    """Return (the successor already queued for this job, or None; squeue's error, or None):
-    one a killed run queued (sbatch, then no journal), or a failed or timed-out sbatch created."""
+    """(the successor a killed run or a failed sbatch queued for this job, or None; squeue's
+    error, or None)."""
     try:
         return (pending_dependents().get(job_id) or [None])[0], None
     except StateError as error:
@@ -2776,8 +2740,8 @@ def describe_link(outcome):
 
 
 def journal_event(store, event, warnings):
-    """Journal a chain event (the caller holds the lock); return it if it is new, else None.
-    An events file that cannot be read or written costs the notification, never the chain."""
+    """Journal a chain event under the caller's lock: the event if new, else None. A broken
+    events file costs the notification, never the chain."""
     try:
         return event if store.add_event(event) else None
     except StateError as error:
