@@ -1854,9 +1854,8 @@ def _positive_env_number(name, default, allow_zero=False):
 
 
 def view_wait(directory):
-    """Seconds a view of ``directory`` may lag: VIEW_WAIT_ENV if set; none on a local
-    filesystem (one page cache: a guard there must act at once, before a fault ends it too);
-    else VIEW_WAIT_SECONDS."""
+    """Seconds a view of ``directory`` may lag: VIEW_WAIT_ENV if set, else none on a local
+    filesystem (a guard there must act before a fault ends it too), else VIEW_WAIT_SECONDS."""
     if os.environ.get(VIEW_WAIT_ENV, "").strip():
         return _positive_env_number(VIEW_WAIT_ENV, VIEW_WAIT_SECONDS, allow_zero=True)
     mount = mount_of(directory)
@@ -1885,8 +1884,7 @@ def slurm_environment(environ, submit=False, named=False):
     return environment
 
 
-def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False,
-              named=False):
+def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False, named=False):
     """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
     SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
     _checkpoint()
@@ -1988,16 +1986,14 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
                             "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
 
 
-def controller_job(job_id, timeout=None, cluster=None, background=False):
-    """The controller's ControllerAnswer on one job (``background``: a function waiting for it)."""
-    argv = ["scontrol"] + on_cluster(cluster) + ["show", "job", "-o", job_id]
-    if background:
-        wait = run_slurm(argv, timeout=timeout, background=True)
-        return lambda: _controller_answer(wait())
-    return _controller_answer(run_slurm(argv, timeout=timeout))
+def controller_job(job_id, timeout=None, cluster=None):
+    """The controller's ControllerAnswer on one job."""
+    return controller_answer(run_slurm(["scontrol"] + on_cluster(cluster) + [
+        "show", "job", "-o", job_id], timeout=timeout))
 
 
-def _controller_answer(result):
+def controller_answer(result):
+    """The ControllerAnswer of a ``scontrol show job -o`` SlurmResult."""
     job = parse_scontrol(result.stdout) if result.returncode == 0 else None
     if job is not None:
         return ControllerAnswer(job, None, False)
@@ -2047,19 +2043,14 @@ def pending_dependents(cluster=None):
     return dependents
 
 
-def job_runs(job_id):
-    """How a job's runs ended, by accounting ([(state, nodes)], oldest first; [] if unknown)."""
-    result = run_slurm(["sacct", "-j", job_id, "-D", "-X", "-P", "-n", "-o",
-                        "JobIDRaw,State,NodeList"])
-    return parse_runs(result.stdout) if result.returncode == 0 else []
-
-
 def ended_job(job_id):
     """How a job ended: the controller's Job, else accounting's newest run, or None."""
     answer = controller_job(job_id)
     if answer.job is not None:
         return answer.job
-    runs = job_runs(job_id)
+    result = run_slurm(["sacct", "-j", job_id, "-D", "-X", "-P", "-n", "-o",
+                        "JobIDRaw,State,NodeList"])
+    runs = parse_runs(result.stdout) if result.returncode == 0 else []
     return Job(job_id, runs[-1][0], nodes=runs[-1][1]) if runs else None
 
 
@@ -2067,18 +2058,14 @@ def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
     """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``named``:
     the job's environment has NAMED_ENV, whatever it exports (named_export)."""
     if named:
-        options = list(options) + named_export(options, _script_header(script), os.environ)
+        try:
+            header = read_batch_script(script)[0]
+        except (StateError, ValueError):
+            header = ""  # sbatch says why it cannot read the script
+        options = list(options) + named_export(options, header, os.environ)
     return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
                                    + [script] + list(script_args), submit=True, cwd=cwd,
                                    named=named))
-
-
-def _script_header(script):
-    """The #SBATCH block of a job script ("" when it cannot be read: sbatch will say why)."""
-    try:
-        return read_batch_script(script)[0]
-    except (StateError, ValueError):
-        return ""
 
 
 def sbatch_answer(result):
@@ -2119,24 +2106,6 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
                                    % " ".join(created) if created else ""))
 
 
-def sbatch_guard(job_id, command, name, run_dir, environ):
-    """Queue the guard of ``job_id``: one CPU, a few minutes, in the queuing job's partition and
-    account, no SBATCH_* defaults (no SBATCH_GRES GPUs); (its ID, None) or (None, error).
-    Requeueable: nothing guards a guard, and a chaos run lost chains whose guard's node failed
-    as it launched; its step is idempotent under the lock, so a rerun is harmless."""
-    options = ["--parsable", "--job-name=" + name, "--dependency=afterany:" + job_id,
-               "--requeue", "--time=%d" % GUARD_MINUTES, "--ntasks=1", "--cpus-per-task=1",
-               "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir, "--open-mode=append",
-               "--output=" + os.path.join(run_dir, GUARD_LOG)]
-    options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
-        ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
-        if environ.get(variable)]
-    try:
-        return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command]))[0], None
-    except StateError as error:
-        return None, str(error)
-
-
 def queued_guard(job_id):
     """The pending guard of job_id (a killed run's, a timed-out sbatch's), or None."""
     result = run_slurm(["squeue", "-h", "-u", uid_name(os.getuid()), "-t", "PENDING", "-o",
@@ -2144,19 +2113,9 @@ def queued_guard(job_id):
     return parse_guard(result.stdout, job_id) if result.returncode == 0 else None
 
 
-def allow_requeue(job_id):
-    """Let Slurm requeue a job whose launch fails (``Requeue=1``); return the error or None."""
-    return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "Requeue=1"])
-
-
 def release_job(job_id, cluster=None):
     """Release a job submitted with --hold; return the error text or None."""
     return slurm_error(["scontrol"] + on_cluster(cluster) + ["release", job_id])
-
-
-def lower_time_limit(job_id, minutes):
-    """Set a job's time limit to whole minutes (users may lower, never raise); error or None."""
-    return slurm_error(["scontrol", "update", "JobId=%s" % job_id, "TimeLimit=%d" % minutes])
 
 
 def release_or_explain(job_id, cluster=None):
@@ -2181,11 +2140,11 @@ def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monoto
                         cluster=None, asked=None):
     """A finished predecessor's final state: the controller's while it holds the job (the common
     case), else accounting's (every run of a requeued ID), retried for ``window`` seconds before
-    NOT_VISIBLE. ``asked``: the controller's answer, asked in the background."""
+    NOT_VISIBLE. ``asked``: waits for ``scontrol show job``, started in the background."""
     job_id = parse_job_id(job_id, "predecessor job ID")
     window = lookup_window() if window is None else window
     deadline = clock() + window
-    controller = asked() if asked else controller_job(
+    controller = controller_answer(asked()) if asked else controller_job(
         job_id, timeout=first_lookup_timeout(window), cluster=cluster)
     final = controller.job if controller.job and is_final(controller.job.state) else None
     if final and not final.restarts:
@@ -2234,16 +2193,13 @@ LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's
 
 def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
              notify=None, warn=None):
-    """Everything a job's prologue does, its steps in order (each defined below, in this
-    order): identify the job and its predecessor (the controller, asked at once, answers while
-    the link reads its state); lock the run directory; take the snapshot and find the link's
-    place in the chain (``find_place``; the same job ID again: ``_run_again``); decide
-    (``decide_link``); commit; queue the successor (``_finish_link``). The work's helpers (the
-    background step, the warning timer) start from prologue_command. Returns an Outcome
-    (status: one of EXIT_*)."""
+    """Everything a job's prologue does, its steps in order (each defined below, in this order;
+    the controller, asked at once, answers while the link reads its state). The work's helpers
+    (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
     job_id, predecessor_id = identify(environ)
-    asked = predecessor_id and controller_job(
-        predecessor_id, timeout=first_lookup_timeout(lookup_window()), background=True)
+    asked = predecessor_id and run_slurm(["scontrol", "show", "job", "-o", predecessor_id],
+                                         timeout=first_lookup_timeout(lookup_window()),
+                                         background=True)
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
     try:
         store = open_run_dir(run_dir, predecessor_id)
@@ -2268,8 +2224,7 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
 
 
 def identify(environ):
-    """Return (this job's ID, its predecessor's ID or None) from the job's environment (its
-    cluster is SLURM_CLUSTER_NAME)."""
+    """(this job's ID, its predecessor's ID or None) from the job's environment."""
     job_id = environ.get("SLURM_JOB_ID")
     if not job_id:
         raise StateError("not inside a Slurm batch job (SLURM_JOB_ID is not set); nothing done")
@@ -2297,9 +2252,8 @@ def open_run_dir(run_dir, predecessor_id):
 
 
 def find_place(store, job_id, predecessor_id, environ, warnings):
-    """(the snapshot, the chain's cluster), under the lock. A job without a predecessor waits
-    until the journal names it if it should (wait_to_be_named); a job on another cluster than
-    the chain's is refused (its IDs mean other jobs there)."""
+    """(the snapshot, the chain's cluster), under the lock, once the journal names a job without
+    a predecessor if it should (wait_to_be_named); a job on another cluster is refused."""
     snapshot = store.snapshot()
     if predecessor_id is None:  # a first job, or one a guard or resume queued: which?
         snapshot = wait_to_be_named(store, snapshot, job_id, environ.get("SLURM_CLUSTER_NAME"),
@@ -2333,8 +2287,7 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
     if not unnamed(snapshot, job_id, named):
         return snapshot
     if not named:
-        warning = check_no_live_chain(snapshot.record, job_id, cluster)  # live: a second chain
-        warnings += [warning] if warning else []
+        check_no_live_chain(snapshot.record, job_id, cluster, warnings)  # live: a second chain
         last = ended_job(snapshot.record.job)
         if last is not None and base_state(last.state) == "COMPLETED":
             return snapshot  # the chain finished (its journal could not say so): a new one starts
@@ -2359,20 +2312,19 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
 
 
 def _run_again(store, snapshot, next_link, environ, warnings):
-    """The journal's job is this one: the first run of a link ``resume`` queued, or the same
-    job again (Slurm requeued it, or its prologue reruns after a crash)."""
-    if snapshot.record.source == "resume" and snapshot.last_job != snapshot.record.job:
-        return _first_run_of_resumed_link(store, snapshot, next_link, environ, warnings)
-    return _same_link_again(store, snapshot, next_link, environ, warnings)
-
-
-def _same_link_again(store, snapshot, next_link, environ, warnings):
-    """The same job ID again (Slurm requeued it, or it reruns after a crash): count nothing twice.
-
-    Journaled ``queued`` with a successor: nothing to redo (a lowered time limit survives a
-    requeue; Slurm resets only a limit it set). Otherwise queue the successor now, unless a
-    killed run already did (sbatch answered, the journal was never written)."""
+    """The journal's job is this one: the first run of a link ``resume`` queued (the journal
+    holds its decision), or the same job again (requeued, or rerun after a crash): count nothing
+    twice; nothing to redo once ``queued`` with a successor (a lowered time limit survives a
+    requeue), else queue one unless a killed run did (sbatch answered, no journal written)."""
     record = snapshot.record
+    if record.source == "resume" and snapshot.last_job != record.job:
+        observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
+        own = None
+        if record.budget_dir:
+            record, own = draw_on_budget(record.budget_dir, record, None, warnings)
+        if record.action in WORK_ACTIONS:
+            store.apply(snapshot, record)
+        return _finish_link(store, record, observation, next_link, environ, warnings, own=own)
     observation = Observation(Job(record.predecessor or "", record.predecessor_state), "journal",
                               "job %s already ran its prologue (restart %s): predecessor not "
                               "counted again" % (record.job,
@@ -2386,23 +2338,9 @@ def _same_link_again(store, snapshot, next_link, environ, warnings):
                         successor=successor)
 
 
-def _first_run_of_resumed_link(store, snapshot, next_link, environ, warnings):
-    """The first run of a link that ``resume`` queued (the journal holds its decision): draw on
-    the budget, join the chain file, queue the successor (none can exist: no run got that far)."""
-    record = snapshot.record
-    observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
-    own = None
-    if record.budget_dir:
-        record, own = draw_on_budget(record.budget_dir, record, None, warnings)
-    if record.action in WORK_ACTIONS:
-        store.apply(snapshot, record)
-    return _finish_link(store, record, observation, next_link, environ, warnings, own=own)
-
-
 def settle_place(store, snapshot, job_id, predecessor_id, warnings):
-    """(the snapshot, the predecessor) once the view shows the predecessor's record
-    (wait_for_view) and the link belongs to the chain (check_link_belongs); the predecessor of
-    a job whose SLURM_JOB_DEPENDENCY was lost (a guard's replacement) is the journal's."""
+    """(the snapshot, the predecessor: the journal's for a job queued without a dependency) once
+    the view shows the predecessor's record and the link belongs to the chain."""
     previous = snapshot.record
     if predecessor_id is None and previous and previous.successor == job_id:
         predecessor_id = previous.job
@@ -2412,10 +2350,9 @@ def settle_place(store, snapshot, job_id, predecessor_id, warnings):
 
 
 def view_lags(snapshot, predecessor_id):
-    """Whether this client's view of the run directory lags (NFS caches attributes and entries
-    for up to 60 s): the journal shows a link older than this link's predecessor (Slurm's job
-    IDs grow), or no state file at all, although the predecessor wrote its record before it
-    queued this link. (A journal newer than the predecessor: this link is a stray.)"""
+    """Whether this client's view of the run directory lags (NFS caches it up to 60 s): the
+    journal shows a link older than the predecessor (job IDs grow), or no state file at all,
+    though the predecessor wrote its record before it queued this link."""
     record = snapshot.record
     if not predecessor_id:
         return False
@@ -2427,8 +2364,8 @@ def view_lags(snapshot, predecessor_id):
 
 def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
                   clock=time.monotonic):
-    """If the view lags, re-read the run directory (listing it refreshes the client's cache)
-    until it catches up or VIEW_WAIT_SECONDS pass, and say so; return the last snapshot."""
+    """If the view lags, re-read the run directory until it catches up or VIEW_WAIT_SECONDS
+    pass, and say so; return the last snapshot."""
     if not view_lags(snapshot, predecessor_id):
         return snapshot
     started = clock()
@@ -2461,8 +2398,7 @@ def check_link_belongs(record, job_id, predecessor_id, run_dir):
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link
     never starts a fresh chain over an existing one), a copy of its script."""
-    warning = check_no_live_chain(snapshot.record, job_id, cluster)
-    warnings += [warning] if warning else []
+    check_no_live_chain(snapshot.record, job_id, cluster, warnings)
     if snapshot.record or snapshot.last_job or snapshot.cancelled:
         store.keep_previous()
         warnings.append("a new chain in %s: the previous one's files are kept as *%s"
@@ -2472,34 +2408,29 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     return snapshot
 
 
-def check_no_live_chain(record, job_id, cluster):
-    """A first job must not start a second chain beside one whose links still run or wait.
-
-    Returns a warning when squeue cannot tell (a safety net must not block a restart).
-    """
+def check_no_live_chain(record, job_id, cluster, warnings):
+    """Refuse a first job beside a chain whose links still run or wait; warn when squeue cannot
+    tell (a safety net must not block a restart)."""
     if record is None or record.action not in WORK_ACTIONS:
-        return None
+        return
     links = [job for job in (record.job, record.successor) if job]
     try:
         live = queued_jobs(links, cluster=None if record.cluster in (None, cluster)
                            else record.cluster)
     except StateError as error:
-        return ("cannot check whether the previous chain (jobs %s) still runs: %s"
-                % (" ".join(links), error))
+        warnings.append("cannot check whether the previous chain (jobs %s) still runs: %s"
+                        % (" ".join(links), error))
+        return
     if live:
         raise StateError("job %s would start a second chain in a directory whose chain is live "
                          "(%s); no work, no successor (cancel it with resumable-chain cancel)"
                          % (job_id, ", ".join("job %s %s" % (job.job_id, job.state)
                                               for job in live)))
-    return None
 
 
 def save_script(store, next_link):
-    """Keep a copy of the job script in the run directory (a first job does this once).
-
-    Slurm's spool copy (``$0``) is deleted when the job ends, and ``resume``
-    needs the script to queue a link later. A failure only costs that.
-    """
+    """Keep a copy of the job script in the run directory (a first job does this once): Slurm's
+    spool copy (``$0``) goes when the job ends; ``resume`` needs it. A failure costs only that."""
     if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
         return  # already kept in the run directory (submit's copy)
     try:
@@ -2513,7 +2444,8 @@ def save_script(store, next_link):
 def decide_link(store, snapshot, place, observation, options, warnings):
     """This link's final decision as its Record, and this job as scontrol showed it (None if
     not asked): the table and the caps (plan_link), the exit trap's word that the work finished
-    (_work_done_before), the shared budget (draw_on_budget), the guard that watches it."""
+    (_work_done_before), the shared budget (draw_on_budget), the guard that watches it (its
+    predecessor, or ``submit`` for the first job, queued it)."""
     job_id, predecessor_id, cluster = place
     notify = store.read_notify() if options.notify is None else options.notify
     record = _work_done_before(store, plan_link(
@@ -2523,16 +2455,19 @@ def decide_link(store, snapshot, place, observation, options, warnings):
     own = None
     if record.budget_dir:
         record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
-    return _guarded(store, record, snapshot.record), own
+    previous = snapshot.record
+    if previous and previous.successor == record.job:
+        return record._replace(guarded_by=previous.guard), own
+    submitted = store.read_submitted() if record.predecessor is None else None
+    if submitted and submitted.get("first_job") == record.job:
+        return record._replace(guarded_by=submitted.get("guard")), own
+    return record, own
 
 
 def _work_done_before(store, record, warnings):
-    """The record of a link whose predecessor's exit trap journaled ``finished``: its work
-    exited 0 while the job still ran, so the chain is finished whatever state Slurm recorded
-    after: TIMEOUT, when the limit sweep came after the work's end, just past its time limit.
-    Only then: bash runs the trap with status 0 also when a signal kills it (``--signal=B:USR1``
-    with no handler), and that job ends FAILED with its work undone. This link does no work and
-    journals no second ``finished``."""
+    """A link whose TIMEOUT predecessor's exit trap journaled ``finished`` (the limit sweep came
+    just after the work exited 0) is complete. Only TIMEOUT: bash runs the trap with status 0
+    also when a signal kills it, and that job ends FAILED with its work undone."""
     if not record.predecessor or record.action not in WORK_ACTIONS or \
             base_state(record.predecessor_state or "") != "TIMEOUT":
         return record
@@ -2553,12 +2488,8 @@ def _work_done_before(store, record, warnings):
 
 
 def draw_on_budget(budget_dir, record, observation, warnings):
-    """Reserve this link's time from the shared budget; return (record, this job from scontrol).
-
-    Settles the predecessor (its elapsed time is known now) and every other
-    link that ended, whatever the decision. A link that works reserves; with
-    under a minute left its record becomes a stop.
-    """
+    """Settle the predecessor and every other link that ended, whatever the decision; a working
+    link reserves its time, or stops with under a minute left: (record, this job from scontrol)."""
     store = chain_store(budget_dir)
     with store.locked(name=BUDGET_LOCK):
         budget = store.read_budget()
@@ -2586,13 +2517,9 @@ def draw_on_budget(budget_dir, record, observation, warnings):
 
 
 def settle_ended(budget, keep=(), cluster=None):
-    """Settle the reservations of links that ended, with their real elapsed time.
-
-    One squeue call for every reserved job, one sacct call for those that are
-    no longer queued; a job accounting does not show as final yet stays
-    reserved (a later reader settles it). Jobs in ``keep`` are left alone;
-    ``cluster``: the budget's, when the commands here reach another one.
-    """
+    """Settle the reservations of links that ended (but ``keep``) with their elapsed time: one
+    squeue, one sacct for those no longer queued; a job not final in accounting yet stays
+    reserved. ``cluster``: the budget's, when the commands here reach another one."""
     reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
     if not reserved:
         return budget
@@ -2606,23 +2533,10 @@ def settle_ended(budget, keep=(), cluster=None):
     return budget
 
 
-def _guarded(store, record, previous):
-    """The record with the guard that watches this link (its predecessor, or ``submit`` for
-    the first job, queued it), if any."""
-    if previous and previous.successor == record.job:
-        return record._replace(guarded_by=previous.guard)
-    submitted = store.read_submitted() if record.predecessor is None else None
-    if submitted and submitted.get("first_job") == record.job:
-        return record._replace(guarded_by=submitted.get("guard"))
-    return record
-
-
 def _finish_link(store, record, observation, next_link, environ, warnings, *, successor=None,
                  own=None):
     """Journal the end of the prologue; a working link first queues its successor (unless
-    ``successor`` is already known). The rest waits for the work: the background step
-    (``finish_queueing``) queues the successor's guard, cancels the link's own, lowers its time
-    limit to the caps and turns requeue off, while the work runs."""
+    ``successor`` is already known). The rest waits for the work (``finish_queueing``)."""
     if record.action not in WORK_ACTIONS:
         record = record._replace(phase="done")
         store.write_record(record)
@@ -2647,11 +2561,8 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
 
 
 def successor_options(next_link, *extra):
-    """The sbatch options a link of the chain is queued with: job name, the chain's, ``extra``.
-
-    The job name is passed on because the default script, Slurm's spool copy,
-    would otherwise rename every successor to ``slurm_script``.
-    """
+    """The sbatch options of a link: job name (else Slurm's spool copy of the default script
+    would name every successor ``slurm_script``), the chain's options, ``extra``."""
     return ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
             + list(next_link.sbatch_args) + list(extra))
 
@@ -2666,9 +2577,8 @@ def array_task_id(job_id, environ):
 
 
 def queue_successor(job_id, next_link, warnings):
-    """Queue this job's successor; return (its ID, None), or (None, sbatch's error) warned.
-    Slurm must not requeue it (a node Prolog failure would hold it): its guard continues the
-    chain if it dies before its prologue."""
+    """sbatch this job's successor: (its ID, None), or (None, sbatch's error) warned. Not
+    requeueable (a node Prolog failure would hold it): its guard replaces it if it dies."""
     options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
                                 "--kill-on-invalid-dep=yes", "--no-requeue")
     try:
@@ -2681,8 +2591,7 @@ def queue_successor(job_id, next_link, warnings):
 
 def planned_time_limit(record, own=None):
     """The seconds (whole minutes) a working link's time limit is lowered to, so that the chain
-    ends within a minute of its caps; None without a cap, or when ``own`` (this job, if the
-    controller was asked already) fits. Users may lower a limit, never raise it."""
+    ends within a minute of its caps; None without a cap, or when ``own`` (this Job) fits."""
     caps = link_caps(record)
     limit = int(min(caps)) // 60 * 60 if caps else None
     if limit is None or own is not None and own.time_limit is not None and \
@@ -2692,12 +2601,10 @@ def planned_time_limit(record, own=None):
 
 
 def _unguarded(record, run_dir, environ, warnings, again):
-    """The one part of the background step a link without a guard of its own (a first job from
-    a pasted prologue, one whose predecessor's guard sbatch failed) does before its work: no
-    guard would finish it if the link ended within a second. With a successor, the successor's
-    guard (a successor that died at launch would leave nothing to continue the chain); without
-    one (sbatch failed), a guard of its own, which queues the successor when this link ends.
-    Slurm is asked first whether it has a guard after all (a lagging view hid it)."""
+    """What a link without a guard (a first job from a pasted prologue, or its predecessor's
+    guard sbatch failed) does before its work, as no guard would finish it if it ended within a
+    second: unless squeue shows its guard after all (a lagging view hid it), the successor's
+    guard, or without a successor a guard of its own, which queues one when this link ends."""
     own = queued_guard(record.job)
     if own:
         return record._replace(guarded_by=own)
@@ -2713,21 +2620,29 @@ def _unguarded(record, run_dir, environ, warnings, again):
 
 
 def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False):
-    """Queue the guard of ``job_id`` (``after``: the link that queued it), which runs this
-    module's ``guard`` step when it ends; (its ID, None) or (None, sbatch's error). ``again``:
-    an earlier run may have queued it already. A guard a failed sbatch created anyway is found,
-    never queued twice. The links a guard queues get the SBATCH_* defaults back from its
-    command line."""
+    """Queue the guard of ``job_id`` (``after``: the link that queued it): (its ID, None) or
+    (None, sbatch's error). ``again``: an earlier run may have queued it; one a failed sbatch
+    created anyway is found. One CPU, a few minutes, no SBATCH_* defaults (no SBATCH_GRES GPUs:
+    its links get them back from its command line). Requeueable: nothing guards a guard (a
+    chaos run lost chains whose guard's node failed at launch); its step is idempotent."""
     guard = again and queued_guard(job_id)
     if guard:
         return guard, None
     words = ["guard", run_dir, job_id] + (["--after=" + after] if after else []) + sorted(
         "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_"))
-    guard, error = sbatch_guard(job_id, " ".join(shell_quote(word) for word in step_command(
-        *words)), GUARD_PREFIX + (job_name or "resumable-chain"), run_dir, environ)
-    if error:
+    options = ["--parsable", "--job-name=" + GUARD_PREFIX + (job_name or "resumable-chain"),
+               "--dependency=afterany:" + job_id, "--requeue", "--time=%d" % GUARD_MINUTES,
+               "--ntasks=1", "--cpus-per-task=1", "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir,
+               "--open-mode=append", "--output=" + os.path.join(run_dir, GUARD_LOG)]
+    options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
+        ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
+        if environ.get(variable)]
+    command = " ".join(shell_quote(word) for word in step_command(*words))
+    try:
+        return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command]))[0], None
+    except StateError as error:
         guard = queued_guard(job_id)
-    return guard, None if guard else error
+        return guard, None if guard else str(error)
 
 
 def module_path():
@@ -2739,28 +2654,23 @@ def step_command(*words):
     return [sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
 
 
-def swap_guard(record, run_dir, environ, warnings, cancel=True, again=False):
-    """A link whose successor is queued: queue the successor's guard, then cancel its own
-    (``record.guarded_by``, unless ``cancel`` is False: the guard itself calls this) once the
-    successor has one; return the record with ``guard`` and ``guard_error``. Without a guard
-    (the site refused it), Slurm requeues the successor if its launch fails (the one case a
-    guard cannot cover), and the link's own guard stays: it tries again when the link ends
-    (``_guard_covers``)."""
+def swap_guard(record, run_dir, environ, warnings, again=False):
+    """Queue the guard of the queued successor: the record with ``guard`` and ``guard_error``.
+    Without one (the site refused it), Slurm requeues the successor if its launch fails (the one
+    case a guard cannot cover)."""
     guard, error = queue_guard(record.successor, run_dir, (record.next or {}).get("job_name"),
                                environ, after=record.job, again=again)
-    if guard and cancel and record.guarded_by:
-        scancel([record.guarded_by])  # it may have ended already: nothing to say then
     if error:
         warnings.append("WARNING: could not queue a guard for job %s (%s): if it dies before "
                         "its prologue, only Slurm's requeue can start it again" % (
                             record.successor, error))
-        allow_requeue(record.successor)
+        slurm_error(["scontrol", "update", "JobId=%s" % record.successor, "Requeue=1"])
     return record._replace(guard=guard, guard_error=error)
 
 
 def queued_successor(job_id):
-    """Return (the successor already queued for this job, or None; squeue's error, or None):
-    one a killed run queued (sbatch, then no journal), or a failed or timed-out sbatch created."""
+    """(the successor a killed run or a failed sbatch queued for this job, or None; squeue's
+    error, or None)."""
     try:
         return (pending_dependents().get(job_id) or [None])[0], None
     except StateError as error:
@@ -2794,8 +2704,8 @@ def describe_link(outcome):
 
 
 def journal_event(store, event, warnings):
-    """Journal a chain event (the caller holds the lock); return it if it is new, else None.
-    An events file that cannot be read or written costs the notification, never the chain."""
+    """Journal a chain event under the caller's lock: the event if new, else None. A broken
+    events file costs the notification, never the chain."""
     try:
         return event if store.add_event(event) else None
     except StateError as error:
@@ -2804,12 +2714,10 @@ def journal_event(store, event, warnings):
 
 
 def finish_queueing(run_dir, environ, again=False):
-    """The background step, as the work starts (the in-job step starts it beside every working
-    link's work): what queueing the successor left to do, bounded (a few Slurm commands, each
-    with its timeout). Under the lock and journaled: the successor's guard, then the cancel of
-    this link's own guard (until then that one does this, ``_guard_covers``, if the link ends
-    first); then this link's time limit. ``again``: a rerun, whose first run may have queued the
-    guard. Returns (the record, or None if the chain went on; warnings)."""
+    """The background step beside a working link's work, bounded (a few Slurm commands): under
+    the lock, the successor's guard, then the cancel of this link's own (until then that one
+    does this, ``_guard_covers``); then this link's time limit. ``again``: a rerun, whose first
+    run may have queued the guard. Returns (the record, or None if the chain went on; warnings)."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir), []
     with store.locked():
         record = store.read_record()
@@ -2817,6 +2725,8 @@ def finish_queueing(run_dir, environ, again=False):
             return None, warnings  # the chain went on, or ended: nothing left for this link
         if record.successor and record.guard is None:
             record = swap_guard(record, run_dir, environ, warnings, again=again)
+            if record.guard and record.guarded_by:
+                scancel([record.guarded_by])  # it may have ended already: nothing to say then
             store.write_record(record)
     if record.time_limit:
         clamp_time_limit(job_id, record.time_limit, warnings)
@@ -2824,15 +2734,15 @@ def finish_queueing(run_dir, environ, again=False):
 
 
 def clamp_time_limit(job_id, seconds, warnings):
-    """Lower this job's own time limit (users may, never raise it) to ``seconds`` (whole
-    minutes), so that a chain ends within a minute of its caps, unless it fits already; a
-    refusal is warned."""
+    """Lower this job's time limit to ``seconds`` (whole minutes) unless it fits already (users
+    may lower it, never raise it); a refusal is warned."""
     answer = controller_job(job_id)
     if answer.job is None:
         warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
                         "left of its caps" % (job_id, answer.error, seconds))
     elif answer.job.time_limit is None or answer.job.time_limit > seconds:
-        error = lower_time_limit(job_id, seconds // 60)
+        error = slurm_error(["scontrol", "update", "JobId=%s" % job_id,
+                             "TimeLimit=%d" % (seconds // 60)])
         if error:
             warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
                             % (job_id, seconds // 60, error))
@@ -3054,7 +2964,7 @@ def _guard_covers(store, record, environ, final):
     if successor is not None and is_final(successor.state):
         return _guard_died(store, record, successor, environ, final)
     warnings = []
-    covered = swap_guard(record, store.directory, environ, warnings, cancel=False, again=True)
+    covered = swap_guard(record, store.directory, environ, warnings, again=True)
     words = "job %s ended before its successor %s had a guard" % (record.job, record.successor)
     if covered.guard or final:
         store.write_record(covered)
@@ -3164,8 +3074,7 @@ def _guard_queue(store, record, job, environ, final, what, *, dead):
         return False, (None, None, "%s; sbatch failed (%s), trying again" % (what, error))
     warnings = []
     record = swap_guard(record._replace(successor=successor, successor_error=None,
-                                        dead_successors=dead), store.directory, environ,
-                        warnings, cancel=False)
+                                        dead_successors=dead), store.directory, environ, warnings)
     store.write_record(record)
     error = held and release_job(successor)
     reason = "%s; %s%s%s" % (what, CONTINUED_WITH, successor, " (held: %s; scontrol release %s)"
