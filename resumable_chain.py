@@ -924,8 +924,7 @@ def uid_name(uid):
 
 
 def state_meaning(state, exit_code=None):
-    """What a predecessor's final state means for its successor (a category of STATE_MEANING,
-    or what the work's exit status asked for when Slurm says FAILED)."""
+    """What a predecessor's final state means (STATE_MEANING; if FAILED, its work's exit status)."""
     meaning = STATE_MEANING.get(base_state(state), RETRY)
     if base_state(state) == "FAILED":
         meaning = WORK_EXIT_MEANING.get(exit_status(exit_code), meaning)
@@ -934,14 +933,9 @@ def state_meaning(state, exit_code=None):
 
 def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
            exit_code=None):
-    """Decide what a job does given its predecessor's state; pure, no I/O.
-
-    ``state`` is None for the first job, NOT_VISIBLE when the predecessor could
-    not be found, or the state string as Slurm prints it. ``walltime`` is the
-    accumulated seconds including the predecessor; ``max_walltime`` seconds or None.
-    ``exit_code``: the predecessor's ExitCode (``"75:0"``); a FAILED job whose work
-    exited RESUME_EXIT resumes without a retry, STOP_EXIT stops the chain.
-    """
+    """What a job does given its predecessor's ``state`` (None: first job; NOT_VISIBLE: not
+    found; else as Slurm prints it) and ExitCode (``"75:0"``); pure. ``walltime``: the seconds
+    used including the predecessor's."""
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
@@ -972,11 +966,8 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
 
 
 def stop_at_cap(decision, walltime, max_walltime):
-    """Stop instead of starting a link that could not get Slurm's minimum time limit.
-
-    A link's time limit is clamped to what is left of ``max_walltime``; when
-    less than one minute is left no link can run, so the chain stops there.
-    """
+    """A stop instead of a link that could not get Slurm's 1-minute minimum time limit (its
+    limit is clamped to what is left of ``max_walltime``)."""
     if (decision.action in WORK_ACTIONS and max_walltime is not None
             and max_walltime - walltime < MIN_TIME_LIMIT):
         return Decision("stop", decision.retries, "only %d s of max_walltime %d s remain, less "
@@ -991,11 +982,8 @@ def budget_left(budget):
 
 
 def reserve(budget, job_id, limit):
-    """Reserve whole minutes of min(limit, what is left) for a link; pure.
-
-    Returns (budget, seconds), seconds None when under a minute is left. A
-    job that already holds a reservation (a requeued link) keeps it.
-    """
+    """(budget, seconds) with whole minutes of min(limit, what is left) reserved for a link
+    (seconds None: under a minute left); pure. A requeued link keeps its reservation."""
     if job_id in budget.reservations:
         return budget, budget.reservations[job_id]
     left = budget_left(budget)
@@ -1006,10 +994,8 @@ def reserve(budget, job_id, limit):
 
 
 def settle(budget, job_id, elapsed):
-    """Replace a link's reservation by its real elapsed seconds; pure and idempotent.
-
-    A job settled before (then requeued) adds only what it ran since.
-    """
+    """Replace a link's reservation by its real elapsed seconds; pure and idempotent (a job
+    settled before, then requeued, adds only what it ran since)."""
     if job_id not in budget.reservations and job_id not in budget.settled_jobs:
         return budget  # not a link of this budget
     counted = budget.settled_jobs.get(job_id, 0)
@@ -1020,12 +1006,9 @@ def settle(budget, job_id, elapsed):
 
 
 Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
-Snapshot.__doc__ = """The run directory's state, read once under the lock.
-
-walltime and retries (None when the file is missing: counts as 0), last_job
-(the chain file's last line or None), record (the journal's Record or None),
-cancelled (the cancel mark's text or None).
-"""
+Snapshot.__doc__ = """The run directory's state, read once under the lock: walltime and retries
+(None: no file, counts as 0), the chain file's last job, the journal's Record, the cancel mark's
+text (each None when missing)."""
 
 
 def chain_length(snapshot):
@@ -1052,50 +1035,40 @@ def restate(record, action, reason, cause):
 
 def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, *, now=0,
               budget_dir=None, cluster=None, notify=None, warn=None):
-    """Return this link's Record from the state snapshot and what Slurm said; pure.
-
-    ``observation`` is the lookup of the predecessor (its job's state is
-    NOT_VISIBLE when it was not found; None for a first job). Settings that
-    ``resume`` gave the chain win over the prologue's own, except for a new chain.
-    """
-    previous = snapshot.record
-    observed = observation.job if observation else None
+    """This link's Record, pure: the table (decide), the cancel mark, the cap (stop_at_cap).
+    ``observation``: the lookup of the predecessor (None for a first job). Settings that
+    ``resume`` gave the chain win over the prologue's own, but for a new chain."""
+    previous, first = snapshot.record, predecessor_id is None
+    observed = Job(None, None, 0) if first else observation.job
     cause, settings_from = None, "prologue"
-    if predecessor_id is None:
-        decision, elapsed, walltime = decide(None), 0, 0
-    else:
-        if previous is not None and previous.settings_from == "resume":
-            settings = Settings(previous.max_retries, previous.max_walltime)
-            settings_from = "resume"  # and the options and notify command resume may have set
-            notify, warn = previous.notify, previous.warn
-            next_link = next_link._replace(sbatch_args=list(
-                (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
-        elapsed = observed.elapsed
-        walltime = (snapshot.walltime or 0) + elapsed
-        decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
-                          max_retries=settings.max_retries, max_walltime=settings.max_walltime,
-                          exit_code=observed.exit_code)
-        if decision.action not in WORK_ACTIONS:
-            cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code)]
-        elif snapshot.cancelled:
-            decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
-                                       "resumable-chain cancel (%s): stopping"
-                                       % snapshot.cancelled), "cancel"
+    if not first and previous is not None and previous.settings_from == "resume":
+        settings, settings_from = Settings(previous.max_retries, previous.max_walltime), "resume"
+        notify, warn = previous.notify, previous.warn  # and the options resume may have set
+        next_link = next_link._replace(sbatch_args=list(
+            (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
+    elapsed = observed.elapsed
+    walltime = 0 if first else (snapshot.walltime or 0) + elapsed
+    decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
+                      max_retries=settings.max_retries, max_walltime=settings.max_walltime,
+                      exit_code=observed.exit_code)
+    if decision.action not in WORK_ACTIONS:
+        cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code)]
+    elif snapshot.cancelled and not first:
+        decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
+                                   "resumable-chain cancel (%s): stopping"
+                                   % snapshot.cancelled), "cancel"
     capped = stop_at_cap(decision, walltime, settings.max_walltime)
     if capped is not decision:
         decision, cause = capped, "max_walltime"
-    length = 0 if predecessor_id is None else chain_length(snapshot)
-    return Record(job=job_id, predecessor=predecessor_id,
-                  predecessor_state=observed.state if observed else None,
-                  predecessor_elapsed=elapsed,
-                  predecessor_exit_code=exit_status(observed.exit_code) if observed else None,
-                  source=observation.source if observation else None,
-                  action=decision.action, cause=cause, reason=decision.reason, walltime=walltime,
-                  retries=decision.retries, max_retries=settings.max_retries,
-                  max_walltime=settings.max_walltime, settings_from=settings_from,
-                  link=link_number(length, decision.action), next=next_link._asdict(),
-                  phase="counted", time=int(now), budget_dir=budget_dir, cluster=cluster,
-                  notify=notify, warn=warn)
+    length = 0 if first else chain_length(snapshot)
+    return Record(job=job_id, predecessor=predecessor_id, predecessor_state=observed.state,
+                  predecessor_elapsed=elapsed, source=observation.source if observation else None,
+                  predecessor_exit_code=exit_status(observed.exit_code), action=decision.action,
+                  cause=cause, reason=decision.reason, walltime=walltime, retries=decision.retries,
+                  max_retries=settings.max_retries, max_walltime=settings.max_walltime,
+                  settings_from=settings_from, link=link_number(length, decision.action),
+                  next=next_link._asdict(), phase="counted", time=int(now), budget_dir=budget_dir,
+                  cluster=cluster, notify=notify, warn=warn)
 
 
 def link_caps(record):
@@ -1107,9 +1080,8 @@ def link_caps(record):
 
 
 def link_end(start, time_limit, caps=()):
-    """When a link that started at ``start`` (epoch seconds) ends, or None if nothing ends it:
-    its time limit (seconds, None: UNLIMITED), or the whole minutes of its tightest cap, which
-    is what the link lowers its limit to (clamp_time_limit), wherever and whenever it does."""
+    """When a link started at ``start`` (epoch seconds) ends, None if nothing ends it: its time
+    limit (None: UNLIMITED) or the whole minutes of its tightest cap (clamp_time_limit)."""
     ends = [seconds for seconds in [time_limit] + [int(cap) // 60 * 60 for cap in caps]
             if seconds is not None]
     return None if start is None or not ends else int(start) + min(ends)
