@@ -1139,12 +1139,9 @@ def _fsync_directory(directory):
         descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
-    try:
+    with contextlib.suppress(OSError):  # some file systems cannot: the rename is still atomic
         os.fsync(descriptor)
-    except OSError:
-        pass  # some file systems cannot sync a directory: the rename is still atomic
-    finally:
-        os.close(descriptor)
+    os.close(descriptor)
 
 
 def _text(value):
@@ -1199,7 +1196,7 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
     "link": _count, "successor": _job, "successor_error": _text, "successor_retries": _count,
     "guard": _job, "guard_error": _text, "guarded_by": _job,
     "dead_successors": _count,
-    "time_limit": _count, "budget_dir": _text, "warn": lambda value: _warn_ok(value),
+    "time_limit": _count, "budget_dir": _text, "warn": _warn_ok,
     "notify": lambda value: value is None or value is True or (_text(value) and "\0" not in value),
     "reserved": _count, "next": _next_link_ok,
     "phase": _one_of(None, "counted", "queued", "done"),
@@ -1267,9 +1264,8 @@ def mount_of(directory, mounts=None):
             _mounts_read.append([])  # no mount table: the kernel's lock, tried first
     path = os.path.realpath(directory)
     mounts = _mounts_read[0] if mounts is None else mounts
-    holding = [mount for mount in mounts if path == mount[0] or path.startswith(
-        mount[0].rstrip("/") + "/")]
-    return max(holding, key=lambda mount: len(mount[0])) if holding else None
+    return max((mount for mount in mounts if path == mount[0] or path.startswith(
+        mount[0].rstrip("/") + "/")), key=lambda mount: len(mount[0]), default=None)
 
 
 def lock_kind(directory, environ=os.environ, mounts=None):
@@ -1280,13 +1276,8 @@ def lock_kind(directory, environ=os.environ, mounts=None):
         if forced not in LOCK_KINDS:
             raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, forced))
         return forced, "%s=%s" % (LOCK_ENV, forced)
-    mount = mount_of(directory, mounts)
-    if mount is None:
-        return "kernel", None
-    point, fstype, options = mount
-    if fstype not in NODE_LOCAL_LOCKS:
-        return "kernel", None
-    local = NODE_LOCAL_LOCKS[fstype]
+    point, fstype, options = mount_of(directory, mounts) or ("", "", ())
+    local = NODE_LOCAL_LOCKS.get(fstype, ())
     said = [option for option in options if local is None or option in local]
     if local is not None and not said:
         return "kernel", None
@@ -1340,8 +1331,7 @@ def unsafe_path(path, what="run directory"):
     trusted = (0, os.geteuid())
     parts = os.path.abspath(path).split(os.sep)[1:]
     walked = [os.sep + os.sep.join(parts[:end]) for end in range(1, len(parts) + 1)]
-    ancestors = set(os.path.dirname(one) for one in walked + [os.path.realpath(path)])
-    real = os.path.realpath(path)
+    ancestors, real = set(os.path.dirname(one) for one in walked), os.path.realpath(path)
     while real != os.path.dirname(real):  # the directories the path really goes through
         real = os.path.dirname(real)
         ancestors.add(real)
@@ -1402,11 +1392,6 @@ def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
     return descriptor
 
 
-def _random_word():
-    """A name part no one can guess in advance (temporary files are never predictable)."""
-    return "".join("%02x" % byte for byte in bytearray(os.urandom(8)))
-
-
 def _write_new(path, text, mode):
     """Create ``path`` holding ``text``, synced: a fresh name, created here or not at all, so
     never through a planted symlink."""
@@ -1420,24 +1405,17 @@ def _write_new(path, text, mode):
         os.close(descriptor)
 
 
-def _discard(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass  # gone already
-
-
-def _open_fresh(path, flags, mode, sleep=time.sleep, clock=time.monotonic):
+def _open_fresh(path, flags, mode):
     """os.open, retried for up to VIEW_WAIT_SECONDS while the file handle is stale (ESTALE:
     another NFS client renamed a new version over it)."""
-    started = clock()
+    started = time.monotonic()
     while True:
         try:
             return os.open(path, flags, mode)
         except OSError as error:
-            if error.errno != errno.ESTALE or clock() - started > VIEW_WAIT_SECONDS:
+            if error.errno != errno.ESTALE or time.monotonic() - started > VIEW_WAIT_SECONDS:
                 raise
-        sleep(1)
+        time.sleep(1)
         os.listdir(os.path.dirname(path))
 
 
@@ -1478,9 +1456,8 @@ class StateStore(object):
                                  % (path, error.strerror or error))
 
     def corrupt(self, name, raw, expected):
-        shown = raw.decode("utf-8", "backslashreplace") if raw else ""
-        if len(shown) > 60:
-            shown = shown[:60] + "..."
+        shown = raw.decode("utf-8", "backslashreplace")
+        shown = shown[:60] + "..." if len(shown) > 60 else shown
         return StateError("corrupt state file %s: content %r is not %s; fix or delete it "
                           "(nothing was changed, no work ran)" % (self.path(name), shown, expected))
 
@@ -1593,7 +1570,7 @@ class StateStore(object):
     def write_text(self, name, text, mode=0o644):
         """Replace a file atomically: temp file, fsync, rename, fsync of the directory."""
         path = self.path(name)
-        temporary = "%s.tmp.%s" % (path, _random_word())
+        temporary = "%s.tmp.%s" % (path, os.urandom(8).hex())  # a name no one can guess
         try:
             _write_new(temporary, text, mode)
             _checkpoint()
@@ -1601,7 +1578,8 @@ class StateStore(object):
             _fsync_directory(self.directory)
             _checkpoint()
         except OSError as error:
-            _discard(temporary)
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
             raise StateError("cannot write %s: %s (old content kept)"
                              % (path, error.strerror or error))
 
@@ -1629,8 +1607,7 @@ class StateStore(object):
                              % (self.path(CHAIN_FILE), error.strerror or error))
 
     def keep_previous(self):
-        """Under the lock: keep an old chain's files as ``*.prev``, so that a new chain here
-        starts from nothing and the old one's history is kept."""
+        """Under the lock: an old chain's files become ``*.prev`` (a new chain starts from none)."""
         for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
                      SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
             try:
@@ -1642,10 +1619,8 @@ class StateStore(object):
         self.notify_on_file = None
 
     def remove(self, name):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path(name))
-        except FileNotFoundError:
-            pass
 
     def apply(self, snapshot, record, chain=True):
         """Write a decided Record into the user-visible files, only what differs (idempotent);
@@ -1686,7 +1661,7 @@ class StateStore(object):
         """Hold the directory's lock (waited for ``wait`` s): ``lockf``, and where kernel locks
         do not hold across nodes (lock_kind) an exclusive ``<lock>.held`` file naming its holder,
         which lockf holders wait for too, so the two kinds exclude each other."""
-        path = self.path(name)
+        path, held = self.path(name), self.path(name + HELD_SUFFIX)
         check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
                         "run directory")
         kind, why = lock_kind(self.directory)
@@ -1700,19 +1675,19 @@ class StateStore(object):
                 if kernel not in ("taken", "busy") and kind == "kernel":
                     kind, why = "file", "lock calls refused here (%s)" % kernel
                 if kernel != "busy":
-                    token = self._take_held(path + HELD_SUFFIX, kind == "file")
+                    token = self._take_held(held, kind == "file")
                     if token is not None:
                         break
                     if kernel == "taken":
                         fcntl.lockf(descriptor, fcntl.LOCK_UN)  # let the .held holder finish
                 if time.monotonic() > deadline:
-                    raise StateError(self._stuck(path, wait))
+                    raise StateError(self._stuck(path, held, wait))
                 time.sleep(0.2)
             self.lock_used = (kind, why)
             yield
         finally:
             if token:
-                self._drop_held(path + HELD_SUFFIX, token)
+                self._drop_held(held, token)
             os.close(descriptor)
 
     def lock_note(self):
@@ -1724,14 +1699,11 @@ class StateStore(object):
         """Take (``create``) or only check the ``.held`` lock file: its token ("" when checked),
         or None while a live holder has it."""
         holder = self._read_holder(held)
-        if holder is not None and self._holder_gone(holder):
-            self._drop_held(held, holder.token)  # its holder is provably gone
-            holder = None
-        if holder is not None:
+        if holder is not None and not self._holder_gone(holder):
             return None
-        if not create:
-            return ""
-        return _create_held(held, Holder(
+        if holder is not None:
+            self._drop_held(held, holder.token)  # its holder is provably gone
+        return "" if not create else _create_held(held, Holder(
             os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"),
             os.uname().nodename, os.getpid(), int(time.time()),
             "%d-%d-%s" % (os.getpid(), time.time() * 1e6, os.uname().nodename)))
@@ -1741,10 +1713,10 @@ class StateStore(object):
             with os.fdopen(open_own_file(held, os.O_RDONLY, what="lock file"), "rb") as handle:
                 data = load_json(handle.read(4096).decode("utf-8"))
             return Holder(*(data.get(name) for name in Holder._fields))
-        except StateError as error:
+        except StateError:
             if not os.path.lexists(held):
                 return None
-            raise error
+            raise
         except (OSError, ValueError, AttributeError):  # half written: a live holder
             return Holder(None, None, None, None, None, None)
 
@@ -1774,16 +1746,15 @@ class StateStore(object):
             except OSError as error:
                 raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
-    def _stuck(self, path, wait):
-        holder = self._read_holder(path + HELD_SUFFIX)
+    def _stuck(self, path, held, wait):
+        holder = self._read_holder(held)
         if holder is None:
             return ("another process has held %s for over %d s; is another job of this chain "
                     "stuck?" % (path, wait))
+        said = ", ".join("%s %s" % (name, value) for name, value in holder._asdict().items()
+                         if value is not None and name != "token")
         return ("%s has been held for over %d s by %s: if that process is gone, delete the file"
-                % (path + HELD_SUFFIX, wait, ", ".join("%s %s" % (name, value) for name, value in
-                                                      holder._asdict().items()
-                                                      if value is not None and name != "token")
-                   or "an unreadable holder"))
+                % (held, wait, said or "an unreadable holder"))
 
 
 def _try_lock(descriptor, path):
@@ -1802,7 +1773,7 @@ def _try_lock(descriptor, path):
 def _create_held(held, holder):
     """Create the ``.held`` lock file whole (a hard link of a complete temp file: NFS-safe): the
     token, or None when another holder got there first."""
-    temporary = "%s.%s" % (held, _random_word())
+    temporary = "%s.%s" % (held, os.urandom(8).hex())
     try:
         _write_new(temporary, dump_json(holder._asdict()) + "\n", 0o644)
         try:
@@ -1816,7 +1787,8 @@ def _create_held(held, holder):
     except OSError as error:
         raise StateError("cannot create lock file %s: %s" % (held, error.strerror or error))
     finally:
-        _discard(temporary)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
 
 def make_run_dir(run_dir, what="run directory"):
