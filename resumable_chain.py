@@ -888,8 +888,7 @@ def uid_name(uid):
 
 
 def state_meaning(state, exit_code=None):
-    """What a predecessor's final state means for its successor (a category of STATE_MEANING,
-    or what the work's exit status asked for when Slurm says FAILED)."""
+    """What a predecessor's final state means (STATE_MEANING; if FAILED, its work's exit status)."""
     meaning = STATE_MEANING.get(base_state(state), RETRY)
     if base_state(state) == "FAILED":
         meaning = WORK_EXIT_MEANING.get(exit_status(exit_code), meaning)
@@ -898,14 +897,9 @@ def state_meaning(state, exit_code=None):
 
 def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
            exit_code=None):
-    """Decide what a job does given its predecessor's state; pure, no I/O.
-
-    ``state`` is None for the first job, NOT_VISIBLE when the predecessor could
-    not be found, or the state string as Slurm prints it. ``walltime`` is the
-    accumulated seconds including the predecessor; ``max_walltime`` seconds or None.
-    ``exit_code``: the predecessor's ExitCode (``"75:0"``); a FAILED job whose work
-    exited RESUME_EXIT resumes without a retry, STOP_EXIT stops the chain.
-    """
+    """What a job does given its predecessor's ``state`` (None: first job; NOT_VISIBLE: not
+    found; else as Slurm prints it) and ExitCode (``"75:0"``); pure. ``walltime``: the seconds
+    used including the predecessor's."""
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
@@ -936,11 +930,8 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
 
 
 def stop_at_cap(decision, walltime, max_walltime):
-    """Stop instead of starting a link that could not get Slurm's minimum time limit.
-
-    A link's time limit is clamped to what is left of ``max_walltime``; when
-    less than one minute is left no link can run, so the chain stops there.
-    """
+    """A stop instead of a link that could not get Slurm's 1-minute minimum time limit (its
+    limit is clamped to what is left of ``max_walltime``)."""
     if (decision.action in WORK_ACTIONS and max_walltime is not None
             and max_walltime - walltime < MIN_TIME_LIMIT):
         return Decision("stop", decision.retries, "only %d s of max_walltime %d s remain, less "
@@ -955,11 +946,8 @@ def budget_left(budget):
 
 
 def reserve(budget, job_id, limit):
-    """Reserve whole minutes of min(limit, what is left) for a link; pure.
-
-    Returns (budget, seconds), seconds None when under a minute is left. A
-    job that already holds a reservation (a requeued link) keeps it.
-    """
+    """(budget, seconds) with whole minutes of min(limit, what is left) reserved for a link
+    (seconds None: under a minute left); pure. A requeued link keeps its reservation."""
     if job_id in budget.reservations:
         return budget, budget.reservations[job_id]
     left = budget_left(budget)
@@ -970,10 +958,8 @@ def reserve(budget, job_id, limit):
 
 
 def settle(budget, job_id, elapsed):
-    """Replace a link's reservation by its real elapsed seconds; pure and idempotent.
-
-    A job settled before (then requeued) adds only what it ran since.
-    """
+    """Replace a link's reservation by its real elapsed seconds; pure and idempotent (a job
+    settled before, then requeued, adds only what it ran since)."""
     if job_id not in budget.reservations and job_id not in budget.settled_jobs:
         return budget  # not a link of this budget
     counted = budget.settled_jobs.get(job_id, 0)
@@ -984,12 +970,9 @@ def settle(budget, job_id, elapsed):
 
 
 Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
-Snapshot.__doc__ = """The run directory's state, read once under the lock.
-
-walltime and retries (None when the file is missing: counts as 0), last_job
-(the chain file's last line or None), record (the journal's Record or None),
-cancelled (the cancel mark's text or None).
-"""
+Snapshot.__doc__ = """The run directory's state, read once under the lock: walltime and retries
+(None: no file, counts as 0), the chain file's last job, the journal's Record, the cancel mark's
+text (each None when missing)."""
 
 
 def chain_length(snapshot):
@@ -1016,50 +999,40 @@ def restate(record, action, reason, cause):
 
 def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, *, now=0,
               budget_dir=None, cluster=None, notify=None, warn=None):
-    """Return this link's Record from the state snapshot and what Slurm said; pure.
-
-    ``observation`` is the lookup of the predecessor (its job's state is
-    NOT_VISIBLE when it was not found; None for a first job). Settings that
-    ``resume`` gave the chain win over the prologue's own, except for a new chain.
-    """
-    previous = snapshot.record
-    observed = observation.job if observation else None
+    """This link's Record, pure: the table (decide), the cancel mark, the cap (stop_at_cap).
+    ``observation``: the lookup of the predecessor (None for a first job). Settings that
+    ``resume`` gave the chain win over the prologue's own, but for a new chain."""
+    previous, first = snapshot.record, predecessor_id is None
+    observed = Job(None, None, 0) if first else observation.job
     cause, settings_from = None, "prologue"
-    if predecessor_id is None:
-        decision, elapsed, walltime = decide(None), 0, 0
-    else:
-        if previous is not None and previous.settings_from == "resume":
-            settings = Settings(previous.max_retries, previous.max_walltime)
-            settings_from = "resume"  # and the options and notify command resume may have set
-            notify, warn = previous.notify, previous.warn
-            next_link = next_link._replace(sbatch_args=list(
-                (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
-        elapsed = observed.elapsed
-        walltime = (snapshot.walltime or 0) + elapsed
-        decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
-                          max_retries=settings.max_retries, max_walltime=settings.max_walltime,
-                          exit_code=observed.exit_code)
-        if decision.action not in WORK_ACTIONS:
-            cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code)]
-        elif snapshot.cancelled:
-            decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
-                                       "resumable-chain cancel (%s): stopping"
-                                       % snapshot.cancelled), "cancel"
+    if not first and previous is not None and previous.settings_from == "resume":
+        settings, settings_from = Settings(previous.max_retries, previous.max_walltime), "resume"
+        notify, warn = previous.notify, previous.warn  # and the options resume may have set
+        next_link = next_link._replace(sbatch_args=list(
+            (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
+    elapsed = observed.elapsed
+    walltime = 0 if first else (snapshot.walltime or 0) + elapsed
+    decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
+                      max_retries=settings.max_retries, max_walltime=settings.max_walltime,
+                      exit_code=observed.exit_code)
+    if decision.action not in WORK_ACTIONS:
+        cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code)]
+    elif snapshot.cancelled and not first:
+        decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
+                                   "resumable-chain cancel (%s): stopping"
+                                   % snapshot.cancelled), "cancel"
     capped = stop_at_cap(decision, walltime, settings.max_walltime)
     if capped is not decision:
         decision, cause = capped, "max_walltime"
-    length = 0 if predecessor_id is None else chain_length(snapshot)
-    return Record(job=job_id, predecessor=predecessor_id,
-                  predecessor_state=observed.state if observed else None,
-                  predecessor_elapsed=elapsed,
-                  predecessor_exit_code=exit_status(observed.exit_code) if observed else None,
-                  source=observation.source if observation else None,
-                  action=decision.action, cause=cause, reason=decision.reason, walltime=walltime,
-                  retries=decision.retries, max_retries=settings.max_retries,
-                  max_walltime=settings.max_walltime, settings_from=settings_from,
-                  link=link_number(length, decision.action), next=next_link._asdict(),
-                  phase="counted", time=int(now), budget_dir=budget_dir, cluster=cluster,
-                  notify=notify, warn=warn)
+    length = 0 if first else chain_length(snapshot)
+    return Record(job=job_id, predecessor=predecessor_id, predecessor_state=observed.state,
+                  predecessor_elapsed=elapsed, source=observation.source if observation else None,
+                  predecessor_exit_code=exit_status(observed.exit_code), action=decision.action,
+                  cause=cause, reason=decision.reason, walltime=walltime, retries=decision.retries,
+                  max_retries=settings.max_retries, max_walltime=settings.max_walltime,
+                  settings_from=settings_from, link=link_number(length, decision.action),
+                  next=next_link._asdict(), phase="counted", time=int(now), budget_dir=budget_dir,
+                  cluster=cluster, notify=notify, warn=warn)
 
 
 def link_caps(record):
@@ -1071,9 +1044,8 @@ def link_caps(record):
 
 
 def link_end(start, time_limit, caps=()):
-    """When a link that started at ``start`` (epoch seconds) ends, or None if nothing ends it:
-    its time limit (seconds, None: UNLIMITED), or the whole minutes of its tightest cap, which
-    is what the link lowers its limit to (clamp_time_limit), wherever and whenever it does."""
+    """When a link started at ``start`` (epoch seconds) ends, None if nothing ends it: its time
+    limit (None: UNLIMITED) or the whole minutes of its tightest cap (clamp_time_limit)."""
     ends = [seconds for seconds in [time_limit] + [int(cap) // 60 * 60 for cap in caps]
             if seconds is not None]
     return None if start is None or not ends else int(start) + min(ends)
@@ -1131,12 +1103,9 @@ def _fsync_directory(directory):
         descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
-    try:
+    with contextlib.suppress(OSError):  # some file systems cannot: the rename is still atomic
         os.fsync(descriptor)
-    except OSError:
-        pass  # some file systems cannot sync a directory: the rename is still atomic
-    finally:
-        os.close(descriptor)
+    os.close(descriptor)
 
 
 def _text(value):
@@ -1191,7 +1160,7 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
     "link": _count, "successor": _job, "successor_error": _text, "successor_retries": _count,
     "guard": _job, "guard_error": _text, "guarded_by": _job,
     "dead_successors": _count,
-    "time_limit": _count, "budget_dir": _text, "warn": lambda value: _warn_ok(value),
+    "time_limit": _count, "budget_dir": _text, "warn": _warn_ok,
     "notify": lambda value: value is None or value is True or (_text(value) and "\0" not in value),
     "reserved": _count, "next": _next_link_ok,
     "phase": _one_of(None, "counted", "queued", "done"),
@@ -1259,9 +1228,8 @@ def mount_of(directory, mounts=None):
             _mounts_read.append([])  # no mount table: the kernel's lock, tried first
     path = os.path.realpath(directory)
     mounts = _mounts_read[0] if mounts is None else mounts
-    holding = [mount for mount in mounts if path == mount[0] or path.startswith(
-        mount[0].rstrip("/") + "/")]
-    return max(holding, key=lambda mount: len(mount[0])) if holding else None
+    return max((mount for mount in mounts if path == mount[0] or path.startswith(
+        mount[0].rstrip("/") + "/")), key=lambda mount: len(mount[0]), default=None)
 
 
 def lock_kind(directory, environ=os.environ, mounts=None):
@@ -1272,13 +1240,8 @@ def lock_kind(directory, environ=os.environ, mounts=None):
         if forced not in LOCK_KINDS:
             raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, forced))
         return forced, "%s=%s" % (LOCK_ENV, forced)
-    mount = mount_of(directory, mounts)
-    if mount is None:
-        return "kernel", None
-    point, fstype, options = mount
-    if fstype not in NODE_LOCAL_LOCKS:
-        return "kernel", None
-    local = NODE_LOCAL_LOCKS[fstype]
+    point, fstype, options = mount_of(directory, mounts) or ("", "", ())
+    local = NODE_LOCAL_LOCKS.get(fstype, ())
     said = [option for option in options if local is None or option in local]
     if local is not None and not said:
         return "kernel", None
@@ -1332,8 +1295,7 @@ def unsafe_path(path, what="run directory"):
     trusted = (0, os.geteuid())
     parts = os.path.abspath(path).split(os.sep)[1:]
     walked = [os.sep + os.sep.join(parts[:end]) for end in range(1, len(parts) + 1)]
-    ancestors = set(os.path.dirname(one) for one in walked + [os.path.realpath(path)])
-    real = os.path.realpath(path)
+    ancestors, real = set(os.path.dirname(one) for one in walked), os.path.realpath(path)
     while real != os.path.dirname(real):  # the directories the path really goes through
         real = os.path.dirname(real)
         ancestors.add(real)
@@ -1394,11 +1356,6 @@ def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
     return descriptor
 
 
-def _random_word():
-    """A name part no one can guess in advance (temporary files are never predictable)."""
-    return "".join("%02x" % byte for byte in bytearray(os.urandom(8)))
-
-
 def _write_new(path, text, mode):
     """Create ``path`` holding ``text``, synced: a fresh name, created here or not at all, so
     never through a planted symlink."""
@@ -1412,24 +1369,17 @@ def _write_new(path, text, mode):
         os.close(descriptor)
 
 
-def _discard(path):
-    try:
-        os.unlink(path)
-    except OSError:
-        pass  # gone already
-
-
-def _open_fresh(path, flags, mode, sleep=time.sleep, clock=time.monotonic):
+def _open_fresh(path, flags, mode):
     """os.open, retried for up to VIEW_WAIT_SECONDS while the file handle is stale (ESTALE:
     another NFS client renamed a new version over it)."""
-    started = clock()
+    started = time.monotonic()
     while True:
         try:
             return os.open(path, flags, mode)
         except OSError as error:
-            if error.errno != errno.ESTALE or clock() - started > VIEW_WAIT_SECONDS:
+            if error.errno != errno.ESTALE or time.monotonic() - started > VIEW_WAIT_SECONDS:
                 raise
-        sleep(1)
+        time.sleep(1)
         os.listdir(os.path.dirname(path))
 
 
@@ -1470,9 +1420,8 @@ class StateStore(object):
                                  % (path, error.strerror or error))
 
     def corrupt(self, name, raw, expected):
-        shown = raw.decode("utf-8", "backslashreplace") if raw else ""
-        if len(shown) > 60:
-            shown = shown[:60] + "..."
+        shown = raw.decode("utf-8", "backslashreplace")
+        shown = shown[:60] + "..." if len(shown) > 60 else shown
         return StateError("corrupt state file %s: content %r is not %s; fix or delete it "
                           "(nothing was changed, no work ran)" % (self.path(name), shown, expected))
 
@@ -1585,7 +1534,7 @@ class StateStore(object):
     def write_text(self, name, text, mode=0o644):
         """Replace a file atomically: temp file, fsync, rename, fsync of the directory."""
         path = self.path(name)
-        temporary = "%s.tmp.%s" % (path, _random_word())
+        temporary = "%s.tmp.%s" % (path, os.urandom(8).hex())  # a name no one can guess
         try:
             _write_new(temporary, text, mode)
             _checkpoint()
@@ -1593,7 +1542,8 @@ class StateStore(object):
             _fsync_directory(self.directory)
             _checkpoint()
         except OSError as error:
-            _discard(temporary)
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
             raise StateError("cannot write %s: %s (old content kept)"
                              % (path, error.strerror or error))
 
@@ -1621,8 +1571,7 @@ class StateStore(object):
                              % (self.path(CHAIN_FILE), error.strerror or error))
 
     def keep_previous(self):
-        """Under the lock: keep an old chain's files as ``*.prev``, so that a new chain here
-        starts from nothing and the old one's history is kept."""
+        """Under the lock: an old chain's files become ``*.prev`` (a new chain starts from none)."""
         for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
                      SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
             try:
@@ -1634,10 +1583,8 @@ class StateStore(object):
         self.notify_on_file = None
 
     def remove(self, name):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path(name))
-        except FileNotFoundError:
-            pass
 
     def apply(self, snapshot, record, chain=True):
         """Write a decided Record into the user-visible files, only what differs (idempotent);
@@ -1678,7 +1625,7 @@ class StateStore(object):
         """Hold the directory's lock (waited for ``wait`` s): ``lockf``, and where kernel locks
         do not hold across nodes (lock_kind) an exclusive ``<lock>.held`` file naming its holder,
         which lockf holders wait for too, so the two kinds exclude each other."""
-        path = self.path(name)
+        path, held = self.path(name), self.path(name + HELD_SUFFIX)
         check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
                         "run directory")
         kind, why = lock_kind(self.directory)
@@ -1692,19 +1639,19 @@ class StateStore(object):
                 if kernel not in ("taken", "busy") and kind == "kernel":
                     kind, why = "file", "lock calls refused here (%s)" % kernel
                 if kernel != "busy":
-                    token = self._take_held(path + HELD_SUFFIX, kind == "file")
+                    token = self._take_held(held, kind == "file")
                     if token is not None:
                         break
                     if kernel == "taken":
                         fcntl.lockf(descriptor, fcntl.LOCK_UN)  # let the .held holder finish
                 if time.monotonic() > deadline:
-                    raise StateError(self._stuck(path, wait))
+                    raise StateError(self._stuck(path, held, wait))
                 time.sleep(0.2)
             self.lock_used = (kind, why)
             yield
         finally:
             if token:
-                self._drop_held(path + HELD_SUFFIX, token)
+                self._drop_held(held, token)
             os.close(descriptor)
 
     def lock_note(self):
@@ -1716,14 +1663,11 @@ class StateStore(object):
         """Take (``create``) or only check the ``.held`` lock file: its token ("" when checked),
         or None while a live holder has it."""
         holder = self._read_holder(held)
-        if holder is not None and self._holder_gone(holder):
-            self._drop_held(held, holder.token)  # its holder is provably gone
-            holder = None
-        if holder is not None:
+        if holder is not None and not self._holder_gone(holder):
             return None
-        if not create:
-            return ""
-        return _create_held(held, Holder(
+        if holder is not None:
+            self._drop_held(held, holder.token)  # its holder is provably gone
+        return "" if not create else _create_held(held, Holder(
             os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"),
             os.uname().nodename, os.getpid(), int(time.time()),
             "%d-%d-%s" % (os.getpid(), time.time() * 1e6, os.uname().nodename)))
@@ -1733,10 +1677,10 @@ class StateStore(object):
             with os.fdopen(open_own_file(held, os.O_RDONLY, what="lock file"), "rb") as handle:
                 data = load_json(handle.read(4096).decode("utf-8"))
             return Holder(*(data.get(name) for name in Holder._fields))
-        except StateError as error:
+        except StateError:
             if not os.path.lexists(held):
                 return None
-            raise error
+            raise
         except (OSError, ValueError, AttributeError):  # half written: a live holder
             return Holder(None, None, None, None, None, None)
 
@@ -1766,16 +1710,15 @@ class StateStore(object):
             except OSError as error:
                 raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
-    def _stuck(self, path, wait):
-        holder = self._read_holder(path + HELD_SUFFIX)
+    def _stuck(self, path, held, wait):
+        holder = self._read_holder(held)
         if holder is None:
             return ("another process has held %s for over %d s; is another job of this chain "
                     "stuck?" % (path, wait))
+        said = ", ".join("%s %s" % (name, value) for name, value in holder._asdict().items()
+                         if value is not None and name != "token")
         return ("%s has been held for over %d s by %s: if that process is gone, delete the file"
-                % (path + HELD_SUFFIX, wait, ", ".join("%s %s" % (name, value) for name, value in
-                                                      holder._asdict().items()
-                                                      if value is not None and name != "token")
-                   or "an unreadable holder"))
+                % (held, wait, said or "an unreadable holder"))
 
 
 def _try_lock(descriptor, path):
@@ -1794,7 +1737,7 @@ def _try_lock(descriptor, path):
 def _create_held(held, holder):
     """Create the ``.held`` lock file whole (a hard link of a complete temp file: NFS-safe): the
     token, or None when another holder got there first."""
-    temporary = "%s.%s" % (held, _random_word())
+    temporary = "%s.%s" % (held, os.urandom(8).hex())
     try:
         _write_new(temporary, dump_json(holder._asdict()) + "\n", 0o644)
         try:
@@ -1808,7 +1751,8 @@ def _create_held(held, holder):
     except OSError as error:
         raise StateError("cannot create lock file %s: %s" % (held, error.strerror or error))
     finally:
-        _discard(temporary)
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
 
 
 def make_run_dir(run_dir, what="run directory"):
