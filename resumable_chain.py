@@ -1336,6 +1336,10 @@ class Refused(StateError):
     """A planted file: a symlink, a FIFO or directory, or one someone else may write."""
 
 
+class Missing(StateError):
+    """No such file: told by the failed open itself (a look afterwards races a new writer)."""
+
+
 def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
     """os.open a regular file, never through a symlink nor blocking on a FIFO (planted ones are
     Refused), ``owned``: only one of the caller's that no one else can write; StateError."""
@@ -1344,8 +1348,8 @@ def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
     except OSError as error:
         if error.errno == errno.ELOOP or os.path.islink(path):
             raise Refused("refusing %s %s: it is a symlink (nothing was changed)" % (what, path))
-        raise StateError("cannot open %s %s: %s (nothing was changed)"
-                         % (what, path, error.strerror or error))
+        raise (Missing if error.errno == errno.ENOENT else StateError)(
+            "cannot open %s %s: %s (nothing was changed)" % (what, path, error.strerror or error))
     info = os.fstat(descriptor)
     problem = ("refusing %s %s: it is a %s, not a regular file (nothing was changed)" % (
         what, path, "directory" if stat.S_ISDIR(info.st_mode) else "special file")
@@ -1404,9 +1408,7 @@ class StateStore(object):
         path = self.path(name)
         try:
             descriptor = open_own_file(path, os.O_RDONLY, owned=self.acting)
-        except StateError:
-            if os.path.lexists(path):
-                raise
+        except Missing:
             return None
         with os.fdopen(descriptor, "rb") as handle:
             try:
@@ -1677,10 +1679,8 @@ class StateStore(object):
             with os.fdopen(open_own_file(held, os.O_RDONLY, what="lock file"), "rb") as handle:
                 data = load_json(handle.read(4096).decode("utf-8"))
             return Holder(*(data.get(name) for name in Holder._fields))
-        except StateError:
-            if not os.path.lexists(held):
-                return None
-            raise
+        except Missing:
+            return None
         except (OSError, ValueError, AttributeError):  # half written: a live holder
             return Holder(None, None, None, None, None, None)
 

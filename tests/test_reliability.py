@@ -579,6 +579,27 @@ def test_a_file_lock_held_by_a_job_on_another_host_is_broken_only_once_the_job_e
     assert asked == ([] if holder_cluster == "elsewhere" else ["555"])
 
 
+@pytest.mark.parametrize("reader", ["a state file", "the lock's holder file"])
+def test_a_file_created_just_after_a_failed_open_reads_as_missing(tmp_path, monkeypatch, reader):
+    """Another writer creates the file between our open (ENOENT) and any look after it: the
+    open's own answer counts (a look afterwards had failed a link under load)."""
+    store = rc.StateStore(str(tmp_path))
+    path = store.path(rc.WALLTIME_FILE) if reader == "a state file" else str(tmp_path / "held")
+    open_fresh = rc._open_fresh
+
+    def racing_open(name, *args):
+        try:
+            return open_fresh(name, *args)
+        finally:
+            with open(path, "w") as handle:  # the other writer, just too late for this open
+                handle.write("60\n")
+    monkeypatch.setattr(rc, "_open_fresh", racing_open)
+    if reader == "a state file":
+        assert store.read_bytes(rc.WALLTIME_FILE) is None
+    else:
+        assert store._read_holder(path) is None
+
+
 # --------------------------------------------------------------------------- shared filesystems
 
 
