@@ -1348,7 +1348,7 @@ def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
     except OSError as error:
         if error.errno == errno.ELOOP or os.path.islink(path):
             raise Refused("refusing %s %s: it is a symlink (nothing was changed)" % (what, path))
-        raise (Missing if error.errno == errno.ENOENT else StateError)(
+        raise (Missing if error.errno in (errno.ENOENT, errno.ENOTDIR) else StateError)(
             "cannot open %s %s: %s (nothing was changed)" % (what, path, error.strerror or error))
     info = os.fstat(descriptor)
     problem = ("refusing %s %s: it is a %s, not a regular file (nothing was changed)" % (
