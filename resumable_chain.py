@@ -2875,10 +2875,9 @@ def clamp_time_limit(job_id, seconds, warnings):
 
 
 def guard_until_queued(run_dir, environ, sleep=time.sleep):
-    """The one case only trying again covers: a link with neither a successor nor a guard (the
-    sbatch of both failed before its work: an outage) tries to queue its own guard, which
-    queues the successor when the link ends, every RETRY_DELAYS while the link runs. Returns
-    the guard's ID, or None."""
+    """The one case only trying again covers: a link with neither a successor nor a guard (both
+    sbatch failed before its work: an outage) tries to queue its own guard every RETRY_DELAYS
+    while it runs. Returns the guard's ID, or None."""
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
         sleep(delay)
@@ -2897,9 +2896,8 @@ def guard_until_queued(run_dir, environ, sleep=time.sleep):
 
 
 def work_finished(run_dir, environ, now=time.time):
-    """The rendered exit trap's step, after the script ended with status 0: the chain finished,
-    unless Slurm is ending the job (bash runs the trap with the last command's status when a
-    signal kills it: the controller says TIMEOUT, CANCELLED, PREEMPTED... then, not RUNNING).
+    """The exit trap's step, after the script exited 0: the chain finished, unless Slurm is
+    ending the job (bash runs the trap with the last command's status when a signal kills it).
     Return (the journaled Event or None, the notify command, warnings)."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID"), chain_store(run_dir), []
     answer = controller_job(job_id or "")
@@ -3032,9 +3030,8 @@ def _guard_ended(store, snapshot, job, environ, looks):
 
 
 def _guard_first_job(store, submitted, job, environ, final, trusted):
-    """The chain's first job, which ``submit`` queued, ended before its prologue recorded
-    anything: unless a person cancelled it before it started, replace it as a successor that
-    died is (the first death is free; more than max_retries + 1 in a row is ``broken``)."""
+    """The chain's first job, which ``submit`` queued, ended before its prologue: unless it was
+    cancelled before it started, replace it as a successor that died is (_guard_died)."""
     if job is None:
         words = "cannot tell how job %s, the chain's first job, ended: neither the controller " \
             "nor accounting knows it" % submitted["first_job"]
@@ -3061,9 +3058,8 @@ def _first_job_lost(store, job_id, reason):
 
 
 def _guard_covers(store, record, environ, final):
-    """The guarded link queued its successor but ended before its background step queued the
-    successor's guard (or that sbatch failed): be that guard. A successor that died already is
-    replaced now; otherwise its guard is queued."""
+    """The guarded link queued its successor but ended before the successor had a guard: be
+    that guard (a successor that died already is replaced now)."""
     successor = ended_job(record.successor)
     if successor is not None and is_final(successor.state):
         return _guard_died(store, record, successor, environ, final)
@@ -3228,30 +3224,19 @@ trap resumable_chain_finished EXIT
 """
 
 
-def check_budget_dir(budget_dir):
-    """Return budget_dir if it holds a shared budget; ValueError otherwise."""
-    if not os.path.isfile(os.path.join(check_path(budget_dir, "budget_dir"), BUDGET_FILE)):
-        raise ValueError("no shared budget in %s: create it first with resumable-chain "
-                         "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
-    return budget_dir
-
-
 def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
                     script=None, sbatch_args=(), python="python3", budget_dir=None, notify=None,
                     warn=None):
     """Return the bash snippet a job script puts after its #SBATCH lines, before any work.
 
-    It runs this module's in-job step and exits the job when the chain ends
-    (0 for complete or stop, 1 for fail, 2 for bad state); otherwise it
-    exports RESUMABLE_CHAIN_* variables to the work. ``budget_dir`` names a
-    walltime budget shared with other chains (``resumable-chain budget``); it
-    must exist. ``notify`` is a shell command run for each chain event
-    (finished, stopped, failed, broken, healed, resumed); with it the snippet sets an
-    EXIT trap that reports a finished chain when the job exits 0. Works with
-    and without ``set -euo pipefail``; every value is shell-quoted. Creates
-    the run directory (Slurm opens ``--output`` files in it before the
-    prologue runs). ``warn`` (``SIG@SECONDS``): the work gets SIG that long
-    before its link ends (start_warner).
+    It runs this module's in-job step and exits the job when the chain ends (0 for complete or
+    stop, 1 for fail, 2 for bad state); otherwise it exports RESUMABLE_CHAIN_* variables to the
+    work. ``budget_dir`` names a walltime budget shared with other chains (``resumable-chain
+    budget``); it must exist. ``notify`` is a shell command run for each chain event (finished,
+    stopped, failed, broken, healed, resumed); with it the snippet sets an EXIT trap that
+    reports a finished chain when the job exits 0. Works with and without ``set -euo
+    pipefail``. Creates the run directory. ``warn`` (``SIG@SECONDS``): the work gets SIG that
+    long before its link ends (start_warner).
     """
     run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -3270,7 +3255,10 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     if script is not None:
         argv.append("--script=" + os.path.abspath(check_path(script, "script")))
     if budget_dir is not None:
-        argv.append("--budget-dir=" + os.path.abspath(check_budget_dir(budget_dir)))
+        if not os.path.isfile(os.path.join(check_path(budget_dir, "budget_dir"), BUDGET_FILE)):
+            raise ValueError("no shared budget in %s: create it first with resumable-chain "
+                             "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
+        argv.append("--budget-dir=" + os.path.abspath(budget_dir))
     argv += [] if notify is None else ["--notify=" + notify]
     argv += [] if warn is None else ["--warn=" + warn]
     argv.append(os.path.abspath(run_dir))
