@@ -3090,7 +3090,7 @@ def _guard_died(store, record, job, environ, final, field="successor"):
     """The guarded successor, or (``field`` job) the link resume queued, ended before its
     prologue recorded anything (not cancelled before it started: _guard_ended)."""
     died = "job %s%s died before its prologue (%s)" % (
-        job.job_id, ", queued by resume" if field == "job" else "",
+        job.job_id, ", queued by resume," if field == "job" else "",
         "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
     dead = (record.dead_successors or 0) + 1
     if dead > (record.max_retries or 0) + 1:  # the first death is free, as a node failure is
