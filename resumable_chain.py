@@ -2693,10 +2693,9 @@ def clamp_time_limit(job_id, seconds, warnings):
 
 
 def guard_until_queued(run_dir, environ, sleep=time.sleep):
-    """The one case only trying again covers: a link with neither a successor nor a guard (the
-    sbatch of both failed before its work: an outage) tries to queue its own guard, which
-    queues the successor when the link ends, every RETRY_DELAYS while the link runs. Returns
-    the guard's ID, or None."""
+    """The one case only trying again covers: a link with neither a successor nor a guard (both
+    sbatch failed before its work: an outage) tries to queue its own guard every RETRY_DELAYS
+    while it runs. Returns the guard's ID, or None."""
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
         sleep(delay)
@@ -2715,9 +2714,8 @@ def guard_until_queued(run_dir, environ, sleep=time.sleep):
 
 
 def work_finished(run_dir, environ, now=time.time):
-    """The rendered exit trap's step, after the script ended with status 0: the chain finished,
-    unless Slurm is ending the job (bash runs the trap with the last command's status when a
-    signal kills it: the controller says TIMEOUT, CANCELLED, PREEMPTED... then, not RUNNING).
+    """The exit trap's step, after the script exited 0: the chain finished, unless Slurm is
+    ending the job (bash runs the trap with the last command's status when a signal kills it).
     Return (the journaled Event or None, the notify command, warnings)."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID"), chain_store(run_dir), []
     answer = controller_job(job_id or "")
@@ -2744,22 +2742,12 @@ def runnable_script(store, script):
     return store.path(SCRIPT_COPY)
 
 
-def runnable_next_link(store, record):
-    """How the journal says the chain's next link is queued, with a script that still exists."""
-    next_link = NextLink(**record.next)
-    return next_link._replace(script=runnable_script(store, next_link.script))
-
-
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
-    """The guard's step (``guard DIR JOB``), run once JOB, a link's successor, ended. If the
-    chain still waits on JOB, continue it: JOB died before its prologue (its launch or node
-    failed, Slurm cancelled it after a node Prolog failure): a new link replaces it; JOB ran but
-    ended before it queued its successor: queue it. A JOB cancelled before it started (a
-    person, or Slurm because its predecessor completed) is a deliberate end: nothing continues
-    it, and the guard journals ``stopped`` or ``finished`` (no link is left to).
-    sbatch is tried again within the guard's few minutes. ``after``: the link that queued JOB;
-    a journal that does not show it yet is a lagging view, waited for as a link does. Returns
-    (the Event journaled or None, the notify command, what it did in words)."""
+    """The guard's step (``guard DIR JOB``), run once JOB, a link's successor, ended: if the
+    chain still waits on JOB, continue it (_guard_once), trying sbatch again within the guard's
+    few minutes. ``after``: the link that queued JOB; a journal that does not show it yet is a
+    lagging view, waited for as a link does. Returns (the Event journaled or None, the notify
+    command, what it did in words)."""
     store, started = chain_store(run_dir), clock()
     deadline = started + GUARD_TRIES_SECONDS
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
@@ -2777,12 +2765,12 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
     rest, on a view old enough to be current (``view_wait``), or at the guard's last look."""
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
     trusted = final or looked >= view_wait(store.directory)
+    lag = "" if trusted else "; looking again (the run directory's view may lag)"
     with store.locked():
         snapshot = wait_for_view(store, store.snapshot(), after, [])  # the journal of ``after``
         record = snapshot.record
         if snapshot.cancelled:  # resumable-chain cancel: nothing continues the chain
-            return trusted, (None, None, "nothing to guard: the chain was cancelled%s" % (
-                "" if trusted else "; looking again (the run directory's view may lag)"))
+            return trusted, (None, None, "nothing to guard: the chain was cancelled" + lag)
         submitted = store.read_submitted() if record is None else None
         if submitted and submitted.get("first_job") == job_id:
             return _guard_first_job(store, submitted, ended_job(job_id), environ, final, trusted)
@@ -2796,9 +2784,8 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
                 else "decided %s" % record.action) if record.job == job_id
                 else "the chain went on past job %s" % job_id)
         if record is None or job_id not in (record.job, record.successor):
-            words = "nothing to guard: the chain does not name job %s" % job_id
-            return trusted, (None, None, words if trusted else words + "; looking again (the "
-                             "run directory's view may lag)")
+            return trusted, (None, None, "nothing to guard: the chain does not name job %s%s"
+                             % (job_id, lag))
         if record.job == job_id and record.successor:
             return _guard_covers(store, record, environ, final) if trusted else (False, (
                 None, None, "job %s ended before its successor %s had a guard; looking again "
@@ -2816,9 +2803,9 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
 
 def _guard_adopts(store, record, environ, looks):
     """The chain went on past the guard's job to a link with neither a successor nor a guard
-    (both sbatch failed in its prologue, an outage): queue that link's guard, trying again
-    within this guard's minutes (the link itself tries only while it runs); once that link has
-    ended, act as its guard would. ``looks``: (the last look, a view old enough to be current)."""
+    (both sbatch failed in its prologue): queue that link's guard, trying again within this
+    guard's minutes; once that link has ended, act as its guard would. ``looks``: (the last
+    look, a view old enough to be current)."""
     final, trusted = looks
     if not trusted:
         return False, (None, None, "the chain went on to job %s, which shows no successor and "
@@ -2837,28 +2824,32 @@ def _guard_adopts(store, record, environ, looks):
 
 
 def _guard_ended(store, snapshot, job, environ, looks):
-    """The guard's job ended, and the journal names it: which of the guard's cases it is.
-    ``looks``: (the guard's last look, a view old enough to be current)."""
+    """The guard's decision once the journal names its job, which ended. ``looks``: (the
+    guard's last look, a view old enough to be current)."""
     (final, trusted), record = looks, snapshot.record
-    unstarted = record.job == job.job_id and record.source == "resume" and \
+    resumed = record.job == job.job_id and record.source == "resume" and \
         snapshot.last_job != job.job_id  # a link resume queued that never ran its prologue
     cancelled = base_state(job.state) == "CANCELLED" and job.nodes is None  # it never ran
-    if unstarted and (cancelled or trusted):
-        return _guard_resumed(store, record, job, environ, final)
+    if resumed and cancelled:
+        reason = "job %s, queued by resume, was cancelled before it started: the chain does " \
+            "not go on" % job.job_id
+        return True, (journal_event(store, Event("stopped", job.job_id, record.link, reason,
+                                                 int(time.time())), []), record.notify, reason)
     if cancelled and record.successor == job.job_id:  # nothing newer can exist
         return _guard_cancelled(store, record, job)
     if not trusted:
         return False, (None, None, "job %s ended %s; looking again before acting (the run "
                        "directory's view may lag)" % (job.job_id, job.state))
+    if resumed:
+        return _guard_died(store, record, job, environ, final, field="job")
     if record.job == job.job_id:
         return _guard_ran(store, record, job, environ, final)
     return _guard_died(store, record, job, environ, final)
 
 
 def _guard_first_job(store, submitted, job, environ, final, trusted):
-    """The chain's first job, which ``submit`` queued, ended before its prologue recorded
-    anything: unless a person cancelled it before it started, replace it as a successor that
-    died is (the first death is free; more than max_retries + 1 in a row is ``broken``)."""
+    """The chain's first job, which ``submit`` queued, ended before its prologue: unless it was
+    cancelled before it started, replace it as a successor that died is (_guard_died)."""
     if job is None:
         words = "cannot tell how job %s, the chain's first job, ended: neither the controller " \
             "nor accounting knows it" % submitted["first_job"]
@@ -2868,29 +2859,14 @@ def _guard_first_job(store, submitted, job, environ, final, trusted):
         return True, (None, None, "job %s is %s: nothing to do" % (job.job_id, job.state))
     died = "job %s, the chain's first job, died before its prologue (%s)" % (
         job.job_id, "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
-    if not (trusted or final):  # or a lagging view hides its journal: look again later
+    if not trusted:  # or a lagging view hides its journal: look again later
         return False, (None, None, "%s, or the view lags: looking again" % died)
     dead = submitted.get("dead_first_jobs", 0) + 1
     if dead > (submitted.get("max_retries") or 0) + 1:
         return True, _first_job_lost(store, job.job_id, "%s: %d first jobs in a row died: not "
                                      "replaced; submit again" % (died, dead))
-    try:
-        replacement = sbatch_held(["--hold", "--no-requeue"] + submitted["sbatch_args"],
-                                  submitted["script"], submitted["script_args"],
-                                  cwd=submitted.get("workdir"))[0]
-    except StateError as error:
-        words = "%s; sbatch failed (%s)" % (died, error)
-        return final, _first_job_lost(store, job.job_id, words + ": submit again") if final \
-            else (None, None, words + ", trying again")
-    name = option_value(submitted["sbatch_args"], "--job-name")
-    guard = queue_guard(replacement, store.directory, name, environ)[0]
-    store.write_text(SUBMIT_FILE, dump_json(store.public(dict(
-        submitted, first_job=replacement, guard=guard, dead_first_jobs=dead))) + "\n")
-    error = release_job(replacement)
-    reason = "%s; %s%s%s" % (died, CONTINUED_WITH, replacement, " (held: %s; scontrol release "
-                             "%s)" % (error, replacement) if error else "")
-    event = journal_event(store, Event("healed", job.job_id, 1, reason, int(time.time())), [])
-    return True, (event, store.read_notify(), reason)
+    return _guard_heals(store, submitted, "first_job", died, environ, final, dead=dead,
+                        ended=job.job_id)
 
 
 def _first_job_lost(store, job_id, reason):
@@ -2900,10 +2876,8 @@ def _first_job_lost(store, job_id, reason):
 
 
 def _guard_covers(store, record, environ, final):
-    """The guarded link queued its successor but ended before its background step queued the
-    successor's guard (or that sbatch failed): be that guard. A successor that died already is
-    replaced now; otherwise its guard is queued. Returns (whether it is over, (event, command,
-    words))."""
+    """The guarded link queued its successor but ended before the successor had a guard: be
+    that guard (a successor that died already is replaced now)."""
     successor = ended_job(record.successor)
     if successor is not None and is_final(successor.state):
         return _guard_died(store, record, successor, environ, final)
@@ -2925,52 +2899,26 @@ def _guard_ran(store, record, job, environ, final):
     """The guarded link ran its prologue but ended before it queued its successor."""
     if base_state(job.state) == "COMPLETED":
         return True, (None, None, "job %s COMPLETED: the work is done" % job.job_id)
-    return _guard_queue(store, record, job, environ, final, "job %s ended %s before it queued its "
-                        "successor" % (job.job_id, job.state), dead=record.dead_successors)
+    return _guard_heals(store, record, "successor", "job %s ended %s before it queued its "
+                        "successor" % (job.job_id, job.state), environ, final,
+                        dead=record.dead_successors, ended=job.job_id)
 
 
-def _guard_died(store, record, job, environ, final):
-    """The guarded successor ended before its prologue recorded anything (not cancelled before
-    it started: _guard_ended)."""
-    died = "job %s died before its prologue (%s)" % (job.job_id, "%s on %s" % (
-        job.state, job.nodes) if job.nodes else job.state)
+def _guard_died(store, record, job, environ, final, field="successor"):
+    """The guarded successor, or (``field`` job) the link resume queued, ended before its
+    prologue recorded anything (not cancelled before it started: _guard_ended)."""
+    died = "job %s%s died before its prologue (%s)" % (
+        job.job_id, ", queued by resume," if field == "job" else "",
+        "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
     dead = (record.dead_successors or 0) + 1
     if dead > (record.max_retries or 0) + 1:  # the first death is free, as a node failure is
-        return True, _guard_gives_up(store, record, "%s: %d successors of job %s in a row died "
-                                     "before their prologue, more than max_retries %s allows: "
-                                     "not replaced" % (died, dead, record.job, record.max_retries))
-    return _guard_queue(store, record, job, environ, final, died, dead=dead)
-
-
-def _guard_resumed(store, record, job, environ, final):
-    """The link ``resume`` queued ended before its prologue. Cancelled before it started: the
-    chain stays as it was (``stopped``). Died: a held replacement takes its place in the journal
-    (it waits to be named, then runs as the resumed link), with its own guard."""
-    if base_state(job.state) == "CANCELLED" and job.nodes is None:
-        reason = "job %s, queued by resume, was cancelled before it started: the chain does " \
-            "not go on" % job.job_id
-        return True, (journal_event(store, Event("stopped", job.job_id, record.link, reason,
-                                                 int(time.time())), []), record.notify, reason)
-    died = "job %s, queued by resume, died before its prologue (%s)" % (
-        job.job_id, "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
-    dead = (record.dead_successors or 0) + 1
-    if dead > (record.max_retries or 0) + 1:
-        return True, _guard_gives_up(store, record, "%s: %d in a row" % (died, dead))
-    next_link = runnable_next_link(store, record)
-    try:
-        replacement = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
-                                  next_link.script, next_link.script_args,
-                                  cwd=next_link.workdir, named=True)[0]
-    except StateError as error:
-        words = "%s; sbatch failed (%s)" % (died, error)
-        return final, _guard_gives_up(store, record, words) if final else (None, None, words)
-    guard = queue_guard(replacement, store.directory, next_link.job_name, environ)[0]
-    store.write_record(record._replace(job=replacement, guarded_by=guard, dead_successors=dead))
-    error = release_job(replacement)
-    reason = "%s; %s%s%s" % (died, CONTINUED_WITH, replacement, " (held: %s; scontrol release "
-                             "%s)" % (error, replacement) if error else "")
-    return True, (journal_event(store, Event("healed", job.job_id, record.link, reason,
-                                             int(time.time())), []), record.notify, reason)
+        return True, _guard_gives_up(store, record, "%s: %d in a row" % (died, dead)
+                                     if field == "job" else "%s: %d successors of job %s in a "
+                                     "row died before their prologue, more than max_retries %s "
+                                     "allows: not replaced" % (died, dead, record.job,
+                                                               record.max_retries))
+    return _guard_heals(store, record, field, died, environ, final, dead=dead,
+                        ended=job.job_id)
 
 
 def _guard_cancelled(store, record, job):
@@ -2995,37 +2943,65 @@ def _guard_cancelled(store, record, job):
     return True, (journal_event(store, event, []), record.notify, reason)
 
 
-def _guard_queue(store, record, job, environ, final, what, *, dead):
-    """Queue the link the chain waits for and its guard; journal the ``healed`` event. It is
-    a held job without dependency (the link it continues may be forgotten by now: Slurm
-    refuses a dependency on it; the journal names it), released once recorded: never two. A
-    successor a failed sbatch of the link created after all is recorded instead."""
-    successor, error = queued_successor(record.job) if record.job == job.job_id else (None, None)
+def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
+    """The one healer: queue the link the chain waits for in place of job ``ended`` (``what``
+    says why) and its guard, record both in ``field`` of ``state`` (the submitted first job,
+    a dict; or the journal's ``job``, a link resume queued, or ``successor``), release it and
+    journal ``healed``. It is held and without dependency (the link it continues may be
+    forgotten by now: Slurm refuses a dependency on it), released once recorded: never two. A
+    successor a failed sbatch of the ended link created after all is recorded instead."""
+    first, successor, error, warnings = field == "first_job", None, None, []
+    if field == "successor" and state.job == ended:
+        successor, error = queued_successor(ended)
     held = successor is None and error is None
-    if held:
-        next_link = runnable_next_link(store, record)
-        try:
-            successor = sbatch_held(successor_options(
-                next_link, "--hold", "--no-requeue"), next_link.script, next_link.script_args,
-                cwd=next_link.workdir, named=True)[0]
-        except StateError as failed:
-            error = str(failed)
+    try:
+        successor = _sbatch_replacement(store, state) if held else successor
+    except StateError as failed:
+        error = str(failed)
     if not successor:
-        store.write_record(record._replace(successor_error=error))
-        if final:
-            return True, _guard_gives_up(store, record, "%s; its guard could not queue the next "
-                                         "link (%s)" % (what, error))
-        return False, (None, None, "%s; sbatch failed (%s), trying again" % (what, error))
-    warnings = []
-    record = swap_guard(record._replace(successor=successor, successor_error=None,
-                                        dead_successors=dead), store.directory, environ, warnings)
-    store.write_record(record)
+        words = "%s; sbatch failed (%s)" % (what, error)
+        if field == "successor":
+            store.write_record(state._replace(successor_error=error))
+        if not final:
+            return False, (None, None, words + ("" if field == "job" else ", trying again"))
+        if first:
+            return True, _first_job_lost(store, ended, words + ": submit again")
+        return True, _guard_gives_up(store, state, words if field == "job" else "%s; its "
+                                     "guard could not queue the next link (%s)" % (what, error))
+    if field == "successor":
+        state = swap_guard(state._replace(successor=successor, successor_error=None,
+                                          dead_successors=dead), store.directory, environ,
+                           warnings)
+        store.write_record(state)
+    else:
+        guard = queue_guard(successor, store.directory, option_value(state["sbatch_args"],
+                            "--job-name") if first else (state.next or {}).get("job_name"),
+                            environ)[0]
+        if first:
+            store.write_text(SUBMIT_FILE, dump_json(store.public(dict(
+                state, first_job=successor, guard=guard, dead_first_jobs=dead))) + "\n")
+        else:
+            store.write_record(state._replace(job=successor, guarded_by=guard,
+                                              dead_successors=dead))
     error = held and release_job(successor)
     reason = "%s; %s%s%s" % (what, CONTINUED_WITH, successor, " (held: %s; scontrol release %s)"
                              % (error, successor) if error else "")
-    event = journal_event(store, Event("healed", job.job_id, record.link, reason,
+    event = journal_event(store, Event("healed", ended, 1 if first else state.link, reason,
                                        int(time.time())), warnings)
-    return True, (event, record.notify, "; ".join([reason] + warnings))
+    return True, (event, store.read_notify() if first else state.notify,
+                  "; ".join([reason] + warnings))
+
+
+def _sbatch_replacement(store, state):
+    """sbatch of the held replacement: the first job as submit queued it (``state`` a dict), or
+    the journal's next link; its ID, or StateError."""
+    if isinstance(state, dict):
+        return sbatch_held(["--hold", "--no-requeue"] + state["sbatch_args"], state["script"],
+                           state["script_args"], cwd=state.get("workdir"))[0]
+    next_link = NextLink(**state.next)
+    return sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
+                       runnable_script(store, next_link.script), next_link.script_args,
+                       cwd=next_link.workdir, named=True)[0]
 
 
 def _guard_gives_up(store, record, reason):
@@ -3066,30 +3042,19 @@ trap resumable_chain_finished EXIT
 """
 
 
-def check_budget_dir(budget_dir):
-    """Return budget_dir if it holds a shared budget; ValueError otherwise."""
-    if not os.path.isfile(os.path.join(check_path(budget_dir, "budget_dir"), BUDGET_FILE)):
-        raise ValueError("no shared budget in %s: create it first with resumable-chain "
-                         "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
-    return budget_dir
-
-
 def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
                     script=None, sbatch_args=(), python="python3", budget_dir=None, notify=None,
                     warn=None):
     """Return the bash snippet a job script puts after its #SBATCH lines, before any work.
 
-    It runs this module's in-job step and exits the job when the chain ends
-    (0 for complete or stop, 1 for fail, 2 for bad state); otherwise it
-    exports RESUMABLE_CHAIN_* variables to the work. ``budget_dir`` names a
-    walltime budget shared with other chains (``resumable-chain budget``); it
-    must exist. ``notify`` is a shell command run for each chain event
-    (finished, stopped, failed, broken, healed, resumed); with it the snippet sets an
-    EXIT trap that reports a finished chain when the job exits 0. Works with
-    and without ``set -euo pipefail``; every value is shell-quoted. Creates
-    the run directory (Slurm opens ``--output`` files in it before the
-    prologue runs). ``warn`` (``SIG@SECONDS``): the work gets SIG that long
-    before its link ends (start_warner).
+    It runs this module's in-job step and exits the job when the chain ends (0 for complete or
+    stop, 1 for fail, 2 for bad state); otherwise it exports RESUMABLE_CHAIN_* variables to the
+    work. ``budget_dir`` names a walltime budget shared with other chains (``resumable-chain
+    budget``); it must exist. ``notify`` is a shell command run for each chain event (finished,
+    stopped, failed, broken, healed, resumed); with it the snippet sets an EXIT trap that
+    reports a finished chain when the job exits 0. Works with and without ``set -euo
+    pipefail``. Creates the run directory. ``warn`` (``SIG@SECONDS``): the work gets SIG that
+    long before its link ends (start_warner).
     """
     run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -3108,7 +3073,10 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     if script is not None:
         argv.append("--script=" + os.path.abspath(check_path(script, "script")))
     if budget_dir is not None:
-        argv.append("--budget-dir=" + os.path.abspath(check_budget_dir(budget_dir)))
+        if not os.path.isfile(os.path.join(check_path(budget_dir, "budget_dir"), BUDGET_FILE)):
+            raise ValueError("no shared budget in %s: create it first with resumable-chain "
+                             "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
+        argv.append("--budget-dir=" + os.path.abspath(budget_dir))
     argv += [] if notify is None else ["--notify=" + notify]
     argv += [] if warn is None else ["--warn=" + warn]
     argv.append(os.path.abspath(run_dir))
