@@ -512,6 +512,8 @@ def test_a_resumed_link_that_never_ran_is_replaced_or_left_by_its_guard(
     assert (record.job, record.source, record.dead_successors) == (new, "resume", 1)
     assert record.guarded_by == cluster.guards()[new] != guard
     assert events[-1]["event"] == "healed" and "continued with job %s" % new in result.stderr
+    assert "job %s, queued by resume, died before its prologue (NODE_FAIL" % job in \
+        events[-1]["reason"]
     result = cluster.run_link(script, new, args=["--lr", "3e-4"], RESUMABLE_CHAIN_NAMED="1")
     assert result.returncode == 0, result.stderr
     assert read(run_dir, rc.CHAIN_FILE).split()[-1] == new  # it ran as the resumed link
