@@ -2697,8 +2697,12 @@ def guard_until_queued(run_dir, environ, sleep=time.sleep):
     sbatch failed before its work: an outage) tries to queue its own guard every RETRY_DELAYS
     while it runs. Returns the guard's ID, or None."""
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
+    shell = environ.get("SLURM_TASK_PID")  # the batch shell, if this /proc shows it (namespaces)
+    shell = shell if is_digits(shell) and os.path.isdir("/proc/" + shell) else None
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
         sleep(delay)
+        if shell and not os.path.isdir("/proc/" + shell):
+            return None  # the link ended (the controller forgets an ended job after MinJobAge)
         answer = controller_job(job_id)
         if answer.job is not None and base_state(answer.job.state) != "RUNNING":
             return None  # its end: nothing guards it (status says broken; resume continues)

@@ -923,6 +923,47 @@ def test_only_the_successors_sbatch_precedes_the_work_of_a_guarded_link(
     assert rc.StateStore(run_dir).read_record() == record and record.guard == "900000"
 
 
+class StillTrying(Exception):
+    """Raised by a test's sleep once a loop has tried enough times to show it goes on."""
+
+
+@pytest.mark.parametrize("shell_alive", [True, False],
+                         ids=["its batch shell still runs", "its batch shell is gone"])
+def test_a_link_without_successor_or_guard_tries_to_queue_its_guard_only_while_it_runs(
+        tmp_path, monkeypatch, shell_alive):
+    # The background step of a link whose sbatch failed before its work tries again every minute
+    # while the link runs; once the controller forgot the ended job (MinJobAge), only the batch
+    # shell's end tells it to stop (steps the fast suite left behind still looped an hour later).
+    run_dir = str(tmp_path / "run")
+    os.makedirs(run_dir)
+    rc.StateStore(run_dir).write_record(rc.Record(job="1000", action="resume", walltime=0,
+                                                  retries=0, max_retries=3, link=2))
+    path = str(tmp_path / "cluster.json")
+    fake_slurm.save(path, {"next_id": 5000, "jobs": {}, "sbatch_error": "Socket timed out"})
+    calls = []
+    slurm = fake_slurm.InProcess(path)
+    monkeypatch.setattr(rc, "run_slurm", lambda argv, *args, **kwargs: calls.append(
+        argv[0]) or slurm(argv, *args, **kwargs))
+    shell, slept = subprocess.Popen(["sleep", "60"]), []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        if not shell_alive:
+            shell.kill()  # the link ends while the step waits
+            shell.wait()
+        if len(slept) > 5:
+            raise StillTrying
+    environ = {"SLURM_JOB_ID": "1000", "SLURM_TASK_PID": str(shell.pid)}
+    if shell_alive:
+        with pytest.raises(StillTrying):
+            rc.guard_until_queued(run_dir, environ, sleep=sleep)
+        assert calls.count("sbatch") == 5
+        shell.kill()
+    else:
+        assert rc.guard_until_queued(run_dir, environ, sleep=sleep) is None
+        assert calls == [] and len(slept) == 1
+
+
 @pytest.mark.parametrize("successor_died", [False, True],
                          ids=["the successor dies at launch later", "it died at launch first"])
 def test_a_link_that_ends_before_its_background_step_leaves_its_successor_to_its_own_guard(
