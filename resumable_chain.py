@@ -1930,10 +1930,14 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
                             "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
 
 
+def show_job(job_id, cluster=None):
+    """The command line asking the controller about one job."""
+    return ["scontrol"] + on_cluster(cluster) + ["show", "job", "-o", job_id]
+
+
 def controller_job(job_id, timeout=None, cluster=None):
     """The controller's ControllerAnswer on one job."""
-    return controller_answer(run_slurm(["scontrol"] + on_cluster(cluster) + [
-        "show", "job", "-o", job_id], timeout=timeout))
+    return controller_answer(run_slurm(show_job(job_id, cluster), timeout=timeout))
 
 
 def controller_answer(result):
@@ -2141,9 +2145,8 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
     the controller, asked at once, answers while the link reads its state). The work's helpers
     (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
     job_id, predecessor_id = identify(environ)
-    asked = predecessor_id and run_slurm(["scontrol", "show", "job", "-o", predecessor_id],
-                                         timeout=first_lookup_timeout(lookup_window()),
-                                         background=True)
+    asked = predecessor_id and run_slurm(show_job(predecessor_id), background=True,
+                                         timeout=first_lookup_timeout(lookup_window()))
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
     try:
         store = open_run_dir(run_dir, predecessor_id)
@@ -3273,9 +3276,9 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
                 clusters[chain.cluster()] = cluster_to_ask(chain.cluster())
             plan = StatusPlan(run_dir, chain, _status_roles(chain, rows), _other_roles(chain)
                               if rows > COLLECTION_ROWS else {}, *clusters[chain.cluster()])
-            guard = [chain.guard()] if chain.guard() else []
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
-                (job, None) for job in list(plan.roles) + guard + list(plan.others))
+                (job, None) for job in list(plan.roles) + [chain.guard()] + list(plan.others)
+                if job)
         except Exception as error:  # one damaged chain is one row, never the whole table
             plan = unreadable_status(run_dir, error)
         plans.append(plan)
