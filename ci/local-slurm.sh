@@ -246,6 +246,15 @@ start_slurmd() {
     "$SBIN/slurmd"
 }
 
+cancel_leftovers() {  # the jobs slurmctld recovered from an earlier run of this cluster
+    local jobs
+    jobs=$(squeue -h -o %A | xargs)
+    [ -z "$jobs" ] && return 0
+    # shellcheck disable=SC2086  # one argument per job ID
+    scancel $jobs
+    log "cancelled $(wc -w <<<"$jobs") jobs left from an earlier run"
+}
+
 node_idle() { sinfo -h -n "$NODE" -o %T | grep -Eq '^(idle|mixed|allocated)'; }
 
 write_node_prolog() {
@@ -273,13 +282,17 @@ up() {
     install_packages
     write_configs
     write_node_prolog
+    # A test killed mid-way (a stopped session, a CI timeout) leaves its flag files, jobs and a
+    # drained node in the saved state: a fresh start begins clean, or every test waits on them.
+    rm -f "$PROLOG_HOLD" "$PROLOG_FAIL"
     start_munge
     start_mariadb
     start_slurmdbd
     start_slurmctld
+    cancel_leftovers
     start_slurmd
-    wait_for 30 "slurmd registration (node idle)" node_idle
     scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true
+    wait_for 30 "slurmd registration (node idle)" node_idle
     wait_for 30 "sacct" sacct -n -X -S now
     log "up: $(sinfo -h -o '%P %a %D %T' | tr '\n' ';') $(sbatch --version)"
 }

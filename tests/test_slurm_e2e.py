@@ -60,6 +60,13 @@ def cluster_problem():
             return "no Slurm cluster (%s: %s)" % (argv[0], error)
         if result.returncode != 0:
             return "no Slurm cluster (%s: %s)" % (argv[0], rc.last_line(result.stderr))
+    # Left by a run killed mid-way: every test would wait on them until its timeout.
+    nodes = run(["sinfo", "-h", "-N", "-o", "%N %T %E"]).stdout.split("\n")
+    unwell = [line for line in nodes if re.search(r" \S*(drain|down|fail)", line)]
+    queued = run(["squeue", "-h", "-o", "%j"]).stdout.count("rce2e-")
+    if unwell or queued:
+        return "the local cluster is not clean (%s): `sudo ci/local-slurm.sh down` then `up` " \
+            "starts it clean" % ("; ".join(unwell) or "%d jobs of an earlier run" % queued)
     return None
 
 
