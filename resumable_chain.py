@@ -1982,10 +1982,8 @@ def queued_jobs(job_ids=None, user=None, pending_only=False, cluster=None):
 
 def pending_dependents(cluster=None):
     """Return {predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
-    import pwd
-    dependents = {}
-    for job in queued_jobs(user=pwd.getpwuid(os.getuid()).pw_name, pending_only=True,
-                           cluster=cluster):
+    dependents = {}  # by UID (squeue takes either): no passwd lookup to fail here
+    for job in queued_jobs(user=str(os.getuid()), pending_only=True, cluster=cluster):
         if job.predecessor:
             dependents.setdefault(job.predecessor, []).append(job.job_id)
     return dependents
@@ -4585,8 +4583,9 @@ def guard_command(run_dir, job, *defaults, after=None):
             word.startswith("SBATCH_") and "=" in word for word in defaults):
         raise ValueError("guard: give DIR, the JOB it guards, --after=LINK and SBATCH_NAME=VALUE "
                          "defaults (a link queues this by itself)")
-    os.environ.update(word.split("=", 1) for word in defaults)
     run_dir = os.path.abspath(run_dir)
+    check_owned_dir(run_dir)
+    os.environ.update(word.split("=", 1) for word in defaults)
     event, command, words = guard_chain(run_dir, job, os.environ, after=after)
     _log("%s guard %s of job %s: %s" % (time.strftime("%Y-%m-%dT%H:%M:%S"),
                                         os.environ.get("SLURM_JOB_ID", "?"), job, words))

@@ -364,6 +364,14 @@ def test_in_job_words_refused(step, words, message):
     assert message in str(error.value)
 
 
+def test_a_guard_for_a_missing_run_directory_says_so_in_one_line(capsys, tmp_path):
+    missing = str(tmp_path / "gone")
+    assert rc.main(["guard", missing, "1001", "--after=1000"]) == rc.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "cannot use run directory %s: No such file or directory" % missing in err, err
+    assert err.count("\n") == 1, err
+
+
 @pytest.mark.parametrize("words,message", [
     (["d", "--max-retries", "x", "t.sh"], "max_retries must be a whole number from 0"),
     (["d", "--max-walltime", "0:30", "t.sh"], "under Slurm's 1-minute minimum"),
