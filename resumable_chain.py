@@ -4489,48 +4489,42 @@ def wants_signal(program, status_text, signum):
 
 def work_processes(parents, root):
     """``root`` and every descendant of it, from {pid: parent pid}; pure."""
-    children = collections.defaultdict(list)
-    for pid, parent in parents.items():
-        children[parent].append(pid)
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo += [child for child in children[pid] if child not in found]
+    found = [root]
+    for pid in found:  # the list grows as the children of each pid in it are found
+        found += [child for child, parent in parents.items()
+                  if parent == pid and child not in found]
     return sorted(found)
 
 
-def _proc_text(pid, name, proc="/proc"):
+def _proc_text(pid, name):
     try:
-        with open(os.path.join(proc, str(pid), name)) as handle:
+        with open("/proc/%s/%s" % (pid, name)) as handle:
             return handle.read()
     except (OSError, UnicodeDecodeError):
         return ""  # it ended meanwhile
 
 
-def _program(pid, proc="/proc"):
+def _program(pid):
     """The name of the program a process runs (its executable: a job script's comm is its own
     name, e.g. slurm_script, but its executable is the shell's)."""
     try:
-        return os.path.basename(os.readlink(os.path.join(proc, str(pid), "exe")))
+        return os.path.basename(os.readlink("/proc/%d/exe" % pid))
     except OSError:
         return None
 
 
-def signal_work(shell, signum, proc="/proc"):
+def signal_work(shell, signum):
     """Send ``signum`` to the batch shell and its descendants that want it; return their pids."""
-    parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat", proc))
-                                 for name in os.listdir(proc) if is_digits(name))))
+    parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat"))
+                                 for name in os.listdir("/proc") if is_digits(name))))
     sent = []
     for pid in work_processes(parents, shell):
-        program = _program(pid, proc)
+        program = _program(pid)
         if program not in SHELLS and pid != os.getpid() and wants_signal(
-                program, _proc_text(pid, "status", proc), signum):
-            try:
+                program, _proc_text(pid, "status"), signum):
+            with contextlib.suppress(OSError):
                 os.kill(pid, signum)
                 sent.append(pid)
-            except OSError:
-                pass
     return sent
 
 
