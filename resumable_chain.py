@@ -4078,10 +4078,10 @@ OPTION_CHECKS = {"--max-retries": retries_from_text, "--max-walltime": check_max
                  "--notify": check_notify, "--warn": check_warn}
 DURATION_HELP = "a Slurm duration such as 48:00:00 (a bare number is minutes) or seconds as 5400s"
 CHAINS_OWN = " (default: the chain's own)"
+RETRIES_HELP = "failures (not timeouts) retried before the chain fails"
 # The help of the user's options; "COMMAND --option" where it means more for that command.
 OPTION_HELP = {
-    "--max-retries": "failures (not timeouts) retried before the chain fails (default %d)"
-                     % DEFAULT_MAX_RETRIES,
+    "--max-retries": RETRIES_HELP + " (default %d)" % DEFAULT_MAX_RETRIES,
     "--max-walltime": "cap on the chain's accumulated walltime: " + DURATION_HELP
                       + "; at least one minute (default: none)",
     "--script": "script the successor is submitted with (default: the job's own)",
@@ -4099,8 +4099,7 @@ OPTION_HELP = {
     "--json": "print one JSON object (a list for several chains)",
     "--check": "exit 1 when a chain needs a person (failed, broken, would not continue)",
     "--dry-run": "only print what would be done",
-    "resume --max-retries": "failures (not timeouts) retried before the chain fails"
-                            + CHAINS_OWN,
+    "resume --max-retries": RETRIES_HELP + CHAINS_OWN,
     "resume --max-walltime": "a new cap on the accumulated walltime" + CHAINS_OWN,
     "resume --notify": "a new notify command for this link and every later one" + CHAINS_OWN,
     "resume --warn": "a new warning for this link and every later one" + CHAINS_OWN,
@@ -4336,8 +4335,9 @@ def _each_text(value, change):
     return value
 
 
-def _log(message):
-    sys.stderr.write("resumable-chain: %s\n" % visible(message))
+def _log(*messages):
+    for message in messages:
+        sys.stderr.write("resumable-chain: %s\n" % visible(message))
     sys.stderr.flush()
 
 
@@ -4374,8 +4374,7 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
                          os.getcwd())
     outcome = run_link(run_dir, Settings(max_retries, max_walltime), next_link, os.environ,
                        budget_dir=budget_dir and os.path.abspath(budget_dir), **notify_and_warn)
-    for warning in outcome.warnings:
-        _log(warning)
+    _log(*outcome.warnings)
     if outcome.status == EXIT_WORK:
         outcome, start, limit = fit_own_limit(outcome, os.environ)
     _log(describe_link(outcome))
@@ -4386,9 +4385,7 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
         end = link_end(start, limit, link_caps(record))
         if record.warn:
             _log(start_warner(record.warn, end, os.environ))
-        started = start_while_working(run_dir, outcome)
-        if started:
-            _log(started)
+        start_while_working(run_dir, outcome)
         _write("unset %s\n" % NAMED_ENV + "".join(  # not passed on to jobs the work queues
             "export %s=%s\n" % (name, shell_quote(value)) for name, value in
             link_exports(record, run_dir, end).items()))
@@ -4409,14 +4406,15 @@ def fit_own_limit(outcome, environ):
 
 def start_while_working(run_dir, outcome):
     """Fork ``while-working DIR [--again]`` as the work starts (the module is loaded: no second
-    start-up beside the work), writing to the job's stderr only; return a line to log, or None."""
+    start-up beside the work), writing to the job's stderr only."""
     again = outcome.observation is not None and outcome.observation.source == "journal"
     sys.stdout.flush()
     try:
         child = os.fork()
     except OSError as error:
-        return ("cannot start the background step (%s): the guard of this job queues its "
-                "successor's guard when it ends" % error)
+        _log("cannot start the background step (%s): the guard of this job queues its "
+             "successor's guard when it ends" % error)
+        return
     if child == 0:
         status = EXIT_USAGE
         try:
@@ -4427,7 +4425,6 @@ def start_while_working(run_dir, outcome):
             status = main(["while-working", run_dir] + (["--again"] if again else []))
         finally:
             os._exit(status)
-    return None
 
 
 # The warning before a link ends (--warn SIG@S). Slurm's own --signal cannot do it: it is fixed
@@ -4550,8 +4547,7 @@ def while_working_command(run_dir, again=False):
     starts (``finish_queueing``)."""
     run_dir = os.path.abspath(run_dir)
     record, warnings = finish_queueing(run_dir, os.environ, again=again)
-    for warning in warnings:
-        _log(warning)
+    _log(*warnings)
     if record is not None and not (record.successor or record.guarded_by):
         devnull = os.open(os.devnull, os.O_WRONLY)  # the job's log is not held open for hours
         os.dup2(devnull, 2)
@@ -4563,8 +4559,7 @@ def finished_command(run_dir):
     """The rendered exit trap's step once the work exited 0: the chain finished."""
     run_dir = task_run_dir(run_dir, os.environ)
     event, command, warnings = work_finished(run_dir, os.environ)
-    for warning in warnings:
-        _log(warning)
+    _log(*warnings)
     if event and command:
         _log(notify(command, event, run_dir))
     return 0
