@@ -2594,9 +2594,10 @@ def module_path():
     return os.path.realpath(__file__)
 
 
-def step_command(*words):
-    """The command line that runs this module's ``words`` in a job, the way the prologue does."""
-    return [sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
+def step_command(*words, python=None):
+    """The command line that runs this module's ``words`` in a job, the way the prologue does
+    (``python``: the interpreter it names, else this one)."""
+    return [python or sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
 
 
 def swap_guard(record, run_dir, environ, warnings, again=False):
@@ -3067,11 +3068,9 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     if not isinstance(python, str) or not python.strip() or "\0" in python:
         raise ValueError("python must be an interpreter command such as python3, got %r"
                          % (python,))
-    max_retries = check_max_retries(max_retries)
-    max_walltime = check_max_walltime(max_walltime)
+    max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     notify, warn = check_notify(notify), check_warn(warn)
-    module = [python, "-I", "-S", "-c", BOOTSTRAP, module_path()]
-    argv = module + ["prologue", "--max-retries=%d" % max_retries]
+    argv = step_command("prologue", "--max-retries=%d" % max_retries, python=python)
     if max_walltime is not None:
         argv.append("--max-walltime=" + format_duration(max_walltime))
     argv += ["--sbatch-arg=" + argument for argument in check_sbatch_args(sbatch_args)]
@@ -3105,9 +3104,8 @@ def made_dir(run_dir):
 
 def finished_trap(python, run_dir):
     """The exit trap that says the chain finished (FINISHED_TRAP), for a chain that notifies."""
-    return FINISHED_TRAP.format(command=" ".join(shell_quote(argument) for argument in [
-        python, "-I", "-S", "-c", BOOTSTRAP, module_path(), "finished",
-        os.path.abspath(run_dir)]))
+    return FINISHED_TRAP.format(command=" ".join(shell_quote(word) for word in step_command(
+        "finished", os.path.abspath(run_dir), python=python)))
 
 
 # ---------------------------------------------------------------------------
@@ -3676,9 +3674,8 @@ def budget_report(budget_dir):
         settled = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
     except StateError:
         settled = budget  # squeue unreachable: show what is known
-    reserved = sum(settled.reservations.values())
     return {"dir": os.path.abspath(budget_dir), "cap": settled.cap, "used": settled.settled,
-            "reserved": reserved, "left": budget_left(settled),
+            "reserved": sum(settled.reservations.values()), "left": budget_left(settled),
             "reservations": dict(settled.reservations), "cluster": settled.cluster}
 
 
@@ -3875,9 +3872,8 @@ def sweep_options(run_dir, header, sbatch_args):
         raise ValueError("--array=%s: the throttle %%%d would not hold: each later link of a task "
                          "is a job of its own, which it does not count; use a QOS limit such as "
                          "MaxJobsPerUser, or no throttle" % (spec, throttle))
-    name = os.path.basename(os.path.abspath(run_dir))
     return tasks, sbatch_args + ([] if "--job-name" in option_names(given) else [
-        "--job-name=" + name])
+        "--job-name=" + os.path.basename(os.path.abspath(run_dir))])
 
 
 def _live_chain(run_dir, force):
