@@ -4284,8 +4284,7 @@ def _shown_path(path):
 
 
 def format_collection(statuses):
-    """The table ``status`` prints for several chains: one row per chain, then what needs a
-    person, then what could not be read."""
+    """``status``'s table of several chains: a row each, then what needs a person or is unread."""
     table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB", "NEXT")]
     for status in statuses:
         cap = format_duration(status["max_walltime"]) if status["max_walltime"] else "-"
