@@ -3252,15 +3252,14 @@ def chain_status(run_dir):
     return chains_status([run_dir], rows=STATUS_ROWS)[0]
 
 
-# What status read of a chain before asking Slurm: ``roles`` ({job ID: role}) are the jobs of
-# the verdict, ``others`` ({job ID: (role, note)}) rows to see; the cluster to ask, and why.
-StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain roles others cluster note")
+# What status read of a chain before asking Slurm: ``roles`` ({job ID: role}) are the jobs of the
+# verdict, ``others`` ({job ID: (role, note)}) rows to see; guards_that_ran's; cluster_to_ask's.
+StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain roles others guards cluster note")
 
 
 def chains_status(run_dirs, rows=COLLECTION_ROWS):
     """The status of each chain in run_dirs (``rows``: how many newest links each shows), from
-    one sacct, at most one squeue per cluster and one report per budget; one that cannot be
-    read is a row saying so, never the end of the table."""
+    one sacct, at most one squeue per cluster and one report per budget."""
     clusters, budgets, plans, wanted = {}, {}, [], collections.OrderedDict()
     deadline = time.monotonic() + STATUS_SECONDS
     for run_dir in run_dirs:
@@ -3270,8 +3269,10 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             chain = open_chain(run_dir, strict=False)
             if chain.cluster() not in clusters:  # scontrol show config once per cluster
                 clusters[chain.cluster()] = cluster_to_ask(chain.cluster())
-            plan = StatusPlan(run_dir, chain, _status_roles(chain, rows), _other_roles(chain)
-                              if rows > COLLECTION_ROWS else {}, *clusters[chain.cluster()])
+            guards = guards_that_ran(chain.store)  # read once: for others and the guard's row
+            others = _other_roles(chain, guards) if rows > COLLECTION_ROWS else {}
+            plan = StatusPlan(run_dir, chain, _status_roles(chain, rows), others, guards,
+                              *clusters[chain.cluster()])
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
                 (job, None) for job in list(plan.roles) + [chain.guard()] + list(plan.others)
                 if job)
@@ -3307,8 +3308,7 @@ def unreadable_status(run_dir, error):
 
 
 def _status_roles(chain, rows):
-    """{job ID: role} of the jobs status shows: the newest links, the first job while it has not
-    run, the job of the last record if it is not a link, its successor."""
+    """{job ID: role} of the jobs of the verdict: newest links, first job, record's, successor."""
     record, submitted = chain.record or Record(), chain.submitted or {}
     roles = collections.OrderedDict((job, "link") for job in chain.jobs[-rows:])
     first = submitted.get("first_job")
@@ -3338,11 +3338,11 @@ def guards_that_ran(store):
     return found
 
 
-def _other_roles(chain):
+def _other_roles(chain, guards):
     """{job ID: (role, note)} of the jobs the chain queued besides its links and successor:
     guards (what those that ran did), the successors they found dead, the jobs they queued."""
     record, others = chain.record or Record(), collections.OrderedDict()
-    for guard, guarded, what in guards_that_ran(chain.store):
+    for guard, guarded, what in guards:
         others[guard] = ("guard", "ran once job %s ended: %s" % (guarded, what))
         queued = what.partition(CONTINUED_WITH)[2].split(" ")[0].rstrip(";,")
         dead = guarded not in chain.jobs and guarded != record.successor
@@ -3352,15 +3352,13 @@ def _other_roles(chain):
         if is_job_id(queued):
             others.setdefault(queued, ("replacement" if dead else "successor", "queued by "
                                        "guard %s" % guard))
-    if record.guard:
-        others.setdefault(record.guard, ("guard", "continues the chain if job %s dies before "
-                                         "its prologue" % record.successor))
-    elif record.guarded_by and not record.successor and record.action in WORK_ACTIONS:
-        others.setdefault(record.guarded_by, ("guard", "queues the successor of job %s when it "
-                                              "ends" % record.job))
-    elif record.job is None and (chain.submitted or {}).get("guard"):
-        others.setdefault(chain.submitted["guard"], ("guard", "replaces job %s if it dies before "
-                                                     "its prologue" % chain.submitted["first_job"]))
+    guard = chain.guard()  # which of its cases: a journal's record always names its job
+    if guard:
+        others.setdefault(guard, ("guard", "continues the chain if job %s dies before its "
+                                  "prologue" % record.successor if guard == record.guard else
+                                  "queues the successor of job %s when it ends" % record.job
+                                  if record.job is not None else "replaces job %s if it dies "
+                                  "before its prologue" % chain.submitted["first_job"]))
     return others
 
 
@@ -3412,7 +3410,7 @@ def _status_of(plan, answer, budgets):
                       "a state file cannot be read: %s" % status["problems"][0]) or None)
     if chain.problems and verdict.next and record.job is not None:  # resume refuses till then
         status["next"] = "fix or delete the file named above, then: " + verdict.next
-    _show_other_jobs(status, chain, plan.others, known)
+    _show_other_jobs(status, plan, known)
     return status
 
 
@@ -3426,12 +3424,12 @@ def _budget_of(budget_dir, budgets):
     return budgets.get(budget_dir) if budget_dir else None
 
 
-def _show_other_jobs(status, chain, others, known):
-    """Add the rows of ``others`` ({job ID: (role, note)}) to ``status``: not for the verdict."""
-    record, rows = chain.record or Record(), list(status["jobs"])
-    ran = [what for guard, _, what in guards_that_ran(chain.store) if guard == record.guard]
+def _show_other_jobs(status, plan, known):
+    """Add the rows of ``plan.others`` to ``status``: not for the verdict."""
+    record, rows = plan.chain.record or Record(), list(status["jobs"])
+    ran = [what for guard, _, what in plan.guards if guard == record.guard]
     shown = dict((row["job"], row) for row in rows)
-    for job_id, (role, note) in others.items():
+    for job_id, (role, note) in plan.others.items():
         if job_id in shown:  # a link or successor that a guard queued: say so
             shown[job_id].update(role=role, note="; ".join(
                 words for words in (note, shown[job_id]["note"]) if words))
@@ -3447,8 +3445,7 @@ def _show_other_jobs(status, chain, others, known):
 def _status_row(job, role, record):
     state = base_state(job.state)
     note = None
-    if role == "successor" and state == "CANCELLED" and job.start is None and \
-            job.state == "CANCELLED":
+    if role == "successor" and job.state == "CANCELLED" and job.start is None:
         note = "cancelled by Slurm before it ran: its predecessor completed (expected)"
     elif role == "decided":
         note = "ran no work: decided %s" % record.action
@@ -3556,14 +3553,14 @@ VERDICTS = {
                 None, False),
 }
 # status's verdict of a chain: text is "word: detail"; fails: whether status --check fails.
-Verdict = collections.namedtuple("Verdict", "word text detail next fails")
+Verdict = collections.namedtuple("Verdict", "word text next fails")
 
 
 def _verdict_of(situation, facts):
     """The Verdict of a situation of VERDICTS, filled in with ``facts``."""
     word, detail, then, fails = VERDICTS[situation]
-    detail = detail.format(**facts)
-    return Verdict(word, "%s: %s" % (word, detail), detail, then and then.format(**facts), fails)
+    text = "%s: %s" % (word, detail.format(**facts))
+    return Verdict(word, text, then and then.format(**facts), fails)
 
 
 def _verdict(record, rows, status, chain):
@@ -3603,7 +3600,7 @@ def _verdict(record, rows, status, chain):
     guard = status["guard"]
     if VERDICTS[situation][0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
         return _verdict_of("guarded", dict(facts, guard=guard["job"], guard_state=guard["state"],
-                                           broken=_verdict_of(situation, facts).detail))
+                                           broken=VERDICTS[situation][1].format(**facts)))
     return _verdict_of(situation, facts)
 
 
@@ -3662,9 +3659,8 @@ def _ended_verdict(record, rows, resume):
     words = dict(record._asdict(), resume=resume, cancelled_by=_state_words(
         predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
             record.budget_dir or "DIR"))
-    word, text, then = STOP_CAUSES[cause]  # the detail: the text after its word
-    return Verdict(word, text.format(**words), text.partition(": ")[2].format(**words),
-                   then and then.format(**words), word == "failed")
+    word, text, then = STOP_CAUSES[cause]
+    return Verdict(word, text.format(**words), then and then.format(**words), word == "failed")
 
 
 def budget_report(budget_dir):
@@ -4265,8 +4261,7 @@ def _status_warnings(status, shown):
 
 
 def _live_job(status):
-    """The job a collection row shows: the running link, else the pending job, with what Slurm
-    says of its time or why it waits."""
+    """A collection row's live job: the running one, else the pending one; its time left or why."""
     live = [row for row in status["jobs"] if base_state(row["state"]) in LIVE_STATES]
     running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if not live:
@@ -4284,8 +4279,7 @@ def _shown_path(path):
 
 
 def format_collection(statuses):
-    """The table ``status`` prints for several chains: one row per chain, then what needs a
-    person, then what could not be read."""
+    """``status``'s table of several chains: a row each, then what needs a person or is unread."""
     table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB", "NEXT")]
     for status in statuses:
         cap = format_duration(status["max_walltime"]) if status["max_walltime"] else "-"
