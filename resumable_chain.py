@@ -2768,7 +2768,8 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
     """One look of the guard under the lock, ``looked`` seconds after its first: (whether it is
     over, (event, command, words)). What a newer view could not undo (JOB queued its successor,
     the chain went on past it, JOB was cancelled before it started) is acted on at once; the
-    rest, on a view old enough to be current (``view_wait``), or at the guard's last look."""
+    rest, on a view old enough to be current (``view_wait``), or at the guard's last look
+    (the helpers get both as ``looks``: final, trusted)."""
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
     trusted = final or looked >= view_wait(store.directory)
     lag = "" if trusted else "; looking again (the run directory's view may lag)"
@@ -2780,22 +2781,19 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
         submitted = store.read_submitted() if record is None else None
         if submitted and submitted.get("first_job") == job_id:
             return _guard_first_job(store, submitted, ended_job(job_id), environ, final, trusted)
-        if record is not None and record.predecessor == job_id and not (
-                record.successor or record.guarded_by) and record.action in WORK_ACTIONS:
-            return _guard_adopts(store, record, environ, (final, trusted))
-        if record is not None and (record.predecessor == job_id or record.job == job_id and (
-                record.action not in WORK_ACTIONS or record.successor and record.guard)):
-            return True, (None, None, "nothing to guard: job %s ran its prologue and %s" % (
-                job_id, "queued job %s" % record.successor if record.successor
-                else "decided %s" % record.action) if record.job == job_id
-                else "the chain went on past job %s" % job_id)
+        if record is not None and record.predecessor == job_id:
+            if record.action in WORK_ACTIONS and not (record.successor or record.guarded_by):
+                return _guard_adopts(store, record, environ, (final, trusted))
+            return True, (None, None, "nothing to guard: the chain went on past job %s" % job_id)
         if record is None or job_id not in (record.job, record.successor):
             return trusted, (None, None, "nothing to guard: the chain does not name job %s%s"
                              % (job_id, lag))
-        if record.job == job_id and record.successor:
-            return _guard_covers(store, record, environ, final) if trusted else (False, (
-                None, None, "job %s ended before its successor %s had a guard; looking again "
-                "before acting (the run directory's view may lag)" % (job_id, record.successor)))
+        if record.job == job_id and (record.successor or record.action not in WORK_ACTIONS):
+            if record.action in WORK_ACTIONS and not record.guard:  # its successor has none
+                return _guard_covers(store, record, environ, (final, trusted))
+            return True, (None, None, "nothing to guard: job %s ran its prologue and %s" % (
+                job_id, "queued job %s" % record.successor if record.successor
+                else "decided %s" % record.action))
         job = ended_job(job_id)
         if job is None:
             words = "cannot tell how job %s ended: neither the controller nor accounting " \
@@ -2810,8 +2808,7 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
 def _guard_adopts(store, record, environ, looks):
     """The chain went on past the guard's job to a link with neither a successor nor a guard
     (both sbatch failed in its prologue): queue that link's guard, trying again within this
-    guard's minutes; once that link has ended, act as its guard would. ``looks``: (the last
-    look, a view old enough to be current)."""
+    guard's minutes; once that link has ended, act as its guard would."""
     final, trusted = looks
     if not trusted:
         return False, (None, None, "the chain went on to job %s, which shows no successor and "
@@ -2830,19 +2827,13 @@ def _guard_adopts(store, record, environ, looks):
 
 
 def _guard_ended(store, snapshot, job, environ, looks):
-    """The guard's decision once the journal names its job, which ended. ``looks``: (the
-    guard's last look, a view old enough to be current)."""
+    """The guard's decision once the journal names its job, which ended."""
     (final, trusted), record = looks, snapshot.record
     resumed = record.job == job.job_id and record.source == "resume" and \
         snapshot.last_job != job.job_id  # a link resume queued that never ran its prologue
-    cancelled = base_state(job.state) == "CANCELLED" and job.nodes is None  # it never ran
-    if resumed and cancelled:
-        reason = "job %s, queued by resume, was cancelled before it started: the chain does " \
-            "not go on" % job.job_id
-        return True, (journal_event(store, Event("stopped", job.job_id, record.link, reason,
-                                                 int(time.time())), []), record.notify, reason)
-    if cancelled and record.successor == job.job_id:  # nothing newer can exist
-        return _guard_cancelled(store, record, job)
+    if base_state(job.state) == "CANCELLED" and job.nodes is None and (  # it never ran
+            resumed or record.successor == job.job_id):  # nothing newer can exist
+        return _guard_cancelled(store, record, job, resumed)
     if not trusted:
         return False, (None, None, "job %s ended %s; looking again before acting (the run "
                        "directory's view may lag)" % (job.job_id, job.state))
@@ -2881,15 +2872,18 @@ def _first_job_lost(store, job_id, reason):
     return event, store.read_notify(), reason
 
 
-def _guard_covers(store, record, environ, final):
+def _guard_covers(store, record, environ, looks):
     """The guarded link queued its successor but ended before the successor had a guard: be
     that guard (a successor that died already is replaced now)."""
+    final, trusted = looks
+    words = "job %s ended before its successor %s had a guard" % (record.job, record.successor)
+    if not trusted:
+        return False, (None, None, "%s; looking again before acting (the run directory's view "
+                       "may lag)" % words)
     successor = ended_job(record.successor)
     if successor is not None and is_final(successor.state):
         return _guard_died(store, record, successor, environ, final)
-    warnings = []
-    covered = swap_guard(record, store.directory, environ, warnings, again=True)
-    words = "job %s ended before its successor %s had a guard" % (record.job, record.successor)
+    covered = swap_guard(record, store.directory, environ, [], again=True)
     if covered.guard or final:
         store.write_record(covered)
     if covered.guard:
@@ -2927,25 +2921,29 @@ def _guard_died(store, record, job, environ, final, field="successor"):
                         ended=job.job_id)
 
 
-def _guard_cancelled(store, record, job):
+def _guard_cancelled(store, record, job, resumed):
     """The guarded successor was cancelled before it started: by Slurm, because its predecessor
-    completed (the chain finished), or by a person (the chain stops). No link is left to journal
-    either: the guard does (once; the exit trap may have said ``finished`` already)."""
-    by = sacct_jobs([job.job_id])[0].get(job.job_id) or job  # only accounting says who
-    if by.state != "CANCELLED" and base_state(by.state) == "CANCELLED":
-        reason = "job %s, the pending successor of job %s, was cancelled before it started " \
-            "(%s): the chain stops when job %s ends" % (job.job_id, record.job,
-                                                        _state_words(by.state), record.job)
-        event = Event("stopped", record.job, record.link, reason, int(time.time()))
+    completed (the chain finished), or by a person (the chain stops); so was the link resume
+    queued (``resumed``: the chain does not go on). No link is left to journal either: the
+    guard does (once; the exit trap may have said ``finished`` already)."""
+    # only accounting says who cancelled a successor
+    by = None if resumed else sacct_jobs([job.job_id])[0].get(job.job_id) or job
+    if resumed:
+        kind, reason = "stopped", "job %s, queued by resume, was cancelled before it started: " \
+            "the chain does not go on" % job.job_id
+    elif by.state != "CANCELLED" and base_state(by.state) == "CANCELLED":
+        kind, reason = "stopped", "job %s, the pending successor of job %s, was cancelled " \
+            "before it started (%s): the chain stops when job %s ends" % (
+                job.job_id, record.job, _state_words(by.state), record.job)
     else:
         predecessor = ended_job(record.job)
         if predecessor is None or base_state(predecessor.state) != "COMPLETED":
             return True, (None, None, "job %s was cancelled before it started, and job %s is %s: "
                           "nothing continues it" % (job.job_id, record.job, predecessor and
                                                     predecessor.state or "not known"))
-        reason = "job %s (link %s) completed its work; Slurm cancelled its successor %s" % (
-            record.job, record.link, job.job_id)
-        event = Event("finished", record.job, record.link, reason, int(time.time()))
+        kind, reason = "finished", "job %s (link %s) completed its work; Slurm cancelled its " \
+            "successor %s" % (record.job, record.link, job.job_id)
+    event = Event(kind, record.job, record.link, reason, int(time.time()))
     return True, (journal_event(store, event, []), record.notify, reason)
 
 
@@ -2956,9 +2954,9 @@ def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
     journal ``healed``. It is held and without dependency (the link it continues may be
     forgotten by now: Slurm refuses a dependency on it), released once recorded: never two. A
     successor a failed sbatch of the ended link created after all is recorded instead."""
-    first, successor, error, warnings = field == "first_job", None, None, []
-    if field == "successor" and state.job == ended:
-        successor, error = queued_successor(ended)
+    first, warnings = field == "first_job", []
+    successor, error = queued_successor(ended) if field == "successor" and state.job == ended \
+        else (None, None)
     held = successor is None and error is None
     try:
         successor = _sbatch_replacement(store, state) if held else successor
