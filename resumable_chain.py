@@ -3350,13 +3350,16 @@ def _other_roles(chain, guards):
         if is_job_id(queued):
             others.setdefault(queued, ("replacement" if dead else "successor", "queued by "
                                        "guard %s" % guard))
-    guard = chain.guard()  # which of its cases: a journal's record always names its job
-    if guard:
-        others.setdefault(guard, ("guard", "continues the chain if job %s dies before its "
-                                  "prologue" % record.successor if guard == record.guard else
-                                  "queues the successor of job %s when it ends" % record.job
-                                  if record.job is not None else "replaces job %s if it dies "
-                                  "before its prologue" % chain.submitted["first_job"]))
+    guard = chain.guard()  # Chain.guard's three cases (a journal's record names its job)
+    if not guard:
+        return others
+    if guard == record.guard:
+        note = "continues the chain if job %s dies before its prologue" % record.successor
+    elif record.job is not None:
+        note = "queues the successor of job %s when it ends" % record.job
+    else:
+        note = "replaces job %s if it dies before its prologue" % chain.submitted["first_job"]
+    others.setdefault(guard, ("guard", note))
     return others
 
 
@@ -4372,7 +4375,7 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
         record = outcome.record
         end = link_end(start, limit, link_caps(record))
         if record.warn:
-            _log(start_warner(record.warn, end, os.environ))
+            _log(start_warner(record.warn, end, limit, os.environ))
         start_while_working(run_dir, outcome)
         _write("unset %s\n" % NAMED_ENV + "".join(  # not passed on to jobs the work queues
             "export %s=%s\n" % (name, shell_quote(value)) for name, value in
@@ -4428,10 +4431,13 @@ def start_while_working(run_dir, outcome):
 # (proctrack/linuxproc does not follow a process in its own session).
 
 
-def start_warner(warn, end, environ):
+def start_warner(warn, end, limit, environ):
     """Start ``warn-work SIG@S END SHELL`` for the rest of this job; return what to log."""
     if end is None:
         return "no warning before this link ends: its end is not known (no time limit)"
+    if limit is not None and warn_signal(warn)[1] >= limit:  # every link would be told at once
+        return "no warning before this link ends: --warn %s is not shorter than the job's time " \
+            "limit (%s); give it fewer seconds" % (warn, format_duration(limit))
     shell = environ.get("SLURM_TASK_PID") or str(os.getppid())
     try:
         subprocess.Popen(step_command("warn-work", warn, str(end), shell),
@@ -4519,11 +4525,16 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
         raise ValueError("warn-work: give SIG@S END SHELL (a link starts this by itself)")
     signum, seconds = warn_signal(warn)
     at, shell = int(end) - seconds, int(shell)
+    late = clock() >= at  # a cap lowered the link's end: warn once the work can hear it
     while clock() < at and os.path.isdir("/proc/%d" % shell):
         sleep(min(at - clock(), WARN_POLL))
-    if not os.path.isdir("/proc/%d" % shell):
-        return 0  # the work ended before the warning
-    sent = signal_work(shell, signum)
+    while True:
+        if not os.path.isdir("/proc/%d" % shell):
+            return 0  # the work ended before the warning
+        sent = signal_work(shell, signum)
+        if sent or not late or clock() + 1 >= int(end):
+            break
+        sleep(1)  # its handler may not be set yet
     _log("SIG%s sent %d s before the link ends to %s" % (
         warn.partition("@")[0], int(end) - int(clock()),
         "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it)"))

@@ -179,6 +179,43 @@ def test_the_warning_reaches_a_plain_command_and_a_child_process_group_and_harms
     assert "SIG%s sent 20 s before the link ends to pids" % signame in capsys.readouterr().err
 
 
+LATE_BATCH = r'''#!%s
+sleep 2  # the work sets its handler only after the moment has passed
+"$PY" "$DIR/worker.py" plain "$DIR/log" "$SIG"
+'''
+
+
+def test_a_warning_due_before_the_link_starts_reaches_the_work_once_it_catches_it(
+        tmp_path, capsys):
+    """A cap lowered the link's end below USR1@20: the timer waits for a catcher, not for 0 s."""
+    (tmp_path / "worker.py").write_text(WORKER)
+    (tmp_path / "slurm_script").write_text(LATE_BATCH % BASH)
+    os.chmod(str(tmp_path / "slurm_script"), 0o755)
+    shell = subprocess.Popen([str(tmp_path / "slurm_script")], env=dict(
+        os.environ, DIR=str(tmp_path), PY=sys.executable, SIG=str(int(signal.SIGUSR1))))
+    try:
+        assert rc.warn_command("USR1@20", str(int(time.time()) + 15), str(shell.pid)) == 0
+        assert shell.wait(timeout=60) == 0
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    assert _lines(str(tmp_path / "log")) == ["plain ready", "plain got %d" % signal.SIGUSR1]
+    assert "SIGUSR1 sent" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("warn, limit, said", [
+    ("USR1@120", 120, "--warn USR1@120 is not shorter than the job's time limit (00:02:00)"),
+    ("TERM@600", 300, "--warn TERM@600 is not shorter than the job's time limit (00:05:00)"),
+    ("USR1@60", None, None),
+], ids=["as long as the limit", "longer than the limit", "no time limit"])
+def test_a_warning_no_shorter_than_the_time_limit_starts_no_timer(monkeypatch, warn, limit,
+                                                                   said):
+    monkeypatch.setattr(rc.subprocess, "Popen", lambda *a, **k: pytest.fail("timer started"))
+    words = rc.start_warner(warn, None if said is None else int(time.time()) + 60, limit, {})
+    assert words.startswith("no warning before this link ends: ") and (said or "not known") \
+        in words, words
+
+
 def test_the_timer_of_a_job_whose_work_ended_sends_nothing(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()
