@@ -1974,7 +1974,8 @@ def queued_jobs(job_ids=None, user=None, pending_only=False, cluster=None):
     if pending_only:
         argv += ["-t", "PENDING"]
     result = run_slurm(argv)
-    if result.returncode != 0 and "Invalid job id" not in result.stderr:
+    if result.returncode != 0 and "Invalid job id" not in result.stderr or \
+            "Invalid user" in result.stderr:  # exit 0, and no job shown: never "none queued"
         raise StateError("squeue failed: %s" % last_line(result.stderr))
     return [job for job in parse_squeue(result.stdout)
             if job_ids is None or job.job_id in job_ids]
@@ -1982,8 +1983,12 @@ def queued_jobs(job_ids=None, user=None, pending_only=False, cluster=None):
 
 def pending_dependents(cluster=None):
     """Return {predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
-    dependents = {}  # by UID (squeue takes either): no passwd lookup to fail here
-    for job in queued_jobs(user=str(os.getuid()), pending_only=True, cluster=cluster):
+    user = uid_name(os.getuid())
+    if " " in user:  # "uid N": squeue (26.05) would show no job of it, and say nothing
+        raise StateError("cannot ask squeue for your jobs: this node has no user name for "
+                         "your %s" % user)
+    dependents = {}
+    for job in queued_jobs(user=user, pending_only=True, cluster=cluster):
         if job.predecessor:
             dependents.setdefault(job.predecessor, []).append(job.job_id)
     return dependents
@@ -4525,7 +4530,8 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
         raise ValueError("warn-work: give SIG@S END SHELL (a link starts this by itself)")
     signum, seconds = warn_signal(warn)
     at, shell = int(end) - seconds, int(shell)
-    late = clock() >= at  # a cap lowered the link's end: warn once the work can hear it
+    late = clock() + 60 >= at  # due as the work starts (a cap lowered the link's end): warn
+    # once it can hear it, as it may set its handler later
     while clock() < at and os.path.isdir("/proc/%d" % shell):
         sleep(min(at - clock(), WARN_POLL))
     while True:

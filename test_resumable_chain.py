@@ -479,6 +479,19 @@ def test_controller_job_reads_a_recorded_answer(monkeypatch, name, state, forgot
     assert (answer.error is None) == (state is not None)
 
 
+def test_a_user_squeue_cannot_name_is_an_error_never_no_job_queued(monkeypatch):
+    """22.05 says "Invalid user" but exits 0 with no job; 26.05 says nothing for a UID it cannot
+    name: "none pending" would let a guard queue a second successor, cancel leave one."""
+    _, status, stdout, stderr = recorded("22.05/squeue-invalid-user")
+    monkeypatch.setattr(rc, "run_slurm", lambda argv, timeout=None: rc.SlurmResult(
+        status, stdout, stderr))
+    with pytest.raises(rc.StateError, match="squeue failed: squeue: error: Invalid user: 12345"):
+        rc.queued_jobs(user="12345", pending_only=True)
+    monkeypatch.setattr(rc, "uid_name", lambda uid: "uid %d" % uid)
+    with pytest.raises(rc.StateError, match="this node has no user name for your uid"):
+        rc.pending_dependents()
+
+
 @pytest.mark.parametrize("release", ["24.11", "26.05"])
 def test_recorded_23_02_and_later_refuse_a_dependency_on_an_unknown_job(release):
     # Why resume queues its link held and without a dependency (Slurm 23.02 and later).

@@ -248,7 +248,8 @@ start_slurmd() {
 
 cancel_leftovers() {  # the jobs slurmctld recovered from an earlier run of this cluster
     local jobs
-    jobs=$(squeue -h -o %A | xargs)
+    jobs=$(squeue -h -o %A) || fail "squeue did not answer"
+    jobs=$(xargs <<<"$jobs")
     [ -z "$jobs" ] && return 0
     # shellcheck disable=SC2086  # one argument per job ID
     scancel $jobs
@@ -284,12 +285,15 @@ up() {
     write_node_prolog
     # A test killed mid-way (a stopped session, a CI timeout) leaves its flag files, jobs and a
     # drained node in the saved state: a fresh start begins clean, or every test waits on them.
-    rm -f "$PROLOG_HOLD" "$PROLOG_FAIL"
+    # Not a running cluster's (its node drained or slurmdbd stopped by a test under way).
+    local fresh=1
+    if alive "$RUN/slurmctld.pid"; then fresh=0; fi
+    [ "$fresh" -eq 0 ] || rm -f "$PROLOG_HOLD" "$PROLOG_FAIL"
     start_munge
     start_mariadb
     start_slurmdbd
     start_slurmctld
-    cancel_leftovers
+    [ "$fresh" -eq 0 ] || cancel_leftovers
     start_slurmd
     scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true
     wait_for 30 "slurmd registration (node idle)" node_idle

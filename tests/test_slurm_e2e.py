@@ -61,12 +61,13 @@ def cluster_problem():
         if result.returncode != 0:
             return "no Slurm cluster (%s: %s)" % (argv[0], rc.last_line(result.stderr))
     # Left by a run killed mid-way: every test would wait on them until its timeout.
-    nodes = run(["sinfo", "-h", "-N", "-o", "%N %T %E"]).stdout.split("\n")
-    unwell = [line for line in nodes if re.search(r" \S*(drain|down|fail)", line)]
-    queued = run(["squeue", "-h", "-o", "%j"]).stdout.count("rce2e-")
+    states = run(["sinfo", "-h", "-N", "-o", "%T"], check=False, timeout=20).stdout.split()
+    unwell = sorted(set(state for state in states if re.search("drain|down|fail", state)))
+    queued = run(["squeue", "-h", "-o", "%j"], check=False, timeout=20).stdout.count("rce2e-")
     if unwell or queued:
         return "the local cluster is not clean (%s): `sudo ci/local-slurm.sh down` then `up` " \
-            "starts it clean" % ("; ".join(unwell) or "%d jobs of an earlier run" % queued)
+            "starts it clean" % ("node " + ", ".join(unwell) if unwell else
+                                 "%d jobs of an earlier run queued" % queued)
     return None
 
 

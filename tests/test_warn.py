@@ -2,6 +2,7 @@
 RESUMABLE_CHAIN_END, the end it is computed from."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -180,40 +181,49 @@ def test_the_warning_reaches_a_plain_command_and_a_child_process_group_and_harms
 
 
 LATE_BATCH = r'''#!%s
-sleep 2  # the work sets its handler only after the moment has passed
+sleep "$DELAY"  # the work sets its handler only after the moment has passed
 "$PY" "$DIR/worker.py" plain "$DIR/log" "$SIG"
 '''
 
 
-def test_a_warning_due_before_the_link_starts_reaches_the_work_once_it_catches_it(
-        tmp_path, capsys):
-    """A cap lowered the link's end below USR1@20: the timer waits for a catcher, not for 0 s."""
+@pytest.mark.parametrize("end_in, handler_in", [(15, 2), (23, 5)],
+                         ids=["due before the timer starts", "due in the work's first seconds"])
+def test_a_warning_due_as_the_link_starts_reaches_the_work_once_it_catches_it(
+        tmp_path, capsys, end_in, handler_in):
+    """A cap lowered the link's end to about USR1@20: the timer waits for a catcher."""
     (tmp_path / "worker.py").write_text(WORKER)
     (tmp_path / "slurm_script").write_text(LATE_BATCH % BASH)
     os.chmod(str(tmp_path / "slurm_script"), 0o755)
     shell = subprocess.Popen([str(tmp_path / "slurm_script")], env=dict(
-        os.environ, DIR=str(tmp_path), PY=sys.executable, SIG=str(int(signal.SIGUSR1))))
+        os.environ, DIR=str(tmp_path), PY=sys.executable, SIG=str(int(signal.SIGUSR1)),
+        DELAY=str(handler_in)))
     try:
-        assert rc.warn_command("USR1@20", str(int(time.time()) + 15), str(shell.pid)) == 0
+        assert rc.warn_command("USR1@20", str(int(time.time()) + end_in), str(shell.pid)) == 0
         assert shell.wait(timeout=60) == 0
     finally:
         if shell.poll() is None:
             shell.kill()
     assert _lines(str(tmp_path / "log")) == ["plain ready", "plain got %d" % signal.SIGUSR1]
-    assert "SIGUSR1 sent" in capsys.readouterr().err
+    assert re.search(r"SIGUSR1 sent \d+ s before the link ends to pids \d+$",
+                     capsys.readouterr().err.strip())
 
 
 @pytest.mark.parametrize("warn, limit, said", [
-    ("USR1@120", 120, "--warn USR1@120 is not shorter than the job's time limit (00:02:00)"),
-    ("TERM@600", 300, "--warn TERM@600 is not shorter than the job's time limit (00:05:00)"),
-    ("USR1@60", None, None),
-], ids=["as long as the limit", "longer than the limit", "no time limit"])
-def test_a_warning_no_shorter_than_the_time_limit_starts_no_timer(monkeypatch, warn, limit,
-                                                                   said):
-    monkeypatch.setattr(rc.subprocess, "Popen", lambda *a, **k: pytest.fail("timer started"))
-    words = rc.start_warner(warn, None if said is None else int(time.time()) + 60, limit, {})
-    assert words.startswith("no warning before this link ends: ") and (said or "not known") \
-        in words, words
+    ("USR1@120", 120, "no warning before this link ends: --warn USR1@120 is not shorter than "
+                      "the job's time limit (00:02:00)"),
+    ("TERM@600", 300, "no warning before this link ends: --warn TERM@600 is not shorter than "
+                      "the job's time limit (00:05:00)"),
+    ("USR1@60", 61, "the work gets SIGUSR1 60 s before this link ends"),
+    ("USR1@60", None, "the work gets SIGUSR1 60 s before this link ends"),
+], ids=["as long as the limit", "longer than the limit", "a second shorter",
+        "limit not known"])
+def test_a_warning_starts_its_timer_only_when_shorter_than_the_time_limit(
+        monkeypatch, warn, limit, said):
+    started = []
+    monkeypatch.setattr(rc.subprocess, "Popen", lambda argv, **_: started.append(argv))
+    words = rc.start_warner(warn, int(time.time()) + 60, limit, {"SLURM_TASK_PID": "17"})
+    assert words.startswith(said), words
+    assert len(started) == (0 if said.startswith("no warning") else 1)
 
 
 def test_the_timer_of_a_job_whose_work_ended_sends_nothing(tmp_path):
