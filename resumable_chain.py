@@ -1974,7 +1974,7 @@ def queued_jobs(job_ids=None, user=None, pending_only=False, cluster=None):
     if pending_only:
         argv += ["-t", "PENDING"]
     result = run_slurm(argv)
-    if result.returncode != 0 and "Invalid job id" not in result.stderr or \
+    if (result.returncode != 0 and "Invalid job id" not in result.stderr) or \
             "Invalid user" in result.stderr:  # exit 0, and no job shown: never "none queued"
         raise StateError("squeue failed: %s" % last_line(result.stderr))
     return [job for job in parse_squeue(result.stdout)
@@ -1983,10 +1983,12 @@ def queued_jobs(job_ids=None, user=None, pending_only=False, cluster=None):
 
 def pending_dependents(cluster=None):
     """Return {predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
-    user = uid_name(os.getuid())
-    if " " in user:  # "uid N": squeue (26.05) would show no job of it, and say nothing
-        raise StateError("cannot ask squeue for your jobs: this node has no user name for "
-                         "your %s" % user)
+    import pwd
+    try:
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # squeue (26.05) would show no job of a UID it cannot name, and say nothing
+        raise StateError("cannot ask squeue for your jobs: this node has no user name for your "
+                         "uid %d" % os.getuid())
     dependents = {}
     for job in queued_jobs(user=user, pending_only=True, cluster=cluster):
         if job.predecessor:
@@ -4529,20 +4531,21 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
     if not is_digits(end) or not is_digits(shell):
         raise ValueError("warn-work: give SIG@S END SHELL (a link starts this by itself)")
     signum, seconds = warn_signal(warn)
-    at, shell = int(end) - seconds, int(shell)
+    end, shell = int(end), int(shell)
+    at, proc = end - seconds, "/proc/%d" % shell
     late = clock() + 60 >= at  # due as the work starts (a cap lowered the link's end): warn
     # once it can hear it, as it may set its handler later
-    while clock() < at and os.path.isdir("/proc/%d" % shell):
+    while clock() < at and os.path.isdir(proc):
         sleep(min(at - clock(), WARN_POLL))
     while True:
-        if not os.path.isdir("/proc/%d" % shell):
+        if not os.path.isdir(proc):
             return 0  # the work ended before the warning
         sent = signal_work(shell, signum)
-        if sent or not late or clock() + 1 >= int(end):
+        if sent or not late or clock() + 1 >= end:
             break
         sleep(1)  # its handler may not be set yet
     _log("SIG%s sent %d s before the link ends to %s" % (
-        warn.partition("@")[0], int(end) - int(clock()),
+        warn.partition("@")[0], end - int(clock()),
         "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it)"))
     return 0
 

@@ -487,7 +487,9 @@ def test_a_user_squeue_cannot_name_is_an_error_never_no_job_queued(monkeypatch):
         status, stdout, stderr))
     with pytest.raises(rc.StateError, match="squeue failed: squeue: error: Invalid user: 12345"):
         rc.queued_jobs(user="12345", pending_only=True)
-    monkeypatch.setattr(rc, "uid_name", lambda uid: "uid %d" % uid)
+    def no_entry(uid):
+        raise KeyError(uid)
+    monkeypatch.setattr("pwd.getpwuid", no_entry)
     with pytest.raises(rc.StateError, match="this node has no user name for your uid"):
         rc.pending_dependents()
 
