@@ -204,11 +204,12 @@ BOOTSTRAP = ('import collections, errno, fcntl, itertools, json, os, signal, sta
              'SourceFileLoader(m.__name__, p).exec_module(m); sys.pycache_prefix = None; '
              'sys.exit(m.main(sys.argv[1:]))')
 
-# Why squeue says a pending job is held by Slurm or an admin (a person must release it).
+# Why squeue says a pending job is held by Slurm or an admin (a person must release it), as its
+# %r prints it (scontrol's Reason= writes the last one with underscores; 22.05 and 26.05).
 HELD_BY_SLURM = {
     "JobHeldAdmin": "an admin held it, or Slurm did after its node Prolog failed",
     "JobHoldMaxRequeue": "Slurm requeued it MaxBatchRequeue times after launch failures",
-    "launch_failed_requeued_held": "its launch failed (node Prolog) and Slurm held it",
+    "launch failed requeued held": "its launch failed (node Prolog) and Slurm held it",
 }
 
 # Why a pending job never starts until a person changes it or Slurm's configuration, by the
@@ -3688,7 +3689,7 @@ def set_budget(budget_dir, cap):
     cap = check_max_walltime(cap)
     if cap is None:
         raise ValueError("a shared budget needs --max-walltime")
-    make_run_dir(budget_dir)
+    make_run_dir(budget_dir, "budget directory")
     store = chain_store(budget_dir)
     with store.locked(name=BUDGET_LOCK):
         try:

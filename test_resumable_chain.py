@@ -921,6 +921,13 @@ def test_parse_recorded_squeue_reasons(release, running):
         ("RUNNING", None, None)]
 
 
+@pytest.mark.parametrize("release", ["22.05", "26.05"])
+def test_a_job_slurm_held_after_its_launch_failed_reads_as_held_by_slurm(release):
+    # Recorded: a job whose node Prolog failed; Slurm requeued it held (squeue's words).
+    jobs = rc.parse_squeue(recorded(release + "/squeue-launch-failed-held")[2])
+    assert [(job.state, job.reason in rc.HELD_BY_SLURM) for job in jobs] == [("PENDING", True)]
+
+
 def test_parse_resumable_refuses_a_cap_slurm_cannot_represent():
     assert rc.parse_resumable({"max_walltime": rc.MAX_TIME_LIMIT}).max_walltime == rc.MAX_TIME_LIMIT
     with pytest.raises(ValueError, match="more than Slurm can represent"):

@@ -434,7 +434,7 @@ class History(object):
                     job_id, "requeued held" if requeue else "slurmd cancels it"))
                 if not requeue:
                     return self.end(job_id, "CANCELLED by 0", 0)
-                return self.requeue(job_id, "NODE_FAIL", held="launch_failed_requeued_held")
+                return self.requeue(job_id, "NODE_FAIL", held="launch failed requeued held")
         self.update(job_id, state="RUNNING", start=iso(self.now), elapsed=0)
         self.links_started += 1
         outcome = self.prologue(job_id)

@@ -777,6 +777,18 @@ def test_budget_refuses_bad_input(cluster, tmp_path, capsys, monkeypatch, words,
     assert status == 2 and message in err and err.count("\n") == 1 and out == ""
 
 
+def test_a_budget_directory_others_may_write_is_refused_by_that_name(cluster, tmp_path, capsys,
+                                                                     monkeypatch):
+    budget_dir = tmp_path / "b"
+    budget_dir.mkdir()
+    os.chmod(str(budget_dir), 0o775)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "budget", str(budget_dir),
+                               "--max-walltime", "10:00:00")
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert "refusing to act on budget directory %s: mode 0775" % budget_dir in err
+    assert not (budget_dir / ".resumable_chain.budget.json").exists()
+
+
 def test_a_corrupt_budget_is_never_reset_and_stops_links(cluster, tmp_path, capsys, monkeypatch):
     budget_dir = str(tmp_path / "b")
     make_budget(cluster, capsys, monkeypatch, budget_dir, "1:00:00")
@@ -1234,10 +1246,10 @@ def test_status_check_exit_status(cluster, tmp_path, capsys, monkeypatch, situat
 def test_a_link_slurm_held_after_a_requeue_is_the_waiting_verdicts_job_not_its_successor(
         cluster, run_dir, capsys, monkeypatch):
     start_chain(cluster, run_dir)  # link 100 queued its successor, then Slurm requeued and held it
-    cluster.set_job(100, state="PENDING", reason="launch_failed_requeued_held")
+    cluster.set_job(100, state="PENDING", reason="launch failed requeued held")
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
-    assert report["verdict"] == ("waiting: job 100 is held (launch_failed_requeued_held: %s)"
-                                 % rc.HELD_BY_SLURM["launch_failed_requeued_held"])
+    assert report["verdict"] == ("waiting: job 100 is held (launch failed requeued held: %s)"
+                                 % rc.HELD_BY_SLURM["launch failed requeued held"])
     assert report["attention"] == report["verdict"]
 
 

@@ -879,7 +879,7 @@ def test_an_unguarded_successor_slurm_requeued_before_its_prologue_continues_it_
                "start": "2026-11-30T01:01:00", "end": "2026-11-30T01:01:01"}
     cluster.set_job(successor, runs=[earlier], submit="2026-11-30T01:01:01")
     if death == "launch failure":
-        cluster.set_job(successor, reason="launch_failed_requeued_held", held=True)
+        cluster.set_job(successor, reason="launch failed requeued held", held=True)
         status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
         assert status == 1 and "its launch failed (node Prolog) and Slurm held it" in out
         assert "scontrol release %s" % successor in out

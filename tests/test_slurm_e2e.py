@@ -881,6 +881,40 @@ def test_a_first_job_whose_node_prolog_fails_is_replaced_by_the_guard_submit_que
     assert chain.live() == {} and chain.guards() == {}
 
 
+def test_a_successor_slurm_holds_after_its_launch_failed_needs_a_person_and_status_says_so(
+        root, node_alone):
+    """A requeueable successor whose node Prolog fails is requeued held by Slurm (squeue: launch
+    failed requeued held): nothing ends, so no guard runs; status --check fails and says to
+    release it, and once released the chain goes on."""
+    if "node-prolog.sh" not in run(["scontrol", "show", "config"]).stdout:
+        pytest.skip("the cluster has no node Prolog: start it with ci/local-slurm.sh up")
+    chain = Chain(root, "launch-held", 'if [ "$n" -le 1 ]; then sleep 600; fi', time_limit="1")
+    flag = "/tmp/local-slurm-prolog-fail.%s" % rc.current_cluster()
+    chain.submit("--requeue")
+    chain.wait_running(chain.first)
+    successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
+                               "a pending successor")[0]
+    with open(flag, "w") as handle:
+        handle.write(successor + "\n")
+    try:
+        chain.wait_for(lambda: "held" in run(["squeue", "-h", "-j", successor, "-o",
+                                               "%r"]).stdout, "Slurm's hold", timeout=180)
+    finally:
+        os.unlink(flag)
+        time.sleep(2)
+        run(["scontrol", "update", "nodename=%s" % node_alone, "state=resume"], check=False)
+    status = json.loads(cli("status", chain.run_dir, "--json", "--check", expect=1))
+    assert status["verdict"] == "waiting: job %s is held (launch failed requeued held: %s)" % (
+        successor, rc.HELD_BY_SLURM["launch failed requeued held"]), status
+    assert "scontrol release %s" % successor in status["next"], status
+    run(["scontrol", "release", successor])
+    jobs = chain.wait_done()
+    assert chain.work() == [chain.first, successor], jobs
+    assert by_id(jobs)[successor][-1]["state"] == "COMPLETED", jobs
+    assert json.loads(cli("status", chain.run_dir, "--json", "--check"))[
+        "verdict_word"] == "finished"
+
+
 @pytest.mark.parametrize("outage", ["restarted during the window", "down for the whole window"])
 def test_accounting_outage_while_a_link_ends(root, node_alone, outage):
     name = "dbd-" + outage.split()[0]
