@@ -73,7 +73,7 @@ class Chaos(object):
                          '    exit 1\nfi\nexec %s "$@"\n' % (self.flag, shutil.which("sbatch")))
         os.chmod(os.path.join(wrappers, "sbatch"), 0o755)
         self.chains = [self.chain(number, wrappers) for number in range(chains)]
-        self.faults, self.deliberate = [], {}
+        self.faults, self.deliberate, self.released = [], {}, []
 
     def chain(self, number, wrappers):
         directory = os.path.join(self.root, "c%02d" % number)
@@ -226,14 +226,32 @@ class Chaos(object):
         self.deliberate[name] = "a person scancelled job %s" % job
         return "job %s of %s" % (job, name)
 
+    def release_held(self):
+        """Release the run's jobs Slurm held after a launch failure (chaos holds none itself),
+        as an admin who resumed the node does and as status tells a person to; their IDs."""
+        out = run(["squeue", "-h", "-o", "%i|%j|%r"], check=False).stdout
+        held = [fields[0] for fields in (line.split("|", 2) for line in out.splitlines())
+                if len(fields) == 3 and fields[2] in rc.HELD_BY_SLURM
+                and fields[1].startswith((self.tag, rc.GUARD_PREFIX + self.tag))]
+        if held:
+            run(["scontrol", "release", ",".join(held)], check=False)
+            self.released += held
+            print("%s a person releases jobs %s (held by Slurm)" % (
+                time.strftime("%H:%M:%S"), " ".join(held)), flush=True)
+        return held
+
     # ------------------------------------------------------------------ the run
     def go(self, faults, gap):
         for _ in range(faults):
             if not self.live():
                 break
             time.sleep(self.rng.uniform(*gap))
+            self.release_held()
             self.inject(self.rng.choice(MENU))
-        self.wait(lambda: not self.live(), 20 * 60 * self.minutes)
+        def ended():
+            self.release_held()
+            return not self.live()
+        self.wait(ended, 20 * 60 * self.minutes)
         time.sleep(10)  # accounting settles
         return self.check()
 
@@ -364,9 +382,10 @@ def main(argv=None):
         kinds[kind][0] += 1
         kinds[kind][1] += bool(hit)
     print("\nchaos run (seed %d): %d chains of %d-minute links, %d faults injected in %.0f s; "
-          "%d chains stopped on purpose; %d violations" % (
+          "%d chains stopped on purpose; %d jobs held by Slurm released by a person; "
+          "%d violations" % (
               options.seed, options.chains, options.minutes, len(chaos.faults),
-              time.time() - started, len(chaos.deliberate), len(violations)))
+              time.time() - started, len(chaos.deliberate), len(chaos.released), len(violations)))
     for kind in MENU:
         injected, hit = kinds.get(kind, (0, 0))
         print("  %-40s injected %3d, hit a job %3d" % (kind, injected, hit))
