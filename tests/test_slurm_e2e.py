@@ -881,23 +881,25 @@ def test_a_first_job_whose_node_prolog_fails_is_replaced_by_the_guard_submit_que
     assert chain.live() == {} and chain.guards() == {}
 
 
-def test_a_successor_slurm_holds_after_its_launch_failed_needs_a_person_and_status_says_so(
+def test_a_requeued_link_slurm_holds_after_its_relaunch_failed_needs_a_person_and_status_says_so(
         root, node_alone):
-    """A requeueable successor whose node Prolog fails is requeued held by Slurm (squeue: launch
-    failed requeued held): nothing ends, so no guard runs; status --check fails and says to
-    release it, and once released the chain goes on."""
+    """Slurm requeues a link (here a person's scontrol requeue of a first job submitted by hand
+    with --requeue) and its relaunch fails in the node Prolog: Slurm holds it (squeue: launch
+    failed requeued held). Nothing ends, so no guard runs; status --check fails and says to
+    release it; once released the link runs again and the chain finishes. (The jobs the module
+    queues itself are --no-requeue: a failed launch ends them and their guard heals the chain.)"""
     if "node-prolog.sh" not in run(["scontrol", "show", "config"]).stdout:
         pytest.skip("the cluster has no node Prolog: start it with ci/local-slurm.sh up")
-    chain = Chain(root, "launch-held", 'if [ "$n" -le 1 ]; then sleep 600; fi', time_limit="1")
+    chain = Chain(root, "launch-held", 'if [ "$n" -le 1 ]; then sleep 600; fi', time_limit="3")
     flag = "/tmp/local-slurm-prolog-fail.%s" % rc.current_cluster()
-    chain.submit("--requeue")
-    chain.wait_running(chain.first)
-    successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
-                               "a pending successor")[0]
+    first = chain.submit("--requeue")
+    chain.wait_running(first)
+    chain.wait_for(lambda: len(chain.live()) == 2, "the successor queued")
     with open(flag, "w") as handle:
-        handle.write(successor + "\n")
+        handle.write(first + "\n")
     try:
-        chain.wait_for(lambda: "held" in run(["squeue", "-h", "-j", successor, "-o",
+        run(["scontrol", "requeue", first])
+        chain.wait_for(lambda: "held" in run(["squeue", "-h", "-j", first, "-o",
                                                "%r"]).stdout, "Slurm's hold", timeout=180)
     finally:
         os.unlink(flag)
@@ -905,12 +907,12 @@ def test_a_successor_slurm_holds_after_its_launch_failed_needs_a_person_and_stat
         run(["scontrol", "update", "nodename=%s" % node_alone, "state=resume"], check=False)
     status = json.loads(cli("status", chain.run_dir, "--json", "--check", expect=1))
     assert status["verdict"] == "waiting: job %s is held (launch failed requeued held: %s)" % (
-        successor, rc.HELD_BY_SLURM["launch failed requeued held"]), status
-    assert "scontrol release %s" % successor in status["next"], status
-    run(["scontrol", "release", successor])
+        first, rc.HELD_BY_SLURM["launch failed requeued held"]), status
+    assert "scontrol release %s" % first in status["next"], status
+    run(["scontrol", "release", first])
     jobs = chain.wait_done()
-    assert chain.work() == [chain.first, successor], jobs
-    assert by_id(jobs)[successor][-1]["state"] == "COMPLETED", jobs
+    assert chain.work() == [first, first], jobs
+    assert by_id(jobs)[first][-1]["state"] == "COMPLETED", jobs
     assert json.loads(cli("status", chain.run_dir, "--json", "--check"))[
         "verdict_word"] == "finished"
 
