@@ -1632,7 +1632,9 @@ class StateStore(object):
         check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
                         "run directory")
         kind, why = lock_kind(self.directory)
-        descriptor = open_own_file(path, os.O_RDWR | os.O_CREAT, what="lock file")
+        descriptor = open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600, what="lock file")
+        if stat.S_IMODE(os.fstat(descriptor).st_mode) & 0o044:  # a reader could hold a shared
+            os.fchmod(descriptor, 0o600)  # lockf on it for ever and so stop every writer
         self.acting = True
         token = None
         try:
@@ -3176,9 +3178,10 @@ def announce(store, event, command):
     return warnings + ([notify(command, event, store.directory)] if event and command else [])
 
 
-def open_chain(run_dir, must_exist=True, strict=True):
-    """Read the chain in run_dir. ``strict``: a corrupt file raises; else it goes to problems."""
-    store = chain_store(run_dir)
+def open_chain(run_dir, must_exist=True, strict=True, store=None):
+    """Read the chain in run_dir. ``strict``: a corrupt file raises; else it goes to problems.
+    ``store``: the caller's (under its lock, every file read must be the caller's alone)."""
+    store = store or chain_store(run_dir)
     if must_exist and not os.path.isdir(run_dir):  # a missing one reads as a chain of no files
         raise StateError("%s is not a directory" % run_dir)
     values, problems = {}, []
@@ -3705,6 +3708,7 @@ def set_budget(budget_dir, cap):
 def cancel_chain(run_dir, dry_run=False):
     """Mark a chain cancelled (a link that still starts stops), cancel its jobs until none is
     left; one that ended is left as it is (``ended`` says why)."""
+    run_dir = os.path.abspath(run_dir)  # the path checked is the path used (no "x/.." detour)
     chain = open_chain(run_dir)
     check_owned_dir(run_dir)  # a dry run or a chain that ended says so only to its owner
     ended = _already_ended(run_dir, chain)
@@ -3744,7 +3748,7 @@ def _already_ended(run_dir, chain):
 
 def _cancel_locked(store):
     """Mark the chain in store cancelled and cancel its jobs (the caller holds the lock)."""
-    chain = open_chain(store.directory, must_exist=False)
+    chain = open_chain(store.directory, must_exist=False, store=store)  # checked: the lock's
     store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
     return _cancel_jobs(chain.to_cancel(), *cluster_to_ask(chain.cluster()))
 

@@ -471,3 +471,50 @@ def test_a_directory_the_caller_cannot_list_is_one_line(world):
     result = world.cli(PEER, "status", hidden)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert "cannot list" in result.stderr and "Traceback" not in result.stderr
+
+
+# -- what an attacker with a foothold tried ----------------------------------------------------
+
+def owners_chain_with_journal(world, name, journal_mode):
+    """The owner's chain (directory 0755, theirs) whose journal names job 888, the owner's
+    other running job, as its successor; the journal's mode is ``journal_mode``."""
+    world.set_job("888", state="RUNNING", uid=pwd.getpwnam(OWNER).pw_uid)
+    run_dir = os.path.join(world.runs, name)
+    mkdir_as(world, OWNER, run_dir, 0o755)
+    journal = os.path.join(run_dir, ".resumable_chain.json")
+    with open(journal, "w") as handle:
+        json.dump({"job": "100", "action": "resume", "successor": "888", "phase": "queued",
+                   "walltime": 0, "retries": 0}, handle)
+    entry = pwd.getpwnam(OWNER)
+    os.chown(journal, entry.pw_uid, entry.pw_gid)
+    os.chmod(journal, journal_mode)
+    return run_dir
+
+
+@pytest.mark.parametrize("command", [["cancel"], ["submit", "--force"]])
+def test_a_journal_its_group_can_write_is_refused_before_any_job_is_cancelled(world, command):
+    """Anyone in the group could have written the job IDs in it: cancel, and submit --force
+    (which cancels the chain it replaces), refuse before any scancel."""
+    run_dir = owners_chain_with_journal(world, "planted-ids-" + command[-1].strip("-"), 0o664)
+    argv = command[:1] + [run_dir] + command[1:] + (
+        ["--", world.script()] if command[0] == "submit" else [])
+    result = world.cli(OWNER, *argv)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "group" in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert world.jobs()["888"]["state"] == "RUNNING"
+
+
+@pytest.mark.parametrize("left", ["no lock file yet", "a lock file left 0644"])
+def test_the_lock_file_is_its_owners_alone_so_no_reader_can_stall_the_chain(world, left):
+    """A reader could hold a shared lockf on a lock file it may open, for ever, and so stop
+    every writer: the lock file the owner's command creates is 0600, one left 0644 (by 0.4) is
+    made so by its next use."""
+    run_dir = owners_chain_with_journal(world, "lock-mode-%d" % len(left), 0o644)
+    lock = os.path.join(run_dir, ".resumable_chain.lock")
+    if left != "no lock file yet":
+        assert world.run(OWNER, ["/bin/sh", "-c", "touch %s && chmod 644 %s" % (lock, lock)]
+                         ).returncode == 0
+    result = world.cli(OWNER, "cancel", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert stat.S_IMODE(os.stat(lock).st_mode) == 0o600
+
