@@ -121,6 +121,8 @@ COLLECTION_ROWS = 2  # status of several chains asks about this many newest link
 CANCEL_ROUNDS = 5  # cancel retries what started meanwhile at most this often
 EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
 NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is killed
+CHAIN_DEPTH = 3  # levels below a status PARENT searched for chains (runs/sweep/<task>)
+QUERY_CHUNK = 2000  # job IDs per sacct or squeue of a status (an argument of ~20 KiB)
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between a guard's tries of sbatch, then every 60 s
 SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # never warned: their commands are
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
@@ -3204,19 +3206,23 @@ def open_chain(run_dir, must_exist=True, strict=True, store=None):
 
 
 def query_jobs(job_ids, cluster=None):
-    """({job ID: Job}, [what did not answer]): one sacct, then squeue for the jobs not final."""
-    if not job_ids:
-        return {}, []
-    found, error = sacct_jobs(job_ids, cluster=cluster)
-    errors = ["sacct: %s" % error] if error else []
-    unsettled = [job_id for job_id in job_ids
-                 if job_id not in found or not is_final(found[job_id].state)]
-    try:
-        for job in queued_jobs(unsettled, cluster=cluster):
-            found[job.job_id] = job
-    except StateError as error:
-        errors.append(str(error))  # "squeue failed: ..."
-    return found, errors
+    """({job ID: Job}, [what did not answer]): one sacct, then squeue for the jobs not final,
+    per QUERY_CHUNK job IDs (a collection of thousands of chains would exceed the kernel's
+    128 KiB limit of one argument, and every row would read unknown)."""
+    found, errors = {}, []
+    for start in range(0, len(job_ids), QUERY_CHUNK):
+        chunk = job_ids[start:start + QUERY_CHUNK]
+        answered, error = sacct_jobs(chunk, cluster=cluster)
+        found.update(answered)
+        errors += ["sacct: %s" % error] if error else []
+        unsettled = [job_id for job_id in chunk
+                     if job_id not in found or not is_final(found[job_id].state)]
+        try:
+            for job in queued_jobs(unsettled, cluster=cluster):
+                found[job.job_id] = job
+        except StateError as error:
+            errors.append(str(error))  # "squeue failed: ..."
+    return found, list(collections.OrderedDict.fromkeys(errors))
 
 
 def _state_words(state):
@@ -3234,7 +3240,9 @@ def holds_chain(path):
 
 
 def chain_dirs(paths):
-    """The run directories ``paths`` name: a chain's, or the chains one level below (by name)."""
+    """The run directories ``paths`` name: a chain's, or the chains below it, down to
+    CHAIN_DEPTH levels (a sweep's tasks in runs/sweep/<task>), by name; never into a chain,
+    a hidden directory or a symlink."""
     found = []
     for path in paths:
         if holds_chain(path):
@@ -3242,17 +3250,28 @@ def chain_dirs(paths):
         elif not os.path.isdir(path):
             raise StateError("%s is not a directory" % path)
         else:
-            try:
-                names = sorted(os.listdir(path), key=lambda name: (  # a sweep's tasks: 2 < 10
-                    not is_digits(name, 12), int(name) if is_digits(name, 12) else 0, name))
-            except OSError as error:
-                raise StateError("cannot list %s: %s" % (path, error.strerror or error))
-            children = [os.path.join(path, name) for name in names]
-            children = [child for child in children if os.path.isdir(child) and holds_chain(child)]
+            children = _chains_below(path, CHAIN_DEPTH)
             if not children:
-                raise StateError("%s is not a chain (it has no %s) and no directory in it holds "
-                                 "one" % (path, CHAIN_FILE))
+                raise StateError("%s is not a chain (it has no %s) and no directory below it "
+                                 "holds one" % (path, CHAIN_FILE))
         found += [child for child in children if child not in found]
+    return found
+
+
+def _chains_below(path, depth):
+    try:
+        names = sorted(os.listdir(path), key=lambda name: (  # a sweep's tasks: 2 < 10
+            not is_digits(name, 12), int(name) if is_digits(name, 12) else 0, name))
+    except OSError as error:
+        raise StateError("cannot list %s: %s" % (path, error.strerror or error))
+    found = []
+    for child in (os.path.join(path, name) for name in names if not name.startswith(".")):
+        if os.path.islink(child) or not os.path.isdir(child):
+            continue
+        if holds_chain(child):
+            found.append(child)
+        elif depth > 1:
+            found += _chains_below(child, depth - 1)
     return found
 
 
@@ -4771,7 +4790,7 @@ USER_COMMANDS = {
         help="show a chain's jobs, counters and verdict",
         description="Show the jobs of the chain in DIR, its counters and a verdict:\n"
         "running, waiting, finished, stopped, failed, broken or unknown.\n"
-        "Several DIRs, or a DIR that holds chains one level below it, give one\n"
+        "Several DIRs, or a DIR that holds chains (up to 3 levels below it), give one\n"
         "table with a row per chain (--json: a list). Exit 1 when Slurm did not\n"
         "answer; with --check also when a chain failed, is broken, or would not\n"
         "continue if its running link ended.",

@@ -1277,6 +1277,20 @@ def test_a_running_link_whose_sbatch_failed_says_nothing_would_continue(cluster,
         "send/recv operation)")
 
 
+def test_status_asks_slurm_about_thousands_of_jobs_in_arguments_the_kernel_accepts(
+        cluster, monkeypatch):
+    """A parent of thousands of chains (planted or real) names 30,000 jobs: one -j list of them
+    is over the kernel's 128 KiB per argument (E2BIG), and every row would read unknown."""
+    for name, value in cluster.env().items():
+        monkeypatch.setenv(name, value)
+    cluster.set_job("1000000", state="COMPLETED", elapsed=5)
+    cluster.set_job("1029999", state="RUNNING")
+    job_ids = [str(job) for job in range(1000000, 1030000)]
+    found, errors = rc.query_jobs(job_ids)
+    assert errors == []
+    assert found["1000000"].state == "COMPLETED" and found["1029999"].state == "RUNNING"
+
+
 def test_status_of_a_collection_is_one_table_from_one_sacct_and_one_squeue(cluster, tmp_path,
                                                                              capsys, monkeypatch):
     parent = str(tmp_path / "runs")
@@ -1333,7 +1347,24 @@ def test_status_of_a_collection_names_a_directory_without_chains(cluster, tmp_pa
     os.makedirs(str(tmp_path / "empty" / "logs"))
     status, out, err = run_cli(cluster, capsys, monkeypatch, "status", str(tmp_path / "empty"))
     assert status == 2 and out == ""
-    assert "empty is not a chain (it has no .gym_job_chain) and no directory in it holds one" in err
+    assert "empty is not a chain (it has no .gym_job_chain) and no directory below it holds " \
+        "one" in err
+
+
+def test_status_of_a_parent_finds_the_chains_of_its_sweeps_below_it(cluster, tmp_path, capsys,
+                                                                    monkeypatch):
+    """runs/<sweep>/<task>: a failed task two levels down makes --check fail; the search stops
+    three levels down and never follows a symlink or enters a hidden directory."""
+    runs = str(tmp_path / "runs")
+    collection_chain(cluster, os.path.join(runs, "sweep"), "a", "finished")
+    collection_chain(cluster, os.path.join(runs, "sweep"), "b", "failed")
+    collection_chain(cluster, os.path.join(runs, "x", "y", "z"), "c", "failed")  # 4 down
+    collection_chain(cluster, os.path.join(runs, ".old"), "d", "failed")
+    os.symlink(os.path.join(runs, "sweep"), os.path.join(runs, "link"))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", runs, "--json", "--check")
+    assert status == 1, err
+    assert [item["run_dir"] for item in json.loads(out)] == [
+        os.path.join(runs, "sweep", "a"), os.path.join(runs, "sweep", "b")]
 
 
 def test_cancel_several_chains_one_line_each_and_an_error_stops_only_its_own(
