@@ -1190,7 +1190,7 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "script_args": lambda value: _next_link_ok({"script_args": value}),
     "max_retries": _count, "max_walltime": _count, "workdir": _text, "budget_dir": _text,
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
-    "guard": _job, "dead_first_jobs": _count,
+    "guard": _job, "dead_first_jobs": _count, "python": _text,
 }
 
 
@@ -2576,11 +2576,12 @@ def _unguarded(record, run_dir, environ, warnings, again):
     return record._replace(guarded_by=guard)
 
 
-def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False):
-    """Queue the guard of ``job_id`` (``after``: the link that queued it): (its ID, None) or
-    (None, sbatch's error). ``again``: an earlier run may have queued it; one a failed sbatch
-    created anyway is found. One CPU, a few minutes, no SBATCH_* defaults (no SBATCH_GRES GPUs:
-    its links get them back from its command line). Requeueable: nothing guards a guard (a
+def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, python=None):
+    """Queue the guard of ``job_id`` (``after``: the link that queued it; ``python``: the
+    compute nodes', given to submit, else this one): (its ID, None) or (None, sbatch's error).
+    ``again``: an earlier run may have queued it; one a failed sbatch created anyway is found.
+    One CPU, a few minutes, no SBATCH_* defaults (no SBATCH_GRES GPUs: its links get them back
+    from its command line). Requeueable: nothing guards a guard (a
     chaos run lost chains whose guard's node failed at launch); its step is idempotent."""
     guard = again and queued_guard(job_id)
     if guard:
@@ -2594,7 +2595,7 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False):
     options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
         ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
         if environ.get(variable)]
-    command = " ".join(shell_quote(word) for word in step_command(*words))
+    command = " ".join(shell_quote(word) for word in step_command(*words, python=python))
     try:
         return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command]))[0], None
     except StateError as error:
@@ -3870,10 +3871,10 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
                  "sbatch_args": sbatch_args + one_task, "script_args": list(script_args),
                  "max_retries": max_retries, "max_walltime": max_walltime,
                  "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
-                 "notify": notify, "warn": warn, "time": int(time.time())}
+                 "notify": notify, "warn": warn, "python": python, "time": int(time.time())}
     submitted["guard"], guard_error = (None, "sbatch named cluster %s" % named) if named else \
         queue_guard(first_job, run_dir, option_value(
-            script_directives(header) + sbatch_args, "--job-name"), os.environ)
+            script_directives(header) + sbatch_args, "--job-name"), os.environ, python=python)
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
         run_dir, bool(live), copy_path, submitted), named)
     if not hold:
@@ -3996,7 +3997,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
                              next_link.script, next_link.script_args, cwd=next_link.workdir,
                              cluster=target, named=True)
         guard, guard_error = (None, "not on this cluster") if target else queue_guard(
-            job, run_dir, next_link.job_name, os.environ)
+            job, run_dir, next_link.job_name, os.environ, python=(submitted or {}).get("python"))
         record = record._replace(job=job, guarded_by=guard, time=int(now()))
 
         def install():

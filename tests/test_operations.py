@@ -1608,3 +1608,31 @@ def test_text_from_state_files_is_shown_not_obeyed_by_the_terminal(cluster, run_
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", "--json", run_dir)[1])
     assert report is not None  # --json stays JSON (escaped by json itself)
     assert rc.visible("a\x1b[2Jb\n\tc\u202e") == "a\\x1b[2Jb\n\tc\\u202e"
+
+
+def test_the_guards_submit_and_resume_queue_run_the_python_the_links_run(
+        cluster, run_dir, tmp_path, capsys, monkeypatch):
+    """--python names the compute nodes' interpreter: the guard submit queues on the login node
+    runs it too (not the login node's), and so does the guard of the link resume queues."""
+    python = str(tmp_path / "venv" / "python3")
+    os.makedirs(os.path.dirname(python))
+    os.symlink(sys.executable, python)
+    script = str(tmp_path / "job.sh")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\n#SBATCH --time=10\necho work\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python",
+                               python, "--max-retries", "0", "--", script)
+    assert status == 0, err
+    first = out.strip().split()[-1]
+    [guard] = cluster.calls("sbatch", guards=True)[-1:]
+    assert guard["argv"][-1].startswith(python + " -I -S "), guard["argv"]
+    copy = os.path.join(run_dir, "resumable-" + os.path.basename(script))
+    assert cluster.run_link(copy, first).returncode == 0
+    [successor] = cluster.pending()
+    cluster.finish(first, "FAILED", 5)
+    assert cluster.run_link(copy, successor, predecessor=first).returncode == 1  # 0 retries
+    cluster.finish(successor, "FAILED", 0)
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 0, err
+    [guard] = cluster.calls("sbatch", guards=True)[-1:]
+    assert guard["argv"][-1].startswith(python + " -I -S "), guard["argv"]
