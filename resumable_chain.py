@@ -249,6 +249,8 @@ REFUSED_SBATCH_OPTIONS = {
     "--array": "give it to submit, which starts one chain per task (docs/arrays.md)",
     "--wrap": "the successor is submitted with the job script",
     "--hold": "every successor would wait held (submit --hold holds the first job only)",
+    "--test-only": "sbatch only says when the job would start and queues nothing (run sbatch "
+                   "--test-only on the script itself)",
 }
 
 
@@ -3827,6 +3829,9 @@ def read_batch_script(script):
     except (OSError, UnicodeDecodeError) as error:
         raise StateError("cannot read batch script %s: %s" % (script, getattr(
             error, "strerror", None) or error))
+    if "\r\n" in text:  # sbatch refuses it, in two lines of which a one-line error keeps one
+        raise StateError("%s has DOS line breaks (\\r\\n), which sbatch refuses: run dos2unix %s"
+                         % (script, shell_quote(script)))
     header, body = split_batch_script(text)
     if "--hold" in option_names(script_directives(header)):
         raise StateError("%s has an #SBATCH --hold line, which would hold every successor too: "

@@ -896,7 +896,7 @@ def test_resolve_option_names_an_unknown_or_ambiguous_option(word, message):
      ["--hint", "nomultithread", "--wait-all-nodes", "1"]),
     (["--arr=1-4"], "one chain per task"), (["--dep=afterok:1"], "sets the dependency"),
     (["--ho"], "every successor would wait held"), (["-J"], "needs a value"),
-    (["debug"], "is not an option"),
+    (["debug"], "is not an option"), (["--test-only"], "queues nothing"),
 ])
 def test_check_sbatch_args_spells_options_out_and_refuses_what_breaks_a_chain(args, expected):
     if isinstance(expected, list):

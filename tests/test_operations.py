@@ -209,7 +209,10 @@ def test_submit_refuses_a_log_whose_directory_is_missing(cluster, tmp_path, caps
     ("#!/bin/bash\n#SBATCH --array=1-4%2\ntrue\n", [], "throttle"),
     ("#!/bin/bash\ntrue\n", ["--array=1-x"], "MaxArraySize"),
     ("#!/bin/bash\ntrue\n", ["-d", "afterok:5"], "dependency"),
-], ids=["no shebang", "array throttle in script", "bad array option", "dependency option"])
+    ("#!/bin/bash\r\n#SBATCH --time=5\r\ntrue\r\n", [], "DOS line breaks"),
+    ("#!/bin/bash\ntrue\n", ["--test-only"], "queues nothing"),
+], ids=["no shebang", "array throttle in script", "bad array option", "dependency option",
+        "a script saved on Windows", "sbatch --test-only"])
 def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, message):
     script = write(str(tmp_path / "s.sh"), text)
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
