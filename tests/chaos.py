@@ -73,7 +73,8 @@ class Chaos(object):
                          '    exit 1\nfi\nexec %s "$@"\n' % (self.flag, shutil.which("sbatch")))
         os.chmod(os.path.join(wrappers, "sbatch"), 0o755)
         self.chains = [self.chain(number, wrappers) for number in range(chains)]
-        self.faults, self.deliberate, self.released = [], {}, []
+        self.faults, self.deliberate, self.released, self.resumed = [], {}, [], []
+        self.outages = []  # (start, end) of each time the jobs' sbatch failed
 
     def chain(self, number, wrappers):
         directory = os.path.join(self.root, "c%02d" % number)
@@ -210,9 +211,11 @@ class Chaos(object):
         return killed and "the step of job %s" % " ".join(sorted(killed))
 
     def _sbatch_fails_for_a_minute(self):
+        started = time.time()
         open(self.flag, "w").close()
         time.sleep(60)
         os.unlink(self.flag)
+        self.outages.append((started, time.time()))
         return "for 60 s"
 
     def _a_person_scancels_a_running_link(self):
@@ -240,6 +243,37 @@ class Chaos(object):
                 time.strftime("%H:%M:%S"), " ".join(held)), flush=True)
         return held
 
+    def resume_unqueued(self):
+        """Resume, as status tells a person to, each chain whose link could queue neither a
+        successor nor a guard because sbatch failed from its prologue until its end (a link as
+        short as an outage: nothing could queue anything, as for a person's own sbatch then).
+        Any other chain left without a successor stays a violation. Their names."""
+        live = [name for name, _ in self.live().values()]
+        resumed = []
+        for chain in self.chains:
+            if chain["name"] in self.resumed or any(name.endswith(chain["name"]) for name in live) \
+                    or not os.path.isdir(chain["run"]):
+                continue
+            try:
+                record = rc.StateStore(chain["run"]).read_record()
+            except rc.StateError:
+                continue
+            if record is None or record.successor or record.guarded_by or \
+                    not record.successor_error or record.action not in rc.WORK_ACTIONS:
+                continue
+            end = run(["sacct", "-X", "-n", "-P", "-j", record.job, "-o", "End"]).stdout.strip()
+            end = time.mktime(time.strptime(end, "%Y-%m-%dT%H:%M:%S")) if end[:1].isdigit() \
+                else None
+            if end and any(start - 5 <= record.time and end <= stop + rc.RETRY_DELAYS[-1]
+                           for start, stop in self.outages):
+                run([sys.executable, os.path.join(ROOT, "resumable_chain.py"), "resume",
+                     chain["run"]], check=False)
+                resumed.append(chain["name"])
+                print("%s a person resumes %s (job %s: sbatch failed from its prologue to its "
+                      "end)" % (time.strftime("%H:%M:%S"), chain["name"], record.job), flush=True)
+        self.resumed += resumed
+        return resumed
+
     # ------------------------------------------------------------------ the run
     def go(self, faults, gap):
         for _ in range(faults):
@@ -247,9 +281,11 @@ class Chaos(object):
                 break
             time.sleep(self.rng.uniform(*gap))
             self.release_held()
+            self.resume_unqueued()
             self.inject(self.rng.choice(MENU))
         def ended():
             self.release_held()
+            self.resume_unqueued()
             return not self.live()
         self.wait(ended, 20 * 60 * self.minutes)
         time.sleep(10)  # accounting settles
@@ -383,9 +419,11 @@ def main(argv=None):
         kinds[kind][1] += bool(hit)
     print("\nchaos run (seed %d): %d chains of %d-minute links, %d faults injected in %.0f s; "
           "%d chains stopped on purpose; %d jobs held by Slurm released by a person; "
+          "%d chains resumed by a person after sbatch failed for a link's whole life; "
           "%d violations" % (
               options.seed, options.chains, options.minutes, len(chaos.faults),
-              time.time() - started, len(chaos.deliberate), len(chaos.released), len(violations)))
+              time.time() - started, len(chaos.deliberate), len(chaos.released),
+              len(chaos.resumed), len(violations)))
     for kind in MENU:
         injected, hit = kinds.get(kind, (0, 0))
         print("  %-40s injected %3d, hit a job %3d" % (kind, injected, hit))
