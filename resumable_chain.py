@@ -3507,13 +3507,14 @@ def _status_row(job, role, record):
 
 
 # What a link's end meant for the chain, by what its state means (state_meaning).
-LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "resumed without a retry",
-             RESUME_ASKED: "resumed without a retry", STOP_ASKED: "the work stopped the chain",
-             RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
+LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "not a failure: no retry counted",
+             RESUME_ASKED: "not a failure: no retry counted",
+             STOP_ASKED: "the work stopped the chain", RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
 
 
 def _how_link_ended(job):
-    """"exit 75: resumed without a retry": how an ended link ended and what that meant."""
+    """"exit 75: not a failure: no retry counted": how a link ended and what the table says of
+    it (what the next link then did, e.g. stop at a cap, is its own row)."""
     words = LINK_ENDS.get(state_meaning(job.state, job.exit_code), "")
     code, _, signal_number = (job.exit_code or "").partition(":")
     if is_digits(signal_number, 3) and int(signal_number):  # killed: TIMEOUT's 0:15, ...
@@ -3564,6 +3565,11 @@ VERDICTS = {
                      "{why}", "fix its request (scontrol update JobId={job} ...), or "
                      "resumable-chain cancel {run_dir}, then {resume} with sbatch options that "
                      "fix it", True),
+    "first job never starts": ("waiting", "job {job}, the chain's first job, is pending "
+                               "({reason}) and never starts by itself: {why}", "fix its request "
+                               "(scontrol update JobId={job} ...), or submit the chain again "
+                               "with sbatch options that fix it (resumable-chain submit "
+                               "{run_dir} --force OPTIONS -- SCRIPT cancels this one)", True),
     "pending": ("waiting", "job {job} is pending{because}", None, False),
     "no answer": ("unknown", "Slurm did not answer ({errors}); the state files say what is "
                   "shown", "try again when Slurm answers", False),
@@ -3625,7 +3631,8 @@ def _verdict(record, rows, status, chain):
         reason = row["reason"]
         return _verdict_of(
             "held" if reason == "JobHeldUser" else "held by Slurm" if reason in HELD_BY_SLURM
-            else "never starts" if stuck else "pending", dict(
+            else ("never starts" if record.job else "first job never starts") if stuck
+            else "pending", dict(
                 facts, job=row["job"], reason=reason, because=" (%s)" % reason if reason else "",
                 why=HELD_BY_SLURM.get(reason) or never_starts(reason)))
     stopped = [event for event in chain.events or () if event.event == "stopped" and

@@ -140,6 +140,26 @@ def test_a_link_pending_for_a_reason_that_never_clears_needs_a_person(
         assert report["next"] is None
 
 
+def test_a_first_job_that_never_starts_is_submitted_again_not_resumed(cluster, run_dir, tmp_path,
+                                                                      capsys, monkeypatch):
+    """A new user's trial: submit --mem=999G; status said to cancel then resume, and resume
+    refused (the first job never ran)."""
+    script = os.path.join(str(tmp_path), "job.sh")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\n#SBATCH --time=10\necho work\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--mem=999G",
+                               "--", script)
+    assert status == 0, err
+    first = out.strip().split()[-1]
+    cluster.set_job(first, reason="BadConstraints")
+    checked = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check", "--json")
+    report = json.loads(checked[1])
+    assert checked[0] == 1
+    assert report["verdict"].startswith("waiting: job %s, the chain's first job, is pending "
+                                        "(BadConstraints) and never starts by itself: " % first)
+    assert "submit the chain again" in report["next"] and "resume" not in report["next"]
+
+
 @pytest.mark.parametrize("words,message", [
     (["render", "r", "-p", "debug"], "unrecognized arguments: -p debug; sbatch options for every "
      "successor go after --: resumable-chain render DIR [OPTIONS] -- -p debug (see --help)"),
@@ -260,7 +280,7 @@ def test_status_shows_a_dead_successor_its_guard_and_the_replacement(cluster, ru
     assert cluster.run_guard(successor).returncode == 0
     [new] = cluster.pending()
     rows, text = status_rows(cluster, capsys, monkeypatch, run_dir)
-    assert rows["100"] == ("link", "FAILED", "exit 75: resumed without a retry")
+    assert rows["100"] == ("link", "FAILED", "exit 75: not a failure: no retry counted")
     assert rows[successor] == ("dead successor", "NODE_FAIL", "died before its prologue; job %s "
                                "replaced it" % new)
     assert rows[guard][:2] == ("guard", "COMPLETED")
@@ -276,11 +296,11 @@ def test_status_shows_a_dead_successor_its_guard_and_the_replacement(cluster, ru
 
 @pytest.mark.parametrize("state,exit_code,note", [
     ("COMPLETED", "0:0", "exit 0: the work is done"),
-    ("FAILED", "75:0", "exit 75: resumed without a retry"),
+    ("FAILED", "75:0", "exit 75: not a failure: no retry counted"),
     ("FAILED", "76:0", "exit 76: the work stopped the chain"),
     ("FAILED", "1:0", "exit 1: a failure, retried while retries are left"),
-    ("TIMEOUT", "0:15", "SIGTERM: resumed without a retry"),
-    ("NODE_FAIL", "0:0", "resumed without a retry"),
+    ("TIMEOUT", "0:15", "SIGTERM: not a failure: no retry counted"),
+    ("NODE_FAIL", "0:0", "not a failure: no retry counted"),
     ("OUT_OF_MEMORY", "0:125", "ExitCode 0:125: a failure, retried while retries are left"),
 ])
 def test_an_ended_link_shows_its_exit_and_what_it_meant(cluster, run_dir, capsys, monkeypatch,
