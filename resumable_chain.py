@@ -3509,7 +3509,8 @@ def _status_row(job, role, record):
 # What a link's end meant for the chain, by what its state means (state_meaning).
 LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "not a failure: no retry counted",
              RESUME_ASKED: "not a failure: no retry counted",
-             STOP_ASKED: "the work stopped the chain", RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
+             STOP_ASKED: "the work stopped the chain",
+             RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
 
 
 def _how_link_ended(job):
