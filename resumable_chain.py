@@ -16,7 +16,7 @@ its prologue. Only a chain's owner acts on it (docs/trust-model.md).
 
 Vendor it (``render_prologue(run_dir, max_walltime="48:00:00")`` returns the
 snippet for a job script; ``decide()``, ``parse_resumable()``) or run it as a
-command (render, submit, status, cancel, resume) with Python 3.6+ and Slurm.
+command (render, submit, status, cancel, resume, budget) with Python 3.6+ and Slurm.
 """
 
 import collections
@@ -261,10 +261,10 @@ def _option_names(text):
     return frozenset(["--" + name for name, _ in pairs] + list(shorts)), shorts
 
 
-# sbatch's options in Slurm 22.05 and 26.05, as each release's sbatch accepts them (recorded in
-# tests/slurm_outputs/<release>/sbatch-options.txt by probe_sbatch_options.py): those that take
-# a value in the next word (``-p debug``), and the others (flags, and values only after '=');
-# ``account/A``: -A is short for --account, as `sbatch --help` pairs them.
+# sbatch's options in Slurm 22.05, 24.11 and 26.05, as each release's sbatch accepts them
+# (recorded in tests/slurm_outputs/<release>/sbatch-options.txt by probe_sbatch_options.py):
+# those that take a value in the next word (``-p debug``), and the others (flags, and values
+# only after '='); ``account/A``: -A is short for --account, as `sbatch --help` pairs them.
 SBATCH_VALUE_OPTIONS, _VALUE_SHORT_NAMES = _option_names(
     "account/A acctg-freq array/a autocomplete batch bb bbf begin/b chdir/D cluster "
     "cluster-constraint clusters/M comment constraint/C container container-id container-type "
@@ -653,8 +653,8 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
     if not word.startswith("--"):
         if word[:2] in value_options or word[:2] in other_options:
             return word[:2], len(word) == 2 and word[:2] in value_options
-        raise ValueError("unknown option %s: sbatch (22.05, 26.05) has no such short option"
-                         % word[:2])
+        raise ValueError("unknown option %s: sbatch (22.05, 24.11, 26.05) has no such short "
+                         "option" % word[:2])
     name, equals, _ = word.partition("=")
     matches = [name] if name in value_options or name in other_options else sorted(
         full for full in value_options | other_options if full.startswith(name))
@@ -663,7 +663,7 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
     if not matches:
         if equals:
             return name, False
-        raise ValueError("unknown option %s%s: neither sbatch (22.05, 26.05) nor "
+        raise ValueError("unknown option %s%s: neither sbatch (22.05, 24.11, 26.05) nor "
                          "resumable-chain has it (a site plugin's option can be written %s=VALUE "
                          "or go in the script's #SBATCH lines)" % (
                              name, did_you_mean(name, value_options | other_options), name))
