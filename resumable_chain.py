@@ -1316,11 +1316,13 @@ def unsafe_path(path, what="run directory"):
                        "the directory", directory, uid_name(info.st_uid), info.st_uid))
         if directory in ancestors and stat.S_ISDIR(info.st_mode) and \
                 info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+            quoted = shell_quote(directory)
+            fix = ("run chmod +t %s (or chmod go-w %s)" % (quoted, quoted)
+                   if info.st_uid == os.geteuid() else "ask its owner to run chmod +t " + quoted)
             return ("refusing to act on %s %s: %s (mode %04o) lets others rename what is in it "
                     "(no sticky bit), so they could swap the run directory for one of theirs; "
-                    "ask its owner to run chmod +t %s, or use a run directory below ones only "
-                    "you can write" % (what, path, directory, stat.S_IMODE(info.st_mode),
-                                       shell_quote(directory)))
+                    "%s, or use a run directory below ones only you can write"
+                    % (what, path, directory, stat.S_IMODE(info.st_mode), fix))
     return None
 
 

@@ -396,6 +396,7 @@ def test_state_writes_never_follow_a_symlink_planted_for_a_coming_temp_name(worl
     "the parent lets the group rename entries (no sticky bit)",
     "a group member's symlink stands for a directory on the path",
     "a group member's symlink is the run directory, named with a trailing slash",
+    "the owner's own parent, made group-writable by a umask of 002",
 ])
 def test_a_run_directory_someone_else_could_swap_is_refused(world, situation):
     # The review's attack: between two steps of submit (or of a link) a group member renames
@@ -409,6 +410,12 @@ def test_a_run_directory_someone_else_could_swap_is_refused(world, situation):
         run_dir = os.path.join(world.unsticky, "a")
         chain_of_the_owner(run_dir)
         expected = "lets others rename what is in it (no sticky bit)"
+    elif "umask" in situation:
+        parent = os.path.join(world.homes[OWNER], "runs-002")
+        mkdir_as(world, OWNER, parent, 0o775)
+        run_dir = os.path.join(parent, "a")
+        chain_of_the_owner(run_dir)
+        expected = "run chmod +t %s (or chmod go-w %s)" % (parent, parent)  # not "ask its owner"
     elif "on the path" in situation:
         link = os.path.join(world.runs, "proj-%s" % MATE)
         assert world.run(MATE, ["ln", "-s", world.homes[OWNER], link]).returncode == 0
