@@ -1075,14 +1075,14 @@ def job_start_and_limit(environ, job_id, ask=True):
 def link_exports(record, run_dir, end=None):
     """The RESUMABLE_CHAIN_* variables the prologue exports to the work, as {name: text};
     ``end``: when the link ends (link_end)."""
-    cap = record.max_walltime
+    caps = link_caps(record)  # --max-walltime's rest, this link's share of a budget
     values = {"DIR": run_dir, "JOB": record.job, "LINK": record.link,
               "RESUMING": int(record.action == "resume"), "PREDECESSOR": record.predecessor,
               "SUCCESSOR": record.successor, "WALLTIME_USED": record.walltime,
-              "WALLTIME_LEFT": None if cap is None else max(cap - record.walltime, 0),
-              "MAX_WALLTIME": cap, "RETRIES": record.retries, "MAX_RETRIES": record.max_retries,
-              "TIME_LIMIT": record.time_limit, "EXIT_RESUME": RESUME_EXIT, "END": end,
-              "EXIT_STOP": STOP_EXIT}
+              "WALLTIME_LEFT": max(min(caps), 0) if caps else None,
+              "MAX_WALLTIME": record.max_walltime, "RETRIES": record.retries,
+              "MAX_RETRIES": record.max_retries, "TIME_LIMIT": record.time_limit,
+              "EXIT_RESUME": RESUME_EXIT, "END": end, "EXIT_STOP": STOP_EXIT}
     return collections.OrderedDict((EXPORT_PREFIX + name, "" if value is None else str(value))
                                    for name, value in sorted(values.items()))
 

@@ -976,3 +976,16 @@ def test_decide_honours_the_works_exit_status(situation, exit_code, walltime, ca
 def test_a_named_job_keeps_its_mark_whatever_it_exports(options, environ, header, expected):
     # Seen on 22.05 and 26.05: sbatch --export=NONE,VAR=1 gives the job VAR and no other.
     assert rc.named_export(options, header, environ) == expected
+
+
+@pytest.mark.parametrize("caps,left", [
+    ({"max_walltime": 600, "walltime": 73}, "527"),
+    ({"max_walltime": 600, "walltime": 700}, "0"),
+    ({"reserved": 3600, "walltime": 100}, "3600"),  # a shared budget only: its share
+    ({"max_walltime": 600, "walltime": 73, "reserved": 480}, "480"),
+    ({"walltime": 73}, ""),  # no cap
+], ids=["max-walltime", "max-walltime used up", "budget only", "both: the tighter",
+        "no cap"])
+def test_the_walltime_left_the_work_sees_is_the_tightest_cap(caps, left):
+    record = rc.Record(job="100", action="start", link=1, retries=0, **caps)
+    assert rc.link_exports(record, "/run")["RESUMABLE_CHAIN_WALLTIME_LEFT"] == left
