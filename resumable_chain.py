@@ -4379,6 +4379,10 @@ def _log(*messages):
     sys.stderr.flush()
 
 
+def one_line(text):
+    return text.replace("\n", "\\n")
+
+
 def _say(text):
     """Write text for a person: what came from state files is shown, never obeyed."""
     _write(visible(text))
@@ -4702,10 +4706,10 @@ def _each_chain(run_dirs, operation):
     worst = 0
     for run_dir in run_dirs:
         try:
-            status, line = operation(run_dir, lambda text: _log("%s: %s" % (run_dir, text)))
+            status, line = operation(run_dir, lambda text: _log(one_line(run_dir + ": " + text)))
         except (StateError, ValueError) as error:
             status, line = EXIT_USAGE, "error: %s" % error
-        _say("%s: %s\n" % (run_dir, line))
+        _say(one_line("%s: %s" % (run_dir, line)) + "\n")  # a newline in a name forges no line
         worst = max(worst, status)
     return worst
 

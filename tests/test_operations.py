@@ -1375,11 +1375,12 @@ def test_cancel_several_chains_one_line_each_and_an_error_stops_only_its_own(
     parent = str(tmp_path / "runs")
     a = collection_chain(cluster, parent, "a", "running with a pending successor")
     b = collection_chain(cluster, parent, "b", "running with a pending successor")
-    missing = os.path.join(parent, "typo")
+    missing = os.path.join(parent, "typo\n%s: cancelled: 1" % b)  # a newline forges no line
+    shown = missing.replace("\n", "\\n")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", a, missing, b)
     assert status == 2
     assert out.splitlines() == ["%s: cancelled: 1000 900000 100" % a,
-                                "%s: error: %s is not a directory" % (missing, missing),
+                                "%s: error: %s is not a directory" % (shown, shown),
                                 "%s: cancelled: 1001 900001 200" % b]
     assert cluster.pending() == []
 
