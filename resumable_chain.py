@@ -3247,36 +3247,50 @@ def holds_chain(path):
 def chain_dirs(paths):
     """The run directories ``paths`` name: a chain's, or the chains below it, down to
     CHAIN_DEPTH levels (a sweep's tasks in runs/sweep/<task>), by name; never into a chain,
-    a hidden directory or a symlink."""
-    found = []
+    a hidden directory, a symlink (a symlink that is a chain is one) or a directory the caller
+    cannot list (a colleague's, lost+found)."""
+    found, seen = [], set()
     for path in paths:
         if holds_chain(path):
             children = [path]
         elif not os.path.isdir(path):
             raise StateError("%s is not a directory" % path)
         else:
-            children = _chains_below(path, CHAIN_DEPTH)
+            try:
+                children = _chains_below(path, CHAIN_DEPTH)
+            except OSError as error:
+                raise StateError("cannot list %s: %s" % (path, error.strerror or error))
             if not children:
                 raise StateError("%s is not a chain (it has no %s) and no directory below it "
                                  "holds one" % (path, CHAIN_FILE))
-        found += [child for child in children if child not in found]
+        for child in children:
+            real = os.path.realpath(child)
+            if real not in seen:  # runs/latest -> runs/sweep/a is one chain
+                seen.add(real)
+                found.append(child)
     return found
 
 
-def _chains_below(path, depth):
+def _chains_below(path, depth, top=True):
+    """The chains below path, by name; OSError if path (the top) cannot be listed. scandir's
+    entries know a directory and a symlink without a stat (a parent of big trees on Lustre)."""
     try:
-        names = sorted(os.listdir(path), key=lambda name: (  # a sweep's tasks: 2 < 10
-            not is_digits(name, 12), int(name) if is_digits(name, 12) else 0, name))
-    except OSError as error:
-        raise StateError("cannot list %s: %s" % (path, error.strerror or error))
+        entries = sorted(os.scandir(path), key=lambda entry: (  # a sweep's tasks: 2 < 10
+            not is_digits(entry.name, 12), int(entry.name) if is_digits(entry.name, 12) else 0,
+            entry.name))
+    except OSError:
+        if top:
+            raise
+        return []  # not the caller's to look into: no chain of theirs is there
     found = []
-    for child in (os.path.join(path, name) for name in names if not name.startswith(".")):
-        if os.path.islink(child) or not os.path.isdir(child):
+    for entry in entries:
+        if entry.name.startswith(".") or not (entry.is_dir(follow_symlinks=False) or (
+                entry.is_symlink() and os.path.isdir(entry.path))):  # a link we may not stat
             continue
-        if holds_chain(child):
-            found.append(child)
-        elif depth > 1:
-            found += _chains_below(child, depth - 1)
+        if holds_chain(entry.path):
+            found.append(entry.path)
+        elif depth > 1 and not entry.is_symlink():
+            found += _chains_below(entry.path, depth - 1, top=False)
     return found
 
 
@@ -3685,6 +3699,8 @@ def _submit_again(submitted, run_dir):
              "--max-retries", str(submitted.get("max_retries", DEFAULT_MAX_RETRIES))]
     if submitted.get("max_walltime"):
         words += ["--max-walltime", "%ds" % submitted["max_walltime"]]
+    if submitted.get("python") and submitted["python"] != "python3":  # the compute nodes'
+        words += ["--python", submitted["python"]]
     for name in ("budget_dir", "notify", "warn"):  # notify: a 0.5 record's (now NOTIFY_FILE)
         if submitted.get(name) and isinstance(submitted[name], str):
             words += ["--" + name.replace("_", "-"), submitted[name]]
@@ -3747,7 +3763,10 @@ def cancel_chain(run_dir, dry_run=False):
     if ended:  # nothing to stop: a cancel mark would turn it into "stopped"
         return {"cancelled": [], "leftover": [], "dry_run": dry_run, "errors": [], "log": [],
                 "ended": ended}
-    if dry_run:
+    if dry_run:  # it reads as the cancel it previews: a file others could write is refused
+        store = chain_store(run_dir)
+        store.acting = True
+        chain = open_chain(run_dir, store=store)
         return dict(_cancel_jobs(chain.to_cancel(), *cluster_to_ask(chain.cluster()),
                                  dry_run=True), log=[])
     with chain.store.locked():
@@ -3821,14 +3840,16 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
     return {"cancelled": cancelled, "leftover": leftover, "dry_run": dry_run, "errors": errors}
 
 
-def cancel_if_unfinished(job_id, install, cluster=None):
-    """``install()`` for a job queued held; if it fails, cancel the job: nothing half-made stays."""
+def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
+    """``install()`` for a job queued held; if it fails, cancel the job and its ``guard``:
+    nothing half-made stays."""
     try:
         return install()
     except (StateError, OSError) as error:
-        scancel([job_id], cluster)
-        raise StateError("%s; the new job %s was cancelled, nothing else changed"
-                         % (getattr(error, "strerror", None) or error, job_id))
+        scancel([job_id] + ([guard] if guard else []), cluster)
+        raise StateError("%s; the new job %s%s was cancelled, nothing else changed" % (
+            getattr(error, "strerror", None) or error, job_id,
+            " (and its guard %s)" % guard if guard else ""))
 
 
 def read_batch_script(script):
@@ -3843,6 +3864,9 @@ def read_batch_script(script):
         raise StateError("%s has DOS line breaks (\\r\\n), which sbatch refuses: run dos2unix %s"
                          % (script, shell_quote(script)))
     header, body = split_batch_script(text)
+    if "--test-only" in option_names(script_directives(header)):
+        raise StateError("%s has an #SBATCH --test-only line: sbatch would only say when the job "
+                         "would start and queue nothing; remove it" % script)
     if "--hold" in option_names(script_directives(header)):
         raise StateError("%s has an #SBATCH --hold line, which would hold every successor too: "
                          "remove it and pass --hold to submit (it holds the first job only)"
@@ -3891,7 +3915,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
         queue_guard(first_job, run_dir, option_value(
             script_directives(header) + sbatch_args, "--job-name"), os.environ, python=python)
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
-        run_dir, bool(live), copy_path, submitted), named)
+        run_dir, bool(live), copy_path, submitted), named, submitted["guard"])
     if not hold:
         release_or_explain(first_job, named)
     return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold,
@@ -4019,7 +4043,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             store.apply(snapshot, record, chain=False)
             store.remove(CANCEL_FILE)
             store.write_record(record)
-        cancel_if_unfinished(job, install, target)
+        cancel_if_unfinished(job, install, target, guard)
     release_or_explain(job, target)
     log = announce(store, Event("resumed", job, record.link, record.reason, record.time),
                    record.notify)

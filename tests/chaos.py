@@ -248,11 +248,11 @@ class Chaos(object):
         successor nor a guard because sbatch failed from its prologue until its end (a link as
         short as an outage: nothing could queue anything, as for a person's own sbatch then).
         Any other chain left without a successor stays a violation. Their names."""
-        live = [name for name, _ in self.live().values()]
+        live = set(name for name, _ in self.live().values())
         resumed = []
         for chain in self.chains:
-            if chain["name"] in self.resumed or any(name.endswith(chain["name"]) for name in live) \
-                    or not os.path.isdir(chain["run"]):
+            if chain["name"] in self.resumed or chain["name"] in live or \
+                    rc.GUARD_PREFIX + chain["name"] in live or not os.path.isdir(chain["run"]):
                 continue
             try:
                 record = rc.StateStore(chain["run"]).read_record()

@@ -211,8 +211,9 @@ def test_submit_refuses_a_log_whose_directory_is_missing(cluster, tmp_path, caps
     ("#!/bin/bash\ntrue\n", ["-d", "afterok:5"], "dependency"),
     ("#!/bin/bash\r\n#SBATCH --time=5\r\ntrue\r\n", [], "DOS line breaks"),
     ("#!/bin/bash\ntrue\n", ["--test-only"], "queues nothing"),
+    ("#!/bin/bash\n#SBATCH --test-only\ntrue\n", [], "queue nothing"),
 ], ids=["no shebang", "array throttle in script", "bad array option", "dependency option",
-        "a script saved on Windows", "sbatch --test-only"])
+        "a script saved on Windows", "sbatch --test-only", "#SBATCH --test-only"])
 def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, message):
     script = write(str(tmp_path / "s.sh"), text)
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
@@ -253,8 +254,8 @@ def test_submit_force_does_nothing_when_the_live_chain_will_not_die(
     assert "marked cancelled" in err  # what --force did do: its links stop when they start
     held = cluster.calls("sbatch")[-1]
     assert len(cluster.calls("sbatch")) == 3 and "--hold" in held["argv"]
-    assert cluster.calls("scancel")[-1]["argv"] == ["1002"]  # the new job, never released
-    assert "the new job 1002 was cancelled" in err
+    assert cluster.calls("scancel")[-1]["argv"] == ["1002", "900002"]  # never released
+    assert "the new job 1002 (and its guard 900002) was cancelled" in err
     assert sorted(os.listdir(run_dir)) == sorted(before + [rc.CANCEL_FILE])
 
 
@@ -1640,3 +1641,30 @@ def test_the_guards_submit_and_resume_queue_run_the_python_the_links_run(
     assert status == 0, err
     [guard] = cluster.calls("sbatch", guards=True)[-1:]
     assert guard["argv"][-1].startswith(python + " -I -S "), guard["argv"]
+
+
+def test_status_of_a_parent_shows_a_chain_linked_into_it(cluster, tmp_path, capsys, monkeypatch):
+    """runs/b -> $SCRATCH/b: a chain reached by a symlink is shown (once), not skipped, or
+    --check passes while it failed; nothing is searched through a symlink."""
+    runs, scratch = str(tmp_path / "runs"), str(tmp_path / "scratch")
+    collection_chain(cluster, runs, "a", "finished")
+    collection_chain(cluster, scratch, "b", "failed")
+    os.symlink(os.path.join(scratch, "b"), os.path.join(runs, "b"))
+    os.symlink(os.path.join(runs, "a"), os.path.join(runs, "latest"))  # the same chain as a
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", runs, "--json", "--check")
+    assert status == 1, err
+    assert [item["run_dir"] for item in json.loads(out)] == [
+        os.path.join(runs, "a"), os.path.join(runs, "b")]
+
+
+def test_submit_again_keeps_the_compute_nodes_python(cluster, run_dir, tmp_path, capsys,
+                                                      monkeypatch):
+    script = write(str(tmp_path / "job.sh"), "#!/bin/bash\n#SBATCH --time=10\necho work\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python",
+                               "/opt/py/bin/python3", "--", script)
+    assert status == 0, err
+    first = out.strip().split()[-1]
+    cluster.set_job(first, state="NODE_FAIL", end="2026-11-30T01:00:00")
+    cluster.set_job(cluster.guards()[first], state="FAILED", end="2026-11-30T01:00:00")
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert "--python /opt/py/bin/python3" in report["next"], report["next"]

@@ -498,17 +498,21 @@ def owners_chain_with_journal(world, name, journal_mode):
     return run_dir
 
 
-@pytest.mark.parametrize("command", [["cancel"], ["submit", "--force"]])
+@pytest.mark.parametrize("command", [["cancel"], ["submit", "--force"], ["cancel", "--dry-run"]])
 def test_a_journal_its_group_can_write_is_refused_before_any_job_is_cancelled(world, command):
     """Anyone in the group could have written the job IDs in it: cancel, and submit --force
-    (which cancels the chain it replaces), refuse before any scancel."""
-    run_dir = owners_chain_with_journal(world, "planted-ids-" + command[-1].strip("-"), 0o664)
+    (which cancels the chain it replaces), refuse before any scancel; the dry run refuses as
+    the cancel it previews would."""
+    run_dir = owners_chain_with_journal(world, "planted-ids-" + "".join(command), 0o664)
     argv = command[:1] + [run_dir] + command[1:] + (
         ["--", world.script()] if command[0] == "submit" else [])
+    before = set(world.jobs())
     result = world.cli(OWNER, *argv)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "group" in result.stderr and result.stderr.count("\n") == 1, result.stderr
     assert world.jobs()["888"]["state"] == "RUNNING"
+    left = {job: fields["state"] for job, fields in world.jobs().items() if job not in before}
+    assert "PENDING" not in left.values(), left  # submit's new first job and its guard too
 
 
 @pytest.mark.parametrize("left", ["no lock file yet", "a lock file left 0644"])
@@ -525,3 +529,13 @@ def test_the_lock_file_is_its_owners_alone_so_no_reader_can_stall_the_chain(worl
     assert result.returncode == 0, result.stderr
     assert stat.S_IMODE(os.stat(lock).st_mode) == 0o600
 
+
+
+def test_status_of_a_parent_skips_directories_below_it_the_caller_cannot_list(world):
+    """A shared tree holds colleagues' 0700 directories and lost+found: a colleague's status of
+    the parent shows the chains it can read, never fails for the others."""
+    os.makedirs(os.path.join(world.runs, "lost+found"), 0o700, exist_ok=True)
+    planted_chain(world, "readable-in-a-mixed-tree")
+    result = world.cli(PEER, "status", world.runs)
+    assert result.returncode in (0, 1) and "cannot list" not in result.stderr, result.stderr
+    assert "readable-in-a-mixed-tree" in result.stdout
