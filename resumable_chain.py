@@ -3885,6 +3885,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     notify, warn = check_notify(notify), check_warn(warn)
     run_dir = os.path.abspath(run_dir)
+    python = os.path.abspath(python) if os.sep in python else python  # jobs run in run_dir
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
     live = _live_chain(run_dir, force)
@@ -4151,7 +4152,7 @@ OPTION_HELP = {
     "--script": "script the successor is submitted with (default: the job's own)",
     "--force": "if DIR holds a live chain, cancel it (printing its job IDs) and start a new one; "
                "its files are kept as *.prev",
-    "--python": "interpreter on the compute nodes (default python3)",
+    "--python": "interpreter on the compute nodes (default python3; submit makes a path absolute)",
     "--budget-dir": "draw every link's time from the shared walltime budget in B (created "
                     "with: resumable-chain budget B --max-walltime T)",
     "--notify": "run CMD with /bin/sh -c once per chain event (%s), with RESUMABLE_CHAIN_EVENT, "

@@ -1622,11 +1622,12 @@ def test_the_guards_submit_and_resume_queue_run_the_python_the_links_run(
     python = str(tmp_path / "venv" / "python3")
     os.makedirs(os.path.dirname(python))
     os.symlink(sys.executable, python)
+    monkeypatch.chdir(str(tmp_path))  # given relative: the jobs run in the run directory
     script = str(tmp_path / "job.sh")
     with open(script, "w") as handle:
         handle.write("#!/bin/bash\n#SBATCH --time=10\necho work\n")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python",
-                               python, "--max-retries", "0", "--", script)
+                               os.path.join("venv", "python3"), "--max-retries", "0", "--", script)
     assert status == 0, err
     first = out.strip().split()[-1]
     [guard] = cluster.calls("sbatch", guards=True)[-1:]
