@@ -2580,7 +2580,7 @@ def _unguarded(record, run_dir, environ, warnings, again):
     return record._replace(guarded_by=guard)
 
 
-def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, python=None):
+def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, python=None):
     """Queue the guard of ``job_id`` (``after``: the link that queued it; ``python``: the
     compute nodes', given to submit, else this one): (its ID, None) or (None, sbatch's error).
     ``again``: an earlier run may have queued it; one a failed sbatch created anyway is found.
