@@ -752,7 +752,11 @@ class History(object):
                                            status["verdict"]))
         expected = "finished" if finished else {"max_retries": "failed",
                                                 "the guard gave up": "broken"}.get(why, "stopped")
-        if status["verdict_word"] != expected or status["jobs"] and status["attention"] \
+        # The work may be done in a link whose node failed before it exited (nothing told the
+        # chain): a person's cancel then stops it, and status rightly says stopped.
+        accepted = {expected} | ({"stopped"} if finished and
+                                 self.deliberate == "cancelled by a person" else set())
+        if status["verdict_word"] not in accepted or status["jobs"] and status["attention"] \
                 and expected not in ("failed", "broken"):
             self.fail(3, "the chain ended (%s) but status says %s (attention: %s)" % (
                 "work finished" if finished else why, status["verdict"], status["attention"]))

@@ -813,6 +813,13 @@ def lagging_chain(tmp_path, monkeypatch):
     return chain
 
 
+def test_history_1167143_a_person_cancels_after_the_work_finished_unseen_and_status_says_stopped(
+        capsys):
+    """The work finished in a link whose node then failed (no exit told the chain); its
+    successor ran, and a person cancelled the chain: stopped, not finished, is status's truth."""
+    histories.run_histories(1, 1167143, FAST_DIR)
+
+
 def test_history_1152_a_guard_whose_view_lags_does_not_replace_a_link_that_ran_its_prologue(
         lagging_chain):
     # Found by the random histories with lagging views (seed 1152, a view one step behind):
