@@ -3249,7 +3249,7 @@ def chain_dirs(paths):
     CHAIN_DEPTH levels (a sweep's tasks in runs/sweep/<task>), by name; never into a chain,
     a hidden directory, a symlink (a symlink that is a chain is one) or a directory the caller
     cannot list (a colleague's, lost+found)."""
-    found, seen = [], set()
+    found, seen = [], {}  # realpath: index in found
     for path in paths:
         if holds_chain(path):
             children = [path]
@@ -3263,11 +3263,13 @@ def chain_dirs(paths):
             if not children:
                 raise StateError("%s is not a chain (it has no %s) and no directory below it "
                                  "holds one" % (path, CHAIN_FILE))
-        for child in children:
+        for child in children:  # runs/latest -> runs/sweep/a is one chain, shown by its name
             real = os.path.realpath(child)
-            if real not in seen:  # runs/latest -> runs/sweep/a is one chain
-                seen.add(real)
+            if real not in seen:
+                seen[real] = len(found)
                 found.append(child)
+            elif os.path.islink(found[seen[real]]) and not os.path.islink(child):
+                found[seen[real]] = child
     return found
 
 
@@ -3284,14 +3286,22 @@ def _chains_below(path, depth, top=True):
         return []  # not the caller's to look into: no chain of theirs is there
     found = []
     for entry in entries:
-        if entry.name.startswith(".") or not (entry.is_dir(follow_symlinks=False) or (
-                entry.is_symlink() and os.path.isdir(entry.path))):  # a link we may not stat
+        if entry.name.startswith(".") or not _is_dir(entry):
             continue
         if holds_chain(entry.path):
             found.append(entry.path)
-        elif depth > 1 and not entry.is_symlink():
+        elif depth > 1 and not os.path.islink(entry.path):
             found += _chains_below(entry.path, depth - 1, top=False)
     return found
+
+
+def _is_dir(entry):
+    """Whether a scandir entry is a directory or a symlink to one; False when it cannot be
+    stat'ed (a link into a directory the caller may not search)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def chain_status(run_dir):

@@ -1651,7 +1651,7 @@ def test_status_of_a_parent_shows_a_chain_linked_into_it(cluster, tmp_path, caps
     collection_chain(cluster, runs, "a", "finished")
     collection_chain(cluster, scratch, "b", "failed")
     os.symlink(os.path.join(scratch, "b"), os.path.join(runs, "b"))
-    os.symlink(os.path.join(runs, "a"), os.path.join(runs, "latest"))  # the same chain as a
+    os.symlink(os.path.join(runs, "a"), os.path.join(runs, "0-latest"))  # a, by its own name
     status, out, err = run_cli(cluster, capsys, monkeypatch, "status", runs, "--json", "--check")
     assert status == 1, err
     assert [item["run_dir"] for item in json.loads(out)] == [
