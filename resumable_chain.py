@@ -193,17 +193,23 @@ CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_
                     RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work"}
 
 # Loads the module by path under python -I -S, so that neither the job's Python environment nor
-# a json.py next to the module shadows the standard library; bytecode of a read-only module's
-# directory goes to ~/.cache/resumable_chain (3.8+). docs/how-it-works.md says more.
+# a json.py next to the module shadows the standard library. The module's __pycache__ is used
+# only if no one else can write it or create it (owner root or the caller, not group or world
+# writable): else a colleague's bytecode would run as the caller. Otherwise bytecode goes to
+# ~/.cache/resumable_chain (3.8+), or the source is compiled (3.6, 3.7: they have no prefix).
 BOOTSTRAP = ('import collections, errno, fcntl, itertools, json, os, signal, stat, subprocess, '
              'sys, time; '
              'p = sys.argv.pop(1); '
              'c = os.path.join(os.path.dirname(p), "__pycache__"); '
-             'w = os.access(c if os.path.isdir(c) else os.path.dirname(c), os.W_OK); '
+             'o = all(s.st_uid in (0, os.getuid()) and stat.S_ISDIR(s.st_mode) and not s.st_mode '
+             '& 0o022 for s in map(os.lstat, filter(os.path.lexists, (os.path.dirname(c), c)))); '
+             'w = o and os.access(c if os.path.isdir(c) else os.path.dirname(c), os.W_OK); '
              'from importlib.machinery import SourceFileLoader; m = type(sys)("resumable_chain"); '
              'm.__file__ = p; sys.modules[m.__name__] = m; '
              'sys.pycache_prefix = None if w else os.path.expanduser("~/.cache/resumable_chain"); '
-             'SourceFileLoader(m.__name__, p).exec_module(m); sys.pycache_prefix = None; '
+             'l = SourceFileLoader(m.__name__, p); '
+             'l.exec_module(m) if o or sys.version_info >= (3, 8) else '
+             'exec(compile(l.get_data(p), p, "exec"), m.__dict__); sys.pycache_prefix = None; '
              'sys.exit(m.main(sys.argv[1:]))')
 
 # Why squeue says a pending job is held by Slurm or an admin (a person must release it), as its

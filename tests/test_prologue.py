@@ -611,6 +611,51 @@ def test_read_only_module_directory_still_caches_bytecode():
         shutil.rmtree(root, ignore_errors=True)
 
 
+# Bytecode for the module a colleague plants in its __pycache__: its header matches the source
+# (magic, flags from 3.7, mtime, size), so an importer that trusts the directory runs it.
+PLANT_BYTECODE = r"""
+import importlib.util, marshal, os, sys
+source, marker = sys.argv[1:]
+code = compile("open(%r, 'w').write('planted')" % marker, source, "exec")
+info = os.stat(source)
+header = importlib.util.MAGIC_NUMBER + (b"\0\0\0\0" if sys.version_info >= (3, 7) else b"")
+header += b"".join((value & 0xFFFFFFFF).to_bytes(4, "little")
+                   for value in (int(info.st_mtime), info.st_size))
+cached = importlib.util.cache_from_source(source)
+os.makedirs(os.path.dirname(cached), exist_ok=True)
+os.chmod(os.path.dirname(cached), 0o777)
+with open(cached, "wb") as handle:
+    handle.write(header + marshal.dumps(code))
+"""
+
+
+@pytest.mark.parametrize("planted", ["bytecode planted", "nothing planted yet"])
+@pytest.mark.parametrize("which", ["this python", "the oldest python found"])
+def test_bytecode_planted_beside_a_module_in_a_shared_directory_never_runs(tmp_path, which,
+                                                                          planted):
+    """A vendored copy in a directory others may write (a sticky group project directory): its
+    __pycache__ is theirs to fill (or to create first), so the in-job step never reads it nor
+    creates it (3.6 and 3.7 too)."""
+    python = sys.executable if which == "this python" else \
+        sorted(find_interpreters().items(), key=lambda item: int(item[0].split(".")[1]))[0][1]
+    shared, home = tmp_path / "shared", tmp_path / "home"
+    shared.mkdir()
+    home.mkdir()
+    module, marker = str(shared / "resumable_chain.py"), str(tmp_path / "planted-ran")
+    shutil.copy(rc.module_path(), module)
+    os.chmod(str(shared), 0o1777)
+    if planted == "bytecode planted":
+        subprocess.run([python, "-I", "-c", PLANT_BYTECODE, module, marker], check=True)
+    result = subprocess.run([python, "-I", "-S", "-c", rc.BOOTSTRAP, module, "prologue", "--help"],
+                            env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True, timeout=60)
+    assert not os.path.exists(marker), "the planted bytecode ran (%s)" % python
+    assert result.returncode == 0 and "example" in result.stdout, result.stderr
+    if planted == "nothing planted yet":
+        assert not os.path.exists(str(shared / "__pycache__"))
+
+
 def test_a_huge_max_retries_accepted_at_render_time_works_in_the_job(cluster, run_dir):
     script, successor = start_chain(cluster, run_dir, max_retries=1000000)
     cluster.finish(100, "FAILED", 1)
