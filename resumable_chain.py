@@ -1123,6 +1123,11 @@ def _text(value):
     return value is None or isinstance(value, str)
 
 
+def _word(value):
+    """A text that becomes a command-line word or a path: the command line cannot hold a NUL."""
+    return _text(value) and "\0" not in (value or "")
+
+
 def _count(value):
     return value is None or (type(value) is int and 0 <= value <= MAX_TIME_LIMIT)
 
@@ -1140,7 +1145,7 @@ def _next_link_ok(value):
     through the same validator (a planted --wrap or --export=...BASH_ENV is refused)."""
     if value is None:
         return True
-    if not isinstance(value, dict) or not all(_text(value.get(name)) for name in (
+    if not isinstance(value, dict) or not all(_word(value.get(name)) for name in (
             "script", "job_name", "workdir")):
         return False
     lists = [value.get(name) or [] for name in ("sbatch_args", "script_args")]
@@ -1162,7 +1167,7 @@ def _warn_ok(value):
 
 
 RECORD_CHECKS = {  # every journal field's test (True: the value may be used as it is)
-    "job": lambda value: _job(value) and value is not None, "cluster": _text,
+    "job": lambda value: _job(value) and value is not None, "cluster": _word,
     "predecessor": _job, "predecessor_state": _text, "predecessor_elapsed": _count,
     "predecessor_exit_code": lambda value: value is None or type(value) is int,
     "source": _text, "action": _one_of(*ACTIONS), "cause": _one_of(None, *STOP_CAUSES),
@@ -1171,8 +1176,8 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
     "link": _count, "successor": _job, "successor_error": _text, "successor_retries": _count,
     "guard": _job, "guard_error": _text, "guarded_by": _job,
     "dead_successors": _count,
-    "time_limit": _count, "budget_dir": _text, "warn": _warn_ok,
-    "notify": lambda value: value is None or value is True or (_text(value) and "\0" not in value),
+    "time_limit": _count, "budget_dir": _word, "warn": _warn_ok,
+    "notify": lambda value: value is True or _word(value),
     "reserved": _count, "next": _next_link_ok,
     "phase": _one_of(None, "counted", "queued", "done"),
     "time": lambda value: value is None or (type(value) in (int, float) and 0 <= value < 1e11),
@@ -1193,12 +1198,13 @@ def _checked(data, checks, fields):
 
 
 SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECKS)
-    "first_job": RECORD_CHECKS["job"], "cluster": _text, "script": _text, "original": _text,
+    "first_job": RECORD_CHECKS["job"], "cluster": _word, "script": _word, "original": _word,
     "sbatch_args": lambda value: _next_link_ok({"sbatch_args": value}),
     "script_args": lambda value: _next_link_ok({"script_args": value}),
-    "max_retries": _count, "max_walltime": _count, "workdir": _text, "budget_dir": _text,
+    "max_retries": _count, "max_walltime": _count, "workdir": _word, "budget_dir": _word,
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
-    "guard": _job, "dead_first_jobs": _count, "python": _text,
+    "guard": _job, "dead_first_jobs": _count,
+    "python": lambda value: _word(value) and (value is None or bool(value.strip())),
 }
 
 

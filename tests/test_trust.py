@@ -539,3 +539,69 @@ def test_status_of_a_parent_skips_directories_below_it_the_caller_cannot_list(wo
     result = world.cli(PEER, "status", world.runs)
     assert result.returncode in (0, 1) and "cannot list" not in result.stderr, result.stderr
     assert "readable-in-a-mixed-tree" in result.stdout
+
+
+def owners_submitted_chain(world, name):
+    """The owner's submitted chain whose first job ran its work, then timed out, and nothing of
+    it is queued any more: what ``resume`` is for."""
+    run_dir = os.path.join(world.runs, name)
+    result = world.cli(OWNER, "submit", run_dir, "--", world.script())
+    assert result.returncode == 0, result.stderr
+    job = result.stdout.strip()
+    result = world.as_job(OWNER, os.path.join(run_dir, "resumable-job.sh"), job)
+    assert result.returncode == 0, result.stderr
+    world.set_job(job, state="TIMEOUT", elapsed=60, end="2026-11-30T02:00:00")
+    for other, fields in world.jobs().items():
+        if fields["state"] in ("PENDING", "RUNNING") and fields.get("uid") in (
+                None, pwd.getpwnam(OWNER).pw_uid):
+            world.set_job(other, state="CANCELLED", end="2026-11-30T02:00:00")
+    return run_dir
+
+
+def edit_as_owner(path, change):
+    with open(path) as handle:
+        data = json.load(handle)
+    change(data)
+    with open(path, "w") as handle:
+        json.dump(data, handle)  # json writes a NUL as \u0000: a value no command line can hold
+
+
+@pytest.mark.parametrize("file_name,field", [
+    (".resumable_chain.submit.json", "python"),
+    (".resumable_chain.submit.json", "workdir"),
+    (".resumable_chain.json", "cluster"),
+    (".resumable_chain.json", "budget_dir"),
+])
+def test_a_state_value_no_command_line_can_hold_is_refused_before_anything_is_queued(
+        world, file_name, field):
+    """A NUL in a path, an interpreter or a cluster name from a state file: a corrupt file named
+    in one line, as the same value on the command line would be, and no held job left behind."""
+    run_dir = owners_submitted_chain(world, "nul-in-" + field)
+    edit_as_owner(os.path.join(run_dir, file_name),
+                  lambda data: data.__setitem__(field, "/usr/bin\u0000x"))
+    before = set(world.jobs())
+    result = world.cli(OWNER, "resume", run_dir)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert file_name in result.stderr and "corrupt" in result.stderr, result.stderr
+    assert set(world.jobs()) == before
+
+
+@pytest.mark.parametrize("file_name", [".resumable_chain.submit.json", ".resumable_chain.json"])
+def test_a_planted_chain_naming_a_cluster_no_command_can_ask_is_one_unknown_row(world,
+                                                                                   file_name):
+    """A colleague's chain whose cluster name holds a NUL: the admin's table of the parent still
+    shows every other chain; the planted one is an unknown row that --check counts."""
+    good = owners_submitted_chain(world, "beside-a-planted-cluster-" + file_name[-9:-5])
+    bad = os.path.join(world.runs, "zz-planted-cluster-" + file_name[-9:-5])
+    files = {".resumable_chain.submit.json": {"first_job": "7"}, ".gym_job_chain": "7\n"}
+    files[file_name] = dict(files.get(file_name) or {"job": "7", "action": "resume",
+                                                      "walltime": 0, "retries": 0},
+                            cluster="x\u0000y")
+    plant(world, MATE, bad, files)
+    result = world.cli(None, "status", "--check", world.runs)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    rows = {line.split()[0]: line.split()[1] for line in result.stdout.splitlines()
+            if line.startswith(os.path.basename(world.runs) + "/") or line.startswith("runs/")}
+    shown = {os.path.basename(path): verdict for path, verdict in rows.items()}
+    assert shown.get(os.path.basename(bad)) == "unknown", result.stdout
+    assert shown.get(os.path.basename(good)) not in (None, "unknown"), result.stdout
