@@ -704,7 +704,8 @@ def option_groups(arguments, strict=True):
 
 def option_values(arguments, option):
     """The values ``arguments`` give an option (long name), in order: sbatch takes the last."""
-    return [words[1] if len(words) == 2 else words[0].partition("=")[2] or words[0][2:]
+    return [words[1] if len(words) == 2 else words[0].partition("=")[2]
+            if words[0].startswith("--") else words[0][2:]
             for name, words in option_groups(arguments, strict=False) if name == option]
 
 
@@ -734,6 +735,12 @@ def check_sbatch_args(sbatch_args, allowed=(), strict=True):
         if name in REFUSED_SBATCH_OPTIONS and name not in allowed:
             raise ValueError("sbatch option %r is not allowed in a chain: %s"
                              % (words[0], REFUSED_SBATCH_OPTIONS[name]))
+    for name in ("--time", "--time-min") if strict else ():  # else every successor fails
+        for value in option_values(sbatch_args, name):
+            if value.upper() not in ("-1", "INFINITE", "UNLIMITED") and parse_duration(
+                    value) is None:
+                raise ValueError("invalid %s %r: sbatch takes M, M:S, H:M:S, D-H, D-H:M, D-H:M:S "
+                                 "or UNLIMITED (e.g. %s=4:00:00)" % (name, value, name))
     return [word for _, words in groups for word in words]
 
 
@@ -3902,6 +3909,9 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     """Make SCRIPT resumable in run_dir and submit its first job, all or nothing: held until
     the live chain is cancelled (``force``) and the files are written; ``task``: a sweep's."""
     header, body = read_batch_script(script)
+    if PROLOGUE_TEMPLATE.split("{", 1)[0] in body:
+        raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "
+                         "own; remove the pasted one (or sbatch the script as it is)" % script)
     sbatch_args = check_sbatch_args(sbatch_args, allowed=("--hold",))
     hold = "--hold" in option_names(sbatch_args)  # the first job only
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
@@ -4637,7 +4647,8 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
         sleep(1)  # its handler may not be set yet
     _log("SIG%s sent %d s before the link ends to %s" % (
         warn.partition("@")[0], end - int(clock()),
-        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it)"))
+        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it; shells, a "
+        "batch script's trap included, are never signalled)"))
     return 0
 
 

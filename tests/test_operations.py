@@ -222,6 +222,27 @@ def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, m
     assert cluster.calls("sbatch") == []
 
 
+def test_submit_refuses_a_script_with_a_pasted_prologue(cluster, tmp_path, capsys, monkeypatch):
+    # a pasted prologue would run a second chain (another run directory's) in every link
+    script = cluster.write_script(str(tmp_path / "runs" / "other"))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
+                               script)
+    assert status == 2 and "already holds a pasted resumable_chain prologue" in err
+    assert err.count("\n") == 1 and cluster.calls("sbatch") == []
+    assert not os.path.exists(str(tmp_path / "r"))
+
+
+@pytest.mark.parametrize("command", ["render", "submit"])
+def test_an_sbatch_time_that_sbatch_refuses_is_refused_before_any_job(
+        cluster, tmp_path, capsys, monkeypatch, command):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    argv = ([command, str(tmp_path / "r"), "--", "--time=4h"] if command == "render"
+            else [command, str(tmp_path / "r"), "--time=4h", script])
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)
+    assert status == 2 and "invalid --time '4h'" in err and err.count("\n") == 1
+    assert cluster.calls("sbatch") == [] and not os.path.exists(str(tmp_path / "r"))
+
+
 def test_submit_refuses_a_live_chain_unless_forced(cluster, run_dir, running_chain, tmp_path,
                                                    capsys, monkeypatch):
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
@@ -1331,8 +1352,8 @@ def test_a_chains_guard_reads_the_same_alone_and_in_a_collection(cluster, tmp_pa
                                                                  monkeypatch, situation):
     run_dir, other = str(tmp_path / "runs" / "a"), str(tmp_path / "runs" / "b")
     collection_chain(cluster, str(tmp_path / "runs"), "b", "finished")
-    script = cluster.write_script(str(tmp_path))
     if situation == "a submitted first job not started yet":
+        script = write(str(tmp_path / "plain.sh"), "#!/bin/bash\n#SBATCH --time=10\ntrue\n")
         assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)[0] == 0
     else:
         cluster.update(sbatch_link_error="Batch job submission failed: Socket timed out on "
