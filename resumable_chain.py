@@ -537,8 +537,10 @@ def _known(text, unknown=UNKNOWN_TIMES):
 
 
 def exit_status(exit_code):
-    """Slurm's ExitCode ``"75:0"`` -> 75; None for a death by signal (``"0:15"``) or none."""
-    status, colon, signal_number = (exit_code or "").partition(":")
+    """Slurm's ExitCode ``"75:0"`` (or a driver's return code, 75) -> 75; None for a death by
+    signal (``"0:15"``) or none."""
+    text = "" if exit_code is None or isinstance(exit_code, bool) else str(exit_code).strip()
+    status, colon, signal_number = text.partition(":")
     return int(status) if is_digits(status, 3) and (not colon or signal_number == "0") else None
 
 
@@ -916,7 +918,7 @@ def state_meaning(state, exit_code=None):
 def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
            exit_code=None):
     """What a job does given its predecessor's ``state`` (None: first job; NOT_VISIBLE: not
-    found; else as Slurm prints it) and ExitCode (``"75:0"``); pure. ``walltime``: the seconds
+    found; else as Slurm prints it) and ExitCode (``"75:0"``, or 75); pure. ``walltime``: the seconds
     used including the predecessor's."""
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")

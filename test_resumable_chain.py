@@ -959,6 +959,9 @@ def test_parse_recorded_exit_codes(release):
     ("killed by a signal is a failure", "0:15", 10, None, ("fail", 1)),
     ("another exit status is a failure", "1:0", 10, None, ("fail", 1)),
     ("no exit code known: as before", None, 10, None, ("fail", 1)),
+    ("a driver's int return code 75", 75, 10, None, ("resume", 0)),
+    ("a driver's int return code 76", 76, 10, None, ("stop", 0)),
+    ("an exit code with a trailing newline", "75:0\n", 10, None, ("resume", 0)),
 ])
 def test_decide_honours_the_works_exit_status(situation, exit_code, walltime, cap, expected):
     decision = decide("FAILED", retries=0, walltime=walltime, max_retries=0, max_walltime=cap,
