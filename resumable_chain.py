@@ -2566,8 +2566,9 @@ def queue_successor(job_id, next_link, warnings):
     try:
         return sbatch(options, next_link.script, next_link.script_args)[0], None
     except StateError as error:
-        warnings.append("WARNING: could not queue a successor of job %s (%s): until one is "
-                        "queued, nothing continues the chain if this job ends." % (job_id, error))
+        warnings.append("WARNING: could not queue a successor of job %s (%s). Chain will NOT "
+                        "continue on failure until one is queued: its guard queues one when this "
+                        "job ends (status shows whether one is)." % (job_id, error))
         return None, str(error)
 
 

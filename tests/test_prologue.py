@@ -236,7 +236,7 @@ def test_sbatch_failure_warns_and_work_continues(cluster, run_dir):
     script = cluster.write_script(run_dir)
     result = cluster.run_link(script, 100)
     assert result.returncode == 0
-    assert "until one is queued, nothing continues the chain if this job ends" in result.stderr
+    assert "Chain will NOT continue on failure until one is queued" in result.stderr
     assert "Invalid account" in result.stderr
     assert cluster.work_done() == ["100"]
 

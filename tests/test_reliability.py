@@ -325,7 +325,7 @@ def test_hanging_sbatch_warns_and_work_continues(cluster, run_dir):
     result = cluster.run_link(script, 100, RESUMABLE_CHAIN_COMMAND_TIMEOUT=2)
     assert result.returncode == 0 and time.time() - started < 30
     assert "sbatch timed out after 2 s" in result.stderr
-    assert "until one is queued, nothing continues the chain if this job ends" in result.stderr
+    assert "Chain will NOT continue on failure until one is queued" in result.stderr
     assert cluster.work_done() == ["100"]
 
 

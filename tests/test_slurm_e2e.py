@@ -589,7 +589,7 @@ def test_sbatch_failure_warns_and_the_work_still_runs(phase_a):
     assert [job["state"] for job in jobs] == ["COMPLETED"]
     assert chain.work() == [chain.first]
     log = chain.log()
-    assert "nothing continues the chain if this job ends" in log
+    assert "Chain will NOT continue on failure until one is queued" in log
     assert "invalid partition" in log.lower()
 
 
