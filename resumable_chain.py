@@ -664,6 +664,9 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
         raise ValueError("unknown option %s: sbatch (22.05, 24.11, 26.05) has no such short "
                          "option" % word[:2])
     name, equals, _ = word.partition("=")
+    if name == "--":  # every long option would match: say what it is instead
+        raise ValueError("unexpected '--': write sbatch options as they are, with no '--' before "
+                         "them")
     matches = [name] if name in value_options or name in other_options else sorted(
         full for full in value_options | other_options if full.startswith(name))
     if len(matches) > 1:

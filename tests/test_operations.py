@@ -354,6 +354,16 @@ def test_split_submit_words_refuses(words, message):
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize("words", [["d", "--", "--time=1"], ["d", "--"]],
+                         ids=["-- before sbatch options", "a lone --"])
+def test_resume_words_with_dashes_say_so_in_one_short_line(words):
+    """render takes sbatch options after --; resume takes them as they are (not 90 options
+    that '--' would be an abbreviation of)."""
+    with pytest.raises(ValueError) as error:
+        rc.split_resume_argv(words)
+    assert "unexpected '--'" in str(error.value) and len(str(error.value)) < 100
+
+
 STEP_WORDS = [
     ("the prologue as render writes it", "prologue",
      ["--max-retries=5", "--max-walltime=1:00:00", "--sbatch-arg=-p", "--sbatch-arg=gpu", "/r",
