@@ -830,7 +830,9 @@ def warn_signal(text):
 
 
 def check_path(value, name):
-    """Return value if it can be a path (a non-empty string without NUL); ValueError otherwise."""
+    """Return value if it can be a path (a non-empty string without NUL, or a pathlib.Path's
+    text); ValueError otherwise."""
+    value = os.fspath(value) if hasattr(value, "__fspath__") else value
     if not isinstance(value, str) or not value or "\0" in value:
         raise ValueError("%s must be a non-empty path, got %r" % (name, value))
     return value

@@ -675,6 +675,12 @@ def test_rendered_prologue_is_valid_quoted_bash(tmp_path, text):
     assert check.returncode == 0, check.stdout
 
 
+def test_a_drivers_pathlib_paths_render_as_their_text(tmp_path):
+    run_dir = tmp_path / "runs" / "a"
+    assert rc.render_prologue(run_dir, script=tmp_path / "job.sh") == rc.render_prologue(
+        str(run_dir), script=str(tmp_path / "job.sh"))
+
+
 def test_rendered_prologue_runs_this_module_by_absolute_path():
     snippet = rc.render_prologue("runs/a", python="/opt/py/bin/python3")
     assert "/opt/py/bin/python3 -I -S -c %s %s prologue" % (shlex.quote(rc.BOOTSTRAP),
