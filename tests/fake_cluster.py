@@ -140,7 +140,9 @@ class FakeCluster(object):
         dependency = "afternotok:%s" % predecessor if predecessor else None
         if mark_running:  # as Slurm would show it; threads racing set it beforehand instead
             self.set_job(job_id, state="RUNNING", start="2026-11-30T01:00:00")
-        return subprocess.run([BASH, script] + list(args), env=self.env(job_id, dependency, **extra),
+        # SLURM_TASK_PID is the batch shell, as Slurm sets it: a background step ends with it.
+        return subprocess.run([BASH, "-c", 'SLURM_TASK_PID=$$ exec "$0" "$@"', BASH, script]
+                              + list(args), env=self.env(job_id, dependency, **extra),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=timeout, cwd=cwd or self.root)
 
