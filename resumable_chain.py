@@ -193,24 +193,49 @@ CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_
                     RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work"}
 
 # Loads the module by path under python -I -S, so that neither the job's Python environment nor
-# a json.py next to the module shadows the standard library. The module's __pycache__ is used
-# only if no one else can write it or create it (owner root or the caller, not group or world
-# writable): else a colleague's bytecode would run as the caller. Otherwise bytecode goes to
-# ~/.cache/resumable_chain (3.8+), or the source is compiled (3.6, 3.7: they have no prefix).
-BOOTSTRAP = ('import collections, errno, fcntl, itertools, json, os, signal, stat, subprocess, '
-             'sys, time; '
-             'p = sys.argv.pop(1); '
-             'c = os.path.join(os.path.dirname(p), "__pycache__"); '
-             'o = all(s.st_uid in (0, os.getuid()) and stat.S_ISDIR(s.st_mode) and not s.st_mode '
-             '& 0o022 for s in map(os.lstat, filter(os.path.lexists, (os.path.dirname(c), c)))); '
-             'w = o and os.access(c if os.path.isdir(c) else os.path.dirname(c), os.W_OK); '
-             'from importlib.machinery import SourceFileLoader; m = type(sys)("resumable_chain"); '
-             'm.__file__ = p; sys.modules[m.__name__] = m; '
-             'sys.pycache_prefix = None if w else os.path.expanduser("~/.cache/resumable_chain"); '
-             'l = SourceFileLoader(m.__name__, p); '
-             'l.exec_module(m) if o or sys.version_info >= (3, 8) else '
-             'exec(compile(l.get_data(p), p, "exec"), m.__dict__); sys.pycache_prefix = None; '
-             'sys.exit(m.main(sys.argv[1:]))')
+# a json.py next to the module shadows the standard library. Bytecode is read only from where no
+# one else can write (a colleague's would run as the caller): the module's __pycache__ if it and
+# the module's directory belong to the caller or root and are not group or world writable, else
+# (3.8+) ~/.cache/resumable_chain if every directory down to the module's there is so too;
+# otherwise the source is compiled. What the loader creates gets no group or world write,
+# whatever the umask (the work keeps it).
+BOOTSTRAP = """\
+import collections, errno, fcntl, itertools, json, os, signal, stat, subprocess, sys, time
+from importlib.machinery import SourceFileLoader
+def mine(path, look=os.lstat):  # a directory (or none yet) only the caller or root can write in
+    try:
+        found = look(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return found.st_uid in (0, os.getuid()) and stat.S_ISDIR(found.st_mode) and \\
+        not found.st_mode & 0o022
+p, cache = sys.argv.pop(1), os.path.expanduser("~/.cache/resumable_chain")
+c = os.path.join(os.path.dirname(p), "__pycache__")
+here = mine(os.path.dirname(p)) and mine(c)
+umask = os.umask(0o022)
+os.umask(umask | 0o022)
+prefix = None
+if not (here and os.access(c if os.path.isdir(c) else os.path.dirname(c), os.W_OK)) and \\
+        sys.version_info >= (3, 8):
+    steps = [os.path.join(cache, os.path.dirname(p).lstrip(os.sep))]  # where the loader puts it
+    while steps[-1] != cache:
+        steps.append(os.path.dirname(steps[-1]))
+    prefix = cache if mine(os.path.dirname(cache), os.stat) and mine(cache, os.stat) and \\
+        all(map(mine, steps[:-1])) else None
+m = type(sys)("resumable_chain")
+m.__file__ = p
+sys.modules[m.__name__] = m
+sys.pycache_prefix = prefix
+loader = SourceFileLoader(m.__name__, p)
+if here or prefix:
+    loader.exec_module(m)
+else:
+    exec(compile(loader.get_data(p), p, "exec"), m.__dict__)
+sys.pycache_prefix = None
+os.umask(umask)
+sys.exit(m.main(sys.argv[1:]))"""
 
 # Why squeue says a pending job is held by Slurm or an admin (a person must release it), as its
 # %r prints it (scontrol's Reason= writes the last one with underscores; 22.05 and 26.05).
@@ -743,7 +768,7 @@ def check_sbatch_args(sbatch_args, allowed=(), strict=True):
     for name in ("--time", "--time-min") if strict else ():  # else every successor fails
         for value in option_values(sbatch_args, name):
             if value.upper() not in ("-1", "INFINITE", "UNLIMITED") and parse_duration(
-                    value) is None:
+                    value[:-1] + "-0" if value[-1:] == "-" else value) is None:  # D- is D days
                 raise ValueError("invalid %s %r: sbatch takes M, M:S, H:M:S, D-H, D-H:M, D-H:M:S "
                                  "or UNLIMITED (e.g. %s=4:00:00)" % (name, value, name))
     return [word for _, words in groups for word in words]
@@ -923,8 +948,8 @@ def state_meaning(state, exit_code=None):
 def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
            exit_code=None):
     """What a job does given its predecessor's ``state`` (None: first job; NOT_VISIBLE: not
-    found; else as Slurm prints it) and ExitCode (``"75:0"``, or 75); pure. ``walltime``: the seconds
-    used including the predecessor's."""
+    found; else as Slurm prints it) and ExitCode (``"75:0"``, or 75); pure. ``walltime``: the
+    seconds used including the predecessor's."""
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
@@ -2572,8 +2597,9 @@ def queue_successor(job_id, next_link, warnings):
         return sbatch(options, next_link.script, next_link.script_args)[0], None
     except StateError as error:
         warnings.append("WARNING: could not queue a successor of job %s (%s). Chain will NOT "
-                        "continue on failure until one is queued: its guard queues one when this "
-                        "job ends (status shows whether one is)." % (job_id, error))
+                        "continue on failure until one is queued: this job's guard, if it has one, "
+                        "queues it when the job ends (status says whether it will)."
+                        % (job_id, error))
         return None, str(error)
 
 
@@ -3917,7 +3943,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     """Make SCRIPT resumable in run_dir and submit its first job, all or nothing: held until
     the live chain is cancelled (``force``) and the files are written; ``task``: a sweep's."""
     header, body = read_batch_script(script)
-    if PROLOGUE_TEMPLATE.split("{", 1)[0] in body:
+    if PROLOGUE_TEMPLATE.split("{", 1)[0] in header + body:  # right after #SBATCH lines too
         raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "
                          "own; remove the pasted one (or sbatch the script as it is)" % script)
     sbatch_args = check_sbatch_args(sbatch_args, allowed=("--hold",))

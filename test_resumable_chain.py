@@ -905,10 +905,11 @@ def test_resolve_option_names_an_unknown_or_ambiguous_option(word, message):
     (["debug"], "is not an option"), (["--test-only"], "queues nothing"),
     (["--time=4h"], "invalid --time '4h'"), (["-t", "abc"], "invalid --time 'abc'"),
     (["--time-min=1h"], "invalid --time-min '1h'"), (["--time="], "invalid --time ''"),
+    (["--time=-"], "invalid --time '-'"), (["--time=1--"], "invalid --time '1--'"),
 ] + [([option], [option]) for option in (  # every form sbatch takes (parse_time.c)
     "--time=30", "--time=5:30", "--time=48:00:00", "--time=1-0", "--time=2-12:00",
     "--time=1-00:00:00", "--time=0", "--time=-1", "--time=UNLIMITED", "--time=infinite",
-    "-t1:00:00", "--time-min=10")])
+    "-t1:00:00", "--time-min=10", "--time=2-")])
 def test_check_sbatch_args_spells_options_out_and_refuses_what_breaks_a_chain(args, expected):
     if isinstance(expected, list):
         assert rc.check_sbatch_args(args) == expected

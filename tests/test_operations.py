@@ -232,6 +232,16 @@ def test_submit_refuses_a_script_with_a_pasted_prologue(cluster, tmp_path, capsy
     assert not os.path.exists(str(tmp_path / "r"))
 
 
+def test_submit_refuses_a_prologue_pasted_right_after_the_sbatch_lines(cluster, tmp_path, capsys,
+                                                                       monkeypatch):
+    # the README's place for it: after the #SBATCH lines, with no set -euo pipefail before it
+    script = cluster.write_script(str(tmp_path / "runs" / "other"), strict=False)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
+                               script)
+    assert status == 2 and "already holds a pasted resumable_chain prologue" in err
+    assert cluster.calls("sbatch") == []
+
+
 @pytest.mark.parametrize("command", ["render", "submit"])
 def test_an_sbatch_time_that_sbatch_refuses_is_refused_before_any_job(
         cluster, tmp_path, capsys, monkeypatch, command):

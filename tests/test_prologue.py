@@ -656,6 +656,53 @@ def test_bytecode_planted_beside_a_module_in_a_shared_directory_never_runs(tmp_p
         assert not os.path.exists(str(shared / "__pycache__"))
 
 
+@pytest.mark.skipif(sys.version_info < (3, 8), reason="no pycache_prefix before 3.8")
+def test_bytecode_planted_in_a_cache_others_can_write_never_runs(tmp_path):
+    """~/.cache/resumable_chain left group-writable (an earlier release under umask 002) with a
+    colleague's bytecode in it: the step compiles the source instead of reading it."""
+    shared, home = tmp_path / "shared", tmp_path / "home"
+    shared.mkdir()
+    home.mkdir()
+    module, marker = str(shared / "resumable_chain.py"), str(tmp_path / "planted-ran")
+    shutil.copy(rc.module_path(), module)
+    os.chmod(str(shared), 0o1777)
+    subprocess.run([sys.executable, "-I", "-X", "pycache_prefix=%s/.cache/resumable_chain" % home,
+                    "-c", PLANT_BYTECODE, module, marker], check=True)
+    result = subprocess.run([sys.executable, "-I", "-S", "-c", rc.BOOTSTRAP, module, "prologue",
+                             "--help"], env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True, timeout=60)
+    assert not os.path.exists(marker), "the planted bytecode ran"
+    assert result.returncode == 0 and "example" in result.stdout, result.stderr
+
+
+@pytest.mark.parametrize("where", ["a shared directory", "the user's own directory"])
+def test_a_umask_of_002_leaves_no_bytecode_directory_a_colleague_can_write(tmp_path, where):
+    """Under umask 002 (a shared primary group) the bytecode directories the in-job step makes
+    (the module's __pycache__, ~/.cache/resumable_chain) are not group-writable, and the next
+    start reads them; the work keeps the umask."""
+    module_dir, home = tmp_path / "modules", tmp_path / "home"
+    module_dir.mkdir()
+    home.mkdir()
+    os.chmod(str(home), 0o755)
+    os.chmod(str(module_dir), 0o1777 if where == "a shared directory" else 0o755)
+    module = str(module_dir / "resumable_chain.py")
+    shutil.copy(rc.module_path(), module)
+    report = rc.BOOTSTRAP.replace("sys.exit(m.main(sys.argv[1:]))", (
+        "print(oct(os.umask(0)), bool(here or prefix))"))
+    for start in ("first", "second"):
+        result = subprocess.run(["bash", "-c", 'umask 002; exec "$@"', "_", sys.executable, "-I",
+                                 "-S", "-c", report, module], env={"HOME": str(home),
+                                 "PATH": "/usr/bin:/bin"}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, universal_newlines=True, timeout=60)
+        cached = sys.version_info >= (3, 8) or where == "the user's own directory"
+        assert result.stdout.split() == ["0o2", str(cached)], (start, result.stderr)
+    made = [os.path.join(folder, name) for top in (str(module_dir), str(home))
+            for folder, names, files in os.walk(top) for name in names + files]
+    assert made and all(not os.lstat(path).st_mode & 0o022 for path in made), [
+        (path, oct(os.lstat(path).st_mode)) for path in made]
+
+
 def test_a_huge_max_retries_accepted_at_render_time_works_in_the_job(cluster, run_dir):
     script, successor = start_chain(cluster, run_dir, max_retries=1000000)
     cluster.finish(100, "FAILED", 1)
