@@ -629,51 +629,44 @@ with open(cached, "wb") as handle:
 """
 
 
-@pytest.mark.parametrize("planted", ["bytecode planted", "nothing planted yet"])
-@pytest.mark.parametrize("which", ["this python", "the oldest python found"])
-def test_bytecode_planted_beside_a_module_in_a_shared_directory_never_runs(tmp_path, which,
-                                                                          planted):
+def oldest_python():
+    return sorted(find_interpreters().items(), key=lambda item: int(item[0].split(".")[1]))[0][1]
+
+
+@pytest.mark.parametrize("planted,which", [
+    ("in its __pycache__", "this python"),
+    ("in its __pycache__", "the oldest python found"),
+    ("nowhere yet", "this python"),
+    ("nowhere yet", "the oldest python found"),
+    ("in a ~/.cache/resumable_chain others can write", "this python"),
+])
+def test_bytecode_planted_for_a_module_in_a_shared_directory_never_runs(tmp_path, planted, which):
     """A vendored copy in a directory others may write (a sticky group project directory): its
-    __pycache__ is theirs to fill (or to create first), so the in-job step never reads it nor
-    creates it (3.6 and 3.7 too)."""
-    python = sys.executable if which == "this python" else \
-        sorted(find_interpreters().items(), key=lambda item: int(item[0].split(".")[1]))[0][1]
+    __pycache__ is theirs to fill (or to create first), and so is a cache an earlier release
+    left group-writable: the in-job step reads neither, nor creates __pycache__ there (3.6 and
+    3.7 too: they compile the source)."""
+    python = sys.executable if which == "this python" else oldest_python()
     shared, home = tmp_path / "shared", tmp_path / "home"
     shared.mkdir()
     home.mkdir()
     module, marker = str(shared / "resumable_chain.py"), str(tmp_path / "planted-ran")
     shutil.copy(rc.module_path(), module)
     os.chmod(str(shared), 0o1777)
-    if planted == "bytecode planted":
-        subprocess.run([python, "-I", "-c", PLANT_BYTECODE, module, marker], check=True)
+    if "cache" in planted and sys.version_info < (3, 8):
+        pytest.skip("no pycache_prefix before 3.8")
+    prefix = ["-X", "pycache_prefix=%s/.cache/resumable_chain" % home] if "cache" in planted \
+        else []
+    if planted != "nowhere yet":
+        subprocess.run([python, "-I"] + prefix + ["-c", PLANT_BYTECODE, module, marker],
+                       check=True)
     result = subprocess.run([python, "-I", "-S", "-c", rc.BOOTSTRAP, module, "prologue", "--help"],
                             env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             universal_newlines=True, timeout=60)
     assert not os.path.exists(marker), "the planted bytecode ran (%s)" % python
     assert result.returncode == 0 and "example" in result.stdout, result.stderr
-    if planted == "nothing planted yet":
+    if planted == "nowhere yet":
         assert not os.path.exists(str(shared / "__pycache__"))
-
-
-@pytest.mark.skipif(sys.version_info < (3, 8), reason="no pycache_prefix before 3.8")
-def test_bytecode_planted_in_a_cache_others_can_write_never_runs(tmp_path):
-    """~/.cache/resumable_chain left group-writable (an earlier release under umask 002) with a
-    colleague's bytecode in it: the step compiles the source instead of reading it."""
-    shared, home = tmp_path / "shared", tmp_path / "home"
-    shared.mkdir()
-    home.mkdir()
-    module, marker = str(shared / "resumable_chain.py"), str(tmp_path / "planted-ran")
-    shutil.copy(rc.module_path(), module)
-    os.chmod(str(shared), 0o1777)
-    subprocess.run([sys.executable, "-I", "-X", "pycache_prefix=%s/.cache/resumable_chain" % home,
-                    "-c", PLANT_BYTECODE, module, marker], check=True)
-    result = subprocess.run([sys.executable, "-I", "-S", "-c", rc.BOOTSTRAP, module, "prologue",
-                             "--help"], env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            universal_newlines=True, timeout=60)
-    assert not os.path.exists(marker), "the planted bytecode ran"
-    assert result.returncode == 0 and "example" in result.stdout, result.stderr
 
 
 @pytest.mark.parametrize("where", ["a shared directory", "the user's own directory"])
