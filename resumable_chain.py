@@ -4312,7 +4312,8 @@ def _build_parser():
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):  # main() stays the only place that exits
-            raise StateError("%s: %s (see --help)" % (self.prog, message))
+            command = self.prog.partition(" ")[2]  # main() names the program itself
+            raise StateError("%s%s (see --help)" % (command and command + ": ", message))
 
     def checked(check):  # our validators' messages, as argparse shows a bad value
         def convert(text):
@@ -4935,15 +4936,21 @@ def run_user_command(argv):
         parser.parse_args(argv[:dashes])  # help, the version or the error exit here
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], ())
+    try:
+        ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], ())
+    except ValueError as error:  # name the command once, as argparse's errors below do
+        raise ValueError(str(error) if str(error).startswith(argv[0] + ": ") else "%s: %s" % (
+            argv[0], error))
     if not command.split and "[-- " in command.usage:  # render: sbatch options after --
         rest = (argv[dashes + 1:],)
     elif not command.split and argv[dashes + 1:]:
         raise StateError("%s takes no arguments after --" % argv[0])
     try:
         options = vars(parser.parse_args(argv[:1] + ours))
-    except StateError as error:
-        raise StateError(_unrecognized_hint(str(error), argv[0]))
+    except StateError as error:  # the top-level parser's (unrecognized words) names no command
+        message = str(error) if str(error).startswith(argv[0] + ": ") else "%s: %s" % (argv[0],
+                                                                                     error)
+        raise StateError(_unrecognized_hint(message, argv[0]))
     run_dir, _ = options.pop("run_dir"), options.pop("command")
     return command.run(run_dir, *rest, **options)
 

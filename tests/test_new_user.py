@@ -165,16 +165,21 @@ def test_a_first_job_that_never_starts_is_submitted_again_not_resumed(cluster, r
      "successor go after --: resumable-chain render DIR [OPTIONS] -- -p debug (see --help)"),
     (["render", "r", "--max-retry", "2"], "--max-retry 2 (did you mean --max-retries?)"),
     (["status", "r", "--jsn"], "--jsn (did you mean --json?)"),
+    (["status"], "the following arguments are required: DIR"),
+    (["budget", "b", "--max-walltime", "4h"], "invalid walltime '4h'"),
     (["submit", "r", "--max-retry", "2", "s.sh"], "unknown option --max-retry (did you mean "
      "--max-retries?)"),
     (["resume", "r", "--max-retry", "2"], "unknown option --max-retry (did you mean "
      "--max-retries?)"),
 ], ids=["render's sbatch options before --", "render --max-retry", "status --jsn",
+        "status without DIR", "budget with a bad walltime",
         "submit --max-retry", "resume --max-retry"])
 def test_a_mistyped_command_line_says_what_was_meant(cluster, capsys, monkeypatch, words,
                                                      message):
     status, out, err = run_cli(cluster, capsys, monkeypatch, *words)
     assert status == 2 and message in err and err.count("\n") == 1 and out == ""
+    assert err.startswith("resumable-chain: error: %s: " % words[0]), err  # the command, once
+    assert "error: resumable-chain" not in err, err  # not "resumable-chain: error: resumable-..."
 
 
 def test_help_lists_every_notify_event(capsys):
