@@ -3218,9 +3218,10 @@ def recorded_cluster(record, submitted):
     return (record and record.cluster) or (submitted or {}).get("cluster")
 
 
-def cluster_to_ask(recorded):
-    """(cluster to name with -M, note naming both) for a chain on ``recorded``, or (None, None)."""
-    here = current_cluster() if recorded else None
+def cluster_to_ask(recorded, here=False):
+    """(cluster to name with -M, note naming both) for a chain on ``recorded``, or (None, None);
+    ``here``: the cluster this shell reaches, if already asked."""
+    here = current_cluster() if recorded and here is False else here
     if here == recorded:
         return None, None
     return recorded, ("the chain runs on cluster %s; this shell's Slurm commands reach cluster "
@@ -3369,16 +3370,20 @@ StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain roles others gu
 
 def chains_status(run_dirs, rows=COLLECTION_ROWS):
     """The status of each chain in run_dirs (``rows``: how many newest links each shows), from
-    one sacct, at most one squeue per cluster and one report per budget."""
+    one scontrol show config, one sacct and at most one squeue per cluster and one report per
+    budget, all within STATUS_SECONDS (state files name the clusters and budgets: a colleague's
+    could name thousands)."""
     clusters, budgets, plans, wanted = {}, {}, [], collections.OrderedDict()
-    deadline = time.monotonic() + STATUS_SECONDS
+    deadline, here = time.monotonic() + STATUS_SECONDS, False
+    late = StateError("not read: status ran out of its %d s" % STATUS_SECONDS)
     for run_dir in run_dirs:
         try:
             if time.monotonic() > deadline:
-                raise StateError("not read: status ran out of its %d s" % STATUS_SECONDS)
+                raise late
             chain = open_chain(run_dir, strict=False)
-            if chain.cluster() not in clusters:  # scontrol show config once per cluster
-                clusters[chain.cluster()] = cluster_to_ask(chain.cluster())
+            if chain.cluster() not in clusters:
+                here = current_cluster() if here is False and chain.cluster() else here
+                clusters[chain.cluster()] = cluster_to_ask(chain.cluster(), here)
             guards = guards_that_ran(chain.store)  # read once: for others and the guard's row
             others = _other_roles(chain, guards) if rows > COLLECTION_ROWS else {}
             plan = StatusPlan(run_dir, chain, _status_roles(chain, rows), others, guards,
@@ -3389,12 +3394,15 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
         except Exception as error:  # one damaged chain is one row, never the whole table
             plan = unreadable_status(run_dir, error)
         plans.append(plan)
-    answers = dict((cluster, query_jobs(list(job_ids), cluster=cluster))
+    answers = dict((cluster, query_jobs(list(job_ids), cluster=cluster)
+                    if time.monotonic() <= deadline else None)
                    for cluster, job_ids in wanted.items())
     statuses = []
     for plan in plans:
         try:
-            statuses.append(_status_of(plan, answers[plan.cluster], budgets)
+            if isinstance(plan, StatusPlan) and answers[plan.cluster] is None:
+                raise late
+            statuses.append(_status_of(plan, answers[plan.cluster], budgets, deadline)
                             if isinstance(plan, StatusPlan) else plan)
         except Exception as error:
             statuses.append(unreadable_status(plan.run_dir, error))
@@ -3475,9 +3483,10 @@ def _other_roles(chain, guards):
     return others
 
 
-def _status_of(plan, answer, budgets):
+def _status_of(plan, answer, budgets, deadline=None):
     """The status of one chain from Slurm's ``answer`` (({job ID: Job}, errors)) and the budget
-    reports read so far (``budgets``: {budget dir: report or StateError}, filled in)."""
+    reports read so far (``budgets``: {budget dir: report or StateError}, filled in until the
+    ``deadline``)."""
     chain, (known, unanswered) = plan.chain, answer
     record, submitted = chain.record or Record(), chain.submitted or {}
     rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN", 0), role, record)
@@ -3503,7 +3512,8 @@ def _status_of(plan, answer, budgets):
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
               "cancelled": chain.cancelled, "problems": list(chain.problems),
-              "budget": _budget_of(record.budget_dir or submitted.get("budget_dir"), budgets),
+              "budget": _budget_of(record.budget_dir or submitted.get("budget_dir"), budgets,
+                                   deadline),
               "slurm_errors": list(unanswered), "cluster": chain.cluster(),
               "cluster_note": plan.note, "lock": dict(zip(("kind", "why"),
                                                           probe_lock(plan.run_dir))),
@@ -3527,8 +3537,11 @@ def _status_of(plan, answer, budgets):
     return status
 
 
-def _budget_of(budget_dir, budgets):
+def _budget_of(budget_dir, budgets, deadline=None):
     """The report of the budget in budget_dir (None: none) or its StateError, cached in budgets."""
+    if budget_dir and budget_dir not in budgets and deadline and time.monotonic() > deadline:
+        return StateError("budget %s not read: status ran out of its %d s"
+                          % (budget_dir, STATUS_SECONDS))
     if budget_dir and budget_dir not in budgets:
         try:
             budgets[budget_dir] = budget_report(budget_dir)

@@ -1710,3 +1710,38 @@ def test_submit_again_keeps_the_compute_nodes_python(cluster, run_dir, tmp_path,
     cluster.set_job(cluster.guards()[first], state="FAILED", end="2026-11-30T01:00:00")
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert "--python /opt/py/bin/python3" in report["next"], report["next"]
+
+
+@pytest.mark.parametrize("named", ["a cluster of its own", "a budget of its own"])
+def test_status_of_a_parent_keeps_its_time_bound_however_many_clusters_or_budgets_chains_name(
+        cluster, tmp_path, capsys, monkeypatch, named):
+    """State files name the clusters and budgets status asks about, so a colleague's planted
+    chains could name hundreds: every Slurm command after STATUS_SECONDS is left out and the
+    rows say so (status ran 150 commands for 50 such chains, past any bound)."""
+    parent, name = str(tmp_path / "runs"), cluster.load().get("name", "local")
+    for index in range(40):
+        run_dir = os.path.join(parent, "c%02d" % index)
+        os.makedirs(run_dir)
+        submitted = {"first_job": str(1000 + index), "cluster": "c%02d" % index}
+        if named == "a budget of its own":
+            budget = str(tmp_path / "budgets" / str(index))
+            assert run_cli(cluster, capsys, monkeypatch, "budget", budget, "--max-walltime",
+                           "10:00")[0] == 0
+            submitted = {"first_job": str(1000 + index), "cluster": name, "budget_dir": budget}
+        with open(os.path.join(run_dir, rc.SUBMIT_FILE), "w") as handle:
+            json.dump(submitted, handle)
+        with open(os.path.join(run_dir, rc.CHAIN_FILE), "w") as handle:
+            handle.write("%d\n" % (1000 + index))
+    calls, slurm = [], rc.run_slurm
+
+    def slow_slurm(argv, **options):  # 0.1 s a command: 2 s allow about 20
+        calls.append(argv[0])
+        time.sleep(0.1)
+        return slurm(argv, **options)
+    monkeypatch.setattr(rc, "run_slurm", slow_slurm)
+    monkeypatch.setattr(rc, "STATUS_SECONDS", 2)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", parent, "--check")
+    assert status == 1 and "Traceback" not in err, err
+    assert calls.count("scontrol") <= (25 if named == "a budget of its own" else 1), calls
+    assert len(calls) <= 25, calls
+    assert "ran out of its 2 s" in out and "c00" in out and "c39" in out
