@@ -1635,7 +1635,8 @@ class StateStore(object):
         for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
                      SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
             try:
-                if os.path.isfile(self.path(name)):
+                if os.path.isfile(self.path(name)) and not (
+                        name == GUARD_LOG and not os.path.getsize(self.path(name))):  # none ran
                     os.replace(self.path(name), self.path(name) + PREVIOUS_SUFFIX)
             except OSError as error:
                 raise StateError("cannot keep %s as %s: %s" % (
@@ -2413,6 +2414,7 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     check_no_live_chain(snapshot.record, job_id, cluster, warnings)
     if snapshot.record or snapshot.last_job or snapshot.cancelled:
         store.keep_previous()
+        own_guard_log(store.directory)  # its guard, queued by submit, appends to it
         warnings.append("a new chain in %s: the previous one's files are kept as *%s"
                         % (store.directory, PREVIOUS_SUFFIX))
         snapshot = Snapshot(None, None, None, None, None)
@@ -2643,6 +2645,7 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
     guard = again and queued_guard(job_id)
     if guard:
         return guard, None
+    own_guard_log(run_dir)
     words = ["guard", run_dir, job_id] + (["--after=" + after] if after else []) + sorted(
         "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_"))
     options = ["--parsable", "--job-name=" + GUARD_PREFIX + (job_name or "resumable-chain"),
@@ -2658,6 +2661,21 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
     except StateError as error:
         guard = queued_guard(job_id)
         return guard, None if guard else str(error)
+
+
+def own_guard_log(run_dir):
+    """Make GUARD_LOG before Slurm does: slurmstepd creates a job's --output with the job's umask
+    (0664 under umask 002, so the group could write lines status shows as the guard's) and
+    appends to an existing file keeping its mode. One left group-writable is made the owner's."""
+    with contextlib.suppress(StateError, OSError):
+        descriptor = open_own_file(os.path.join(run_dir, GUARD_LOG), os.O_WRONLY | os.O_APPEND
+                                   | os.O_CREAT, mode=0o644, what="guard log", owned=False)
+        try:
+            info = os.fstat(descriptor)
+            if info.st_uid == os.geteuid() and info.st_mode & 0o022:
+                os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
+        finally:
+            os.close(descriptor)
 
 
 def module_path():
@@ -3443,8 +3461,12 @@ def guards_that_ran(store):
     """[(guard, the job it guarded, what it did)] of the guards that ran, oldest first, from
     the last MiB of GUARD_LOG (guard_command's lines; [] when it cannot be read)."""
     try:
+        if os.stat(store.path(GUARD_LOG)).st_mode & 0o022:
+            return []  # others could have written its lines (own_guard_log): not the guards'
         text = store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b""
-    except StateError:
+    except FileNotFoundError:
+        return []
+    except (StateError, OSError):
         return []
     found = []  # from lines "resumable-chain: TIME guard GUARD of job JOB: WHAT"
     for line in text.decode("utf-8", "replace").splitlines():

@@ -605,3 +605,33 @@ def test_a_planted_chain_naming_a_cluster_no_command_can_ask_is_one_unknown_row(
     shown = {os.path.basename(path): verdict for path, verdict in rows.items()}
     assert shown.get(os.path.basename(bad)) == "unknown", result.stdout
     assert shown.get(os.path.basename(good)) not in (None, "unknown"), result.stdout
+
+
+@pytest.mark.parametrize("log", ["made by the chain under umask 002", "left 0664 by Slurm"])
+def test_the_guard_log_is_its_owners_alone_so_status_shows_only_what_guards_wrote(world, log):
+    """slurmstepd creates a job's --output with the job's umask: under 002 the group could append
+    lines that status would show as a guard's (a colleague's job as the chain's successor). The
+    chain makes the log 0644 before Slurm opens it; a group-writable one is not believed."""
+    name = "guard-log-" + log.split()[0]
+    if log.startswith("made"):
+        run_dir = os.path.join(world.runs, name)
+        result = world.run(OWNER, ["/bin/sh", "-c", 'umask 002; exec "$@"', "_", PYTHON,
+                                   world.module, "submit", run_dir, "--", world.script()])
+        assert result.returncode == 0, result.stderr
+    else:
+        run_dir = owners_submitted_chain(world, name)
+    path = os.path.join(run_dir, ".resumable_chain.guard.log")
+    if log.startswith("left"):
+        world.run(OWNER, ["/bin/sh", "-c", ': >> "$0"; chmod 664 "$0"', path])  # as slurmstepd
+    journal = json.load(open(os.path.join(run_dir, ".resumable_chain.submit.json")))
+    line = ("resumable-chain: 2026-11-30T03:00:00 guard %s of job %s: the chain continued with "
+            "job 4242\n" % (journal.get("guard") or "1", journal["first_job"]))
+    planted = world.run(MATE, ["/bin/sh", "-c", 'printf "%s" "$1" >> "$0"', path, line])
+    world.set_job("4242", state="RUNNING", start="2026-11-30T03:00:00",
+                  uid=pwd.getpwnam(MATE).pw_uid)
+    status = world.cli(OWNER, "status", run_dir)
+    assert "4242" not in status.stdout, status.stdout
+    if log.startswith("made"):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o644 and planted.returncode != 0
+    else:
+        assert planted.returncode == 0  # it was written: status must not believe it
