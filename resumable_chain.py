@@ -177,7 +177,8 @@ STOP_CAUSES = {
     "max_walltime": ("stopped", "stopped: {reason}",
                      "{resume} --max-walltime T with a larger cap continues it"),
     "max_retries": ("failed", "failed: {reason}",
-                    "fix the job script or its input, then {resume} (retries start again at 0)"),
+                    "fix the job script the links run (a submitted chain's copy in its "
+                    "directory) or its input, then {resume} (retries start again at 0)"),
     "cancel": ("stopped", "stopped: {reason}", "{resume} continues it"),  # resumable-chain cancel
     "budget": ("stopped", "stopped: {reason}",
                "raise the budget ({budget} --max-walltime T), then {resume}"),
@@ -4132,6 +4133,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             raise StateError("%s (%s)" % (error, note)) if note else error
         counted, state = _count_last_link(store, snapshot, previous, target)
         next_link = _recorded_next_link(store, previous, given)
+        _check_copy_is_current(submitted, next_link.script)
         record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
             cluster=cluster, next=next_link._asdict())
         job, _ = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
@@ -4153,6 +4155,21 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         log.insert(0, "WARNING: could not queue a guard for job %s (%s): if it dies before its "
                    "prologue, resume again" % (job, guard_error))
     return {"job": job, "walltime": record.walltime, "counted": counted, "log": log}
+
+
+def _check_copy_is_current(submitted, script):
+    """StateError when the script given to submit changed after submit's copy, which the links
+    run: "fix the script, then resume" would run the unfixed copy again (a failed chain fails
+    again, one job per retry)."""
+    original, copy = (submitted or {}).get("original"), (submitted or {}).get("script")
+    try:
+        changed = copy == script and os.stat(original).st_mtime > os.stat(copy).st_mtime
+    except (OSError, TypeError):
+        return
+    if changed:
+        raise StateError("%s changed after submit, but the links run submit's copy %s: make the "
+                         "same change there (below its prologue), or touch it to resume as it is"
+                         % (original, copy))
 
 
 def _resumed_record(snapshot, previous, last_link, options):

@@ -692,6 +692,31 @@ def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, m
     assert len(cluster.calls("sbatch")) == before
 
 
+def test_resume_after_the_submitted_script_was_fixed_says_the_links_run_the_copy(
+        cluster, tmp_path, capsys, monkeypatch):
+    """"Fix the script, then resume": a fix to the original would not reach the links, which run
+    submit's copy, so resume refuses before anything is queued; the fixed copy resumes."""
+    script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT)
+    run_dir = str(tmp_path / "runs" / "a")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--max-retries", "0",
+                   "--python", sys.executable, script)[0] == 0
+    copy = os.path.join(run_dir, "resumable-train.sbatch")
+    assert cluster.run_link(copy, 1000).returncode == 0
+    cluster.finish(1000, "FAILED", 5)
+    for job in cluster.pending():
+        cluster.set_job(job, state="CANCELLED", start="None")
+    later = os.stat(copy).st_mtime + 60
+    os.utime(script, (later, later))  # the user fixes train.sbatch
+    before = len(cluster.calls("sbatch"))
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 2 and err.count("\n") == 1 and out == "", err
+    assert "links run submit's copy %s" % copy in err
+    assert len(cluster.calls("sbatch")) == before
+    os.utime(copy, (later + 1, later + 1))  # the same fix made in the copy
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 0, err
+
+
 def test_two_resumes_at_once_queue_one_link(cluster, run_dir, tmp_path):
     failed_chain(cluster, run_dir)
     command = [sys.executable, rc.__file__, "resume", run_dir]
