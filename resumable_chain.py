@@ -3279,8 +3279,22 @@ def open_chain(run_dir, must_exist=True, strict=True, store=None):
             problems.append(str(error))
     chain = Chain(store, problems=problems, **values)
     if must_exist and not (chain.jobs or chain.record or chain.submitted or problems):
-        raise StateError("%s is not a chain: it has no %s" % (run_dir, CHAIN_FILE))
+        raise not_a_chain(run_dir)
     return chain
+
+
+def not_a_chain(run_dir):
+    """The error for a directory without a chain, naming the chains below it (a sweep's tasks
+    after submit --array): commands that act take each chain by name."""
+    try:
+        below = _chains_below(run_dir, CHAIN_DEPTH)
+    except OSError:
+        below = []
+    pattern = os.path.join(*["*"] * len(os.path.relpath(below[0], run_dir).split(os.sep))) \
+        if below else ""
+    return StateError("%s is not a chain: it has no %s%s" % (run_dir, CHAIN_FILE, below and (
+        "; %d chain(s) are below it (status lists them): name them, e.g. %s/%s" % (
+            len(below), shell_quote(run_dir), pattern)) or ""))
 
 
 def query_jobs(job_ids, cluster=None):
@@ -4120,7 +4134,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
     if not os.path.isdir(run_dir):
         raise StateError("%s is not a directory" % run_dir)
     if not holds_chain(run_dir):  # said before any lock file is made in it
-        raise StateError("%s is not a chain: it has no %s" % (run_dir, CHAIN_FILE))
+        raise not_a_chain(run_dir)
     store = chain_store(run_dir)
     with store.locked():
         snapshot = store.snapshot()  # a corrupt file raises: fix it first

@@ -159,6 +159,19 @@ def test_cancel_of_one_task_leaves_the_others(cluster, tmp_path, capsys, monkeyp
     assert cluster.pending() == [firsts[0]]
 
 
+@pytest.mark.parametrize("command", ["cancel", "resume"])
+def test_cancel_or_resume_of_the_sweeps_directory_names_its_tasks_chains(
+        cluster, tmp_path, capsys, monkeypatch, command):
+    """submit runs/sweep --array=... then cancel runs/sweep: each chain is acted on by name, and
+    the refusal says how (it said only that runs/sweep has no .gym_job_chain)."""
+    sweep, _ = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=0-1")
+    before = len(cluster.calls("scancel")) + len(cluster.calls("sbatch"))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, command, sweep)
+    assert status == 2 and err.count("\n") == 1, err
+    assert "2 chain(s) are below it" in err and "e.g. %s/*" % sweep in err, err
+    assert len(cluster.calls("scancel")) + len(cluster.calls("sbatch")) == before
+
+
 def test_a_tasks_first_job_that_died_before_its_prologue_is_replaced_as_the_same_task(
         cluster, tmp_path, capsys, monkeypatch):
     sweep, (_, out, _) = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=3")
