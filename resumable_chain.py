@@ -3240,7 +3240,9 @@ def recorded_cluster(record, submitted):
 def cluster_to_ask(recorded, here=False):
     """(cluster to name with -M, note naming both) for a chain on ``recorded``, or (None, None);
     ``here``: the cluster this shell reaches, if already asked."""
-    here = current_cluster() if recorded and here is False else here
+    if not recorded:  # a chain that names no cluster: this shell's, asked without -M
+        return None, None
+    here = current_cluster() if here is False else here
     if here == recorded:
         return None, None
     return recorded, ("the chain runs on cluster %s; this shell's Slurm commands reach cluster "
@@ -3287,14 +3289,16 @@ def not_a_chain(run_dir):
     """The error for a directory without a chain, naming the chains below it (a sweep's tasks
     after submit --array): commands that act take each chain by name."""
     try:
-        below = _chains_below(run_dir, CHAIN_DEPTH)
+        below = [os.path.relpath(path, run_dir) for path in _chains_below(run_dir, CHAIN_DEPTH)]
     except OSError:
         below = []
-    pattern = os.path.join(*["*"] * len(os.path.relpath(below[0], run_dir).split(os.sep))) \
-        if below else ""
+    depths = sorted(set(name.count(os.sep) for name in below))
+    named = [os.path.join(*["*"] * (depths[0] + 1))] if len(depths) == 1 else below[:3] + [
+        "..."] * (len(below) > 3)  # one glob when they are all as deep, else the first ones
     return StateError("%s is not a chain: it has no %s%s" % (run_dir, CHAIN_FILE, below and (
-        "; %d chain(s) are below it (status lists them): name them, e.g. %s/%s" % (
-            len(below), shell_quote(run_dir), pattern)) or ""))
+        "; %d chain(s) are below it (status lists them): name them, e.g. %s" % (
+            len(below), " ".join(name if name == "..." else shell_quote(run_dir) + "/" + name
+                                 for name in named))) or ""))
 
 
 def query_jobs(job_ids, cluster=None):
@@ -4172,18 +4176,24 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
 
 
 def _check_copy_is_current(submitted, script):
-    """StateError when the script given to submit changed after submit's copy, which the links
-    run: "fix the script, then resume" would run the unfixed copy again (a failed chain fails
-    again, one job per retry)."""
+    """StateError when the script given to submit was edited after submit's copy, which the
+    links run: "fix the script, then resume" would run the unfixed copy again (a failed chain
+    fails again, one job per retry). The same text rewritten is no change."""
     original, copy = (submitted or {}).get("original"), (submitted or {}).get("script")
     try:
-        changed = copy == script and os.stat(original).st_mtime > os.stat(copy).st_mtime
-    except (OSError, TypeError):
+        if copy != script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
+            return
+        with open(original, "rb") as handle:
+            header, body = split_batch_script(handle.read().decode("utf-8", "surrogateescape"))
+        with open(copy, "rb") as handle:
+            text = handle.read().decode("utf-8", "surrogateescape")
+    except (OSError, TypeError, ValueError):
         return
-    if changed:
-        raise StateError("%s changed after submit, but the links run submit's copy %s: make the "
-                         "same change there (below its prologue), or touch it to resume as it is"
-                         % (original, copy))
+    if not (text.startswith(header) and text.endswith(body)):
+        raise StateError("%s was edited after submit, but the links run submit's copy %s: make "
+                         "the same change there (below its prologue), or run touch -r %s %s to "
+                         "resume the copy as it is" % (original, copy, shell_quote(original),
+                                                       shell_quote(copy)))
 
 
 def _resumed_record(snapshot, previous, last_link, options):

@@ -170,6 +170,14 @@ def test_cancel_or_resume_of_the_sweeps_directory_names_its_tasks_chains(
     assert status == 2 and err.count("\n") == 1, err
     assert "2 chain(s) are below it" in err and "e.g. %s/*" % sweep in err, err
     assert len(cluster.calls("scancel")) + len(cluster.calls("sbatch")) == before
+    status, out, err = run_cli(cluster, capsys, monkeypatch, command, str(tmp_path))
+    assert status == 2 and "2 chain(s) are below it" in err, err
+    assert "e.g. %s/*/*" % tmp_path in err, err  # the tasks, two levels down
+    os.makedirs(str(tmp_path / "solo"))  # a chain one level down too: no one glob fits
+    with open(str(tmp_path / "solo" / rc.CHAIN_FILE), "w") as handle:
+        handle.write("77\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, command, str(tmp_path))
+    assert "3 chain(s)" in err and "e.g. {0}/solo {0}/sweep/0 {0}/sweep/1".format(tmp_path) in err
 
 
 def test_a_tasks_first_job_that_died_before_its_prologue_is_replaced_as_the_same_task(
