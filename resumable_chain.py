@@ -2667,13 +2667,15 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
 def own_guard_log(run_dir):
     """Make GUARD_LOG before Slurm does: slurmstepd creates a job's --output with the job's umask
     (0664 under umask 002, so the group could write lines status shows as the guard's) and
-    appends to an existing file keeping its mode. One left group-writable is made the owner's."""
+    appends to an existing file keeping its mode. One left group-writable is emptied (others
+    could have written its lines) and made the owner's."""
     with contextlib.suppress(StateError, OSError):
         descriptor = open_own_file(os.path.join(run_dir, GUARD_LOG), os.O_WRONLY | os.O_APPEND
                                    | os.O_CREAT, mode=0o644, what="guard log", owned=False)
         try:
             info = os.fstat(descriptor)
             if info.st_uid == os.geteuid() and info.st_mode & 0o022:
+                os.ftruncate(descriptor, 0)
                 os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
         finally:
             os.close(descriptor)
@@ -3412,11 +3414,11 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
     could name thousands)."""
     clusters, budgets, plans, wanted = {}, {}, [], collections.OrderedDict()
     deadline, here = time.monotonic() + STATUS_SECONDS, False
-    late = StateError("not read: status ran out of its %d s" % STATUS_SECONDS)
+    late = "not read: status ran out of its %d s" % STATUS_SECONDS
     for run_dir in run_dirs:
         try:
             if time.monotonic() > deadline:
-                raise late
+                raise StateError(late)
             chain = open_chain(run_dir, strict=False)
             if chain.cluster() not in clusters:
                 here = current_cluster() if here is False and chain.cluster() else here
@@ -3438,7 +3440,7 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
     for plan in plans:
         try:
             if isinstance(plan, StatusPlan) and answers[plan.cluster] is None:
-                raise late
+                raise StateError(late)
             statuses.append(_status_of(plan, answers[plan.cluster], budgets, deadline)
                             if isinstance(plan, StatusPlan) else plan)
         except Exception as error:

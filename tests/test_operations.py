@@ -1789,3 +1789,14 @@ def test_status_of_a_parent_keeps_its_time_bound_however_many_clusters_or_budget
     assert calls.count("scontrol") <= (25 if named == "a budget of its own" else 1), calls
     assert len(calls) <= 25, calls
     assert "ran out of its 2 s" in out and "c00" in out and "c39" in out
+
+
+def test_a_guard_log_others_could_write_is_emptied_before_the_next_guard_appends(tmp_path):
+    """Lines in a group-writable guard log may be a colleague's: made the owner's again, it
+    would vouch for them, so it starts empty."""
+    log = tmp_path / rc.GUARD_LOG
+    log.write_text("resumable-chain: 2026-11-30T03:00:00 guard 9 of job 8: the chain continued "
+                   "with job 4242\n")
+    os.chmod(str(log), 0o664)
+    rc.own_guard_log(str(tmp_path))
+    assert log.read_text() == "" and stat.S_IMODE(os.stat(str(log)).st_mode) == 0o644
