@@ -4185,11 +4185,10 @@ def _check_copy_is_current(submitted, script):
     try:
         if copy != script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
             return
-        with open(original, "rb") as handle:
-            header, body = split_batch_script(handle.read().decode("utf-8", "surrogateescape"))
+        header, body = read_batch_script(original)
         with open(copy, "rb") as handle:
             text = handle.read().decode("utf-8", "surrogateescape")
-    except (OSError, TypeError, ValueError):
+    except (OSError, TypeError, ValueError, StateError):
         return
     if not (text.startswith(header) and text.endswith(body)):
         raise StateError("%s was edited after submit, but the links run submit's copy %s: make "
@@ -5014,11 +5013,13 @@ def run_user_command(argv):
         parser.parse_args(argv[:dashes])  # help, the version or the error exit here
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    def named(error):  # every error names the command once
+        return str(error) if str(error).startswith(argv[0] + ": ") else "%s: %s" % (argv[0],
+                                                                                    error)
     try:
         ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], ())
-    except ValueError as error:  # name the command once, as argparse's errors below do
-        raise ValueError(str(error) if str(error).startswith(argv[0] + ": ") else "%s: %s" % (
-            argv[0], error))
+    except ValueError as error:
+        raise ValueError(named(error))
     if not command.split and "[-- " in command.usage:  # render: sbatch options after --
         rest = (argv[dashes + 1:],)
     elif not command.split and argv[dashes + 1:]:
@@ -5026,9 +5027,7 @@ def run_user_command(argv):
     try:
         options = vars(parser.parse_args(argv[:1] + ours))
     except StateError as error:  # the top-level parser's (unrecognized words) names no command
-        message = str(error) if str(error).startswith(argv[0] + ": ") else "%s: %s" % (argv[0],
-                                                                                     error)
-        raise StateError(_unrecognized_hint(message, argv[0]))
+        raise StateError(_unrecognized_hint(named(error), argv[0]))
     run_dir, _ = options.pop("run_dir"), options.pop("command")
     return command.run(run_dir, *rest, **options)
 

@@ -629,8 +629,11 @@ with open(cached, "wb") as handle:
 """
 
 
-def oldest_python():
-    return sorted(find_interpreters().items(), key=lambda item: int(item[0].split(".")[1]))[0][1]
+def oldest_python(default=None):
+    """The oldest CPython 3.6-3.13 found, else ``default``."""
+    interpreters = find_interpreters()
+    return interpreters[min(interpreters, key=lambda version: int(version.split(".")[1]))] \
+        if interpreters else default
 
 
 @pytest.mark.parametrize("planted,which", [
@@ -645,7 +648,7 @@ def test_bytecode_planted_for_a_module_in_a_shared_directory_never_runs(tmp_path
     __pycache__ is theirs to fill (or to create first), and so is a cache an earlier release
     left group-writable: the in-job step reads neither, nor creates __pycache__ there (3.6 and
     3.7 too: they compile the source)."""
-    python = sys.executable if which == "this python" else oldest_python()
+    python = sys.executable if which == "this python" else oldest_python(sys.executable)
     shared, home = tmp_path / "shared", tmp_path / "home"
     shared.mkdir()
     home.mkdir()
@@ -754,10 +757,9 @@ def test_a_resuming_link_reads_each_state_file_once(tmp_path):
 
 
 def test_c_locale_and_a_non_ascii_run_directory_on_the_oldest_python(tmp_path):
-    interpreters = find_interpreters()
-    if not interpreters:
+    oldest = oldest_python()
+    if oldest is None:
         pytest.skip("no CPython 3.6-3.13 found besides the one running the tests")
-    oldest = interpreters[min(interpreters, key=lambda version: int(version.split(".")[1]))]
     cluster = FakeCluster(str(tmp_path), python=oldest)
     run_dir = str(tmp_path / "rün dïr")
     script = cluster.write_script(run_dir, work=EXPORTS)
