@@ -19,6 +19,14 @@ snippet for a job script; ``decide()``, ``parse_resumable()``) or run it as a
 command (render, submit, status, cancel, resume, budget) with Python 3.6+ and Slurm.
 """
 
+import sys
+
+# Run as a command, Python puts the script's directory (-m: the current one) first on sys.path,
+# so a json.py a colleague adds beside a shared copy would run as whoever runs it. Drop it before
+# any other import (sys is built in); -I and -P (3.11+) do not add it.
+if __name__ == "__main__" and not (sys.flags.isolated or getattr(sys.flags, "safe_path", 0)):
+    del sys.path[0]
+
 import collections
 import contextlib
 import errno
@@ -29,7 +37,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import time
 
 __version__ = "0.7.0"

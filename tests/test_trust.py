@@ -635,3 +635,28 @@ def test_the_guard_log_is_its_owners_alone_so_status_shows_only_what_guards_wrot
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o644 and planted.returncode != 0
     else:
         assert planted.returncode == 0  # it was written: status must not believe it
+
+
+@pytest.mark.parametrize("who,argv", [
+    ("root's cron", [None, "status", "--check", "runs"]),
+    ("a colleague's status", [PEER, "status", "runs"]),
+    ("a colleague's help", [PEER, "--help"]),
+])
+def test_modules_planted_beside_a_shared_copy_never_run_as_whoever_runs_it(world, who, argv):
+    """A 0644 copy in a sticky group tools directory, run by path: Python puts the script's
+    directory first on sys.path, so a colleague's json.py there would run as root's cron."""
+    tools = os.path.join(world.top, "shared-tools")
+    if not os.path.isdir(tools):
+        os.makedirs(tools)
+        os.chown(tools, 0, grp.getgrnam(GROUP).gr_gid)
+        os.chmod(tools, 0o3775)
+        shutil.copy(world.module, tools)
+        os.chmod(os.path.join(tools, "resumable_chain.py"), 0o644)
+        for name in ("json", "subprocess", "fcntl", "argparse"):
+            code = "open(%r, 'a').write('%s ran as ' + __import__('os').popen('id -un').read())\n"
+            assert world.run(MATE, [PYTHON, "-c", "open(%r, 'w').write(%r)" % (
+                os.path.join(tools, name + ".py"), code % (world.pwned, name))]).returncode == 0
+    planted_chain(world, "beside-planted-modules")
+    result = world.run(argv[0], [PYTHON, "shared-tools/resumable_chain.py"] + argv[1:])
+    assert not os.path.exists(world.pwned), open(world.pwned).read()
+    assert result.returncode in (0, 1) and result.stdout, result.stderr
