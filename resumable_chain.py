@@ -3414,11 +3414,11 @@ def chain_status(run_dir):
     return chains_status([run_dir], rows=STATUS_ROWS)[0]
 
 
-# What status read of a chain before asking Slurm: ``roles`` ({job ID: role}) are the jobs of the
-# verdict, ``others`` ({job ID: (role, note)}) rows to see; ``guards``: guards_that_ran's lines of
-# the journal's guard; cluster_to_ask's. ``chain`` keeps only the links shown (``links``: how many).
-StatusPlan = collections.namedtuple("StatusPlan",
-                                    "run_dir chain links roles others guards cluster note")
+# What status keeps of a chain till Slurm answers: its links shown (``links``: how many), ``roles``
+# ({job ID: role}) the verdict's jobs, ``others`` ({job ID: (role, note)}) rows to see, ``guards``
+# guards_that_ran's lines of the journal's guard, cluster_to_ask's.
+StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles others guards "
+                                                  "cluster note")
 
 
 def _reading_order(run_dirs):
