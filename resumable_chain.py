@@ -19,6 +19,13 @@ snippet for a job script; ``decide()``, ``parse_resumable()``) or run it as a
 command (render, submit, status, cancel, resume, budget) with Python 3.6+ and Slurm.
 """
 
+import sys
+
+# Run as a command, Python puts the script's directory (-m: the current one) first on sys.path: a
+# json.py a colleague adds beside a shared copy would run as whoever runs it. Built-in sys only.
+if __name__ == "__main__" and not (sys.flags.isolated or getattr(sys.flags, "safe_path", 0)):
+    del sys.path[0]
+
 import collections
 import contextlib
 import errno
@@ -29,7 +36,6 @@ import os
 import signal
 import stat
 import subprocess
-import sys
 import time
 
 __version__ = "0.7.0"
@@ -96,6 +102,8 @@ DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is 
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file: read by its tail
+MAX_WORDS = 1024  # more sbatch or script arguments are corrupt (each costs status a parse)
+MAX_EVENTS = 100  # the events file keeps the newest (a planted million would cost every status)
 NAMED_ENV = "RESUMABLE_CHAIN_NAMED"  # "1": the journal names this job (resume or a guard queued it)
 VIEW_WAIT_SECONDS = 90  # how long a view of the run directory may lag (NFS caches up to 60 s)
 VIEW_WAIT_ENV = "RESUMABLE_CHAIN_VIEW_WAIT"  # its override in seconds (tests: 0)
@@ -117,6 +125,7 @@ CRASH_ENV = "RESUMABLE_CHAIN_TEST_KILL_AT"  # tests only: SIGKILL self at the Nt
 REQUEUE_GAP_SECONDS = 120  # a record ending this close to the next submit is the same job, requeued
 STATUS_ROWS = 1000  # status shows at most this many of the newest links
 STATUS_SECONDS = 60  # chains not read by then are rows that say so: the table always prints
+STATUS_BYTES = 256 << 20  # so are those past this many bytes of state files (status keeps them)
 COLLECTION_ROWS = 2  # status of several chains asks about this many newest links of each
 CANCEL_ROUNDS = 5  # cancel retries what started meanwhile at most this often
 EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
@@ -758,9 +767,9 @@ def named_export(options, header, environ):
 def check_sbatch_args(sbatch_args, allowed=(), strict=True):
     """sbatch arguments with long names written in full; ValueError for REFUSED_SBATCH_OPTIONS
     (but ``allowed``) and, ``strict``, what option_groups refuses."""
-    if isinstance(sbatch_args, str):
-        raise ValueError("sbatch_args must be a list of arguments, not the string %r"
-                         % sbatch_args)
+    if isinstance(sbatch_args, str) or len(sbatch_args) > MAX_WORDS:
+        raise ValueError("sbatch_args must be a list of at most %d arguments, not %.60r"
+                         % (MAX_WORDS, sbatch_args))
     groups = option_groups(sbatch_args, strict)
     for name, words in groups:
         if name in REFUSED_SBATCH_OPTIONS and name not in allowed:
@@ -1189,8 +1198,8 @@ def _next_link_ok(value):
             "script", "job_name", "workdir")):
         return False
     lists = [value.get(name) or [] for name in ("sbatch_args", "script_args")]
-    if not all(isinstance(words, list) and all(isinstance(word, str) and "\0" not in word
-                                               for word in words) for words in lists):
+    if not all(isinstance(words, list) and len(words) <= MAX_WORDS and all(
+            isinstance(word, str) and "\0" not in word for word in words) for words in lists):
         return False
     try:  # an array task's links are one-task arrays (--array=<task>): nothing more
         check_sbatch_args(without_options(lists[0], ("--array",)), strict=False)
@@ -1258,7 +1267,8 @@ def events_from_json(data):
     """The Events an events file's JSON holds; ValueError."""
     if not isinstance(data.get("events"), list):
         raise ValueError("'events' is not a list")
-    return [Event(**_checked(item, EVENT_CHECKS, Event._fields)) for item in data["events"]]
+    return [Event(**_checked(item, EVENT_CHECKS, Event._fields))
+            for item in data["events"][-MAX_EVENTS:]]
 
 
 def record_from_json(data):
@@ -1508,7 +1518,9 @@ class StateStore(object):
         if len(raw) > tail:  # its first line may be cut
             raw = raw[raw.index(b"\n") + 1:] if b"\n" in raw[:-1] else b""
         jobs = raw.decode("ascii", "replace").split()
-        if not jobs or not all(is_job_id(job) for job in jobs):
+        words = " " + " ".join(jobs)  # checked at C speed: a planted MiB costs every status
+        if not jobs or not words.replace(" ", "").isdigit() or " 0" in words or not all(
+                is_job_id(job) for job in jobs if len(job) > 9):
             raise self.corrupt(CHAIN_FILE, raw, "job IDs, one per line")
         return jobs
 
@@ -3402,9 +3414,33 @@ def chain_status(run_dir):
     return chains_status([run_dir], rows=STATUS_ROWS)[0]
 
 
-# What status read of a chain before asking Slurm: ``roles`` ({job ID: role}) are the jobs of the
-# verdict, ``others`` ({job ID: (role, note)}) rows to see; guards_that_ran's; cluster_to_ask's.
-StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain roles others guards cluster note")
+# What status keeps of a chain till Slurm answers: its links shown (``links``: how many), ``roles``
+# ({job ID: role}) the verdict's jobs, ``others`` ({job ID: (role, note)}) rows to see, ``guards``
+# guards_that_ran's lines of the journal's guard, cluster_to_ask's.
+StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles others guards "
+                                                  "cluster note")
+
+
+def _reading_order(run_dirs):
+    """[(bytes status reads, run_dir)] in the order status reads them: the caller's, then each
+    owner's smallest, each owner's next smallest...: no one's chains, however many or big (hard
+    links cost no space), push another's out of the time or memory bound."""
+    ranks, keyed = collections.Counter(), []
+    for size, owner, run_dir in sorted(map(_reading_cost, run_dirs)):
+        keyed.append((owner != os.getuid(), ranks[owner], size, run_dir))
+        ranks[owner] += 1
+    return [key[-2:] for key in sorted(keyed)]
+
+
+def _reading_cost(run_dir):
+    """(bytes of state status reads at most, owner) of run_dir, run_dir."""
+    paths = [os.path.join(run_dir, name) for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE,
+                                                       EVENTS_FILE, GUARD_LOG)]
+    try:
+        return sum(min(os.stat(path).st_size, MAX_STATE_BYTES) for path in paths
+                   if os.path.exists(path)), os.stat(run_dir).st_uid, run_dir
+    except OSError:
+        return 0, -1, run_dir
 
 
 def chains_status(run_dirs, rows=COLLECTION_ROWS):
@@ -3412,12 +3448,13 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
     one scontrol show config, one sacct and at most one squeue per cluster and one report per
     budget, all within STATUS_SECONDS (state files name the clusters and budgets: a colleague's
     could name thousands)."""
-    clusters, budgets, plans, wanted = {}, {}, [], collections.OrderedDict()
-    deadline, here = time.monotonic() + STATUS_SECONDS, False
-    late = "not read: status ran out of its %d s" % STATUS_SECONDS
-    for run_dir in run_dirs:
+    clusters, budgets, plans, wanted = {}, {}, {}, collections.OrderedDict()
+    deadline, here, spent = time.monotonic() + STATUS_SECONDS, False, 0
+    late = "not read: status ran out of its %d s or %d MiB" % (STATUS_SECONDS, STATUS_BYTES >> 20)
+    for size, run_dir in _reading_order(run_dirs):  # Slurm gets the second half of the time
+        spent += size
         try:
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline - STATUS_SECONDS / 2 or spent > STATUS_BYTES:
                 raise StateError(late)
             chain = open_chain(run_dir, strict=False)
             if chain.cluster() not in clusters:
@@ -3425,19 +3462,21 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
                 clusters[chain.cluster()] = cluster_to_ask(chain.cluster(), here)
             guards = guards_that_ran(chain.store)  # read once: for others and the guard's row
             others = _other_roles(chain, guards) if rows > COLLECTION_ROWS else {}
-            plan = StatusPlan(run_dir, chain, _status_roles(chain, rows), others, guards,
-                              *clusters[chain.cluster()])
+            plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
+                              _status_roles(chain, rows), others, [line for line in guards if (
+                                  line[0] == (chain.record or Record()).guard)],
+                              *clusters[chain.cluster()])  # kept: O(rows), not O(files)
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
                 (job, None) for job in list(plan.roles) + [chain.guard()] + list(plan.others)
                 if job)
         except Exception as error:  # one damaged chain is one row, never the whole table
             plan = unreadable_status(run_dir, error)
-        plans.append(plan)
+        plans[run_dir] = plan
     answers = dict((cluster, query_jobs(list(job_ids), cluster=cluster)
                     if time.monotonic() <= deadline else None)
                    for cluster, job_ids in wanted.items())
     statuses = []
-    for plan in plans:
+    for plan in (plans[run_dir] for run_dir in run_dirs):
         try:
             if isinstance(plan, StatusPlan) and answers[plan.cluster] is None:
                 raise StateError(late)
@@ -3485,9 +3524,7 @@ def guards_that_ran(store):
         if os.stat(store.path(GUARD_LOG)).st_mode & 0o022:
             return []  # others could have written its lines (own_guard_log): not the guards'
         text = store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b""
-    except FileNotFoundError:
-        return []
-    except (StateError, OSError):
+    except (StateError, OSError):  # none, or not readable
         return []
     found = []  # from lines "resumable-chain: TIME guard GUARD of job JOB: WHAT"
     for line in text.decode("utf-8", "replace").splitlines():
@@ -3544,7 +3581,7 @@ def _status_of(plan, answer, budgets, deadline=None):
     guard_id = chain.guard()
     guard = guard_id and (known.get(guard_id) or Job(guard_id, "UNKNOWN"))
     task = option_value((record.next or submitted).get("sbatch_args") or (), "--array")
-    status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": len(chain.jobs),
+    status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": plan.links,
               "walltime": chain.walltime or 0, "walltime_uncounted": uncounted,
               "walltime_used": used, "max_walltime": settings.max_walltime,
               "walltime_left": (max(settings.max_walltime - used, 0)

@@ -9,6 +9,7 @@ import grp
 import json
 import os
 import pwd
+import resource
 import shutil
 import stat
 import subprocess
@@ -635,3 +636,69 @@ def test_the_guard_log_is_its_owners_alone_so_status_shows_only_what_guards_wrot
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o644 and planted.returncode != 0
     else:
         assert planted.returncode == 0  # it was written: status must not believe it
+
+
+@pytest.mark.parametrize("who,argv", [
+    ("root's cron", [None, "status", "--check", "runs"]),
+    ("a colleague's status", [PEER, "status", "runs"]),
+    ("a colleague's help", [PEER, "--help"]),
+])
+def test_modules_planted_beside_a_shared_copy_never_run_as_whoever_runs_it(world, who, argv):
+    """A 0644 copy in a sticky group tools directory, run by path: Python puts the script's
+    directory first on sys.path, so a colleague's json.py there would run as root's cron."""
+    tools = os.path.join(world.top, "shared-tools")
+    if not os.path.isdir(tools):
+        os.makedirs(tools)
+        os.chown(tools, 0, grp.getgrnam(GROUP).gr_gid)
+        os.chmod(tools, 0o3775)
+        shutil.copy(world.module, tools)
+        os.chmod(os.path.join(tools, "resumable_chain.py"), 0o644)
+        for name in ("json", "subprocess", "fcntl", "argparse"):
+            code = "open(%r, 'a').write('%s ran as ' + __import__('os').popen('id -un').read())\n"
+            assert world.run(MATE, [PYTHON, "-c", "open(%r, 'w').write(%r)" % (
+                os.path.join(tools, name + ".py"), code % (world.pwned, name))]).returncode == 0
+    planted_chain(world, "beside-planted-modules")
+    result = world.run(argv[0], [PYTHON, "shared-tools/resumable_chain.py"] + argv[1:])
+    assert not os.path.exists(world.pwned), open(world.pwned).read()
+    assert result.returncode in (0, 1) and result.stdout, result.stderr
+
+
+def hard_linked_chains(world, parent, count):
+    """``count`` chains of a colleague's, each five MiB-sized state files, hard links of one set
+    (no space used): as costly to read as a state file may be."""
+    mib, first = 1 << 20, os.path.join(parent, "0")
+    words = {"sbatch_args": ["--comment=x"] * 60000}
+    plant(world, MATE, first, {
+        ".gym_job_chain": "".join("%d\n" % (1000000 + i) for i in range(mib // 8 + 1)),
+        ".resumable_chain.json": dict(words, job="7", action="resume", walltime=0, retries=0,
+                                      next=dict(words, script="/x")),
+        ".resumable_chain.submit.json": dict(words, first_job="7"),
+        ".resumable_chain.events.json": {"events": [
+            {"event": "resumed", "job": "7", "link": 1, "reason": "r", "time": 1}] * 14000},
+        ".resumable_chain.guard.log": "".join(
+            "resumable-chain: 2026-11-30T03:00:00 guard %d of job %d: the chain continued with "
+            "job %d\n" % (2000000 + i, 3000000 + i, 4000000 + i) for i in range(12000))})
+    for index in range(1, count):
+        mkdir_as(world, MATE, os.path.join(parent, str(index)), 0o755)
+        for name in os.listdir(first):
+            os.link(os.path.join(first, name), os.path.join(parent, str(index), name))
+
+
+def test_hundreds_of_planted_chains_never_blind_roots_check_of_the_owners_chain(world):
+    """A colleague's 60 hard-linked chains of MiB files beside the owner's real chain: root's
+    status --check reads the owner's first, keeps O(rows) of each chain and stops at its byte
+    bound (before: 2.5 s and 28 MB each; past 60 s the real chain read 'not read')."""
+    parent = os.path.join(world.top, "crowded")
+    mkdir_as(world, None, parent, 0o3775)
+    os.chown(parent, 0, grp.getgrnam(GROUP).gr_gid)
+    hard_linked_chains(world, parent, 60)
+    real = os.path.join(parent, "zz-real")
+    result = world.cli(OWNER, "submit", real, "--", world.script())
+    assert result.returncode == 0, result.stderr
+    world.set_job(result.stdout.strip(), state="RUNNING", start="2026-11-30T01:00:00",
+                  uid=pwd.getpwnam(OWNER).pw_uid)
+    result = world.cli(None, "status", "--check", parent)
+    rows = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert " running " in rows["crowded/zz-real"], result.stdout
+    assert 0 < result.stdout.count("not read: status ran out of") < 60, result.stdout
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 400 << 10  # KiB: < 400 MB
