@@ -864,6 +864,13 @@ def check_path(value, name):
     return value
 
 
+def exports_values(record):
+    """Whether a record's sbatch options give variables values (--export=NAME=value)."""
+    return any("=" in value for value in option_values(
+        (record.get("sbatch_args") or []) + ((record.get("next") or {}).get("sbatch_args") or []),
+        "--export"))
+
+
 def parse_mounts(text):
     """Return [(mount point, fstype, [options])] from /proc/mounts text (``\\040`` is a space)."""
     mounts = []
@@ -1528,7 +1535,19 @@ class StateStore(object):
             value, why = None, str(error)
         if value is None:
             raise self.corrupt(name, raw, "a resumable_chain %s (JSON object) (%s)" % (what, why))
+        if self.acting and exports_values(data):  # an earlier release wrote it 0644
+            with contextlib.suppress(OSError):
+                os.chmod(self.path(name), 0o600)
         return value
+
+    def handed(self, script):
+        """``script``, before sbatch runs it as the caller: one the chain keeps in its run
+        directory (submit's copy, a first job's) is checked like a state file (Refused), as
+        someone may have planted it while the directory was open to others."""
+        if os.path.dirname(os.path.abspath(script)) == os.path.abspath(self.directory):
+            with contextlib.suppress(Missing):  # sbatch says so
+                os.close(open_own_file(script, os.O_RDONLY, what="job script"))
+        return script
 
     def read_record(self):
         """The journal's Record, or None; under the lock its notify is the command itself."""
@@ -1549,16 +1568,16 @@ class StateStore(object):
                 and RECORD_CHECKS["notify"](data.get("notify")) else None)) or ""
         return self.notify_on_file or None
 
-    def public(self, data):
-        """A record's fields as everyone may read them: a notify command may hold a token, so it
-        goes to NOTIFY_FILE (mode 0600) and the record says only ``true``."""
+    def write_public(self, name, data):
+        """Write a record (a dict) others may read but its secrets: a notify command goes to
+        NOTIFY_FILE (mode 0600), the record says only ``true``; options that give variables
+        values (--export=NAME=value, often a token) make the record the owner's alone (0600)."""
         command = data.get("notify")
-        if not isinstance(command, str):
-            return data
-        if self.read_notify() != command:
+        if isinstance(command, str) and self.read_notify() != command:
             self.write_text(NOTIFY_FILE, dump_json({"notify": command}) + "\n", mode=0o600)
             self.notify_on_file = command
-        return dict(data, notify=True)
+        data = dict(data, notify=True) if isinstance(command, str) else data
+        self.write_text(name, dump_json(data) + "\n", mode=0o600 if exports_values(data) else 0o644)
 
     def read_events(self):
         """The journaled Events, oldest first."""
@@ -1609,7 +1628,7 @@ class StateStore(object):
                              % (path, error.strerror or error))
 
     def write_record(self, record):
-        self.write_text(JOURNAL_FILE, dump_json(self.public(record._asdict())) + "\n")
+        self.write_public(JOURNAL_FILE, record._asdict())
 
     def write_counter(self, name, value):
         self.write_text(name, "%d\n" % value)
@@ -1691,17 +1710,18 @@ class StateStore(object):
         check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
                         "run directory")
         kind, why = lock_kind(self.directory)
-        descriptor = open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600, what="lock file")
-        if stat.S_IMODE(os.fstat(descriptor).st_mode) & 0o044:  # a reader could hold a shared
-            os.fchmod(descriptor, 0o600)  # lockf on it for ever and so stop every writer
+        descriptor = _open_lock(path)
         self.acting = True
         token = None
         try:
             deadline = time.monotonic() + wait
             while True:
+                descriptor = _open_lock(path, descriptor)
                 kernel = _try_lock(descriptor, path)
                 if kernel not in ("taken", "busy") and kind == "kernel":
                     kind, why = "file", "lock calls refused here (%s)" % kernel
+                if self._replaced(path, held, descriptor, kernel):
+                    continue
                 if kernel != "busy":
                     token = self._take_held(held, kind == "file")
                     if token is not None:
@@ -1709,7 +1729,7 @@ class StateStore(object):
                     if kernel == "taken":
                         fcntl.lockf(descriptor, fcntl.LOCK_UN)  # let the .held holder finish
                 if time.monotonic() > deadline:
-                    raise StateError(self._stuck(path, held, wait))
+                    raise StateError(self._stuck(path, held, wait, descriptor))
                 time.sleep(0.2)
             self.lock_used = (kind, why)
             yield
@@ -1772,15 +1792,86 @@ class StateStore(object):
             except OSError as error:
                 raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
-    def _stuck(self, path, held, wait):
+    def _replaced(self, path, held, descriptor, kernel):
+        """Replace a lock file others may hold a lock on (readable by them, as releases before
+        0.5 left it: an open descriptor survives chmod, and a shared lockf stops every writer)
+        by a new 0600 one; whether it was. Under the .held lock file, while no process of the
+        chain can hold it: this one does, or /proc/locks shows another user's lock on it (so no
+        writer has it); a waiter on the old one finds it replaced (_open_lock)."""
+        if not (kernel == "taken" and os.fstat(descriptor).st_mode & 0o044 or
+                kernel == "busy" and _others_lock(descriptor)):
+            return False
+        token = self._take_held(held, True)
+        try:
+            if not token or not _same_file(descriptor, path) or _try_lock(
+                    descriptor, path) != "taken" and not _others_lock(descriptor):
+                return False
+            temporary = "%s.%s" % (path, os.urandom(8).hex())
+            _write_new(temporary, "", 0o600)
+            os.replace(temporary, path)
+            return True
+        except OSError as error:
+            raise StateError("cannot replace lock file %s: %s" % (path, error.strerror))
+        finally:
+            if token:
+                self._drop_held(held, token)
+
+    def _stuck(self, path, held, wait, descriptor):
         holder = self._read_holder(held)
         if holder is None:
-            return ("another process has held %s for over %d s; is another job of this chain "
-                    "stuck?" % (path, wait))
+            return ("another process%s has held %s for over %d s; is another job of this chain "
+                    "stuck?" % ("".join(" (pid %d of %s)" % (pid, "a hidden user" if uid is None
+                                                             else uid_name(uid))
+                                        for pid, uid in lock_holders(descriptor)), path, wait))
         said = ", ".join("%s %s" % (name, value) for name, value in holder._asdict().items()
                          if value is not None and name != "token")
         return ("%s has been held for over %d s by %s: if that process is gone, delete the file"
                 % (held, wait, said or "an unreadable holder"))
+
+
+def _open_lock(path, descriptor=None):
+    """``descriptor`` while ``path`` still names its file, else (closed) one of the lock file
+    there now, a regular file of the caller's: another process replaced it (_replaced)."""
+    if descriptor is not None and _same_file(descriptor, path):
+        return descriptor
+    fresh = open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600, what="lock file")
+    if descriptor is not None:
+        os.close(descriptor)
+    return fresh
+
+
+def _same_file(descriptor, path):
+    with contextlib.suppress(OSError):
+        info, named = os.fstat(descriptor), os.lstat(path)
+        return (info.st_dev, info.st_ino) == (named.st_dev, named.st_ino)
+    return False
+
+
+def lock_holders(descriptor):
+    """[(pid, uid)] of the processes /proc/locks shows holding (not awaiting) a lock on the open
+    file: this node's only; uid None where /proc hides the process."""
+    info = os.fstat(descriptor)
+    inode = "%02x:%02x:%d" % (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
+    try:
+        with open("/proc/locks") as handle:
+            lines = [line.split() for line in handle]
+    except OSError:
+        return []
+    pids = [int(words[4]) for words in lines if len(words) > 5 and words[1] != "->"
+            and words[5] == inode and is_digits(words[4])]
+    return [(pid, _proc_uid(pid)) for pid in pids]
+
+
+def _proc_uid(pid):
+    try:
+        return os.stat("/proc/%d" % pid).st_uid
+    except OSError:
+        return None
+
+
+def _others_lock(descriptor):
+    """Whether another user's process holds a lock on the open file (never one of the chain)."""
+    return any(uid not in (None, os.geteuid()) for _, uid in lock_holders(descriptor))
 
 
 def _try_lock(descriptor, path):
@@ -2561,6 +2652,7 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
                                            record.link, record.reason, record.time), warnings)
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings, event)
     next_link = NextLink(**record.next) if record.next else next_link
+    store.handed(next_link.script)
     again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
         array_task_id(record.job, environ), next_link, warnings)
@@ -2652,7 +2744,7 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
     options = ["--parsable", "--job-name=" + GUARD_PREFIX + (job_name or "resumable-chain"),
                "--dependency=afterany:" + job_id, "--requeue", "--time=%d" % GUARD_MINUTES,
                "--ntasks=1", "--cpus-per-task=1", "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir,
-               "--open-mode=append", "--output=" + os.path.join(run_dir, GUARD_LOG)]
+               "--open-mode=append", "--output=" + output_pattern(run_dir, GUARD_LOG)]
     options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
         ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
         if environ.get(variable)]
@@ -2679,6 +2771,12 @@ def own_guard_log(run_dir):
                 os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
         finally:
             os.close(descriptor)
+
+
+def output_pattern(directory, name):
+    """--output naming ``name`` (it may hold %j) in ``directory``, whose own % Slurm must not
+    expand (``runs/%x`` is the job's name: the log lands elsewhere, or the job FAILED 0:53)."""
+    return os.path.join(directory.replace("%", "%%"), name)
 
 
 def module_path():
@@ -2834,9 +2932,8 @@ def work_finished(run_dir, environ, now=time.time):
 def runnable_script(store, script):
     """The job script to queue: Slurm deletes its spool copy (a link's ``$0``) once the link
     ended or was requeued; the chain's first job saved a copy in the run directory."""
-    if os.path.isfile(script) or not os.path.isfile(store.path(SCRIPT_COPY)):
-        return script
-    return store.path(SCRIPT_COPY)
+    return store.handed(script if os.path.isfile(script) or not os.path.isfile(
+        store.path(SCRIPT_COPY)) else store.path(SCRIPT_COPY))
 
 
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
@@ -3073,8 +3170,8 @@ def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
                             "--job-name") if first else (state.next or {}).get("job_name"),
                             environ)[0]
         if first:
-            store.write_text(SUBMIT_FILE, dump_json(store.public(dict(
-                state, first_job=successor, guard=guard, dead_first_jobs=dead))) + "\n")
+            store.write_public(SUBMIT_FILE, dict(state, first_job=successor, guard=guard,
+                                                 dead_first_jobs=dead))
         else:
             store.write_record(state._replace(job=successor, guarded_by=guard,
                                               dead_successors=dead))
@@ -3091,8 +3188,8 @@ def _sbatch_replacement(store, state):
     """sbatch of the held replacement: the first job as submit queued it (``state`` a dict), or
     the journal's next link; its ID, or StateError."""
     if isinstance(state, dict):
-        return sbatch_held(["--hold", "--no-requeue"] + state["sbatch_args"], state["script"],
-                           state["script_args"], cwd=state.get("workdir"))[0]
+        return sbatch_held(["--hold", "--no-requeue"] + state["sbatch_args"], store.handed(
+            state["script"]), state["script_args"], cwd=state.get("workdir"))[0]
     next_link = NextLink(**state.next)
     return sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
                        runnable_script(store, next_link.script), next_link.script_args,
@@ -3683,7 +3780,8 @@ def _nothing_continues(record, rows, chain):
 # continues it). A chain that its last record ended has its cause's verdict (STOP_CAUSES).
 VERDICTS = {
     "unreadable": ("unknown", "cannot read the chain's state ({problem})",
-                   "fix or delete the named file, then run status again", True),
+                   "fix or delete the named file (if only its owner may read it, ask them)",
+                   True),
     "cancelled": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
                   "{resume} continues it (the walltime so far is kept)", False),
     "cancelled unstarted": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
@@ -4082,7 +4180,7 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
     """sbatch_args with --output, --chdir and --job-name for the chain, unless given."""
     given = option_names(script_directives(header) + sbatch_args)
     if "--output" not in given:
-        sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
+        sbatch_args = ["--output=" + output_pattern(run_dir, "slurm-%j.out")] + sbatch_args
     if "--chdir" not in given:  # the links work in the run directory, not where submit ran
         sbatch_args = ["--chdir=" + run_dir] + sbatch_args
     _check_log_dirs(run_dir, script_directives(header) + sbatch_args)
@@ -4121,7 +4219,7 @@ def _install_chain(run_dir, force, copy_path, submitted):
                 cancelled = result["cancelled"]
             os.replace(store.path(STAGED_SCRIPT), copy_path)
             store.keep_previous()
-            store.write_text(SUBMIT_FILE, dump_json(store.public(submitted)) + "\n")
+            store.write_public(SUBMIT_FILE, submitted)
     except (StateError, OSError):
         store.remove(STAGED_SCRIPT)  # its job is cancelled: the script goes too
         raise
