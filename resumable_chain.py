@@ -809,10 +809,8 @@ def script_directives(header):
     for line in header.splitlines():
         words = line.strip().split(None, 1)
         if len(words) == 2 and words[0] == "#SBATCH":
-            try:
+            with contextlib.suppress(ValueError):  # sbatch ignores what it cannot parse too
                 options += shlex.split(words[1], comments=True)
-            except ValueError:
-                pass  # sbatch ignores what it cannot parse too
     return options
 
 
@@ -1716,7 +1714,10 @@ class StateStore(object):
         try:
             deadline = time.monotonic() + wait
             while True:
-                descriptor = _open_lock(path, descriptor)
+                if not _same_file(descriptor, path):  # replaced (_replaced): lock the new file
+                    fresh = _open_lock(path)
+                    os.dup2(fresh, descriptor)  # and close the old one
+                    os.close(fresh)
                 kernel = _try_lock(descriptor, path)
                 if kernel not in ("taken", "busy") and kind == "kernel":
                     kind, why = "file", "lock calls refused here (%s)" % kernel
@@ -1769,13 +1770,7 @@ class StateStore(object):
     def _holder_gone(self, holder):
         """Whether a file lock's holder is provably gone: its process here, or its job, ended."""
         if holder.host == os.uname().nodename and isinstance(holder.pid, int):
-            try:
-                os.kill(holder.pid, 0)
-            except ProcessLookupError:
-                return True
-            except OSError:
-                pass  # another user's live process
-            return False
+            return not os.path.exists("/proc/%d" % holder.pid)
         if holder.job and self.job_over and holder.cluster in (
                 None, os.environ.get("SLURM_CLUSTER_NAME")):
             return self.job_over(str(holder.job)) is True
@@ -1793,11 +1788,10 @@ class StateStore(object):
                 raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
     def _replaced(self, path, held, descriptor, kernel):
-        """Replace a lock file others may hold a lock on (readable by them, as releases before
-        0.5 left it: an open descriptor survives chmod, and a shared lockf stops every writer)
-        by a new 0600 one; whether it was. Under the .held lock file, while no process of the
-        chain can hold it: this one does, or /proc/locks shows another user's lock on it (so no
-        writer has it); a waiter on the old one finds it replaced (_open_lock)."""
+        """Replace a lock file others may hold a lock on (readable by them, as 0.4 left it: an
+        open descriptor survives chmod, and a shared lockf stops every writer) by a new 0600
+        one, whether it was: under the .held lock file, while this process holds it or
+        /proc/locks shows another user's lock on it (so no writer of the chain has it)."""
         if not (kernel == "taken" and os.fstat(descriptor).st_mode & 0o044 or
                 kernel == "busy" and _others_lock(descriptor)):
             return False
@@ -1829,22 +1823,13 @@ class StateStore(object):
                 % (held, wait, said or "an unreadable holder"))
 
 
-def _open_lock(path, descriptor=None):
-    """``descriptor`` while ``path`` still names its file, else (closed) one of the lock file
-    there now, a regular file of the caller's: another process replaced it (_replaced)."""
-    if descriptor is not None and _same_file(descriptor, path):
-        return descriptor
-    fresh = open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600, what="lock file")
-    if descriptor is not None:
-        os.close(descriptor)
-    return fresh
+def _open_lock(path):
+    return open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600, what="lock file")
 
 
 def _same_file(descriptor, path):
     with contextlib.suppress(OSError):
-        info, named = os.fstat(descriptor), os.lstat(path)
-        return (info.st_dev, info.st_ino) == (named.st_dev, named.st_ino)
-    return False
+        return os.path.samestat(os.fstat(descriptor), os.lstat(path))
 
 
 def lock_holders(descriptor):
@@ -1852,21 +1837,14 @@ def lock_holders(descriptor):
     file: this node's only; uid None where /proc hides the process."""
     info = os.fstat(descriptor)
     inode = "%02x:%02x:%d" % (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
-    try:
-        with open("/proc/locks") as handle:
-            lines = [line.split() for line in handle]
-    except OSError:
-        return []
-    pids = [int(words[4]) for words in lines if len(words) > 5 and words[1] != "->"
-            and words[5] == inode and is_digits(words[4])]
-    return [(pid, _proc_uid(pid)) for pid in pids]
+    return [(int(words[4]), _proc_uid(words[4])) for words in map(str.split, _proc_text(
+        "", "locks").splitlines()) if len(words) > 5 and words[1] != "->" and words[5] == inode
+        and is_digits(words[4])]
 
 
 def _proc_uid(pid):
-    try:
-        return os.stat("/proc/%d" % pid).st_uid
-    except OSError:
-        return None
+    with contextlib.suppress(OSError):
+        return os.stat("/proc/" + pid).st_uid
 
 
 def _others_lock(descriptor):
@@ -2013,10 +1991,8 @@ def _wait_for(process, name, timeout):
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(OSError):  # it ended meanwhile
                 os.killpg(process.pid, signal.SIGKILL)
-            except OSError:
-                pass  # it ended meanwhile
             process.wait()
             return SlurmResult(None, "", "%s timed out after %g s" % (name, timeout))
     return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
@@ -2539,12 +2515,10 @@ def save_script(store, next_link):
     spool copy (``$0``) goes when the job ends; ``resume`` needs it. A failure costs only that."""
     if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
         return  # already kept in the run directory (submit's copy)
-    try:
+    with contextlib.suppress(OSError, StateError):
         with open(next_link.script, "rb") as handle:
             text = handle.read().decode("utf-8", "surrogateescape")
         store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
-    except (OSError, StateError):
-        pass
 
 
 def decide_link(store, snapshot, place, observation, options, warnings):
@@ -3488,10 +3462,9 @@ def _chains_below(path, depth, top=True):
 def _is_dir(entry):
     """Whether a scandir entry is a directory or a symlink to one; False when it cannot be
     stat'ed (a link into a directory the caller may not search)."""
-    try:
+    with contextlib.suppress(OSError):
         return entry.is_dir()
-    except OSError:
-        return False
+    return False
 
 
 def chain_status(run_dir):
@@ -3582,9 +3555,7 @@ def guards_that_ran(store):
         if os.stat(store.path(GUARD_LOG)).st_mode & 0o022:
             return []  # others could have written its lines (own_guard_log): not the guards'
         text = store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b""
-    except FileNotFoundError:
-        return []
-    except (StateError, OSError):
+    except (StateError, OSError):  # none yet, or not readable
         return []
     found = []  # from lines "resumable-chain: TIME guard GUARD of job JOB: WHAT"
     for line in text.decode("utf-8", "replace").splitlines():
