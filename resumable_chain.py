@@ -934,7 +934,7 @@ def uid_name(uid):
     import pwd
     try:
         return pwd.getpwuid(int(uid)).pw_name
-    except (KeyError, ValueError, OverflowError):
+    except (KeyError, ValueError, OverflowError, TypeError):  # TypeError: None, not known
         return "uid %s" % uid
 
 
@@ -1155,13 +1155,11 @@ def _checkpoint():
 
 
 def _fsync_directory(directory):
-    try:
-        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
     with contextlib.suppress(OSError):  # some file systems cannot: the rename is still atomic
-        os.fsync(descriptor)
-    os.close(descriptor)
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        with contextlib.suppress(OSError):
+            os.fsync(descriptor)
+        os.close(descriptor)
 
 
 def _text(value):
@@ -1282,12 +1280,8 @@ _mounts_read = []  # /proc/mounts, parsed once per process (status of 50 chains,
 def mount_of(directory, mounts=None):
     """(mount point, fstype, options) of the mount that holds ``directory``, or None (no mount
     table); ``mounts``: parse_mounts' list, else /proc/mounts read once per process."""
-    if mounts is None and not _mounts_read:
-        try:
-            with open("/proc/mounts") as handle:
-                _mounts_read.append(parse_mounts(handle.read()))
-        except OSError:
-            _mounts_read.append([])  # no mount table: the kernel's lock, tried first
+    if mounts is None and not _mounts_read:  # none: the kernel's lock, tried first
+        _mounts_read.append(parse_mounts(_proc_text("", "mounts")))
     path = os.path.realpath(directory)
     mounts = _mounts_read[0] if mounts is None else mounts
     return max((mount for mount in mounts if path == mount[0] or path.startswith(
@@ -1721,8 +1715,9 @@ class StateStore(object):
                 kernel = _try_lock(descriptor, path)
                 if kernel not in ("taken", "busy") and kind == "kernel":
                     kind, why = "file", "lock calls refused here (%s)" % kernel
-                if self._replaced(path, held, descriptor, kernel):
-                    continue
+                if kernel == "taken" and not _same_file(descriptor, path) or self._replaced(
+                        name, descriptor, kernel):
+                    continue  # replaced before it was taken, or now: lock the new file
                 if kernel != "busy":
                     token = self._take_held(held, kind == "file")
                     if token is not None:
@@ -1787,11 +1782,12 @@ class StateStore(object):
             except OSError as error:
                 raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
-    def _replaced(self, path, held, descriptor, kernel):
+    def _replaced(self, name, descriptor, kernel):
         """Replace a lock file others may hold a lock on (readable by them, as 0.4 left it: an
         open descriptor survives chmod, and a shared lockf stops every writer) by a new 0600
         one, whether it was: under the .held lock file, while this process holds it or
         /proc/locks shows another user's lock on it (so no writer of the chain has it)."""
+        path, held = self.path(name), self.path(name + HELD_SUFFIX)
         if not (kernel == "taken" and os.fstat(descriptor).st_mode & 0o044 or
                 kernel == "busy" and _others_lock(descriptor)):
             return False
@@ -1800,12 +1796,8 @@ class StateStore(object):
             if not token or not _same_file(descriptor, path) or _try_lock(
                     descriptor, path) != "taken" and not _others_lock(descriptor):
                 return False
-            temporary = "%s.%s" % (path, os.urandom(8).hex())
-            _write_new(temporary, "", 0o600)
-            os.replace(temporary, path)
+            self.write_text(name, "", mode=0o600)
             return True
-        except OSError as error:
-            raise StateError("cannot replace lock file %s: %s" % (path, error.strerror))
         finally:
             if token:
                 self._drop_held(held, token)
@@ -1814,9 +1806,8 @@ class StateStore(object):
         holder = self._read_holder(held)
         if holder is None:
             return ("another process%s has held %s for over %d s; is another job of this chain "
-                    "stuck?" % ("".join(" (pid %d of %s)" % (pid, "a hidden user" if uid is None
-                                                             else uid_name(uid))
-                                        for pid, uid in lock_holders(descriptor)), path, wait))
+                    "stuck?" % ("".join(" (pid %d of %s)" % (pid, uid_name(uid)) for pid, uid
+                                        in lock_holders(descriptor)), path, wait))
         said = ", ".join("%s %s" % (name, value) for name, value in holder._asdict().items()
                          if value is not None and name != "token")
         return ("%s has been held for over %d s by %s: if that process is gone, delete the file"
