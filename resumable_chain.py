@@ -1650,6 +1650,8 @@ class StateStore(object):
                 if os.path.isfile(self.path(name)) and not (
                         name == GUARD_LOG and not os.path.getsize(self.path(name))):  # none ran
                     os.replace(self.path(name), self.path(name) + PREVIOUS_SUFFIX)
+                    if name == JOURNAL_FILE:  # its options (exports_values) stay the owner's
+                        os.chmod(self.path(name) + PREVIOUS_SUFFIX, 0o600)
             except OSError as error:
                 raise StateError("cannot keep %s as %s: %s" % (
                     self.path(name), PREVIOUS_SUFFIX, error.strerror or error))
