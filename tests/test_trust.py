@@ -694,8 +694,8 @@ def hold_lock(user, path, kind="SH"):
         [PYTHON, "-c", "import fcntl, sys, time\nhandle = open(sys.argv[1], '%s')\n"
          "fcntl.lockf(handle, fcntl.LOCK_%s)\nprint('held', flush=True)\ntime.sleep(600)"
          % ("rb" if kind == "SH" else "ab", kind), path], stdout=subprocess.PIPE,
-        universal_newlines=True, preexec_fn=user and (lambda: (os.setgid(grp.getgrnam(GROUP).gr_gid),
-                                      os.setuid(pwd.getpwnam(user).pw_uid))))
+        universal_newlines=True, preexec_fn=user and (lambda: (
+            os.setgid(grp.getgrnam(GROUP).gr_gid), os.setuid(pwd.getpwnam(user).pw_uid))))
     assert holder.stdout.readline() == "held\n"
     return holder
 
