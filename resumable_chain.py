@@ -1532,15 +1532,6 @@ class StateStore(object):
                 os.chmod(self.path(name), 0o600)
         return value
 
-    def handed(self, script):
-        """``script``, before sbatch runs it as the caller: one the chain keeps in its run
-        directory (submit's copy, a first job's) is checked like a state file (Refused), as
-        someone may have planted it while the directory was open to others."""
-        if os.path.dirname(os.path.abspath(script)) == os.path.abspath(self.directory):
-            with contextlib.suppress(Missing):  # sbatch says so
-                os.close(open_own_file(script, os.O_RDONLY, what="job script"))
-        return script
-
     def read_record(self):
         """The journal's Record, or None; under the lock its notify is the command itself."""
         record = self.read_json(JOURNAL_FILE, "journal", record_from_json)
@@ -2619,7 +2610,7 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
                                            record.link, record.reason, record.time), warnings)
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings, event)
     next_link = NextLink(**record.next) if record.next else next_link
-    store.handed(next_link.script)
+    next_link = next_link._replace(script=runnable_script(store, next_link.script))
     again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
         array_task_id(record.job, environ), next_link, warnings)
@@ -2898,9 +2889,15 @@ def work_finished(run_dir, environ, now=time.time):
 
 def runnable_script(store, script):
     """The job script to queue: Slurm deletes its spool copy (a link's ``$0``) once the link
-    ended or was requeued; the chain's first job saved a copy in the run directory."""
-    return store.handed(script if os.path.isfile(script) or not os.path.isfile(
-        store.path(SCRIPT_COPY)) else store.path(SCRIPT_COPY))
+    ended or was requeued; the chain's first job saved a copy in the run directory. One kept
+    there (or submit's copy) is checked like a state file (Refused): someone may have planted
+    it while the directory was open to others, and sbatch would run it as the caller."""
+    if not os.path.isfile(script) and os.path.isfile(store.path(SCRIPT_COPY)):
+        script = store.path(SCRIPT_COPY)
+    if os.path.dirname(os.path.abspath(script)) == os.path.abspath(store.directory):
+        with contextlib.suppress(Missing):  # sbatch says so
+            os.close(open_own_file(script, os.O_RDONLY, what="job script"))
+    return script
 
 
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
@@ -3155,8 +3152,8 @@ def _sbatch_replacement(store, state):
     """sbatch of the held replacement: the first job as submit queued it (``state`` a dict), or
     the journal's next link; its ID, or StateError."""
     if isinstance(state, dict):
-        return sbatch_held(["--hold", "--no-requeue"] + state["sbatch_args"], store.handed(
-            state["script"]), state["script_args"], cwd=state.get("workdir"))[0]
+        return sbatch_held(["--hold", "--no-requeue"] + state["sbatch_args"], runnable_script(
+            store, state["script"]), state["script_args"], cwd=state.get("workdir"))[0]
     next_link = NextLink(**state.next)
     return sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
                        runnable_script(store, next_link.script), next_link.script_args,
