@@ -1695,14 +1695,15 @@ class StateStore(object):
         check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
                         "run directory")
         kind, why = lock_kind(self.directory)
-        descriptor = _open_lock(path)
+        descriptor = open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600, what="lock file")
         self.acting = True
         token = None
         try:
             deadline = time.monotonic() + wait
             while True:
                 if not _same_file(descriptor, path):  # replaced (_replaced): lock the new file
-                    fresh = _open_lock(path)
+                    fresh = open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600,
+                                          what="lock file")
                     os.dup2(fresh, descriptor)  # and close the old one
                     os.close(fresh)
                 kernel = _try_lock(descriptor, path)
@@ -1805,10 +1806,6 @@ class StateStore(object):
                          if value is not None and name != "token")
         return ("%s has been held for over %d s by %s: if that process is gone, delete the file"
                 % (held, wait, said or "an unreadable holder"))
-
-
-def _open_lock(path):
-    return open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600, what="lock file")
 
 
 def _same_file(descriptor, path):
