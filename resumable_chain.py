@@ -1334,8 +1334,10 @@ def owner_problem(info, path, what):
     mode = stat.S_IMODE(info.st_mode)
     if info.st_uid != os.geteuid():
         return ("refusing to act on %s %s: it belongs to %s (uid %d, mode %04o), not to you; only "
-                "a chain's owner may change it (status only reads it): use a run directory of "
-                "your own" % (what, path, uid_name(info.st_uid), info.st_uid, mode))
+                "a chain's owner may change it (status only reads it): %s" % (
+                    what, path, uid_name(info.st_uid), info.st_uid, mode, "use a run directory "
+                    "of your own" if what.endswith("directory") else "someone else put it in "
+                    "your directory; read it, then delete it"))
     if mode & 0o022:
         return ("refusing to act on %s %s: mode %04o lets %s write it, so anyone there could act "
                 "as you; if you trust what is in it, run: chmod go-w %s"

@@ -663,8 +663,9 @@ def planted_while_open(world, run_dir, planted):
 
 
 @pytest.mark.parametrize("planted,expected", [
-    ("a colleague's script in the copy's place", "belongs to %s" % MATE),
-    ("the owner's copy, made group-writable", "lets its group write it"),
+    ("a colleague's script in the copy's place", "belongs to %s (uid" % MATE),
+    ("the owner's copy, made group-writable", "lets its group write it, so anyone there could "
+     "act as you; if you trust what is in it, run: chmod go-w"),
 ])
 @pytest.mark.parametrize("who", ["a later link", "resume"])
 def test_a_script_copy_planted_while_the_directory_was_open_is_never_queued(world, planted,
@@ -682,6 +683,7 @@ def test_a_script_copy_planted_while_the_directory_was_open_is_never_queued(worl
         result = world.as_job(OWNER, spool, journal["successor"], predecessor=journal["job"])
     assert result.returncode == 2 and "WORK RAN" not in result.stdout, result.stderr
     assert expected in result.stderr and copy in result.stderr, result.stderr
+    assert "delete it" in result.stderr or "chmod go-w" in result.stderr
     assert "Traceback" not in result.stderr
     assert not any(copy in call["argv"] for call in world.sbatch_calls()[calls:])
     assert not os.path.exists(world.pwned)
