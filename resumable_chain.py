@@ -1703,17 +1703,17 @@ class StateStore(object):
         try:
             deadline = time.monotonic() + wait
             while True:
+                kernel = _try_lock(descriptor, path)
                 if not _same_file(descriptor, path):  # replaced (_replaced): lock the new file
                     fresh = open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600,
                                           what="lock file")
-                    os.dup2(fresh, descriptor)  # and close the old one
+                    os.dup2(fresh, descriptor)  # and close the old one, releasing its lock
                     os.close(fresh)
-                kernel = _try_lock(descriptor, path)
+                    continue
                 if kernel not in ("taken", "busy") and kind == "kernel":
                     kind, why = "file", "lock calls refused here (%s)" % kernel
-                if kernel == "taken" and not _same_file(descriptor, path) or self._replaced(
-                        name, descriptor, kernel):
-                    continue  # replaced before it was taken, or now: lock the new file
+                if self._replaced(name, descriptor, kernel):
+                    continue
                 if kernel != "busy":
                     token = self._take_held(held, kind == "file")
                     if token is not None:
