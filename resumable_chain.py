@@ -818,10 +818,8 @@ def script_directives(header):
     for line in header.splitlines():
         words = line.strip().split(None, 1)
         if len(words) == 2 and words[0] == "#SBATCH":
-            try:
+            with contextlib.suppress(ValueError):  # sbatch ignores what it cannot parse too
                 options += shlex.split(words[1], comments=True)
-            except ValueError:
-                pass  # sbatch ignores what it cannot parse too
     return options
 
 
@@ -871,6 +869,13 @@ def check_path(value, name):
     if not isinstance(value, str) or not value or "\0" in value:
         raise ValueError("%s must be a non-empty path, got %r" % (name, value))
     return value
+
+
+def exports_values(record):
+    """Whether a record's sbatch options give variables values (--export=NAME=value)."""
+    return any("=" in value for value in option_values(
+        (record.get("sbatch_args") or []) + ((record.get("next") or {}).get("sbatch_args") or []),
+        "--export"))
 
 
 def parse_mounts(text):
@@ -938,7 +943,7 @@ def uid_name(uid):
     import pwd
     try:
         return pwd.getpwuid(int(uid)).pw_name
-    except (KeyError, ValueError, OverflowError):
+    except (KeyError, ValueError, OverflowError, TypeError):  # TypeError: None, not known
         return "uid %s" % uid
 
 
@@ -1159,13 +1164,11 @@ def _checkpoint():
 
 
 def _fsync_directory(directory):
-    try:
-        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
     with contextlib.suppress(OSError):  # some file systems cannot: the rename is still atomic
-        os.fsync(descriptor)
-    os.close(descriptor)
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        with contextlib.suppress(OSError):
+            os.fsync(descriptor)
+        os.close(descriptor)
 
 
 def _text(value):
@@ -1287,12 +1290,8 @@ _mounts_read = []  # /proc/mounts, parsed once per process (status of 50 chains,
 def mount_of(directory, mounts=None):
     """(mount point, fstype, options) of the mount that holds ``directory``, or None (no mount
     table); ``mounts``: parse_mounts' list, else /proc/mounts read once per process."""
-    if mounts is None and not _mounts_read:
-        try:
-            with open("/proc/mounts") as handle:
-                _mounts_read.append(parse_mounts(handle.read()))
-        except OSError:
-            _mounts_read.append([])  # no mount table: the kernel's lock, tried first
+    if mounts is None and not _mounts_read:  # none: the kernel's lock, tried first
+        _mounts_read.append(parse_mounts(_proc_text("", "mounts")))
     path = os.path.realpath(directory)
     mounts = _mounts_read[0] if mounts is None else mounts
     return max((mount for mount in mounts if path == mount[0] or path.startswith(
@@ -1345,8 +1344,10 @@ def owner_problem(info, path, what):
     mode = stat.S_IMODE(info.st_mode)
     if info.st_uid != os.geteuid():
         return ("refusing to act on %s %s: it belongs to %s (uid %d, mode %04o), not to you; only "
-                "a chain's owner may change it (status only reads it): use a run directory of "
-                "your own" % (what, path, uid_name(info.st_uid), info.st_uid, mode))
+                "a chain's owner may change it (status only reads it): %s" % (
+                    what, path, uid_name(info.st_uid), info.st_uid, mode, "use a run directory "
+                    "of your own" if what.endswith("directory") else "someone else put it in "
+                    "your directory; read it, then delete it"))
     if mode & 0o022:
         return ("refusing to act on %s %s: mode %04o lets %s write it, so anyone there could act "
                 "as you; if you trust what is in it, run: chmod go-w %s"
@@ -1540,6 +1541,9 @@ class StateStore(object):
             value, why = None, str(error)
         if value is None:
             raise self.corrupt(name, raw, "a resumable_chain %s (JSON object) (%s)" % (what, why))
+        if self.acting and exports_values(data):  # an earlier release wrote it 0644
+            with contextlib.suppress(OSError):
+                os.chmod(self.path(name), 0o600)
         return value
 
     def read_record(self):
@@ -1561,16 +1565,16 @@ class StateStore(object):
                 and RECORD_CHECKS["notify"](data.get("notify")) else None)) or ""
         return self.notify_on_file or None
 
-    def public(self, data):
-        """A record's fields as everyone may read them: a notify command may hold a token, so it
-        goes to NOTIFY_FILE (mode 0600) and the record says only ``true``."""
+    def write_public(self, name, data):
+        """Write a record (a dict) others may read but its secrets: a notify command goes to
+        NOTIFY_FILE (mode 0600), the record says only ``true``; options that give variables
+        values (--export=NAME=value, often a token) make the record the owner's alone (0600)."""
         command = data.get("notify")
-        if not isinstance(command, str):
-            return data
-        if self.read_notify() != command:
+        if isinstance(command, str) and self.read_notify() != command:
             self.write_text(NOTIFY_FILE, dump_json({"notify": command}) + "\n", mode=0o600)
             self.notify_on_file = command
-        return dict(data, notify=True)
+        data = dict(data, notify=True) if isinstance(command, str) else data
+        self.write_text(name, dump_json(data) + "\n", mode=0o600 if exports_values(data) else 0o644)
 
     def read_events(self):
         """The journaled Events, oldest first."""
@@ -1621,7 +1625,7 @@ class StateStore(object):
                              % (path, error.strerror or error))
 
     def write_record(self, record):
-        self.write_text(JOURNAL_FILE, dump_json(self.public(record._asdict())) + "\n")
+        self.write_public(JOURNAL_FILE, record._asdict())
 
     def write_counter(self, name, value):
         self.write_text(name, "%d\n" % value)
@@ -1651,6 +1655,8 @@ class StateStore(object):
                 if os.path.isfile(self.path(name)) and not (
                         name == GUARD_LOG and not os.path.getsize(self.path(name))):  # none ran
                     os.replace(self.path(name), self.path(name) + PREVIOUS_SUFFIX)
+                    if name == JOURNAL_FILE:  # its options (exports_values) stay the owner's
+                        os.chmod(self.path(name) + PREVIOUS_SUFFIX, 0o600)
             except OSError as error:
                 raise StateError("cannot keep %s as %s: %s" % (
                     self.path(name), PREVIOUS_SUFFIX, error.strerror or error))
@@ -1704,16 +1710,22 @@ class StateStore(object):
                         "run directory")
         kind, why = lock_kind(self.directory)
         descriptor = open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600, what="lock file")
-        if stat.S_IMODE(os.fstat(descriptor).st_mode) & 0o044:  # a reader could hold a shared
-            os.fchmod(descriptor, 0o600)  # lockf on it for ever and so stop every writer
         self.acting = True
         token = None
         try:
             deadline = time.monotonic() + wait
             while True:
                 kernel = _try_lock(descriptor, path)
+                if not _same_file(descriptor, path):  # replaced (_replaced): lock the new file
+                    fresh = open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600,
+                                          what="lock file")
+                    os.dup2(fresh, descriptor)  # and close the old one, releasing its lock
+                    os.close(fresh)
+                    continue
                 if kernel not in ("taken", "busy") and kind == "kernel":
                     kind, why = "file", "lock calls refused here (%s)" % kernel
+                if self._replaced(name, descriptor, kernel):
+                    continue
                 if kernel != "busy":
                     token = self._take_held(held, kind == "file")
                     if token is not None:
@@ -1721,7 +1733,7 @@ class StateStore(object):
                     if kernel == "taken":
                         fcntl.lockf(descriptor, fcntl.LOCK_UN)  # let the .held holder finish
                 if time.monotonic() > deadline:
-                    raise StateError(self._stuck(path, held, wait))
+                    raise StateError(self._stuck(path, held, wait, descriptor))
                 time.sleep(0.2)
             self.lock_used = (kind, why)
             yield
@@ -1761,13 +1773,7 @@ class StateStore(object):
     def _holder_gone(self, holder):
         """Whether a file lock's holder is provably gone: its process here, or its job, ended."""
         if holder.host == os.uname().nodename and isinstance(holder.pid, int):
-            try:
-                os.kill(holder.pid, 0)
-            except ProcessLookupError:
-                return True
-            except OSError:
-                pass  # another user's live process
-            return False
+            return not os.path.exists("/proc/%d" % holder.pid)
         if holder.job and self.job_over and holder.cluster in (
                 None, os.environ.get("SLURM_CLUSTER_NAME")):
             return self.job_over(str(holder.job)) is True
@@ -1784,15 +1790,61 @@ class StateStore(object):
             except OSError as error:
                 raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
-    def _stuck(self, path, held, wait):
+    def _replaced(self, name, descriptor, kernel):
+        """Replace a lock file others may hold a lock on (readable by them, as 0.4 left it: an
+        open descriptor survives chmod, and a shared lockf stops every writer) by a new 0600
+        one, whether it was: under the .held lock file, while this process holds it or
+        /proc/locks shows another user's lock on it (so no writer of the chain has it)."""
+        path, held = self.path(name), self.path(name + HELD_SUFFIX)
+        if not (kernel == "taken" and os.fstat(descriptor).st_mode & 0o044 or
+                kernel == "busy" and _others_lock(descriptor)):
+            return False
+        token = self._take_held(held, True)
+        try:
+            if not token or not _same_file(descriptor, path) or _try_lock(
+                    descriptor, path) != "taken" and not _others_lock(descriptor):
+                return False
+            self.write_text(name, "", mode=0o600)
+            return True
+        finally:
+            if token:
+                self._drop_held(held, token)
+
+    def _stuck(self, path, held, wait, descriptor):
         holder = self._read_holder(held)
         if holder is None:
-            return ("another process has held %s for over %d s; is another job of this chain "
-                    "stuck?" % (path, wait))
+            return ("another process%s has held %s for over %d s; is another job of this chain "
+                    "stuck?" % ("".join(" (pid %d of %s)" % (pid, uid_name(uid)) for pid, uid
+                                        in lock_holders(descriptor)), path, wait))
         said = ", ".join("%s %s" % (name, value) for name, value in holder._asdict().items()
                          if value is not None and name != "token")
         return ("%s has been held for over %d s by %s: if that process is gone, delete the file"
                 % (held, wait, said or "an unreadable holder"))
+
+
+def _same_file(descriptor, path):
+    with contextlib.suppress(OSError):
+        return os.path.samestat(os.fstat(descriptor), os.lstat(path))
+
+
+def lock_holders(descriptor):
+    """[(pid, uid)] of the processes /proc/locks shows holding (not awaiting) a lock on the open
+    file: this node's only; uid None where /proc hides the process."""
+    info = os.fstat(descriptor)
+    inode = "%02x:%02x:%d" % (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
+    return [(int(words[4]), _proc_uid(words[4])) for words in map(str.split, _proc_text(
+        "", "locks").splitlines()) if len(words) > 5 and words[1] != "->" and words[5] == inode
+        and is_digits(words[4])]
+
+
+def _proc_uid(pid):
+    with contextlib.suppress(OSError):
+        return os.stat("/proc/" + pid).st_uid
+
+
+def _others_lock(descriptor):
+    """Whether another user's process holds a lock on the open file (never one of the chain)."""
+    return any(uid not in (None, os.geteuid()) for _, uid in lock_holders(descriptor))
 
 
 def _try_lock(descriptor, path):
@@ -1934,10 +1986,8 @@ def _wait_for(process, name, timeout):
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            try:
+            with contextlib.suppress(OSError):  # it ended meanwhile
                 os.killpg(process.pid, signal.SIGKILL)
-            except OSError:
-                pass  # it ended meanwhile
             process.wait()
             return SlurmResult(None, "", "%s timed out after %g s" % (name, timeout))
     return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
@@ -2460,12 +2510,10 @@ def save_script(store, next_link):
     spool copy (``$0``) goes when the job ends; ``resume`` needs it. A failure costs only that."""
     if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
         return  # already kept in the run directory (submit's copy)
-    try:
+    with contextlib.suppress(OSError, StateError):
         with open(next_link.script, "rb") as handle:
             text = handle.read().decode("utf-8", "surrogateescape")
         store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
-    except (OSError, StateError):
-        pass
 
 
 def decide_link(store, snapshot, place, observation, options, warnings):
@@ -2573,6 +2621,7 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
                                            record.link, record.reason, record.time), warnings)
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings, event)
     next_link = NextLink(**record.next) if record.next else next_link
+    next_link = next_link._replace(script=runnable_script(store, next_link.script))
     again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
         array_task_id(record.job, environ), next_link, warnings)
@@ -2664,7 +2713,7 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
     options = ["--parsable", "--job-name=" + GUARD_PREFIX + (job_name or "resumable-chain"),
                "--dependency=afterany:" + job_id, "--requeue", "--time=%d" % GUARD_MINUTES,
                "--ntasks=1", "--cpus-per-task=1", "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir,
-               "--open-mode=append", "--output=" + os.path.join(run_dir, GUARD_LOG)]
+               "--open-mode=append", "--output=" + output_pattern(run_dir, GUARD_LOG)]
     options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
         ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
         if environ.get(variable)]
@@ -2691,6 +2740,12 @@ def own_guard_log(run_dir):
                 os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
         finally:
             os.close(descriptor)
+
+
+def output_pattern(directory, name):
+    """--output naming ``name`` (it may hold %j) in ``directory``, whose own % Slurm must not
+    expand (``runs/%x`` is the job's name: the log lands elsewhere, or the job FAILED 0:53)."""
+    return os.path.join(directory.replace("%", "%%"), name)
 
 
 def module_path():
@@ -2845,10 +2900,15 @@ def work_finished(run_dir, environ, now=time.time):
 
 def runnable_script(store, script):
     """The job script to queue: Slurm deletes its spool copy (a link's ``$0``) once the link
-    ended or was requeued; the chain's first job saved a copy in the run directory."""
-    if os.path.isfile(script) or not os.path.isfile(store.path(SCRIPT_COPY)):
-        return script
-    return store.path(SCRIPT_COPY)
+    ended or was requeued; the chain's first job saved a copy in the run directory. One kept
+    there (or submit's copy) is checked like a state file (Refused): someone may have planted
+    it while the directory was open to others, and sbatch would run it as the caller."""
+    if not os.path.isfile(script) and os.path.isfile(store.path(SCRIPT_COPY)):
+        script = store.path(SCRIPT_COPY)
+    if os.path.dirname(os.path.abspath(script)) == os.path.abspath(store.directory):
+        with contextlib.suppress(Missing):  # sbatch says so
+            os.close(open_own_file(script, os.O_RDONLY, what="job script"))
+    return script
 
 
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
@@ -3085,8 +3145,8 @@ def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
                             "--job-name") if first else (state.next or {}).get("job_name"),
                             environ)[0]
         if first:
-            store.write_text(SUBMIT_FILE, dump_json(store.public(dict(
-                state, first_job=successor, guard=guard, dead_first_jobs=dead))) + "\n")
+            store.write_public(SUBMIT_FILE, dict(state, first_job=successor, guard=guard,
+                                                 dead_first_jobs=dead))
         else:
             store.write_record(state._replace(job=successor, guarded_by=guard,
                                               dead_successors=dead))
@@ -3103,8 +3163,8 @@ def _sbatch_replacement(store, state):
     """sbatch of the held replacement: the first job as submit queued it (``state`` a dict), or
     the journal's next link; its ID, or StateError."""
     if isinstance(state, dict):
-        return sbatch_held(["--hold", "--no-requeue"] + state["sbatch_args"], state["script"],
-                           state["script_args"], cwd=state.get("workdir"))[0]
+        return sbatch_held(["--hold", "--no-requeue"] + state["sbatch_args"], runnable_script(
+            store, state["script"]), state["script_args"], cwd=state.get("workdir"))[0]
     next_link = NextLink(**state.next)
     return sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
                        runnable_script(store, next_link.script), next_link.script_args,
@@ -3403,10 +3463,9 @@ def _chains_below(path, depth, top=True):
 def _is_dir(entry):
     """Whether a scandir entry is a directory or a symlink to one; False when it cannot be
     stat'ed (a link into a directory the caller may not search)."""
-    try:
+    with contextlib.suppress(OSError):
         return entry.is_dir()
-    except OSError:
-        return False
+    return False
 
 
 def chain_status(run_dir):
@@ -3524,7 +3583,7 @@ def guards_that_ran(store):
         if os.stat(store.path(GUARD_LOG)).st_mode & 0o022:
             return []  # others could have written its lines (own_guard_log): not the guards'
         text = store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b""
-    except (StateError, OSError):  # none, or not readable
+    except (StateError, OSError):  # none yet, or not readable
         return []
     found = []  # from lines "resumable-chain: TIME guard GUARD of job JOB: WHAT"
     for line in text.decode("utf-8", "replace").splitlines():
@@ -3720,7 +3779,8 @@ def _nothing_continues(record, rows, chain):
 # continues it). A chain that its last record ended has its cause's verdict (STOP_CAUSES).
 VERDICTS = {
     "unreadable": ("unknown", "cannot read the chain's state ({problem})",
-                   "fix or delete the named file, then run status again", True),
+                   "fix or delete the named file (if only its owner may read it, ask them)",
+                   True),
     "cancelled": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
                   "{resume} continues it (the walltime so far is kept)", False),
     "cancelled unstarted": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
@@ -4119,7 +4179,7 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
     """sbatch_args with --output, --chdir and --job-name for the chain, unless given."""
     given = option_names(script_directives(header) + sbatch_args)
     if "--output" not in given:
-        sbatch_args = ["--output=" + os.path.join(run_dir, "slurm-%j.out")] + sbatch_args
+        sbatch_args = ["--output=" + output_pattern(run_dir, "slurm-%j.out")] + sbatch_args
     if "--chdir" not in given:  # the links work in the run directory, not where submit ran
         sbatch_args = ["--chdir=" + run_dir] + sbatch_args
     _check_log_dirs(run_dir, script_directives(header) + sbatch_args)
@@ -4158,7 +4218,7 @@ def _install_chain(run_dir, force, copy_path, submitted):
                 cancelled = result["cancelled"]
             os.replace(store.path(STAGED_SCRIPT), copy_path)
             store.keep_previous()
-            store.write_text(SUBMIT_FILE, dump_json(store.public(submitted)) + "\n")
+            store.write_public(SUBMIT_FILE, submitted)
     except (StateError, OSError):
         store.remove(STAGED_SCRIPT)  # its job is cancelled: the script goes too
         raise

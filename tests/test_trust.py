@@ -9,6 +9,7 @@ import grp
 import json
 import os
 import pwd
+import re
 import resource
 import shutil
 import stat
@@ -370,13 +371,19 @@ def test_planted_files_are_refused_not_followed(world, planted):
     assert os.listdir(other) == []
 
 
-def test_state_writes_never_follow_a_symlink_planted_for_a_coming_temp_name(world):
+def the_module(world):
+    """The module as copied for the users, imported here (for what only its parts show)."""
     import sys
     sys.path.insert(0, world.tool)
     try:
         import resumable_chain as rc
     finally:
         sys.path.remove(world.tool)
+    return rc
+
+
+def test_state_writes_never_follow_a_symlink_planted_for_a_coming_temp_name(world):
+    rc = the_module(world)
     run_dir = tempfile.mkdtemp(dir=world.top)
     victim = os.path.join(world.top, "victim-file")
     with open(victim, "w") as handle:
@@ -702,3 +709,161 @@ def test_hundreds_of_planted_chains_never_blind_roots_check_of_the_owners_chain(
     assert " running " in rows["crowded/zz-real"], result.stdout
     assert 0 < result.stdout.count("not read: status ran out of") < 60, result.stdout
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 400 << 10  # KiB: < 400 MB
+
+
+# -- the second attacker's round (issue 41) ----------------------------------------------------
+
+def planted_while_open(world, run_dir, planted):
+    """The run directory was open to the group for a while (chmod g+w, an older release under
+    umask 002): a colleague changed the script copy the links queue; then the owner ran chmod
+    go-w as the refusal said. Returns the copy's path."""
+    copy = os.path.join(run_dir, "resumable-job.sh")
+    os.chmod(run_dir, 0o775)
+    if planted.startswith("a colleague's"):
+        words = 'rm -f "$0" && printf "#!/bin/sh\\nid -un >> %s\\n" > "$0" && chmod 755 "$0"'
+    else:
+        assert world.run(OWNER, ["chmod", "g+w", copy]).returncode == 0
+        words = 'printf "id -un >> %s\\n" >> "$0"'
+    assert world.run(MATE, ["/bin/sh", "-c", words % world.pwned, copy]).returncode == 0
+    assert world.run(OWNER, ["chmod", "go-w", run_dir]).returncode == 0
+    return copy
+
+
+@pytest.mark.parametrize("planted,expected", [
+    ("a colleague's script in the copy's place", "belongs to %s (uid" % MATE),
+    ("the owner's copy, made group-writable", "lets its group write it, so anyone there could "
+     "act as you; if you trust what is in it, run: chmod go-w"),
+])
+@pytest.mark.parametrize("who", ["a later link", "resume"])
+def test_a_script_copy_planted_while_the_directory_was_open_is_never_queued(world, planted,
+                                                                            expected, who):
+    run_dir = owners_submitted_chain(world, "planted-copy-%s-%d" % (who[-4:], len(planted)))
+    journal = json.load(open(os.path.join(run_dir, ".resumable_chain.json")))
+    spool = os.path.join(world.homes[OWNER], "spool-%s-%d.sh" % (who[-4:], len(planted)))
+    shutil.copy(os.path.join(run_dir, "resumable-job.sh"), spool)  # Slurm's copy of a link
+    os.chmod(spool, 0o755)
+    copy = planted_while_open(world, run_dir, planted)
+    calls = len(world.sbatch_calls())
+    if who == "resume":
+        result = world.cli(OWNER, "resume", run_dir)
+    else:
+        result = world.as_job(OWNER, spool, journal["successor"], predecessor=journal["job"])
+    assert result.returncode == 2 and "WORK RAN" not in result.stdout, result.stderr
+    assert expected in result.stderr and copy in result.stderr, result.stderr
+    assert "delete it" in result.stderr or "chmod go-w" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not any(copy in call["argv"] for call in world.sbatch_calls()[calls:])
+    assert not os.path.exists(world.pwned)
+
+
+def hold_lock(user, path, kind="SH"):
+    """A process of ``user`` (root: None) that opened ``path`` while it could and holds a lockf
+    on it (shared: "SH") for ever: started, and waited for until it holds it."""
+    holder = subprocess.Popen(
+        [PYTHON, "-c", "import fcntl, sys, time\nhandle = open(sys.argv[1], '%s')\n"
+         "fcntl.lockf(handle, fcntl.LOCK_%s)\nprint('held', flush=True)\ntime.sleep(600)"
+         % ("rb" if kind == "SH" else "ab", kind), path], stdout=subprocess.PIPE,
+        universal_newlines=True, preexec_fn=user and (lambda: (
+            os.setgid(grp.getgrnam(GROUP).gr_gid), os.setuid(pwd.getpwnam(user).pw_uid))))
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+@pytest.mark.parametrize("left", [
+    "left 0644 by an older release",
+    "made 0600 by 0.7's chmod after the colleague opened it",
+])
+def test_a_lock_file_a_colleague_holds_open_is_replaced_not_waited_on(world, left):
+    """A colleague's shared lockf on a lock file she could open once would stop every writer of
+    the chain for ever (an open descriptor survives chmod): the owner's next command replaces
+    the file, and the colleague holds a lock on a file no one uses."""
+    run_dir = owners_chain_with_journal(world, "lock-held-%d" % len(left), 0o644)
+    lock = os.path.join(run_dir, ".resumable_chain.lock")
+    assert world.run(OWNER, ["/bin/sh", "-c", "touch %s && chmod 644 %s" % (lock, lock)]
+                     ).returncode == 0
+    holder = hold_lock(MATE, lock)
+    try:
+        held = os.stat(lock).st_ino
+        if "0600" in left:
+            os.chmod(lock, 0o600)
+        result = world.cli(OWNER, "cancel", run_dir, timeout=30)  # it waited 300 s
+        assert result.returncode == 0, result.stderr
+        assert stat.S_IMODE(os.stat(lock).st_mode) == 0o600 and os.stat(lock).st_ino != held
+        assert [name for name in os.listdir(run_dir) if ".lock" in name] == [
+            ".resumable_chain.lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_lock_that_stays_held_names_its_holder(world):
+    rc = the_module(world)
+    run_dir = tempfile.mkdtemp(dir=world.top)
+    lock = os.path.join(run_dir, ".resumable_chain.lock")
+    holder = hold_lock(None, lock, "EX")
+    try:
+        os.chmod(lock, 0o600)
+        with pytest.raises(rc.StateError) as refused:
+            with rc.StateStore(run_dir).locked(wait=0.5):
+                pass
+        assert "(pid %d of root) has held %s" % (holder.pid, lock) in str(refused.value)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.parametrize("files", ["written by this release", "left 0644 by an earlier one",
+                                   "left 0644, then kept as *.prev by the next submit"])
+def test_export_values_are_in_no_file_others_can_read(world, files):
+    """sbatch --export=ALL,HF_TOKEN=... gives a job a token: the records that keep the chain's
+    options are then the owner's alone, as the notify file; ones an earlier release left 0644
+    are made so by the owner's next command."""
+    run_dir = os.path.join(world.runs, "export-%d" % len(files))
+    result = world.cli(OWNER, "submit", run_dir, "--export=ALL,HF_TOKEN=TOKEN456", "--",
+                       world.script())
+    assert result.returncode == 0, result.stderr
+    log = world.as_job(OWNER, os.path.join(run_dir, "resumable-job.sh"), result.stdout.strip())
+    assert log.returncode == 0 and "TOKEN456" not in log.stdout + log.stderr, log.stderr
+    if files.startswith("left"):
+        for name in (".resumable_chain.submit.json", ".resumable_chain.json"):
+            os.chmod(os.path.join(run_dir, name), 0o644)
+        if files.endswith("submit"):
+            for job, fields in world.jobs().items():
+                if fields["state"] in ("PENDING", "RUNNING"):
+                    world.set_job(job, state="CANCELLED", end="2026-11-30T02:00:00")
+            argv = ["submit", run_dir, "--", world.script()]
+        else:
+            argv = ["cancel", run_dir]
+        assert world.cli(OWNER, *argv).returncode == 0
+    for directory, _, names in os.walk(run_dir):
+        for name in names:
+            path = os.path.join(directory, name)
+            with open(path, "rb") as handle:
+                if b"TOKEN456" in handle.read():
+                    assert not os.stat(path).st_mode & 0o044, path
+    peer = world.cli(PEER, "status", "--json", run_dir)
+    assert "TOKEN456" not in peer.stdout + peer.stderr and "Traceback" not in peer.stderr
+
+
+def slurm_expands(pattern, job_id, name):
+    """What slurmstepd makes of a batch job's --output (src/slurmd/common/fname.c: %% is one %;
+    seen on 22.05: a directory named run%x-%j put the log in runNAME-ID, job FAILED 0:53)."""
+    return re.sub("%([%jx])", lambda found: {"%": "%", "j": job_id, "x": name}[found.group(1)],
+                  pattern)
+
+
+def test_a_run_directory_with_a_percent_sign_gets_the_logs_slurm_writes(world):
+    run_dir = os.path.join(world.runs, "lr-1e%x-100%%-%j")
+    calls = len(world.sbatch_calls())
+    result = world.cli(OWNER, "submit", run_dir, "--", world.script())
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.strip()
+    link = world.as_job(OWNER, os.path.join(run_dir, "resumable-job.sh"), first)
+    assert link.returncode == 0, link.stderr
+    logs = {}
+    for call in world.sbatch_calls()[calls:]:
+        output = [word.split("=", 1)[1] for word in call["argv"] if word.startswith("--output=")]
+        logs[output[-1].rsplit("/", 1)[-1]] = slurm_expands(output[-1], "77", "job")
+    assert logs == {"slurm-%j.out": os.path.join(run_dir, "slurm-77.out"),
+                    ".resumable_chain.guard.log": os.path.join(run_dir,
+                                                               ".resumable_chain.guard.log")}
