@@ -154,6 +154,8 @@ STOP = "stop"  # a person (or Slurm, for an invalid dependency) cancelled it
 LAG = "lag"  # not final: accounting or the controller has not caught up with the end yet
 RESUME_ASKED = "resume asked"  # the work exited RESUME_EXIT: progress saved, resume (no retry)
 STOP_ASKED = "stop asked"  # the work exited STOP_EXIT: it can never finish, stop the chain
+NO_PROGRESS = "no progress"  # RESUME_EXIT within NO_PROGRESS_SECONDS: a retry (a loop otherwise)
+NO_PROGRESS_SECONDS = 60  # a link that asks to resume sooner made no progress
 RESUME_EXIT = 75  # EX_TEMPFAIL; the work learns it as RESUMABLE_CHAIN_EXIT_RESUME
 STOP_EXIT = 76  # the work learns it as RESUMABLE_CHAIN_EXIT_STOP
 # What the work's exit status means when Slurm says FAILED (a signal's death is neither).
@@ -184,6 +186,9 @@ STOP_CAUSES = {
                "raise the budget ({budget} --max-walltime T), then {resume}"),
     "work": ("stopped", "stopped by the work (exit {predecessor_exit_code}): job {predecessor} "
              "asked the chain to stop", "{resume} continues it, if the work can go on after all"),
+    "no_progress": ("failed", "failed: {reason}", "read the job's log for why the work asks "
+                    "to resume within a minute (a checkpoint it cannot load?), fix it, then "
+                    "{resume} (retries start again at 0)"),
     "work_done": ("finished", "finished: job {predecessor}'s work exited 0 (its exit trap said "
                   "so) though Slurm recorded {predecessor_state}; job {job}, queued before the "
                   "work ended, found nothing left to do", None),  # _work_done_before
@@ -191,7 +196,8 @@ STOP_CAUSES = {
 }
 # The cause when decide() ends the chain, by what the predecessor's state means (LAG never does).
 CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_walltime",
-                    RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work"}
+                    RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work",
+                    NO_PROGRESS: "no_progress"}
 
 # Loads the module by path under python -I -S, so that neither the job's Python environment nor
 # a json.py next to the module shadows the standard library. Bytecode is read only from where no
@@ -938,27 +944,33 @@ def uid_name(uid):
 # ---------------------------------------------------------------------------
 
 
-def state_meaning(state, exit_code=None):
-    """What a predecessor's final state means (STATE_MEANING; if FAILED, its work's exit status)."""
+def state_meaning(state, exit_code=None, elapsed=None):
+    """What a predecessor's final state means (STATE_MEANING; if FAILED, its work's exit status,
+    and whether it ran ``elapsed`` seconds long enough to have made progress)."""
     meaning = STATE_MEANING.get(base_state(state), RETRY)
     if base_state(state) == "FAILED":
         meaning = WORK_EXIT_MEANING.get(exit_status(exit_code), meaning)
+    if meaning == RESUME_ASKED and elapsed is not None and elapsed < NO_PROGRESS_SECONDS:
+        return NO_PROGRESS
     return meaning
 
 
 def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
-           exit_code=None):
+           exit_code=None, elapsed=None):
     """What a job does given its predecessor's ``state`` (None: first job; NOT_VISIBLE: not
-    found; else as Slurm prints it) and ExitCode (``"75:0"``, or 75); pure. ``walltime``: the
-    seconds used including the predecessor's."""
+    found; else as Slurm prints it), ExitCode (``"75:0"``, or 75) and run time in seconds
+    (``elapsed``; None: not known); pure. ``walltime``: the seconds used including the
+    predecessor's."""
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
         return Decision("resume", retries, "predecessor's final state not visible in "
                         "accounting: resuming without counting a retry")
-    meaning = state_meaning(state, exit_code)
-    if meaning in (RESUME_ASKED, STOP_ASKED):
-        state = "%s with exit %d" % (state, exit_status(exit_code))
+    meaning = state_meaning(state, exit_code, elapsed)
+    if meaning in (RESUME_ASKED, STOP_ASKED, NO_PROGRESS):
+        state = "%s with exit %d%s" % (state, exit_status(exit_code), " after only %s s (no "
+                                       "progress: counted as a retry)" % elapsed
+                                       if meaning == NO_PROGRESS else "")
     if meaning == LAG:
         return Decision("resume", retries, "predecessor still shows %s (accounting lag): "
                         "resuming without counting a retry" % state)
@@ -1065,9 +1077,9 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     walltime = 0 if first else (snapshot.walltime or 0) + elapsed
     decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
                       max_retries=settings.max_retries, max_walltime=settings.max_walltime,
-                      exit_code=observed.exit_code)
+                      exit_code=observed.exit_code, elapsed=elapsed)
     if decision.action not in WORK_ACTIONS:
-        cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code)]
+        cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code, elapsed)]
     elif snapshot.cancelled and not first:
         decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
                                    "resumable-chain cancel (%s): stopping"
@@ -3645,13 +3657,14 @@ def _status_row(job, role, record):
 LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "not a failure: no retry counted",
              RESUME_ASKED: "not a failure: no retry counted",
              STOP_ASKED: "the work stopped the chain",
+             NO_PROGRESS: "no progress (under a minute): counted as a retry",
              RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
 
 
 def _how_link_ended(job):
     """"exit 75: not a failure: no retry counted": how a link ended and what the table says of
     it (what the next link then did, e.g. stop at a cap, is its own row)."""
-    words = LINK_ENDS.get(state_meaning(job.state, job.exit_code), "")
+    words = LINK_ENDS.get(state_meaning(job.state, job.exit_code, job.elapsed), "")
     code, _, signal_number = (job.exit_code or "").partition(":")
     if is_digits(signal_number, 3) and int(signal_number):  # killed: TIMEOUT's 0:15, ...
         try:

@@ -310,8 +310,11 @@ def phase_a(root):
                          header=hostile_python_environment(root)),
         "force": Chain(root, "force", "sleep 600", time_limit="10", plain=True),
         "cluster": Chain(root, "cluster", "sleep 600", time_limit="10"),
-        "exit-75": Chain(root, "exit-75", 'if [ "$n" -le 2 ]; then exit '
+        "exit-75": Chain(root, "exit-75", 'if [ "$n" -le 1 ]; then sleep 61; exit '
                          '"$RESUMABLE_CHAIN_EXIT_RESUME"; fi', time_limit="5", max_retries=0),
+        # issue 40: a work that asks to resume at once (a checkpoint it cannot load) loops
+        "exit-75-at-once": Chain(root, "exit-75-at-once", 'sleep 2; exit 75', time_limit="5",
+                                 max_retries=1),
         "exit-76": Chain(root, "exit-76", 'exit "$RESUMABLE_CHAIN_EXIT_STOP"', time_limit="5"),
         "noflock": Chain(root, "noflock", 'if [ "$n" -le 1 ]; then sleep 600; fi',
                          header=noflock_header(root)),
@@ -710,8 +713,8 @@ def _status_and_resume_from_another_cluster(chain):
 def test_exit_75_resumes_without_a_retry_and_exit_76_stops_the_chain(phase_a):
     chain = phase_a["exit-75"]
     jobs = chain.wait_done()
-    assert [job["state"] for job in jobs] == ["FAILED", "FAILED", "COMPLETED", "CANCELLED"], jobs
-    assert chain.work() == [job["id"] for job in jobs[:3]]
+    assert [job["state"] for job in jobs] == ["FAILED", "COMPLETED", "CANCELLED"], jobs
+    assert chain.work() == [job["id"] for job in jobs[:2]]
     assert chain.state_file(rc.RETRIES_FILE) == "0\n"  # max_retries 0, and it completed
     chain = phase_a["exit-76"]
     jobs = chain.wait_done()
@@ -719,6 +722,16 @@ def test_exit_75_resumes_without_a_retry_and_exit_76_stops_the_chain(phase_a):
     assert chain.work() == [jobs[0]["id"]]
     status = json.loads(cli("status", chain.run_dir, "--json"))
     assert status["verdict"].startswith("stopped by the work (exit 76)"), status["verdict"]
+
+
+def test_a_work_that_exits_75_within_a_minute_counts_retries_and_its_loop_fails(phase_a):
+    chain = phase_a["exit-75-at-once"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["FAILED"] * 3, jobs  # the third: no work, exit 1
+    assert chain.work() == [job["id"] for job in jobs[:2]]
+    record = json.loads(chain.state_file(rc.JOURNAL_FILE))
+    assert (record["cause"], record["retries"]) == ("no_progress", 2), record
+    assert "(no progress: counted as a retry)" in record["reason"], record
 
 
 def test_this_release_and_a_dependency_on_a_forgotten_job():
