@@ -861,6 +861,18 @@ def warn_signal(text):
     return int(getattr(signal, "SIG" + word)), int(seconds)
 
 
+def check_warn_fits(warn, sbatch_args, max_walltime=None):
+    """ValueError when a warning (check_warn's) can never come before a link ends: its seconds
+    are not fewer than the --time of ``sbatch_args`` or the whole minutes of ``max_walltime``
+    (link_end: a link's limit is lowered to them)."""
+    time_limit = option_value(sbatch_args, "--time")
+    for limit, what in ((parse_duration(time_limit), "--time=%s" % time_limit),
+                        (max_walltime and max_walltime // 60 * 60, "--max-walltime")):
+        if warn and limit and warn_signal(warn)[1] >= limit:
+            raise ValueError("--warn %s can never come before a link ends: %s ends it after %s; "
+                             "give it fewer seconds" % (warn, what, format_duration(limit)))
+
+
 def check_path(value, name):
     """Return value if it can be a path (a non-empty string without NUL, or a pathlib.Path's
     text); ValueError otherwise."""
@@ -3175,6 +3187,7 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     if max_walltime is not None:
         argv.append("--max-walltime=" + format_duration(max_walltime))
     argv += ["--sbatch-arg=" + argument for argument in check_sbatch_args(sbatch_args)]
+    check_warn_fits(warn, sbatch_args, max_walltime)
     if script is not None:
         argv.append("--script=" + os.path.abspath(check_path(script, "script")))
     if budget_dir is not None:
@@ -4019,6 +4032,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     hold = "--hold" in option_names(sbatch_args)  # the first job only
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     notify, warn = check_notify(notify), check_warn(warn)
+    check_warn_fits(warn, script_directives(header) + sbatch_args, max_walltime)
     run_dir = os.path.abspath(run_dir)
     python = os.path.abspath(python) if os.sep in python else python  # jobs run in run_dir
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -4169,6 +4183,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         _check_copy_is_current(submitted, next_link.script)
         record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
             cluster=cluster, next=next_link._asdict())
+        check_warn_fits(record.warn, next_link.sbatch_args, record.max_walltime)
         job, _ = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
                              next_link.script, next_link.script_args, cwd=next_link.workdir,
                              cluster=target, named=True)

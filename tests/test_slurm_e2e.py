@@ -1040,6 +1040,19 @@ def test_the_work_hears_usr1_20_s_before_its_link_ends(warned, name, limit):
     assert "SIGUSR1 sent 20 s before the link ends to pids" in chain.log()
 
 
+def test_submit_refuses_a_warning_that_cannot_come_before_the_time_limit(root):
+    script, run_dir = os.path.join(root, "late-warn.sbatch"), os.path.join(root, "late-warn")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\n#SBATCH --job-name=rce2e-late-warn-%s\ntrue\n" % TAG)
+    result = run([sys.executable, os.path.join(ROOT, "resumable_chain.py"), "submit", run_dir,
+                  "--warn", "USR1@60", "--time=1", script], check=False)
+    assert (result.returncode, result.stdout) == (2, ""), result
+    assert result.stderr.count("\n") == 1 and "--warn USR1@60 can never come before a link " \
+        "ends: --time=1 ends it after 00:01:00" in result.stderr, result.stderr
+    assert not os.path.exists(run_dir)
+    assert run(["squeue", "-h", "-n", "rce2e-late-warn-" + TAG]).stdout == ""
+
+
 def test_a_work_that_exits_0_just_past_its_limit_finishes_the_chain_once(phase_a):
     chain = phase_a["just-past"]
     jobs = chain.wait_done()

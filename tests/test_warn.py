@@ -12,6 +12,7 @@ import pytest
 
 import resumable_chain as rc
 from fake_cluster import BASH, read, run_cli, start_chain
+from test_operations import failed_chain
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -281,3 +282,31 @@ def test_resume_gives_its_warning_to_the_resumed_link_and_every_later_one(
     cluster.finish(job, "TIMEOUT", 60)
     result = cluster.run_link(script, later, predecessor=job, **past)  # USR1 in its prologue
     assert "the work gets SIGUSR2 60 s before this link ends" in result.stderr
+
+
+@pytest.mark.parametrize("argv, header", [
+    (["render", "RUN", "--warn", "USR1@60", "--", "--time=1"], ""),
+    (["render", "RUN", "--warn", "USR1@60", "--max-walltime", "1:30"], ""),  # a 1-minute link
+    (["submit", "RUN", "--warn", "USR1@60", "--time=1", "SCRIPT"], ""),
+    (["submit", "RUN", "--warn", "USR1@300", "SCRIPT"], "#SBATCH --time=5\n"),
+    (["submit", "RUN", "--warn", "USR1@120", "-t", "2", "SCRIPT"], "#SBATCH --time=10\n"),
+    (["resume", "RUN", "--warn", "USR1@60", "--time=1"], None),
+    (["resume", "RUN", "--warn", "USR1@600", "--max-walltime", "10"], None),
+], ids=["render --time", "render --max-walltime", "submit --time", "submit #SBATCH --time",
+        "submit -t over #SBATCH --time", "resume --time", "resume --max-walltime"])
+def test_a_warning_that_can_never_come_before_the_limit_is_refused_in_one_line(
+        cluster, capsys, monkeypatch, tmp_path, argv, header):
+    run_dir, script = str(tmp_path / "run"), str(tmp_path / "train.sbatch")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\n%strue\n" % header)
+    if header is None:  # resume: a chain that failed
+        failed_chain(cluster, run_dir)
+    before = sorted(os.listdir(str(tmp_path))), cluster.load()["jobs"]
+    argv = [{"RUN": run_dir, "SCRIPT": script}.get(word, word) for word in argv]
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)
+    assert (status, out) == (rc.EXIT_USAGE, ""), err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "can never come before a link ends: " in err and "give it fewer seconds" in err
+    assert (sorted(os.listdir(str(tmp_path))), cluster.load()["jobs"]) == before
+    argv[argv.index("--warn") + 1] = "USR1@59"  # a second under a minute comes before it
+    assert run_cli(cluster, capsys, monkeypatch, *argv)[0] == 0
