@@ -124,7 +124,9 @@ NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is k
 CHAIN_DEPTH = 3  # levels below a status PARENT searched for chains (runs/sweep/<task>)
 QUERY_CHUNK = 2000  # job IDs per sacct or squeue of a status (an argument of ~20 KiB)
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between a guard's tries of sbatch, then every 60 s
-SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # never warned: their commands are
+SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # warned only if they trap it
+# bash catches these (with every signal that would kill it) only to run an EXIT trap, then dies
+EXIT_TRAP_MARKS = (signal.SIGXFSZ, signal.SIGVTALRM, signal.SIGSYS)
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_TRIES_SECONDS = 240  # how long a guard keeps looking and trying sbatch
 # A guard's time limit: its tries, a last look's wait for a lagging view and the lock's wait, so
@@ -4673,10 +4675,10 @@ def start_while_working(run_dir, outcome):
 # session of its own (not signalled with the work, not waited for by the prologue's $(...))
 # that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID) and its
 # descendants, whatever their process group, that catch the signal (wants_signal): a work
-# without a handler is not killed by a USR1 it did not ask for. Shells are never signalled:
-# with an EXIT trap (the prologue's own) bash catches every signal only to run the trap and die
-# of it; a shell that exec'd the work is the work. The timer exits when the batch shell is gone
-# (proctrack/linuxproc does not follow a process in its own session).
+# without a handler is not killed by a USR1 it did not ask for. A shell with an EXIT trap (the
+# prologue's own with --notify) is left alone: bash catches every signal only to run that trap
+# and die of it, which SigCgt cannot tell from a trap of the signal. The timer exits when the
+# batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
 
 
 def start_warner(warn, end, limit, environ):
@@ -4722,7 +4724,12 @@ def catches(status_text, signum):
 def wants_signal(program, status_text, signum):
     """Whether a process of the work gets the warning: srun always (it forwards the signal to
     its steps' tasks; 22.05's srun waits for signals in a thread with them blocked, so its
-    SigCgt does not show them: seen), any other process if it has a handler; pure."""
+    SigCgt does not show them: seen), a shell if it traps the signal (not SIGINT: a shell
+    catches it for itself) and has no EXIT trap (EXIT_TRAP_MARKS), any other process if it has
+    a handler; pure."""
+    if program in SHELLS and (signum == signal.SIGINT or all(
+            catches(status_text, mark) for mark in EXIT_TRAP_MARKS)):
+        return False
     return program == "srun" or catches(status_text, signum)
 
 
@@ -4758,9 +4765,7 @@ def signal_work(shell, signum):
                                  for name in os.listdir("/proc") if is_digits(name))))
     sent = []
     for pid in work_processes(parents, shell):
-        program = _program(pid)
-        if program not in SHELLS and pid != os.getpid() and wants_signal(
-                program, _proc_text(pid, "status"), signum):
+        if pid != os.getpid() and wants_signal(_program(pid), _proc_text(pid, "status"), signum):
             with contextlib.suppress(OSError):
                 os.kill(pid, signum)
                 sent.append(pid)
@@ -4787,8 +4792,8 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
         sleep(1)  # its handler may not be set yet
     _log("SIG%s sent %d s before the link ends to %s" % (
         warn.partition("@")[0], end - int(clock()),
-        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it; shells, a "
-        "batch script's trap included, are never signalled)"))
+        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it; a shell "
+        "with an EXIT trap is left alone)"))
     return 0
 
 

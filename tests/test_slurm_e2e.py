@@ -1006,6 +1006,12 @@ def warned(root):
                           max_walltime="1:50", warn="USR1@20"),
         "warn-srun": Chain(root, "warn-srun", work("warn-srun", "srun -n1 "), time_limit="2",
                            warn="USR1@20"),
+        # issue 40: the batch script's own trap (no EXIT trap), with the sleep & wait idiom
+        "warn-trap": Chain(root, "warn-trap", 'if [ "$n" -ge 2 ]; then exit 0; fi\ntrap \'echo '
+                           '"$SLURM_JOB_ID $(date +%s.%N) $RESUMABLE_CHAIN_END" >> '
+                           '"$RUN_DIR/../heard.log"; kill "$pid"; exit '
+                           '"$RESUMABLE_CHAIN_EXIT_RESUME"\' USR1\nsleep 600 & pid=$!\n'
+                           'wait "$pid"', time_limit="2", warn="USR1@20"),
     }
     for chain in chains.values():
         chain.submit("--no-requeue")
@@ -1038,6 +1044,18 @@ def test_the_work_hears_usr1_20_s_before_its_link_ends(warned, name, limit):
     assert 18 <= int(end) - float(when) <= 22  # about 20 s before the end
     assert ended - float(when) >= 19  # and Slurm ended it no earlier
     assert "SIGUSR1 sent 20 s before the link ends to pids" in chain.log()
+
+
+def test_a_batch_scripts_own_trap_hears_usr1_and_its_exit_75_resumes_the_chain(warned):
+    chain = warned["warn-trap"]
+    jobs = chain.wait_done(timeout=600)
+    assert [(job["state"], job["exit"]) for job in jobs][:2] == [
+        ("FAILED", "75:0"), ("COMPLETED", "0:0")], jobs
+    with open(os.path.join(chain.dir, "heard.log")) as handle:
+        [line] = handle.read().splitlines()  # once, from the first link's trap
+    job_id, when, end = line.split()
+    assert job_id == jobs[0]["id"] and 18 <= int(end) - float(when) <= 22, line
+    assert chain.state_file(rc.RETRIES_FILE) == "0\n"  # a real exit 75: no retry counted
 
 
 def test_submit_refuses_a_warning_that_cannot_come_before_the_time_limit(root):

@@ -99,6 +99,21 @@ def test_srun_always_gets_the_warning_to_forward_it(program, caught, expected):
     assert rc.wants_signal(program, status, signal.SIGUSR1) is expected
 
 
+@pytest.mark.parametrize("program, caught, signum, expected", [  # masks seen: bash 5.2, dash
+    ("bash", "0000000000010202", signal.SIGUSR1, True),  # trap ... USR1
+    ("dash", "0000000000010202", signal.SIGUSR1, True),
+    ("bash", "0000000000010002", signal.SIGUSR1, False),  # no trap: it would die
+    ("bash", "0000000043817efb", signal.SIGUSR1, False),  # an EXIT trap (with or without USR1's)
+    ("bash", "0000000000010002", signal.SIGINT, False),  # a shell's own SIGINT handler
+    ("bash", "0000000000014000", signal.SIGTERM, True),  # trap ... TERM
+], ids=["bash traps USR1", "dash traps USR1", "bash without a trap", "bash with an EXIT trap",
+        "bash and SIGINT", "bash traps TERM"])
+def test_a_shell_gets_the_warning_only_when_it_traps_it_and_has_no_exit_trap(
+        program, caught, signum, expected):
+    status = STATUS % ("0000000000000000", caught)
+    assert rc.wants_signal(program, status, signum) is expected
+
+
 @pytest.mark.parametrize("text, expected", [
     ("42 (python3) S 7 42 42 0 -1", (42, 7)),
     ("43 (a ) b (c) S 42 43 1 0", (43, 42)),  # a command name with spaces and parentheses
@@ -179,6 +194,34 @@ def test_the_warning_reaches_a_plain_command_and_a_child_process_group_and_harms
                                    "plain got %d" % signum, "plain ready", "shell survived",
                                    "exit trap ran"])
     assert "SIG%s sent 20 s before the link ends to pids" % signame in capsys.readouterr().err
+
+
+TRAP_BATCH = r'''#!%s
+%s
+sleep 3 & wait $!  # the idiom: bash runs a trap only once its foreground command ended
+echo "shell survived" >> "$DIR/log"
+'''
+
+
+@pytest.mark.parametrize("traps, status, heard", [
+    ("trap 'echo trapped >> \"$DIR/log\"; exit 75' USR1", 75, ["trapped"]),
+    ("", 0, ["shell survived"]),
+    ("trap 'echo trapped >> \"$DIR/log\"; exit 75' USR1; trap 'echo exit trap >> \"$DIR/log\"' "
+     "EXIT", 0, ["shell survived", "exit trap"]),
+], ids=["its own trap", "no trap: left alone", "an EXIT trap too: left alone"])
+def test_a_batch_script_that_traps_the_signal_itself_hears_it(tmp_path, traps, status, heard):
+    (tmp_path / "slurm_script").write_text(TRAP_BATCH % (BASH, traps))
+    os.chmod(str(tmp_path / "slurm_script"), 0o755)
+    shell = subprocess.Popen([str(tmp_path / "slurm_script")], env=dict(os.environ,
+                                                                         DIR=str(tmp_path)))
+    try:
+        time.sleep(1)  # its trap is set
+        assert rc.warn_command("USR1@20", str(int(time.time()) + 20), str(shell.pid)) == 0
+        assert shell.wait(timeout=60) == status
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    assert _lines(str(tmp_path / "log")) == heard
 
 
 LATE_BATCH = r'''#!%s
