@@ -188,9 +188,8 @@ STOP_CAUSES = {
                "raise the budget ({budget} --max-walltime T), then {resume}"),
     "work": ("stopped", "stopped by the work (exit {predecessor_exit_code}): job {predecessor} "
              "asked the chain to stop", "{resume} continues it, if the work can go on after all"),
-    "no_progress": ("failed", "failed: {reason}", "read the job's log for why the work asks "
-                    "to resume within a minute (a checkpoint it cannot load?), fix it, then "
-                    "{resume} (retries start again at 0)"),
+    "no_progress": ("failed", "failed: {reason}", "fix why the work asks to resume within a "
+                    "minute (its log says), then {resume} (retries start again at 0)"),
     "work_done": ("finished", "finished: job {predecessor}'s work exited 0 (its exit trap said "
                   "so) though Slurm recorded {predecessor_state}; job {job}, queued before the "
                   "work ended, found nothing left to do", None),  # _work_done_before
@@ -864,15 +863,14 @@ def warn_signal(text):
 
 
 def check_warn_fits(warn, sbatch_args, max_walltime=None):
-    """ValueError when a warning (check_warn's) can never come before a link ends: its seconds
-    are not fewer than the --time of ``sbatch_args`` or the whole minutes of ``max_walltime``
-    (link_end: a link's limit is lowered to them)."""
-    time_limit = option_value(sbatch_args, "--time")
-    for limit, what in ((parse_duration(time_limit), "--time=%s" % time_limit),
-                        (max_walltime and max_walltime // 60 * 60, "--max-walltime")):
-        if warn and limit and warn_signal(warn)[1] >= limit:
-            raise ValueError("--warn %s can never come before a link ends: %s ends it after %s; "
-                             "give it fewer seconds" % (warn, what, format_duration(limit)))
+    """ValueError when a warning can never come before a link ends (link_end): not shorter than
+    the --time of ``sbatch_args`` or the whole minutes of ``max_walltime``."""
+    longest = link_end(0, parse_duration(option_value(sbatch_args, "--time")) or None,
+                       [max_walltime] if max_walltime else [])
+    if warn and longest and warn_signal(warn)[1] >= longest:
+        raise ValueError("--warn %s can never come before a link ends: its --time or "
+                         "--max-walltime ends it after %s; give it fewer seconds"
+                         % (warn, format_duration(longest)))
 
 
 def check_path(value, name):
@@ -959,8 +957,8 @@ def uid_name(uid):
 
 
 def state_meaning(state, exit_code=None, elapsed=None):
-    """What a predecessor's final state means (STATE_MEANING; if FAILED, its work's exit status,
-    and whether it ran ``elapsed`` seconds long enough to have made progress)."""
+    """What a predecessor's final state means (STATE_MEANING; if FAILED, its work's exit status
+    and for how long it ran)."""
     meaning = STATE_MEANING.get(base_state(state), RETRY)
     if base_state(state) == "FAILED":
         meaning = WORK_EXIT_MEANING.get(exit_status(exit_code), meaning)
@@ -972,9 +970,8 @@ def state_meaning(state, exit_code=None, elapsed=None):
 def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
            exit_code=None, elapsed=None):
     """What a job does given its predecessor's ``state`` (None: first job; NOT_VISIBLE: not
-    found; else as Slurm prints it), ExitCode (``"75:0"``, or 75) and run time in seconds
-    (``elapsed``; None: not known); pure. ``walltime``: the seconds used including the
-    predecessor's."""
+    found; else as Slurm prints it), ExitCode (``"75:0"``, or 75) and run time (``elapsed``
+    seconds); pure. ``walltime``: the seconds used including the predecessor's."""
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
@@ -982,9 +979,9 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
                         "accounting: resuming without counting a retry")
     meaning = state_meaning(state, exit_code, elapsed)
     if meaning in (RESUME_ASKED, STOP_ASKED, NO_PROGRESS):
-        state = "%s with exit %d%s" % (state, exit_status(exit_code), " after only %s s (no "
-                                       "progress: counted as a retry)" % elapsed
-                                       if meaning == NO_PROGRESS else "")
+        state = "%s with exit %d%s" % (state, exit_status(exit_code), meaning == NO_PROGRESS and
+                                       " after only %s s (no progress: counted as a retry)"
+                                       % elapsed or "")
     if meaning == LAG:
         return Decision("resume", retries, "predecessor still shows %s (accounting lag): "
                         "resuming without counting a retry" % state)
@@ -1136,11 +1133,9 @@ def job_start_and_limit(environ, job_id, ask=True):
     if is_digits(start) and is_digits(end):
         return int(start), int(end) - int(start) if int(end) > int(start) else None
     job = controller_job(job_id).job if ask else None
-    if job is None or job.start is None:
-        return None, None
-    try:  # scontrol prints local time
+    try:  # scontrol prints local time; no job (AttributeError) or no start (TypeError)
         return int(time.mktime(time.strptime(job.start, "%Y-%m-%dT%H:%M:%S"))), job.time_limit
-    except ValueError:
+    except (AttributeError, TypeError, ValueError):
         return None, None
 
 
@@ -4670,15 +4665,14 @@ def start_while_working(run_dir, outcome):
 
 # The warning before a link ends (--warn SIG@S). Slurm's own --signal cannot do it: it is fixed
 # at submit time, so it does not know a limit the link lowers later (--max-walltime, a budget),
-# and its B: form signals only the batch shell, whose trap runs only after its foreground
-# command ends, while its plain form reaches only srun steps. So the link starts a timer in a
-# session of its own (not signalled with the work, not waited for by the prologue's $(...))
-# that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID) and its
-# descendants, whatever their process group, that catch the signal (wants_signal): a work
-# without a handler is not killed by a USR1 it did not ask for. A shell with an EXIT trap (the
-# prologue's own with --notify) is left alone: bash catches every signal only to run that trap
-# and die of it, which SigCgt cannot tell from a trap of the signal. The timer exits when the
-# batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
+# and its B: form signals only the batch shell, its plain form only srun steps. So the link
+# starts a timer in a session of its own (not signalled with the work, not waited for by the
+# prologue's $(...)) that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID)
+# and its descendants, whatever their process group, that catch the signal (wants_signal): a
+# work without a handler is not killed by a USR1 it did not ask for, nor a shell with an EXIT
+# trap (the prologue's with --notify): bash catches every signal to run that trap and die, which
+# SigCgt cannot tell from a trap of the signal. The timer exits when the batch shell is gone
+# (proctrack/linuxproc does not follow a process in its own session).
 
 
 def start_warner(warn, end, limit, environ):
@@ -4695,9 +4689,8 @@ def start_warner(warn, end, limit, environ):
                          start_new_session=True)  # stderr: the job's, for its one line
     except OSError as error:
         return "cannot start the warning timer (%s): the work gets no signal" % error
-    signame, _, seconds = warn.partition("@")
-    return "the work gets SIG%s %s s before this link ends at %s" % (
-        signame, seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(end)))
+    return "the work gets SIG%s s before this link ends at %s" % (
+        warn.replace("@", " "), time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(end)))
 
 
 def parse_proc_stat(text):
@@ -4711,22 +4704,18 @@ def parse_proc_stat(text):
 
 def catches(status_text, signum):
     """True if /proc/PID/status's SigCgt says the process has a handler for ``signum``."""
-    for line in (status_text or "").splitlines():
-        name, _, value = line.partition(":")
-        if name == "SigCgt":
-            try:
-                return bool(int(value.strip(), 16) >> (signum - 1) & 1)
-            except ValueError:
-                return False
-    return False
+    masks = [line[7:] for line in (status_text or "").splitlines() if line.startswith("SigCgt:")]
+    try:
+        return bool(int(masks[0].strip(), 16) >> (signum - 1) & 1)
+    except (IndexError, ValueError):
+        return False
 
 
 def wants_signal(program, status_text, signum):
     """Whether a process of the work gets the warning: srun always (it forwards the signal to
     its steps' tasks; 22.05's srun waits for signals in a thread with them blocked, so its
-    SigCgt does not show them: seen), a shell if it traps the signal (not SIGINT: a shell
-    catches it for itself) and has no EXIT trap (EXIT_TRAP_MARKS), any other process if it has
-    a handler; pure."""
+    SigCgt does not show them: seen), a shell that traps it (not SIGINT, its own) without an
+    EXIT trap (EXIT_TRAP_MARKS), any other process if it has a handler; pure."""
     if program in SHELLS and (signum == signal.SIGINT or all(
             catches(status_text, mark) for mark in EXIT_TRAP_MARKS)):
         return False
@@ -4751,8 +4740,7 @@ def _proc_text(pid, name):
 
 
 def _program(pid):
-    """The name of the program a process runs (its executable: a job script's comm is its own
-    name, e.g. slurm_script, but its executable is the shell's)."""
+    """The program a process runs: its executable's name (a job script's comm is slurm_script)."""
     try:
         return os.path.basename(os.readlink("/proc/%d/exe" % pid))
     except OSError:

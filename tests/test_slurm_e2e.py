@@ -1066,7 +1066,7 @@ def test_submit_refuses_a_warning_that_cannot_come_before_the_time_limit(root):
                   "--warn", "USR1@60", "--time=1", script], check=False)
     assert (result.returncode, result.stdout) == (2, ""), result
     assert result.stderr.count("\n") == 1 and "--warn USR1@60 can never come before a link " \
-        "ends: --time=1 ends it after 00:01:00" in result.stderr, result.stderr
+        "ends: its --time or --max-walltime ends it after 00:01:00" in result.stderr, result.stderr
     assert not os.path.exists(run_dir)
     assert run(["squeue", "-h", "-n", "rce2e-late-warn-" + TAG]).stdout == ""
 
