@@ -133,7 +133,9 @@ NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is k
 CHAIN_DEPTH = 3  # levels below a status PARENT searched for chains (runs/sweep/<task>)
 QUERY_CHUNK = 2000  # job IDs per sacct or squeue of a status (an argument of ~20 KiB)
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between a guard's tries of sbatch, then every 60 s
-SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # never warned: their commands are
+SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # warned only if they trap it
+# bash catches these (with every signal that would kill it) only to run an EXIT trap, then dies
+EXIT_TRAP_MARKS = (signal.SIGXFSZ, signal.SIGVTALRM, signal.SIGSYS)
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_TRIES_SECONDS = 240  # how long a guard keeps looking and trying sbatch
 # A guard's time limit: its tries, a last look's wait for a lagging view and the lock's wait, so
@@ -163,6 +165,8 @@ STOP = "stop"  # a person (or Slurm, for an invalid dependency) cancelled it
 LAG = "lag"  # not final: accounting or the controller has not caught up with the end yet
 RESUME_ASKED = "resume asked"  # the work exited RESUME_EXIT: progress saved, resume (no retry)
 STOP_ASKED = "stop asked"  # the work exited STOP_EXIT: it can never finish, stop the chain
+NO_PROGRESS = "no progress"  # RESUME_EXIT within NO_PROGRESS_SECONDS: a retry (a loop otherwise)
+NO_PROGRESS_SECONDS = 60  # a link that asks to resume sooner made no progress
 RESUME_EXIT = 75  # EX_TEMPFAIL; the work learns it as RESUMABLE_CHAIN_EXIT_RESUME
 STOP_EXIT = 76  # the work learns it as RESUMABLE_CHAIN_EXIT_STOP
 # What the work's exit status means when Slurm says FAILED (a signal's death is neither).
@@ -193,6 +197,8 @@ STOP_CAUSES = {
                "raise the budget ({budget} --max-walltime T), then {resume}"),
     "work": ("stopped", "stopped by the work (exit {predecessor_exit_code}): job {predecessor} "
              "asked the chain to stop", "{resume} continues it, if the work can go on after all"),
+    "no_progress": ("failed", "failed: {reason}", "fix why the work asks to resume within a "
+                    "minute (its log says), then {resume} (retries start again at 0)"),
     "work_done": ("finished", "finished: job {predecessor}'s work exited 0 (its exit trap said "
                   "so) though Slurm recorded {predecessor_state}; job {job}, queued before the "
                   "work ended, found nothing left to do", None),  # _work_done_before
@@ -200,7 +206,8 @@ STOP_CAUSES = {
 }
 # The cause when decide() ends the chain, by what the predecessor's state means (LAG never does).
 CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_walltime",
-                    RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work"}
+                    RETRY: "max_retries", RESUME_ASKED: "max_walltime", STOP_ASKED: "work",
+                    NO_PROGRESS: "no_progress"}
 
 # Loads the module by path under python -I -S, so that neither the job's Python environment nor
 # a json.py next to the module shadows the standard library. Bytecode is read only from where no
@@ -862,6 +869,17 @@ def warn_signal(text):
     return int(getattr(signal, "SIG" + word)), int(seconds)
 
 
+def check_warn_fits(warn, sbatch_args, max_walltime=None):
+    """ValueError when a warning can never come before a link ends (link_end): not shorter than
+    the --time of ``sbatch_args`` or the whole minutes of ``max_walltime``."""
+    longest = link_end(0, parse_duration(option_value(sbatch_args, "--time")) or None,
+                       [max_walltime] if max_walltime else [])
+    if warn and longest and warn_signal(warn)[1] >= longest:
+        raise ValueError("--warn %s can never come before a link ends: its --time or "
+                         "--max-walltime ends it after %s; give it fewer seconds"
+                         % (warn, format_duration(longest)))
+
+
 def check_path(value, name):
     """Return value if it can be a path (a non-empty string without NUL, or a pathlib.Path's
     text); ValueError otherwise."""
@@ -952,27 +970,32 @@ def uid_name(uid):
 # ---------------------------------------------------------------------------
 
 
-def state_meaning(state, exit_code=None):
-    """What a predecessor's final state means (STATE_MEANING; if FAILED, its work's exit status)."""
+def state_meaning(state, exit_code=None, elapsed=None):
+    """What a predecessor's final state means (STATE_MEANING; if FAILED, its work's exit status
+    and for how long it ran)."""
     meaning = STATE_MEANING.get(base_state(state), RETRY)
     if base_state(state) == "FAILED":
         meaning = WORK_EXIT_MEANING.get(exit_status(exit_code), meaning)
+    if meaning == RESUME_ASKED and elapsed is not None and elapsed < NO_PROGRESS_SECONDS:
+        return NO_PROGRESS
     return meaning
 
 
 def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
-           exit_code=None):
+           exit_code=None, elapsed=None):
     """What a job does given its predecessor's ``state`` (None: first job; NOT_VISIBLE: not
-    found; else as Slurm prints it) and ExitCode (``"75:0"``, or 75); pure. ``walltime``: the
-    seconds used including the predecessor's."""
+    found; else as Slurm prints it), ExitCode (``"75:0"``, or 75) and run time (``elapsed``
+    seconds); pure. ``walltime``: the seconds used including the predecessor's."""
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
         return Decision("resume", retries, "predecessor's final state not visible in "
                         "accounting: resuming without counting a retry")
-    meaning = state_meaning(state, exit_code)
-    if meaning in (RESUME_ASKED, STOP_ASKED):
-        state = "%s with exit %d" % (state, exit_status(exit_code))
+    meaning = state_meaning(state, exit_code, elapsed)
+    if meaning in (RESUME_ASKED, STOP_ASKED, NO_PROGRESS):
+        state = "%s with exit %d%s" % (state, exit_status(exit_code), meaning == NO_PROGRESS and
+                                       " after only %s s (no progress: counted as a retry)"
+                                       % elapsed or "")
     if meaning == LAG:
         return Decision("resume", retries, "predecessor still shows %s (accounting lag): "
                         "resuming without counting a retry" % state)
@@ -1079,9 +1102,9 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     walltime = 0 if first else (snapshot.walltime or 0) + elapsed
     decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
                       max_retries=settings.max_retries, max_walltime=settings.max_walltime,
-                      exit_code=observed.exit_code)
+                      exit_code=observed.exit_code, elapsed=elapsed)
     if decision.action not in WORK_ACTIONS:
-        cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code)]
+        cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code, elapsed)]
     elif snapshot.cancelled and not first:
         decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
                                    "resumable-chain cancel (%s): stopping"
@@ -1124,11 +1147,9 @@ def job_start_and_limit(environ, job_id, ask=True):
     if is_digits(start) and is_digits(end):
         return int(start), int(end) - int(start) if int(end) > int(start) else None
     job = controller_job(job_id).job if ask else None
-    if job is None or job.start is None:
-        return None, None
-    try:  # scontrol prints local time
+    try:  # scontrol prints local time; no job (AttributeError) or no start (TypeError)
         return int(time.mktime(time.strptime(job.start, "%Y-%m-%dT%H:%M:%S"))), job.time_limit
-    except ValueError:
+    except (AttributeError, TypeError, ValueError):
         return None, None
 
 
@@ -3235,6 +3256,7 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     if max_walltime is not None:
         argv.append("--max-walltime=" + format_duration(max_walltime))
     argv += ["--sbatch-arg=" + argument for argument in check_sbatch_args(sbatch_args)]
+    check_warn_fits(warn, sbatch_args, max_walltime)
     if script is not None:
         argv.append("--script=" + os.path.abspath(check_path(script, "script")))
     if budget_dir is not None:
@@ -3741,13 +3763,14 @@ def _status_row(job, role, record):
 LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "not a failure: no retry counted",
              RESUME_ASKED: "not a failure: no retry counted",
              STOP_ASKED: "the work stopped the chain",
+             NO_PROGRESS: "no progress (under a minute): counted as a retry",
              RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
 
 
 def _how_link_ended(job):
     """"exit 75: not a failure: no retry counted": how a link ended and what the table says of
     it (what the next link then did, e.g. stop at a cap, is its own row)."""
-    words = LINK_ENDS.get(state_meaning(job.state, job.exit_code), "")
+    words = LINK_ENDS.get(state_meaning(job.state, job.exit_code, job.elapsed), "")
     code, _, signal_number = (job.exit_code or "").partition(":")
     if is_digits(signal_number, 3) and int(signal_number):  # killed: TIMEOUT's 0:15, ...
         try:
@@ -4103,6 +4126,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     hold = "--hold" in option_names(sbatch_args)  # the first job only
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     notify, warn = check_notify(notify), check_warn(warn)
+    check_warn_fits(warn, script_directives(header) + sbatch_args, max_walltime)
     run_dir = os.path.abspath(run_dir)
     python = os.path.abspath(python) if os.sep in python else python  # jobs run in run_dir
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -4253,6 +4277,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         _check_copy_is_current(submitted, next_link.script)
         record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
             cluster=cluster, next=next_link._asdict())
+        check_warn_fits(record.warn, next_link.sbatch_args, record.max_walltime)
         job, _ = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
                              next_link.script, next_link.script_args, cwd=next_link.workdir,
                              cluster=target, named=True)
@@ -4737,14 +4762,13 @@ def start_while_working(run_dir, outcome):
 
 # The warning before a link ends (--warn SIG@S). Slurm's own --signal cannot do it: it is fixed
 # at submit time, so it does not know a limit the link lowers later (--max-walltime, a budget),
-# and its B: form signals only the batch shell, whose trap runs only after its foreground
-# command ends, while its plain form reaches only srun steps. So the link starts a timer in a
-# session of its own (not signalled with the work, not waited for by the prologue's $(...))
-# that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID) and its
-# descendants, whatever their process group, that catch the signal (wants_signal): a work
-# without a handler is not killed by a USR1 it did not ask for. Shells are never signalled:
-# with an EXIT trap (the prologue's own) bash catches every signal only to run the trap and die
-# of it; a shell that exec'd the work is the work. The timer exits when the batch shell is gone
+# and its B: form signals only the batch shell, its plain form only srun steps. So the link
+# starts a timer in a session of its own (not signalled with the work, not waited for by the
+# prologue's $(...)) that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID)
+# and its descendants, whatever their process group, that catch the signal (wants_signal): a
+# work without a handler is not killed by a USR1 it did not ask for, nor a shell with an EXIT
+# trap (the prologue's with --notify): bash catches every signal to run that trap and die, which
+# SigCgt cannot tell from a trap of the signal. The timer exits when the batch shell is gone
 # (proctrack/linuxproc does not follow a process in its own session).
 
 
@@ -4762,9 +4786,8 @@ def start_warner(warn, end, limit, environ):
                          start_new_session=True)  # stderr: the job's, for its one line
     except OSError as error:
         return "cannot start the warning timer (%s): the work gets no signal" % error
-    signame, _, seconds = warn.partition("@")
-    return "the work gets SIG%s %s s before this link ends at %s" % (
-        signame, seconds, time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(end)))
+    return "the work gets SIG%s s before this link ends at %s" % (
+        warn.replace("@", " "), time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(end)))
 
 
 def parse_proc_stat(text):
@@ -4778,20 +4801,21 @@ def parse_proc_stat(text):
 
 def catches(status_text, signum):
     """True if /proc/PID/status's SigCgt says the process has a handler for ``signum``."""
-    for line in (status_text or "").splitlines():
-        name, _, value = line.partition(":")
-        if name == "SigCgt":
-            try:
-                return bool(int(value.strip(), 16) >> (signum - 1) & 1)
-            except ValueError:
-                return False
-    return False
+    masks = [line[7:] for line in (status_text or "").splitlines() if line.startswith("SigCgt:")]
+    try:
+        return bool(int(masks[0].strip(), 16) >> (signum - 1) & 1)
+    except (IndexError, ValueError):
+        return False
 
 
 def wants_signal(program, status_text, signum):
     """Whether a process of the work gets the warning: srun always (it forwards the signal to
     its steps' tasks; 22.05's srun waits for signals in a thread with them blocked, so its
-    SigCgt does not show them: seen), any other process if it has a handler; pure."""
+    SigCgt does not show them: seen), a shell that traps it (not SIGINT, its own) without an
+    EXIT trap (EXIT_TRAP_MARKS), any other process if it has a handler; pure."""
+    if program in SHELLS and (signum == signal.SIGINT or all(
+            catches(status_text, mark) for mark in EXIT_TRAP_MARKS)):
+        return False
     return program == "srun" or catches(status_text, signum)
 
 
@@ -4813,8 +4837,7 @@ def _proc_text(pid, name):
 
 
 def _program(pid):
-    """The name of the program a process runs (its executable: a job script's comm is its own
-    name, e.g. slurm_script, but its executable is the shell's)."""
+    """The program a process runs: its executable's name (a job script's comm is slurm_script)."""
     try:
         return os.path.basename(os.readlink("/proc/%d/exe" % pid))
     except OSError:
@@ -4827,9 +4850,7 @@ def signal_work(shell, signum):
                                  for name in os.listdir("/proc") if is_digits(name))))
     sent = []
     for pid in work_processes(parents, shell):
-        program = _program(pid)
-        if program not in SHELLS and pid != os.getpid() and wants_signal(
-                program, _proc_text(pid, "status"), signum):
+        if pid != os.getpid() and wants_signal(_program(pid), _proc_text(pid, "status"), signum):
             with contextlib.suppress(OSError):
                 os.kill(pid, signum)
                 sent.append(pid)
@@ -4856,8 +4877,8 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
         sleep(1)  # its handler may not be set yet
     _log("SIG%s sent %d s before the link ends to %s" % (
         warn.partition("@")[0], end - int(clock()),
-        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it; shells, a "
-        "batch script's trap included, are never signalled)"))
+        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it; a shell "
+        "with an EXIT trap is left alone)"))
     return 0
 
 

@@ -977,6 +977,22 @@ def test_decide_honours_the_works_exit_status(situation, exit_code, walltime, ca
     assert decide("TIMEOUT", exit_code="76:0").action == "resume"  # only a FAILED job's exit
 
 
+EXIT_75_AFTER = [
+    ("exit 75 a second in: no progress, a retry", 1, ("resume", 1)),
+    ("exit 75 59 s in: still no progress", 59, ("resume", 1)),
+    ("exit 75 after a minute: progress, no retry", 60, ("resume", 0)),
+    ("run time not known: no retry, as before", None, ("resume", 0)),
+]
+
+
+@pytest.mark.parametrize("situation, elapsed, expected", EXIT_75_AFTER,
+                         ids=[row[0] for row in EXIT_75_AFTER])
+def test_decide_counts_an_exit_75_within_a_minute_as_a_retry(situation, elapsed, expected):
+    decision = decide("FAILED", exit_code="75:0", elapsed=elapsed)
+    assert decision[:2] == expected
+    assert ("no progress" in decision.reason) is (expected[1] == 1)
+
+
 @pytest.mark.parametrize("options, environ, header, expected", [
     ([], {}, "", []),
     (["--export=ALL"], {}, "#SBATCH --export=NONE\n", []),  # the command line wins

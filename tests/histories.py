@@ -704,7 +704,7 @@ class History(object):
         walltime = counters[0] + elapsed
         expected = rc.decide(state, retries=counters[1], walltime=walltime,
                              max_retries=self.max_retries, max_walltime=self.max_walltime,
-                             exit_code=exit_code)
+                             exit_code=exit_code, elapsed=elapsed)
         expected = rc.stop_at_cap(expected, walltime, self.max_walltime)
         if record.cause == "cancel":
             expected = expected._replace(action="stop")

@@ -380,3 +380,29 @@ def test_status_check_fails_for_an_ended_chain_with_a_corrupt_state_file(
     status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
     assert status == 1 and "WARNING" in out and rc.RETRIES_FILE in out, out
     assert run_cli(cluster, capsys, monkeypatch, "status", run_dir)[0] == 0  # a look, no check
+
+
+@pytest.mark.parametrize("elapsed, ends", [(2, True), (59, True), (60, False), (3600, False)],
+                         ids=["2 s: a loop", "59 s: a loop", "a minute: progress",
+                              "an hour: progress"])
+def test_a_work_that_exits_75_within_a_minute_counts_a_retry_so_its_loop_ends(
+        cluster, run_dir, capsys, monkeypatch, elapsed, ends):
+    script, successor = start_chain(cluster, run_dir, max_retries=1)
+    links = ["100", successor]
+    for _ in range(2):
+        cluster.finish(links[-2], "FAILED", elapsed)
+        cluster.set_job(links[-2], exit_code="75:0")  # e.g. a checkpoint it cannot load
+        result = cluster.run_link(script, links[-1], predecessor=links[-2])
+        if result.returncode:
+            break
+        links.append(cluster.pending()[-1])
+    record = json.loads(read(run_dir, rc.JOURNAL_FILE))
+    if not ends:  # the seed's meaning: resumed, no retry counted
+        assert (result.returncode, record["retries"], record["cause"]) == (0, 0, None)
+        return
+    assert (result.returncode, record["retries"], record["cause"]) == (1, 2, "no_progress")
+    assert "exit 75 after only %d s (no progress: counted as a retry)" % elapsed in result.stderr
+    status = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert status["verdict"].startswith("failed: predecessor FAILED with exit 75 after only")
+    assert [row["note"] for row in status["jobs"] if row["job"] == links[1]] == [
+        "exit 75: no progress (under a minute): counted as a retry"]

@@ -821,11 +821,12 @@ def test_a_chain_from_before_link_numbers_goes_on_without_them(cluster, run_dir)
 
 @pytest.mark.parametrize("source", ["scontrol", "sacct"])
 def test_the_work_steers_the_chain_with_exit_75_and_76(cluster, run_dir, source):
-    # 75 twice with max_retries 0: no retry counted, the chain goes on; then 76 stops it.
+    # 75 twice (after a minute of work) with max_retries 0: no retry counted, the chain goes
+    # on; then 76 stops it.
     script, successor = start_chain(cluster, run_dir, max_retries=0)
     links = ["100", successor]
     for exit_code in ("75:0", "75:0", "76:0"):
-        cluster.finish(links[-2], "FAILED", 30)
+        cluster.finish(links[-2], "FAILED", 60)
         cluster.set_job(links[-2], exit_code=exit_code, in_controller=source == "scontrol")
         result = cluster.run_link(script, links[-1], predecessor=links[-2])
         if exit_code == "76:0":
@@ -833,7 +834,7 @@ def test_the_work_steers_the_chain_with_exit_75_and_76(cluster, run_dir, source)
             break
         assert result.returncode == 0 and "resuming (not counted as a retry)" in result.stderr
         links.append(cluster.pending()[-1])
-    assert read(run_dir, rc.RETRIES_FILE) == "0\n" and read(run_dir, rc.WALLTIME_FILE) == "90\n"
+    assert read(run_dir, rc.RETRIES_FILE) == "0\n" and read(run_dir, rc.WALLTIME_FILE) == "180\n"
     assert cluster.work_done() == links[:3]
     record = json.loads(read(run_dir, rc.JOURNAL_FILE))
     assert (record["cause"], record["predecessor_exit_code"]) == ("work", 76)

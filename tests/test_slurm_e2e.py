@@ -310,8 +310,11 @@ def phase_a(root):
                          header=hostile_python_environment(root)),
         "force": Chain(root, "force", "sleep 600", time_limit="10", plain=True),
         "cluster": Chain(root, "cluster", "sleep 600", time_limit="10"),
-        "exit-75": Chain(root, "exit-75", 'if [ "$n" -le 2 ]; then exit '
+        "exit-75": Chain(root, "exit-75", 'if [ "$n" -le 1 ]; then sleep 61; exit '
                          '"$RESUMABLE_CHAIN_EXIT_RESUME"; fi', time_limit="5", max_retries=0),
+        # issue 40: a work that asks to resume at once (a checkpoint it cannot load) loops
+        "exit-75-at-once": Chain(root, "exit-75-at-once", 'sleep 2; exit 75', time_limit="5",
+                                 max_retries=1),
         "exit-76": Chain(root, "exit-76", 'exit "$RESUMABLE_CHAIN_EXIT_STOP"', time_limit="5"),
         "noflock": Chain(root, "noflock", 'if [ "$n" -le 1 ]; then sleep 600; fi',
                          header=noflock_header(root)),
@@ -710,8 +713,8 @@ def _status_and_resume_from_another_cluster(chain):
 def test_exit_75_resumes_without_a_retry_and_exit_76_stops_the_chain(phase_a):
     chain = phase_a["exit-75"]
     jobs = chain.wait_done()
-    assert [job["state"] for job in jobs] == ["FAILED", "FAILED", "COMPLETED", "CANCELLED"], jobs
-    assert chain.work() == [job["id"] for job in jobs[:3]]
+    assert [job["state"] for job in jobs] == ["FAILED", "COMPLETED", "CANCELLED"], jobs
+    assert chain.work() == [job["id"] for job in jobs[:2]]
     assert chain.state_file(rc.RETRIES_FILE) == "0\n"  # max_retries 0, and it completed
     chain = phase_a["exit-76"]
     jobs = chain.wait_done()
@@ -719,6 +722,16 @@ def test_exit_75_resumes_without_a_retry_and_exit_76_stops_the_chain(phase_a):
     assert chain.work() == [jobs[0]["id"]]
     status = json.loads(cli("status", chain.run_dir, "--json"))
     assert status["verdict"].startswith("stopped by the work (exit 76)"), status["verdict"]
+
+
+def test_a_work_that_exits_75_within_a_minute_counts_retries_and_its_loop_fails(phase_a):
+    chain = phase_a["exit-75-at-once"]
+    jobs = chain.wait_done()
+    assert [job["state"] for job in jobs] == ["FAILED"] * 3, jobs  # the third: no work, exit 1
+    assert chain.work() == [job["id"] for job in jobs[:2]]
+    record = json.loads(chain.state_file(rc.JOURNAL_FILE))
+    assert (record["cause"], record["retries"]) == ("no_progress", 2), record
+    assert "(no progress: counted as a retry)" in record["reason"], record
 
 
 def test_this_release_and_a_dependency_on_a_forgotten_job():
@@ -993,6 +1006,12 @@ def warned(root):
                           max_walltime="1:50", warn="USR1@20"),
         "warn-srun": Chain(root, "warn-srun", work("warn-srun", "srun -n1 "), time_limit="2",
                            warn="USR1@20"),
+        # issue 40: the batch script's own trap (no EXIT trap), with the sleep & wait idiom
+        "warn-trap": Chain(root, "warn-trap", 'if [ "$n" -ge 2 ]; then exit 0; fi\ntrap \'echo '
+                           '"$SLURM_JOB_ID $(date +%s.%N) $RESUMABLE_CHAIN_END" >> '
+                           '"$RUN_DIR/../heard.log"; kill "$pid"; exit '
+                           '"$RESUMABLE_CHAIN_EXIT_RESUME"\' USR1\nsleep 600 & pid=$!\n'
+                           'wait "$pid"', time_limit="2", warn="USR1@20"),
     }
     for chain in chains.values():
         chain.submit("--no-requeue")
@@ -1025,6 +1044,31 @@ def test_the_work_hears_usr1_20_s_before_its_link_ends(warned, name, limit):
     assert 18 <= int(end) - float(when) <= 22  # about 20 s before the end
     assert ended - float(when) >= 19  # and Slurm ended it no earlier
     assert "SIGUSR1 sent 20 s before the link ends to pids" in chain.log()
+
+
+def test_a_batch_scripts_own_trap_hears_usr1_and_its_exit_75_resumes_the_chain(warned):
+    chain = warned["warn-trap"]
+    jobs = chain.wait_done(timeout=600)
+    assert [(job["state"], job["exit"]) for job in jobs][:2] == [
+        ("FAILED", "75:0"), ("COMPLETED", "0:0")], jobs
+    with open(os.path.join(chain.dir, "heard.log")) as handle:
+        [line] = handle.read().splitlines()  # once, from the first link's trap
+    job_id, when, end = line.split()
+    assert job_id == jobs[0]["id"] and 18 <= int(end) - float(when) <= 22, line
+    assert chain.state_file(rc.RETRIES_FILE) == "0\n"  # a real exit 75: no retry counted
+
+
+def test_submit_refuses_a_warning_that_cannot_come_before_the_time_limit(root):
+    script, run_dir = os.path.join(root, "late-warn.sbatch"), os.path.join(root, "late-warn")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\n#SBATCH --job-name=rce2e-late-warn-%s\ntrue\n" % TAG)
+    result = run([sys.executable, os.path.join(ROOT, "resumable_chain.py"), "submit", run_dir,
+                  "--warn", "USR1@60", "--time=1", script], check=False)
+    assert (result.returncode, result.stdout) == (2, ""), result
+    assert result.stderr.count("\n") == 1 and "--warn USR1@60 can never come before a link " \
+        "ends: its --time or --max-walltime ends it after 00:01:00" in result.stderr, result.stderr
+    assert not os.path.exists(run_dir)
+    assert run(["squeue", "-h", "-n", "rce2e-late-warn-" + TAG]).stdout == ""
 
 
 def test_a_work_that_exits_0_just_past_its_limit_finishes_the_chain_once(phase_a):

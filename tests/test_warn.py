@@ -12,6 +12,7 @@ import pytest
 
 import resumable_chain as rc
 from fake_cluster import BASH, read, run_cli, start_chain
+from test_operations import failed_chain
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -98,6 +99,21 @@ def test_srun_always_gets_the_warning_to_forward_it(program, caught, expected):
     assert rc.wants_signal(program, status, signal.SIGUSR1) is expected
 
 
+@pytest.mark.parametrize("program, caught, signum, expected", [  # masks seen: bash 5.2, dash
+    ("bash", "0000000000010202", signal.SIGUSR1, True),  # trap ... USR1
+    ("dash", "0000000000010202", signal.SIGUSR1, True),
+    ("bash", "0000000000010002", signal.SIGUSR1, False),  # no trap: it would die
+    ("bash", "0000000043817efb", signal.SIGUSR1, False),  # an EXIT trap (with or without USR1's)
+    ("bash", "0000000000010002", signal.SIGINT, False),  # a shell's own SIGINT handler
+    ("bash", "0000000000014000", signal.SIGTERM, True),  # trap ... TERM
+], ids=["bash traps USR1", "dash traps USR1", "bash without a trap", "bash with an EXIT trap",
+        "bash and SIGINT", "bash traps TERM"])
+def test_a_shell_gets_the_warning_only_when_it_traps_it_and_has_no_exit_trap(
+        program, caught, signum, expected):
+    status = STATUS % ("0000000000000000", caught)
+    assert rc.wants_signal(program, status, signum) is expected
+
+
 @pytest.mark.parametrize("text, expected", [
     ("42 (python3) S 7 42 42 0 -1", (42, 7)),
     ("43 (a ) b (c) S 42 43 1 0", (43, 42)),  # a command name with spaces and parentheses
@@ -178,6 +194,34 @@ def test_the_warning_reaches_a_plain_command_and_a_child_process_group_and_harms
                                    "plain got %d" % signum, "plain ready", "shell survived",
                                    "exit trap ran"])
     assert "SIG%s sent 20 s before the link ends to pids" % signame in capsys.readouterr().err
+
+
+TRAP_BATCH = r'''#!%s
+%s
+sleep 3 & wait $!  # the idiom: bash runs a trap only once its foreground command ended
+echo "shell survived" >> "$DIR/log"
+'''
+
+
+@pytest.mark.parametrize("traps, status, heard", [
+    ("trap 'echo trapped >> \"$DIR/log\"; exit 75' USR1", 75, ["trapped"]),
+    ("", 0, ["shell survived"]),
+    ("trap 'echo trapped >> \"$DIR/log\"; exit 75' USR1; trap 'echo exit trap >> \"$DIR/log\"' "
+     "EXIT", 0, ["shell survived", "exit trap"]),
+], ids=["its own trap", "no trap: left alone", "an EXIT trap too: left alone"])
+def test_a_batch_script_that_traps_the_signal_itself_hears_it(tmp_path, traps, status, heard):
+    (tmp_path / "slurm_script").write_text(TRAP_BATCH % (BASH, traps))
+    os.chmod(str(tmp_path / "slurm_script"), 0o755)
+    shell = subprocess.Popen([str(tmp_path / "slurm_script")], env=dict(os.environ,
+                                                                         DIR=str(tmp_path)))
+    try:
+        time.sleep(1)  # its trap is set
+        assert rc.warn_command("USR1@20", str(int(time.time()) + 20), str(shell.pid)) == 0
+        assert shell.wait(timeout=60) == status
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    assert _lines(str(tmp_path / "log")) == heard
 
 
 LATE_BATCH = r'''#!%s
@@ -281,3 +325,31 @@ def test_resume_gives_its_warning_to_the_resumed_link_and_every_later_one(
     cluster.finish(job, "TIMEOUT", 60)
     result = cluster.run_link(script, later, predecessor=job, **past)  # USR1 in its prologue
     assert "the work gets SIGUSR2 60 s before this link ends" in result.stderr
+
+
+@pytest.mark.parametrize("argv, header", [
+    (["render", "RUN", "--warn", "USR1@60", "--", "--time=1"], ""),
+    (["render", "RUN", "--warn", "USR1@60", "--max-walltime", "1:30"], ""),  # a 1-minute link
+    (["submit", "RUN", "--warn", "USR1@60", "--time=1", "SCRIPT"], ""),
+    (["submit", "RUN", "--warn", "USR1@300", "SCRIPT"], "#SBATCH --time=5\n"),
+    (["submit", "RUN", "--warn", "USR1@120", "-t", "2", "SCRIPT"], "#SBATCH --time=10\n"),
+    (["resume", "RUN", "--warn", "USR1@60", "--time=1"], None),
+    (["resume", "RUN", "--warn", "USR1@600", "--max-walltime", "10"], None),
+], ids=["render --time", "render --max-walltime", "submit --time", "submit #SBATCH --time",
+        "submit -t over #SBATCH --time", "resume --time", "resume --max-walltime"])
+def test_a_warning_that_can_never_come_before_the_limit_is_refused_in_one_line(
+        cluster, capsys, monkeypatch, tmp_path, argv, header):
+    run_dir, script = str(tmp_path / "run"), str(tmp_path / "train.sbatch")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\n%strue\n" % header)
+    if header is None:  # resume: a chain that failed
+        failed_chain(cluster, run_dir)
+    before = sorted(os.listdir(str(tmp_path))), cluster.load()["jobs"]
+    argv = [{"RUN": run_dir, "SCRIPT": script}.get(word, word) for word in argv]
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)
+    assert (status, out) == (rc.EXIT_USAGE, ""), err
+    assert len(err.strip().splitlines()) == 1, err
+    assert "can never come before a link ends: " in err and "give it fewer seconds" in err
+    assert (sorted(os.listdir(str(tmp_path))), cluster.load()["jobs"]) == before
+    argv[argv.index("--warn") + 1] = "USR1@59"  # a second under a minute comes before it
+    assert run_cli(cluster, capsys, monkeypatch, *argv)[0] == 0
