@@ -1,4 +1,5 @@
 """Issue 31 part 1: sweeps, a chain per array task (docs/arrays.md)."""
+import collections
 import json
 import os
 import shlex
@@ -157,6 +158,44 @@ def test_cancel_of_one_task_leaves_the_others(cluster, tmp_path, capsys, monkeyp
     assert firsts[1] in cancelled and firsts[0] not in cancelled
     assert (successor in cancelled) if running else True
     assert cluster.pending() == [firsts[0]]
+
+
+def _cancel_a_sweep(cluster, tmp_path, capsys, monkeypatch, tasks, situation, options):
+    """Submit a sweep of ``tasks`` left in ``situation``, cancel all its tasks: (exit status,
+    lines, {Slurm command: how many times cancel ran it})."""
+    os.makedirs(str(tmp_path))
+    sweep, (_, out, _) = submit_sweep(cluster, tmp_path, capsys, monkeypatch,
+                                      "--array=0-%d" % (tasks - 1))
+    for task, first in enumerate(out.split()):
+        if situation != "waiting":
+            successor = run_task_link(cluster, sweep, task, first)
+        if situation == "finished":
+            cluster.finish(first, "COMPLETED", 5)
+            cluster.set_job(successor, state="CANCELLED", start="None")
+    before = len(cluster.calls(guards=True))
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "cancel", *(
+        [os.path.join(sweep, str(task)) for task in range(tasks)] + options))
+    return status, out.splitlines(), collections.Counter(
+        call["command"] for call in cluster.calls(guards=True)[before:])
+
+
+@pytest.mark.parametrize("situation, options, said", [
+    ("waiting", [], "cancelled: "),
+    ("running", [], "cancelled: "),
+    ("running", ["--dry-run"], "would cancel: "),
+    ("finished", [], "already finished"),
+], ids=["held tasks", "running tasks", "--dry-run", "finished tasks"])
+def test_cancel_of_a_sweeps_tasks_runs_as_many_slurm_commands_for_2_tasks_as_for_7(
+        cluster, tmp_path, capsys, monkeypatch, situation, options, said):
+    """cancel runs/* of a 200-task sweep took 226 s: a few commands per task, one task after
+    another. The commands are for all tasks at once: as many for 7 tasks as for 2."""
+    few, many = (_cancel_a_sweep(cluster, tmp_path / name, capsys, monkeypatch, tasks,
+                                 situation, options) for name, tasks in (("few", 2), ("many", 7)))
+    assert few[2] == many[2] and few[2]["scancel"] <= 2, (few[2], many[2])
+    for status, lines, _ in (few, many):
+        assert status == 0 and all(": " + said in line for line in lines), lines
+    if said == "cancelled: ":
+        assert cluster.pending() == [] and cluster.guards() == {}
 
 
 @pytest.mark.parametrize("command", ["cancel", "resume"])
