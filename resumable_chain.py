@@ -4138,13 +4138,16 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
 
 def sweep_options(run_dir, header, sbatch_args):
     """(the tasks of the array the options or the script's #SBATCH ``header`` ask for, or None;
-    the options of each task's chain: no --array, the job named after the sweep if nothing
-    names it). ValueError before anything is queued for what sbatch refuses, or a throttle."""
+    the options of task i's chain: no --array, its jobs named ``i_<name>``, after the sweep if
+    nothing names it: squeue shows a name's first 8 characters, the task first, and the guards
+    follow, ``g:i_<name>``). ValueError before anything is queued for what sbatch refuses, or
+    a throttle."""
     given = script_directives(header) + sbatch_args
     spec = option_value(given, "--array") or ""
     if not spec:
-        return None, sbatch_args
-    sbatch_args = without_options(sbatch_args, ("--array",))
+        return None, None
+    name = option_value(given, "--job-name") or os.path.basename(os.path.abspath(run_dir))
+    sbatch_args = without_options(sbatch_args, ("--array", "--job-name"))
     size = slurm_config("MaxArraySize")
     if not is_digits(size or "", 9):
         raise StateError("--array=%s: cannot read MaxArraySize (scontrol show config): nothing "
@@ -4154,8 +4157,7 @@ def sweep_options(run_dir, header, sbatch_args):
         raise ValueError("--array=%s: the throttle %%%d would not hold: each later link of a task "
                          "is a job of its own, which it does not count; use a QOS limit such as "
                          "MaxJobsPerUser, or no throttle" % (spec, throttle))
-    return tasks, sbatch_args + ([] if "--job-name" in option_names(given) else [
-        "--job-name=" + os.path.basename(os.path.abspath(run_dir))])
+    return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
 
 
 def _live_chain(run_dir, force):
@@ -4911,18 +4913,18 @@ def render_command(run_dir, sbatch_args, **options):
 
 def submit_command(run_dir, sbatch_args, script, script_args, task=None, **options):
     header = read_batch_script(script)[0] if task is None else None
-    tasks, sbatch_args = (None, sbatch_args) if task is not None else sweep_options(
+    tasks, task_args = (None, None) if task is not None else sweep_options(
         run_dir, header, sbatch_args)
     # A sweep: a chain per task in DIR/<task>, none queued unless all can be (none is live,
     # every log has its directory).
     for each in tasks or ():
         task_dir = os.path.abspath(os.path.join(run_dir, str(each)))
         _live_chain(task_dir, options.get("force"))
-        _chain_defaults(task_dir, script, header, sbatch_args)
+        _chain_defaults(task_dir, script, header, task_args(each))
     for each in tasks or ():
         try:
-            submit_command(os.path.join(run_dir, str(each)), sbatch_args, script, script_args,
-                           task=each, **options)
+            submit_command(os.path.join(run_dir, str(each)), task_args(each), script,
+                           script_args, task=each, **options)
         except (StateError, ValueError) as error:
             raise StateError("task %d: %s (the tasks before it are submitted)" % (each, error))
     if tasks:

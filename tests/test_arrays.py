@@ -71,9 +71,26 @@ def test_submit_starts_one_chain_per_task_in_its_own_directory(
         submitted = json.loads(read(os.path.join(sweep, str(task)), rc.SUBMIT_FILE))
         assert submitted["first_job"] == job and cluster.job(job)["array"] == str(task)
         assert "--array=%d" % task in submitted["sbatch_args"]  # the guard's replacement too
-        assert "--job-name=sweep" in cluster.job(job)["options"]
+        assert "--job-name=%d_sweep" % task in cluster.job(job)["options"]  # squeue: the task
     assert sorted(cluster.guards()) == ["1000", "1001", "1002"]  # each first job is guarded
     assert sorted(os.listdir(sweep)) == ["0", "2", "5"]
+
+
+@pytest.mark.parametrize("options", [[], ["-J", "ablation"]], ids=["named after the sweep", "-J"])
+def test_squeue_tells_a_sweeps_tasks_apart_by_their_jobs_names(cluster, tmp_path, capsys,
+                                                               monkeypatch, options):
+    """Every link and guard of a sweep was named alike: squeue (8 characters of a name) could not
+    say which task a job is. Task i's links are named i_<name>, its guards g:i_<name>."""
+    sweep, (_, out, _) = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=0,1,10",
+                                      *options)
+    for task, first in zip((0, 1, 10), out.split()):
+        copy = os.path.join(sweep, str(task), "resumable-train.sbatch")
+        assert cluster.run_link(copy, first, SLURM_JOB_NAME=cluster.job(first)["name"],
+                                SLURM_JOB_PARTITION="debug").returncode == 0
+    shown = sorted(job["name"][:8] for job in cluster.load()["jobs"].values())
+    name = (options or ["", "sweep"])[1]
+    assert shown == sorted(("%s%d_%s" % (guard, task, name))[:8] for task in (0, 1, 10)
+                           for guard in ("", "g:") for _ in range(2))  # first job, successor
 
 
 @pytest.mark.parametrize("options, directive, message", [
