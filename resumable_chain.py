@@ -2097,11 +2097,6 @@ def sbatch_answer(result):
 
 
 def scancel(job_ids, cluster=None):
-    """Cancel jobs of the invoking user; the error text or None."""
-    return "; ".join(sorted(set(scancel_said(job_ids, cluster).values()))) or None
-
-
-def scancel_said(job_ids, cluster=None):
     """Cancel jobs of the invoking user (root says so: a job ID in a chain's files never cancels
     another user's job), QUERY_CHUNK per scancel: {job ID: the error said of it} (a line that
     names none of the command's jobs is said of them all)."""
@@ -2132,7 +2127,8 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
         failed = created and scancel(created, cluster)
         if failed:
             raise StateError("%s; it created held job %s anyway, which could not be cancelled "
-                             "(%s): scancel it" % (error, " ".join(created), failed))
+                             "(%s): scancel it" % (error, " ".join(created), "; ".join(
+                                 sorted(set(failed.values())))))
         raise StateError("%s%s" % (error, "; the held job %s it created anyway was cancelled"
                                    % " ".join(created) if created else ""))
 
@@ -3891,7 +3887,10 @@ def set_budget(budget_dir, cap):
 def cancel_chain(run_dir, dry_run=False):
     """Mark a chain cancelled (a link that still starts stops), cancel its jobs until none is
     left; one that ended is left as it is (``ended`` says why)."""
-    result = cancel_chains([run_dir], dry_run)[run_dir]
+    return _raised(cancel_chains([run_dir], dry_run)[run_dir])
+
+
+def _raised(result):
     if isinstance(result, Exception):
         raise result
     return result
@@ -3899,53 +3898,45 @@ def cancel_chain(run_dir, dry_run=False):
 
 def cancel_chains(run_dirs, dry_run=False):
     """cancel_chain of each run directory: {run_dir: its result, or the error that refused it},
-    with a few Slurm commands for all (one chain after another, a sweep of 1,000 tasks took
-    19 minutes): each chain checked, marked under its lock, then all their jobs cancelled."""
+    in a few Slurm commands for all (a chain at a time, 1,000 took 23 minutes)."""
     results, groups = {}, collections.OrderedDict()
-    chains = collections.OrderedDict()
     for run_dir in run_dirs:
-        try:
-            path = os.path.abspath(run_dir)  # the path checked is the path used (no "x/.." detour)
-            chain = open_chain(path)
-            check_owned_dir(path)  # a dry run or a chain that ended says so only to its owner
-            chains[run_dir] = chain
+        try:  # the path checked is the path used (no "x/.." detour)
+            chain = open_chain(os.path.abspath(run_dir))
+            check_owned_dir(chain.store.directory)  # a dry run or an ended chain: to its owner
+            groups.setdefault(chain.cluster(), collections.OrderedDict())[run_dir] = chain
         except (StateError, ValueError) as error:
             results[run_dir] = error
-    here = any(chain.cluster() for chain in chains.values()) and current_cluster()
-    for run_dir, chain in chains.items():  # the chains of a cluster are asked together
-        groups.setdefault(cluster_to_ask(chain.cluster(), here), collections.OrderedDict())[
-            run_dir] = chain
-    for (cluster, note), group in groups.items():
+    here = any(groups) and current_cluster()
+    for recorded, chains in groups.items():
         try:
-            _cancel_group(group, cluster, note, dry_run, results)
+            _cancel_group(chains, cluster_to_ask(recorded, here), dry_run, results)
         except (StateError, ValueError) as error:  # squeue failed: each chain says so
-            results.update((run_dir, error) for run_dir in group if run_dir not in results)
+            results.update((run_dir, error) for run_dir in chains if run_dir not in results)
     return results
 
 
-def _cancel_group(chains, cluster, note, dry_run, results):
-    """cancel_chains of ``chains`` ({run_dir: Chain}) on one cluster, into ``results``."""
-    results.update(_ended_chains(chains, cluster, dry_run))
-    marked, commands = collections.OrderedDict(), {}
-    for run_dir, chain in chains.items():
-        if run_dir in results:
-            continue
+def _cancel_group(chains, ask, dry_run, results):
+    """cancel_chains of ``chains`` ({run_dir: Chain}) on one cluster (cluster_to_ask's ``ask``):
+    the ended left as they are, the others marked under their locks, then their jobs cancelled."""
+    results.update(_ended_chains(chains, ask[0], dry_run))
+    marked, commands = {}, {}
+    for run_dir in [run_dir for run_dir in chains if run_dir not in results]:
+        store = chains[run_dir].store
         try:
             if dry_run:  # it reads as the cancel it previews: a file others could write is refused
-                store = chain_store(chain.store.directory)
-                store.acting = True
-                marked[run_dir] = open_chain(chain.store.directory, store=store)
+                store, store.acting = chain_store(store.directory), True
+                marked[run_dir] = open_chain(store.directory, store=store)
                 continue
-            with chain.store.locked():  # marked first: a link that starts meanwhile stops
-                marked[run_dir] = _write_mark(chain.store)
+            with store.locked():  # marked first: a link that starts meanwhile stops
+                marked[run_dir] = chain = _write_mark(store)
                 command = (chain.record and chain.record.notify) or (
                     chain.submitted or {}).get("notify")  # the journal's first
-                commands[run_dir] = chain.store.read_notify() if command is True else command
+                commands[run_dir] = store.read_notify() if command is True else command
         except (StateError, ValueError) as error:
             results[run_dir] = error
-    done = _cancel_jobs({run_dir: chain.to_cancel() for run_dir, chain in marked.items()},
-                        cluster, note, dry_run)
-    for run_dir, result in done.items():
+    for run_dir, result in _cancel_jobs({run_dir: chain.to_cancel() for run_dir, chain in
+                                         marked.items()}, *ask, dry_run=dry_run).items():
         chain = chains[run_dir]
         last = (chain.jobs or [(chain.submitted or {}).get("first_job")])[-1]  # or the first
         results[run_dir] = dict(result, log=announce(chain.store, Event(
@@ -3960,18 +3951,18 @@ def _ended_chains(chains, cluster, dry_run):
     it; nor is a broken one: a guard of an earlier link may still be running, and the mark
     stops it). One squeue answer and one status for all."""
     answer = _squeue_answer(_union(chain.candidates() for chain in chains.values()), cluster)
-    idle = [run_dir for run_dir, chain in chains.items()
-            if not any(_queued_of(chain.candidates(), *answer))]
+    idle = [path for path, chain in chains.items() if not any(_queued_of(chain.candidates(),
+                                                                         *answer))]
     ended = {}
-    for run_dir, status in zip(idle, chains_status([chains[run_dir].store.directory
-                                                    for run_dir in idle])):
+    for run_dir, status in zip(idle, chains_status([chains[path].store.directory
+                                                    for path in idle])):
         chain, word = chains[run_dir], status["verdict_word"]
         scancelled = word == "stopped" and not chain.cancelled and \
             (chain.record or Record()).action in WORK_ACTIONS
         if word in ("finished", "stopped", "failed") and not scancelled:
-            ended[run_dir] = {"cancelled": [], "leftover": [], "dry_run": dry_run, "errors": [],
-                              "log": [], "ended": "already %s (%s): nothing to cancel" % (
-                                  word, status["verdict"].partition(": ")[2])}
+            ended[run_dir] = dict(cancelled=[], leftover=[], dry_run=dry_run, errors=[], log=[],
+                                  ended="already %s (%s): nothing to cancel" % (
+                                      word, status["verdict"].partition(": ")[2]))
     return ended
 
 
@@ -3992,62 +3983,53 @@ def _union(job_lists):
     return sorted(set(itertools.chain.from_iterable(job_lists)), key=int)
 
 
-def _successors(links, dependents):
-    """The pending successors of the links, however deep ({predecessor: [dependents]})."""
+def _squeue_answer(links, cluster):
+    """What squeue shows of the links and of this user's pending dependents: ({predecessor:
+    [pending dependents]}, {job ID: base state}), read for each chain by _queued_of."""
+    dependents = pending_dependents(cluster)
+    live = queued_jobs(_union([links] + list(dependents.values())), cluster=cluster)
+    return dependents, {job.job_id: base_state(job.state) for job in live}
+
+
+def _queued_of(links, dependents, live):
+    """(pending, running) job IDs of the links and their successors, however deep."""
     pending, frontier = set(), list(links)
     while frontier:  # successors of successors, queued while we looked
         for successor in dependents.get(frontier.pop(), ()):
             if successor not in pending:
                 pending.add(successor)
                 frontier.append(successor)
-    return pending
-
-
-def _squeue_answer(links, cluster):
-    """What squeue shows of the links and their successors: ({predecessor: [pending
-    dependents]}, {job ID: base state}), read for each chain by _queued_of."""
-    dependents = pending_dependents(cluster)
-    live = queued_jobs(_union([links, _successors(links, dependents)]), cluster=cluster)
-    return dependents, {job.job_id: base_state(job.state) for job in live}
-
-
-def _queued_of(links, dependents, live):
-    """(pending, running) job IDs of the links and their successors in a _squeue_answer."""
-    pending = _successors(links, dependents)
     shown = set(links) | pending
     pending |= set(job for job in shown if live.get(job) == "PENDING")
     return pending, set(job for job in shown if job in live) - pending
 
 
 def _cancel_jobs(links, cluster, note, dry_run=False):
-    """{key: result} of the chains whose jobs are {key: links}, each round with one squeue
-    answer for all: their pending successors cancelled first (a cancelled link releases them),
-    then their running links, each in one scancel for all."""
+    """{key: result} of the chains whose jobs are {key: links}, with one squeue answer a round
+    for all: their pending successors cancelled first (a cancelled link releases them), then
+    their running links, each in one scancel for all."""
     cancelled, errors = {key: [] for key in links}, {key: [] for key in links}
     for _round in range(CANCEL_ROUNDS):
         answer = _squeue_answer(_union(links.values()), cluster)
         queued = {key: _queued_of(jobs, *answer) for key, jobs in links.items()}
-        leftover = {key: sorted(pending | running, key=int)
-                    for key, (pending, running) in queued.items()}
+        leftover = {key: _union(sets) for key, sets in queued.items()}
         if not any(leftover.values()) or dry_run:
             break
         for index in (0, 1):
-            groups = {key: sorted(jobs[index], key=int) for key, jobs in queued.items()
-                      if jobs[index]}
-            said = scancel_said(_union(groups.values()), cluster)
+            groups = {key: sorted(sets[index], key=int) for key, sets in queued.items()}
+            said = scancel(_union(groups.values()), cluster)
             for key, group in groups.items():
-                lines = sorted(set(said[job] for job in group if job in said))
-                errors[key] += ["scancel %s: %s" % (" ".join(group), "; ".join(lines))] * bool(
-                    lines)
+                lines = "; ".join(sorted(set(said[job] for job in group if job in said)))
+                errors[key] += ["scancel %s: %s" % (" ".join(group), lines)] * bool(lines)
                 cancelled[key] += [job for job in group if job not in cancelled[key]]
         links = {key: _union([jobs, leftover[key]]) for key, jobs in links.items()}
         time.sleep(1)
     else:
         live = set(job.job_id for job in queued_jobs(_union(links.values()), cluster=cluster))
         leftover = {key: sorted(job for job in jobs if job in live) for key, jobs in links.items()}
-    return {key: {"cancelled": cancelled[key], "leftover": leftover[key], "dry_run": dry_run,
-                  "errors": errors[key] + ([note] if note and (errors[key] or leftover[key])
-                                           else [])} for key in links}
+    return {key: dict(cancelled=cancelled[key], leftover=leftover[key], dry_run=dry_run,
+                      errors=errors[key] + [note] * bool(note and (errors[key] or leftover[key])))
+            for key in links}
 
 
 def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
@@ -4981,9 +4963,7 @@ def cancel_command(run_dirs, dry_run=False):
     results = cancel_chains(run_dirs, dry_run)  # all at once; then a line each
 
     def cancel(run_dir, log):
-        result = results[run_dir]
-        if isinstance(result, Exception):
-            raise result
+        result = _raised(results[run_dir])
         for line in result["errors"] + result["log"]:
             log(line)
         if result.get("ended"):
