@@ -3966,12 +3966,6 @@ def _ended_chains(chains, cluster, dry_run):
     return ended
 
 
-def _cancel_locked(store):
-    """Mark the chain in store cancelled and cancel its jobs (the caller holds the lock)."""
-    chain = _write_mark(store)
-    return _cancel_jobs({0: chain.to_cancel()}, *cluster_to_ask(chain.cluster()))[0]
-
-
 def _write_mark(store):
     """Under the lock: mark the chain in store cancelled; its Chain, as read under the lock."""
     chain = open_chain(store.directory, must_exist=False, store=store)  # checked: the lock's
@@ -4188,7 +4182,8 @@ def _install_chain(run_dir, force, copy_path, submitted):
     try:
         with store.locked():
             if force:
-                result = _cancel_locked(store)
+                chain = _write_mark(store)
+                result = _cancel_jobs({0: chain.to_cancel()}, *cluster_to_ask(chain.cluster()))[0]
                 if result["leftover"]:
                     raise StateError("--force: could not cancel the live chain (still there: %s; "
                                      "it is marked cancelled, so its links stop when they start)"
