@@ -1,4 +1,5 @@
 """Issue 31 part 1: sweeps, a chain per array task (docs/arrays.md)."""
+import collections
 import json
 import os
 import shlex
@@ -70,9 +71,26 @@ def test_submit_starts_one_chain_per_task_in_its_own_directory(
         submitted = json.loads(read(os.path.join(sweep, str(task)), rc.SUBMIT_FILE))
         assert submitted["first_job"] == job and cluster.job(job)["array"] == str(task)
         assert "--array=%d" % task in submitted["sbatch_args"]  # the guard's replacement too
-        assert "--job-name=sweep" in cluster.job(job)["options"]
+        assert "--job-name=%d_sweep" % task in cluster.job(job)["options"]  # squeue: the task
     assert sorted(cluster.guards()) == ["1000", "1001", "1002"]  # each first job is guarded
     assert sorted(os.listdir(sweep)) == ["0", "2", "5"]
+
+
+@pytest.mark.parametrize("options", [[], ["-J", "ablation"]], ids=["named after the sweep", "-J"])
+def test_squeue_tells_a_sweeps_tasks_apart_by_their_jobs_names(cluster, tmp_path, capsys,
+                                                               monkeypatch, options):
+    """Every link and guard of a sweep was named alike: squeue (8 characters of a name) could not
+    say which task a job is. Task i's links are named i_<name>, its guards g:i_<name>."""
+    sweep, (_, out, _) = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=0,1,10",
+                                      *options)
+    for task, first in zip((0, 1, 10), out.split()):
+        copy = os.path.join(sweep, str(task), "resumable-train.sbatch")
+        assert cluster.run_link(copy, first, SLURM_JOB_NAME=cluster.job(first)["name"],
+                                SLURM_JOB_PARTITION="debug").returncode == 0
+    shown = sorted(job["name"][:8] for job in cluster.load()["jobs"].values())
+    name = (options or ["", "sweep"])[1]
+    assert shown == sorted(("%s%d_%s" % (guard, task, name))[:8] for task in (0, 1, 10)
+                           for guard in ("", "g:") for _ in range(2))  # first job, successor
 
 
 @pytest.mark.parametrize("options, directive, message", [
@@ -157,6 +175,48 @@ def test_cancel_of_one_task_leaves_the_others(cluster, tmp_path, capsys, monkeyp
     assert firsts[1] in cancelled and firsts[0] not in cancelled
     assert (successor in cancelled) if running else True
     assert cluster.pending() == [firsts[0]]
+
+
+def _cancel_a_sweep(cluster, tmp_path, capsys, monkeypatch, tasks, situation, options):
+    """Submit a sweep of ``tasks`` left in ``situation``, cancel all its tasks: (exit status,
+    lines, {Slurm command: how many times cancel ran it})."""
+    os.makedirs(str(tmp_path))
+    sweep, (_, out, _) = submit_sweep(cluster, tmp_path, capsys, monkeypatch,
+                                      "--array=0-%d" % (tasks - 1))
+    for task, first in enumerate(out.split()):
+        if situation != "waiting":
+            successor = run_task_link(cluster, sweep, task, first)
+        if situation == "finished":
+            cluster.finish(first, "COMPLETED", 5)
+            cluster.set_job(successor, state="CANCELLED", start="None")
+    cluster.update(scancel_ignored=situation == "will not die")
+    before = len(cluster.calls(guards=True))
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "cancel", *(
+        [os.path.join(sweep, str(task)) for task in range(tasks)] + options))
+    return status, out.splitlines(), collections.Counter(
+        call["command"] for call in cluster.calls(guards=True)[before:])
+
+
+@pytest.mark.parametrize("situation, options, said", [
+    ("waiting", [], "cancelled: "),
+    ("running", [], "cancelled: "),
+    ("running", ["--dry-run"], "would cancel: "),
+    ("finished", [], "already finished"),
+    ("will not die", [], "cancelled: "),  # exit 1: "still pending or running"
+], ids=["held tasks", "running tasks", "--dry-run", "finished tasks", "jobs that will not die"])
+def test_cancel_of_a_sweeps_tasks_runs_as_many_slurm_commands_for_2_tasks_as_for_7(
+        cluster, tmp_path, capsys, monkeypatch, situation, options, said):
+    """cancel runs/* of a 200-task sweep took 226 s: a few commands per task, one task after
+    another. The commands are for all tasks at once: as many for 7 tasks as for 2."""
+    few, many = (_cancel_a_sweep(cluster, tmp_path / name, capsys, monkeypatch, tasks,
+                                 situation, options) for name, tasks in (("few", 2), ("many", 7)))
+    rounds = rc.CANCEL_ROUNDS if situation == "will not die" else 1  # pending, then running
+    assert few[2] == many[2] and few[2]["scancel"] <= 2 * rounds, (few[2], many[2])
+    for status, lines, _ in (few, many):
+        assert all(": " + said in line for line in lines), lines
+        assert [status, "still pending" in lines[-1]] == [int(situation == "will not die")] * 2
+    if said == "cancelled: " and situation != "will not die":
+        assert cluster.pending() == [] and cluster.guards() == {}
 
 
 @pytest.mark.parametrize("command", ["cancel", "resume"])

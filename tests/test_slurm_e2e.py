@@ -1102,10 +1102,9 @@ def test_a_sweep_runs_one_chain_per_array_task_through_two_time_limits(root):
         handle.write(SWEEP_SCRIPT)
     firsts = cli("submit", sweep, "--array=0-2", "--python", sys.executable, script).split()
     assert len(firsts) == 3 and sorted(os.listdir(sweep)) == ["0", "1", "2"]
-    deadline = time.time() + 720
+    deadline, names = time.time() + 720, sweep_names(name, range(3))
     while True:  # until every task's chain ended and nothing of the sweep is queued, guards too
-        queued = run(["squeue", "-h", "-n", "%s,%s%s" % (name, rc.GUARD_PREFIX, name), "-o",
-                      "%A|%j|%T"]).stdout.split()
+        queued = run(["squeue", "-h", "-n", names, "-o", "%A|%j|%T"]).stdout.split()
         statuses = json.loads(cli("status", sweep, "--json"))
         if not queued and all(rc.is_final(row["state"]) for status in statuses
                               for row in status["jobs"]):
@@ -1128,4 +1127,33 @@ def test_a_sweep_runs_one_chain_per_array_task_through_two_time_limits(root):
         assert [line[0] for line in work] == [row["job"] for row in links]
         assert all(line[1:] == [str(task), run_dir, run_dir] for line in work), work
     assert cli("status", sweep, "--check") and not run(
-        ["squeue", "-h", "-n", "%s,%s%s" % (name, rc.GUARD_PREFIX, name)]).stdout.strip()
+        ["squeue", "-h", "-n", names]).stdout.strip()
+
+
+def sweep_names(name, tasks):
+    """The job names of a sweep's tasks, links and guards, for squeue -n: i_<name>, g:i_<name>."""
+    return ",".join("%s%d_%s" % (prefix, task, name) for task in tasks
+                    for prefix in ("", rc.GUARD_PREFIX))
+
+
+def test_cancel_of_a_held_sweep_stops_every_task_at_once(root):
+    """cancel of a sweep's tasks: one scancel for all (20 tasks took 22 s, a task at a time),
+    nothing of the sweep left queued, every task's chain stopped; squeue names each task."""
+    name = "rce2e-cancel-%s" % TAG
+    sweep, script = os.path.join(root, name), os.path.join(root, "cancel.sbatch")
+    with open(script, "w") as handle:
+        handle.write(SWEEP_SCRIPT)
+    firsts = cli("submit", sweep, "--array=0-19", "--hold", "--python", sys.executable,
+                 script).split()
+    names = sweep_names(name, range(20))
+    queued = run(["squeue", "-h", "-n", names, "-o", "%j"]).stdout.split()
+    assert len(firsts) == 20 and sorted(queued) == sorted(names.split(",")), queued
+    started = time.time()
+    lines = cli("cancel", *[os.path.join(sweep, str(task)) for task in range(20)]).splitlines()
+    took = time.time() - started
+    REPORT.append((name, [("20 held tasks", "cancelled in", round(took))]))
+    assert [line.split(": ")[1] for line in lines] == ["cancelled"] * 20, lines
+    assert not run(["squeue", "-h", "-n", names]).stdout.strip()
+    statuses = json.loads(cli("status", sweep, "--json"))
+    assert [s["verdict_word"] for s in statuses] == ["stopped"] * 20, statuses
+    assert took < 15, took
