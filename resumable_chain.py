@@ -1070,7 +1070,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
         cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code)]
     elif snapshot.cancelled and not first:
         decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
-                                   "resumable-chain cancel (%s): stopping"
+                                   "the cancel command (%s): stopping"
                                    % snapshot.cancelled), "cancel"
     capped = stop_at_cap(decision, walltime, settings.max_walltime)
     if capped is not decision:
@@ -2720,7 +2720,7 @@ def describe_link(outcome):
     if record.predecessor is None:
         seen = "none (first job)"
     elif observation is not None and observation.source == "resume":
-        seen = "%s (queued by resumable-chain resume)" % record.predecessor
+        seen = "%s (queued by the resume command)" % record.predecessor
     else:
         seen = "%s %s" % (record.predecessor, record.predecessor_state or NOT_VISIBLE)
         if observation is not None and observation.source in ("sacct", "scontrol"):
@@ -3297,7 +3297,7 @@ def not_a_chain(run_dir):
     depths = sorted(set(name.count(os.sep) for name in below))
     named = [os.path.join(*["*"] * (depths[0] + 1))] if len(depths) == 1 else below[:3] + [
         "..."] * (len(below) > 3)  # one glob when they are all as deep, else the first ones
-    return StateError("%s is not a chain: it has no %s%s" % (run_dir, CHAIN_FILE, below and (
+    return StateError("%s is not a chain made by resumable_chain%s" % (run_dir, below and (
         "; %d chain(s) are below it (status lists them): name them, e.g. %s" % (
             len(below), " ".join(name if name == "..." else shell_quote(run_dir) + "/" + name
                                  for name in named))) or ""))
@@ -3354,8 +3354,8 @@ def chain_dirs(paths):
             except OSError as error:
                 raise StateError("cannot list %s: %s" % (path, error.strerror or error))
             if not children:
-                raise StateError("%s is not a chain (it has no %s) and no directory below it "
-                                 "holds one" % (path, CHAIN_FILE))
+                raise StateError("%s is not a chain made by resumable_chain and no directory "
+                                 "below it holds one" % path)
         for child in children:  # runs/latest -> runs/sweep/a is one chain, shown by its name
             real = os.path.realpath(child)
             if real not in seen:
@@ -3614,19 +3614,19 @@ def _show_other_jobs(status, plan, known):
 def _status_row(job, role, record):
     state = base_state(job.state)
     note = None
-    if role == "successor" and job.state == "CANCELLED" and job.start is None:
+    if role == "successor" and job.state == "CANCELLED" and not job.elapsed:  # 23.02+: a Start
         note = "cancelled by Slurm before it ran: its predecessor completed (expected)"
     elif role == "decided":
         note = "ran no work: decided %s" % record.action
     elif role == "resumed link" and state == "PENDING":
-        note = "queued by resumable-chain resume" + (
+        note = "queued by the resume command" + (
             ", pending: %s" % job.reason if job.reason else "")
     elif state.startswith("CANCELLED") and job.state != "CANCELLED":
         note = _state_words(job.state)
     elif state == "PENDING" and job.reason:
         note = "pending: %s" % job.reason
     elif role == "link" and is_final(job.state) and state != "CANCELLED":
-        note = _how_link_ended(job)
+        note = _how_link_ended(job, record)
     if state == "PENDING" and never_starts(job.reason):
         note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
                                                         never_starts(job.reason))
@@ -3648,10 +3648,13 @@ LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "not a failure: no retry
              RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
 
 
-def _how_link_ended(job):
+def _how_link_ended(job, record):
     """"exit 75: not a failure: no retry counted": how a link ended and what the table says of
-    it (what the next link then did, e.g. stop at a cap, is its own row)."""
+    it (what the next link then did, e.g. stop at a cap, is its own row; ``record``: the
+    journal's last, whose predecessor failed the chain if it decided fail)."""
     words = LINK_ENDS.get(state_meaning(job.state, job.exit_code), "")
+    if record.action == "fail" and job.job_id == record.predecessor:  # no retry was left
+        words = "the failure that exhausted the retries"
     code, _, signal_number = (job.exit_code or "").partition(":")
     if is_digits(signal_number, 3) and int(signal_number):  # killed: TIMEOUT's 0:15, ...
         try:
@@ -3684,9 +3687,9 @@ def _nothing_continues(record, rows, chain):
 VERDICTS = {
     "unreadable": ("unknown", "cannot read the chain's state ({problem})",
                    "fix or delete the named file, then run status again", True),
-    "cancelled": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
+    "cancelled": ("stopped", "cancelled with the cancel command ({cancelled})",
                   "{resume} continues it (the walltime so far is kept)", False),
-    "cancelled unstarted": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
+    "cancelled unstarted": ("stopped", "cancelled with the cancel command ({cancelled})",
                             "{submit_again}", False),
     "running": ("running", "job {job} is {state}{left}", None, False),
     "running alone": ("running", "job {job} is {state}{left}; nothing would continue the chain "
@@ -3895,7 +3898,7 @@ def cancel_chain(run_dir, dry_run=False):
         command = chain.store.read_notify() if command is True else command  # owner only
     last = (chain.jobs or [(chain.submitted or {}).get("first_job")])[-1]  # or the first job
     result["log"] = announce(chain.store, Event(
-        "stopped", last, len(chain.jobs), "cancelled with resumable-chain cancel "
+        "stopped", last, len(chain.jobs), "cancelled with the cancel command "
         "(jobs %s)" % " ".join(result["cancelled"]), int(time.time())),
         command) if result["cancelled"] else []
     return result
@@ -4215,7 +4218,7 @@ def _resumed_record(snapshot, previous, last_link, options):
                              format_duration(walltime + MIN_TIME_LIMIT)))
     return Record(predecessor=previous.job, predecessor_state=state,
                   predecessor_elapsed=counted, source="resume", action="resume",
-                  reason="resumed with resumable-chain resume after " + ended,
+                  reason="resumed with the resume command after " + ended,
                   walltime=walltime, retries=0, settings_from="resume", successor=None,
                   budget_dir=previous.budget_dir, phase="queued",
                   link=link_number(chain_length(snapshot), "resume"), **kept)
@@ -4225,7 +4228,7 @@ def _resumable_record(store, snapshot, submitted, cluster):
     """The journal's last record, if the chain it describes can be resumed; StateError if not."""
     previous = snapshot.record
     if previous is None and snapshot.last_job is None and not submitted:
-        raise StateError("%s is not a chain: it has no %s" % (store.directory, CHAIN_FILE))
+        raise not_a_chain(store.directory)
     live = queued_jobs(live_candidates([snapshot.last_job], previous, submitted), cluster=cluster)
     if live:
         raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
@@ -4389,7 +4392,7 @@ def _build_parser():
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):  # main() stays the only place that exits
-            command = self.prog.partition(" ")[2]  # main() names the program itself
+            command = self.prog[len(COMMAND):].strip()  # main() names the program itself
             raise StateError("%s%s (see --help)" % (command and command + ": ", message))
 
     def checked(check):  # our validators' messages, as argparse shows a bad value
@@ -4401,14 +4404,14 @@ def _build_parser():
         return convert
 
     formatter = argparse.RawDescriptionHelpFormatter
-    parser = Parser(prog="resumable-chain", formatter_class=formatter, description=__doc__)
-    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
+    parser = Parser(prog=COMMAND, formatter_class=formatter, description=__doc__)
+    parser.add_argument("--version", action="version", version="resumable-chain " + __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in USER_COMMANDS.items():
         sub = commands.add_parser(name, formatter_class=formatter, help=command.help,
                                   description=command.description,
-                                  usage="resumable-chain %s %s" % (name, command.usage),
-                                  epilog="example:\n  " + command.example)
+                                  usage="%s %s %s" % (COMMAND, name, command.usage),
+                                  epilog="example:\n  " + as_run(command.example))
         sub.add_argument("run_dir", metavar="DIR", help=command.dirs,
                          nargs="+" if "DIR..." in command.usage else None)
         for option, metavar in usage_options(command.usage).items():
@@ -4433,7 +4436,9 @@ def format_status(status):
                                                format_duration(row["time_left"]))
         rows.append((row["job"], row["role"], state, format_duration(row["elapsed"]),
                      row["start"] or "-", row["end"] or "-", note))
-    lines += [("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % row).rstrip() for row in rows]
+    width = max(len(row[2]) for row in rows + [("", "", " " * 26)])  # CANCELLED by a long name
+    lines += [("%-12s %-14s %-*s %10s  %-19s  %-19s  %s" % (row[:2] + (width,) + row[2:])).rstrip()
+              for row in rows]
     cap = status["max_walltime"]
     walltime = "walltime: %s" % format_duration(status["walltime_used"])
     if status["walltime_uncounted"]:
@@ -4450,24 +4455,29 @@ def format_status(status):
             budget["dir"], format_duration(budget["used"]), format_duration(budget["reserved"]),
             format_duration(budget["left"]), format_duration(budget["cap"])))
     lines.append("pending successor: %s" % (status["pending_successor"] or "none"))
-    guard = status["guard"]
-    if (guard or status["guard_error"]) and status["verdict_word"] in ("running", "waiting"):
-        lines.append("guard: %s" % ("job %s %s (continues the chain if the successor dies "
-                                    "before its prologue)" % (guard["job"], guard["state"])
-                                    if guard and not is_final(guard["state"]) else
-                                    "job %s ran (%s): %s" % (guard["job"], guard["state"],
-                                                             guard.get("ran") or "see %s"
-                                                             % GUARD_LOG)
-                                    if guard else "none: %s (Slurm's requeue only)"
-                                    % status["guard_error"]))
-    lines.append("lock: %s%s" % (status["lock"]["kind"], " (%s)" % status["lock"]["why"]
-                                 if status["lock"]["why"] else ""))
+    if (status["guard"] or status["guard_error"]) and status["verdict_word"] in ("running",
+                                                                                "waiting"):
+        lines.append(_guard_line(status))
+    if status["lock"]["kind"] == "file":  # the kernel's lock, the common case, goes unsaid
+        lines.append("lock: file (%s)" % status["lock"]["why"])
     lines += ["event: %s %s (job %s): %s" % (
         time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(event["time"] or 0)), event["event"],
         event["job"], event["reason"]) for event in status["events"]]
     lines.append("verdict: %s" % status["verdict"])
     lines += ["next: %s" % status["next"]] if status["next"] else []
     return "\n".join(lines) + "\n"
+
+
+def _guard_line(status):
+    """status's guard line: the job it covers, in the words of its row; or why there is none."""
+    guard = status["guard"]
+    if not guard:
+        return "guard: none: %s (Slurm's requeue only)" % status["guard_error"]
+    if is_final(guard["state"]):
+        return "guard: job %s ran (%s): %s" % (guard["job"], guard["state"],
+                                               guard.get("ran") or "see %s" % GUARD_LOG)
+    note = next((row["note"] for row in status["jobs"] if row["job"] == guard["job"]), None)
+    return "guard: job %s %s" % (guard["job"], guard["state"]) + (" (%s)" % note if note else "")
 
 
 def _status_warnings(status, shown):
@@ -4527,7 +4537,7 @@ def format_collection(statuses):
 
 def _pretty_json(value):
     # A lone surrogate (from a state file) is not JSON that every reader takes: its escape text.
-    return json.dumps(_each_text(value, lambda text: text.encode(
+    return json.dumps(_each_text(value, lambda text: as_run(text).encode(
         "utf-8", "backslashreplace").decode("utf-8")), indent=2, sort_keys=True) + "\n"
 
 
@@ -4542,9 +4552,31 @@ def _each_text(value, change):
     return value
 
 
+# How the user ran this program, set by main(): messages say "resumable-chain CMD" (journals
+# keep it so) and what is printed names the command as it can be typed again (as_run).
+COMMAND = "resumable-chain"
+
+
+def command_name(argv0):
+    """The console script by name when PATH finds it; else this file run by python3 (a file
+    copied as the Quick start says is on no PATH), by its absolute path, quoted for the shell."""
+    import shutil
+    if os.path.basename(argv0) != "resumable-chain":  # by path, python3 -m, a link's python -c
+        return "python3 " + shell_quote(module_path())
+    found = shutil.which("resumable-chain")
+    same = found and os.path.realpath(found) == os.path.realpath(argv0)
+    return "resumable-chain" if same else shell_quote(os.path.abspath(argv0))
+
+
+def as_run(text):
+    for word in USER_COMMANDS:
+        text = text.replace("resumable-chain %s" % word, "%s %s" % (COMMAND, word))
+    return text
+
+
 def _log(*messages):
     for message in messages:
-        sys.stderr.write("resumable-chain: %s\n" % visible(message))
+        sys.stderr.write("resumable-chain: %s\n" % as_run(visible(message)))
     sys.stderr.flush()
 
 
@@ -4554,7 +4586,7 @@ def one_line(text):
 
 def _say(text):
     """Write text for a person: what came from state files is shown, never obeyed."""
-    _write(visible(text))
+    _write(as_run(visible(text)))
 
 
 def _write(text):
@@ -5109,7 +5141,8 @@ def run_step(step, argv):
 
 def main(argv=None):
     """Run the command line; return the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    global COMMAND
+    argv, COMMAND = list(sys.argv[1:] if argv is None else argv), command_name(sys.argv[0])
     try:
         return run_step(argv[0], argv[1:]) if argv[:1] and argv[0] in STEPS else \
             run_user_command(argv)

@@ -3,12 +3,13 @@ a new chain's own events, pending reasons that never clear, job names and workin
 every job of the chain in ``status``, and the words of the command line."""
 import json
 import os
+import subprocess
 import sys
 
 import pytest
 
 import resumable_chain as rc
-from fake_cluster import read, run_cli, start_chain
+from fake_cluster import BY_PATH, read, run_cli, start_chain
 from test_operations import (failed_chain, notified, notify_chain, one_chain_on_a_budget,
                              write)
 
@@ -48,7 +49,7 @@ def ended_chain(cluster, run_dir, capsys, monkeypatch, how):
 
 @pytest.mark.parametrize("how,words", [
     ("finished", "already finished (job 100 COMPLETED): nothing to cancel"),
-    ("stopped", "already stopped (cancelled with resumable-chain cancel ("),
+    ("stopped", "already stopped (cancelled with the cancel command ("),
     ("failed", "already failed (predecessor FAILED: retry 1 exceeds max_retries 0"),
 ], ids=["finished", "stopped", "failed"])
 @pytest.mark.parametrize("dry_run", [False, True], ids=["cancel", "cancel --dry-run"])
@@ -127,14 +128,14 @@ def test_a_link_pending_for_a_reason_that_never_clears_needs_a_person(
     checked = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
     assert checked[0] == int(never)
     [row] = [line for line in checked[1].splitlines() if line.startswith(out.strip() + " ")]
-    assert row.endswith("queued by resumable-chain resume, pending: %s%s" % (
+    assert row.endswith("queued by the resume command, pending: %s%s" % (
         reason, " (%s: it never starts by itself)" % rc.never_starts(reason) if never else ""))
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     if never:
         assert report["verdict"].startswith("waiting: job %s is pending (%s) and never starts "
                                             "by itself: " % (out.strip(), reason))
         assert report["next"].startswith("fix its request (scontrol update JobId=%s ...), or "
-                                         "resumable-chain cancel " % out.strip())
+                                         "%s cancel " % (out.strip(), BY_PATH))
     else:
         assert report["verdict"] == "waiting: job %s is pending (%s)" % (out.strip(), reason)
         assert report["next"] is None
@@ -162,7 +163,7 @@ def test_a_first_job_that_never_starts_is_submitted_again_not_resumed(cluster, r
 
 @pytest.mark.parametrize("words,message", [
     (["render", "r", "-p", "debug"], "unrecognized arguments: -p debug; sbatch options for every "
-     "successor go after --: resumable-chain render DIR [OPTIONS] -- -p debug (see --help)"),
+     "successor go after --: %s render DIR [OPTIONS] -- -p debug (see --help)" % BY_PATH),
     (["render", "r", "--max-retry", "2"], "--max-retry 2 (did you mean --max-retries?)"),
     (["status", "r", "--jsn"], "--jsn (did you mean --json?)"),
     (["status"], "the following arguments are required: DIR"),
@@ -217,7 +218,7 @@ def test_a_resumed_link_says_what_it_resumed_after(cluster, run_dir, capsys, mon
         assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
     assert run_cli(cluster, capsys, monkeypatch, "resume", run_dir)[0] == 0
     reason = json.loads(read(run_dir, rc.JOURNAL_FILE))["reason"]
-    assert reason == "resumed with resumable-chain resume " + words
+    assert reason == "resumed with the resume command " + words
 
 
 def test_a_collection_shows_a_shared_budget_in_the_walltime_column(cluster, tmp_path, capsys,
@@ -380,3 +381,81 @@ def test_status_check_fails_for_an_ended_chain_with_a_corrupt_state_file(
     status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
     assert status == 1 and "WARNING" in out and rc.RETRIES_FILE in out, out
     assert run_cli(cluster, capsys, monkeypatch, "status", run_dir)[0] == 0  # a look, no check
+
+
+CONSOLE_SCRIPT = "#!%s\nimport sys\nsys.path.insert(0, %r)\nfrom resumable_chain import main\n" \
+    "sys.exit(main())\n"  # what pip writes for the resumable-chain entry point
+
+
+@pytest.mark.parametrize("how, named", [
+    ("a copied file run by path", "python3 '{copy}'"),
+    ("a copied file run with python3 -m", "python3 '{copy}'"),
+    ("the console script PATH finds", "resumable-chain"),
+    ("the console script by a path not on PATH", "'{script}'"),
+])
+def test_messages_name_the_command_as_the_user_ran_it(tmp_path, how, named):
+    # Issue 40: `next:` lines said resumable-chain, which a file copied as the Quick start says
+    # is not: 'command not found'. The named command is quoted for the shell (a space here).
+    home = tmp_path / "my tools"
+    home.mkdir()
+    copy = str(home / "resumable_chain.py")
+    with open(rc.__file__) as source, open(copy, "w") as target:
+        target.write(source.read())
+    script = home / "bin" / "resumable-chain"
+    script.parent.mkdir()
+    script.write_text(CONSOLE_SCRIPT % (sys.executable, str(home)))
+    script.chmod(0o755)
+    path = (str(script.parent) + os.pathsep if how.endswith("PATH finds") else "") + \
+        os.environ["PATH"]
+    argv = {"a copied file run by path": [sys.executable, copy],
+            "a copied file run with python3 -m": [sys.executable, "-m", "resumable_chain"],
+            "the console script PATH finds": ["resumable-chain"]}.get(how, [str(script)])
+    result = subprocess.run(argv + ["budget", str(tmp_path)], cwd=str(home), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, universal_newlines=True,
+                            env=dict(os.environ, PATH=path))
+    assert result.returncode == 2
+    named = named.format(copy=copy, script=script)
+    assert "create it with %s budget %s --max-walltime T" % (
+        named, rc.shell_quote(str(tmp_path))) in result.stderr, result.stderr
+
+
+def submitted_chain(cluster, run_dir, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "train.sbatch"), "#!/bin/bash\n#SBATCH --time=10\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)
+    assert status == 0, err
+    return out.strip()
+
+
+def test_a_pending_first_jobs_guard_line_says_what_its_row_says(cluster, run_dir, tmp_path,
+                                                                capsys, monkeypatch):
+    # Issue 40: the row said "replaces job 209 if it dies before its prologue", the guard line
+    # "continues the chain if the successor dies" beside "pending successor: none".
+    first = submitted_chain(cluster, run_dir, tmp_path, capsys, monkeypatch)
+    text = run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1]
+    covers = "replaces job %s if it dies before its prologue" % first
+    [guard] = [line.split()[0] for line in text.splitlines() if " guard " in line]
+    assert "guard: job %s PENDING (%s)\n" % (guard, covers) in text and "successor dies" not in text
+    assert "lock:" not in text  # the kernel's lock, the common case, goes unsaid
+
+
+def test_a_long_name_of_who_cancelled_keeps_the_status_columns(cluster, run_dir, capsys,
+                                                               monkeypatch):
+    # Issue 40: "CANCELLED by trial1 (uid 2104)" overflowed the STATE column.
+    script, successor = start_chain(cluster, run_dir)
+    cluster.set_job(successor, state="CANCELLED by 2104", end="2026-11-30T01:30:00")
+    monkeypatch.setattr(rc, "uid_name", lambda uid: "a-colleague-with-a-long-name")
+    lines = run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1].splitlines()
+    header = next(line for line in lines if line.startswith("JOBID "))
+    rows = [line for line in lines if line.split(" ")[0] in ("100", successor)]
+    assert "CANCELLED by a-colleague-with-a-long-name (uid 2104)" in rows[1]
+    start = header.index("START")  # every row's START where the header's is
+    assert [row[start - 2:start] + row[start] in ("  -", "  2") for row in rows] == [True] * 2
+
+
+def test_the_last_link_of_a_failed_chain_says_it_exhausted_the_retries(cluster, run_dir, capsys,
+                                                                       monkeypatch):
+    # Issue 40: it said "a failure, retried while retries are left" (none was left).
+    failed_chain(cluster, run_dir)
+    rows = status_rows(cluster, capsys, monkeypatch, run_dir)[0]
+    assert rows["100"][:2] == ("link", "FAILED")
+    assert rows["100"][2].endswith(": the failure that exhausted the retries"), rows["100"]
