@@ -279,7 +279,7 @@ def never_starts(reason):
 REFUSED_SBATCH_OPTIONS = {
     "--dependency": "the chain sets the dependency itself",
     "--array": "give it to submit, which starts one chain per task (docs/arrays.md)",
-    "--wrap": "the successor is submitted with the job script",
+    "--wrap": "a chain resubmits a job script: write the command in one and give its path",
     "--hold": "every successor would wait held (submit --hold holds the first job only)",
     "--test-only": "sbatch only says when the job would start and queues nothing (run sbatch "
                    "--test-only on the script itself)",
@@ -4341,7 +4341,8 @@ def split_submit_argv(argv):
     words = argv[dashes + 1:] if dashes < len(argv) else argv[index:]
     if not ours or ours[0].startswith("-") or (index < dashes < len(argv)):
         raise ValueError("submit: give DIR first, then the options (see submit --help)")
-    if not words:
+    if not words:  # --wrap CMD is refused as such (not as a missing SCRIPT)
+        check_sbatch_args(sbatch_args, strict=False)
         raise ValueError("submit: give SCRIPT after --" if dashes < len(argv) else
                          "submit: give DIR first and SCRIPT after the options (see submit --help)")
     misplaced = [word for word in words[1:]
@@ -4506,33 +4507,36 @@ def _shown_path(path):
 
 
 def format_collection(statuses):
-    """``status``'s table of several chains: a row each, then what needs a person or is unread."""
-    table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB", "NEXT")]
+    """``status``'s table of several chains: a row each, then what needs a person or is unread
+    (wrapped at 100 columns), then each next step, with the chain's directory as shown."""
+    import textwrap
+    table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB")]
+    notes, steps = [], []
     for status in statuses:
         cap = format_duration(status["max_walltime"]) if status["max_walltime"] else "-"
         if status["budget"]:  # the cap that binds the chain too
             cap += " (budget %s of %s left)" % (format_duration(status["budget"]["left"]),
                                                 format_duration(status["budget"]["cap"]))
-        table.append((_shown_path(status["run_dir"]), status["verdict_word"],
-                      str(status["links"]), "%s/%s" % (format_duration(status["walltime_used"]),
-                                                       cap),
-                      "%d/%s" % (status["retries"], "-" if status["max_retries"] is None
-                                 else status["max_retries"]),
-                      _live_job(status), status["next"] or "-"))
-    widths = [max(len(row[column]) for row in table) for column in range(len(table[0]) - 1)]
-    lines = [("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " +
-              row[-1]).rstrip() for row in table]
-    counts = collections.Counter(status["verdict_word"] for status in statuses)
-    lines.append("%d chain(s): %s" % (len(statuses), ", ".join(
-        "%d %s" % (count, word) for word, count in sorted(counts.items()))))
-    notes = []
-    for status in statuses:
         shown = _shown_path(status["run_dir"])
+        table.append((shown, status["verdict_word"], str(status["links"]), "%s/%s" % (
+            format_duration(status["walltime_used"]), cap), "%d/%s" % (
+                status["retries"], "-" if status["max_retries"] is None else status["max_retries"]),
+            _live_job(status)))
         notes += ["NEEDS ATTENTION %s: %s" % (shown, status["attention"])] \
             if status["attention"] else []
         notes += _status_warnings(status, shown)
-    lines += [note for index, note in enumerate(notes) if note not in notes[:index]]
-    return "\n".join(lines) + "\n"
+        steps += ["next %s: %s" % (shown, status["next"].replace(shell_quote(
+            status["run_dir"]), shell_quote(shown)))] if status["next"] else []
+    widths = [max(len(row[column]) for row in table) for column in range(len(table[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in table]
+    counts = collections.Counter(status["verdict_word"] for status in statuses)
+    lines.append("%d chain(s): %s" % (len(statuses), ", ".join(
+        "%d %s" % (count, word) for word, count in sorted(counts.items()))))
+    lines += [line for index, note in enumerate(notes) if note not in notes[:index]
+              for line in textwrap.wrap(note, 100, subsequent_indent="  ",
+                                        break_long_words=False, break_on_hyphens=False)]
+    return "\n".join(lines + steps) + "\n"  # a step whole: a command is copied from one line
 
 
 def _pretty_json(value):

@@ -10,8 +10,8 @@ import pytest
 
 import resumable_chain as rc
 from fake_cluster import BY_PATH, read, run_cli, start_chain
-from test_operations import (failed_chain, notified, notify_chain, one_chain_on_a_budget,
-                             write)
+from test_operations import (collection_chain, failed_chain, notified, notify_chain,
+                             one_chain_on_a_budget, write)
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["submit", "submit --force"])
@@ -172,9 +172,11 @@ def test_a_first_job_that_never_starts_is_submitted_again_not_resumed(cluster, r
      "--max-retries?)"),
     (["resume", "r", "--max-retry", "2"], "unknown option --max-retry (did you mean "
      "--max-retries?)"),
+    (["submit", "r", "--wrap", "echo hi"], "sbatch option '--wrap' is not allowed in a chain: a "
+     "chain resubmits a job script"),  # issue 40: it said "give DIR first"
 ], ids=["render's sbatch options before --", "render --max-retry", "status --jsn",
         "status without DIR", "budget with a bad walltime",
-        "submit --max-retry", "resume --max-retry"])
+        "submit --max-retry", "resume --max-retry", "submit --wrap"])
 def test_a_mistyped_command_line_says_what_was_meant(cluster, capsys, monkeypatch, words,
                                                      message):
     status, out, err = run_cli(cluster, capsys, monkeypatch, *words)
@@ -459,3 +461,18 @@ def test_the_last_link_of_a_failed_chain_says_it_exhausted_the_retries(cluster, 
     rows = status_rows(cluster, capsys, monkeypatch, run_dir)[0]
     assert rows["100"][:2] == ("link", "FAILED")
     assert rows["100"][2].endswith(": the failure that exhausted the retries"), rows["100"]
+
+
+def test_status_of_a_collection_keeps_to_100_columns(cluster, tmp_path, capsys, monkeypatch):
+    # Issue 40: a sweep's status --check was 380 columns wide (the next step in the table,
+    # notes on one line). The notes wrap; a next step stays whole, to be copied from one line.
+    parent = str(tmp_path / "runs")
+    for name, situation in (("a", "running with a pending successor"),
+                            ("c", "broken: the successor died before its prologue")):
+        collection_chain(cluster, parent, name, situation)
+    monkeypatch.chdir(str(tmp_path))
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", "runs", "--check")
+    assert status == 1
+    steps = [line for line in out.splitlines() if line.startswith("next ")]
+    assert steps == ["next runs/c: %s resume runs/c continues the chain" % BY_PATH]
+    assert max(len(line) for line in out.splitlines() if line not in steps) <= 100, out
