@@ -1329,19 +1329,37 @@ def probe_lock(directory):
     return kind, why
 
 
+def foreign_write(info):
+    """The write bits of an os.stat's mode that let someone but its owner write: others', and
+    its group's unless that is the owner's private group (a site of user private groups and
+    umask 002): named as the owner, their primary group, no member but them. An account that has
+    it as primary group too is not looked for (every account: slow on LDAP sites)."""
+    import grp
+    import pwd
+    bits = info.st_mode & 0o022
+    try:  # asked only of a group-writable path: none in the common case
+        user, group = (pwd.getpwuid(info.st_uid), grp.getgrgid(info.st_gid)) if bits & 0o020 \
+            else (None, None)
+    except (KeyError, OverflowError):
+        return bits
+    private = group and user.pw_gid == info.st_gid and group.gr_name == user.pw_name and \
+        set(group.gr_mem) <= {user.pw_name}
+    return bits & ~0o020 if private else bits
+
+
 def owner_problem(info, path, what):
     """Why the invoking user may not act on ``path`` (``info``: its os.stat), or None: it must be
     theirs and writable by no one else (as ssh's StrictModes; only a job's owner changes it)."""
-    mode = stat.S_IMODE(info.st_mode)
+    mode, bits = stat.S_IMODE(info.st_mode), foreign_write(info)
     if info.st_uid != os.geteuid():
         return ("refusing to act on %s %s: it belongs to %s (uid %d, mode %04o), not to you; only "
                 "a chain's owner may change it (status only reads it): use a run directory of "
                 "your own" % (what, path, uid_name(info.st_uid), info.st_uid, mode))
-    if mode & 0o022:
+    if bits:
         return ("refusing to act on %s %s: mode %04o lets %s write it, so anyone there could act "
                 "as you; if you trust what is in it, run: chmod go-w %s"
-                % (what, path, mode, "group and others" if mode & 0o022 == 0o022 else
-                   "its group" if mode & 0o020 else "others", shell_quote(path)))
+                % (what, path, mode, "group and others" if bits == 0o022 else
+                   "its group" if bits & 0o020 else "others", shell_quote(path)))
     return None
 
 
@@ -1367,7 +1385,7 @@ def unsafe_path(path, what="run directory"):
                     % (what, path, "the symlink" if stat.S_ISLNK(info.st_mode) else
                        "the directory", directory, uid_name(info.st_uid), info.st_uid))
         if directory in ancestors and stat.S_ISDIR(info.st_mode) and \
-                info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+                foreign_write(info) and not info.st_mode & stat.S_ISVTX:
             quoted = shell_quote(directory)
             fix = ("run chmod +t %s (or chmod go-w %s)" % (quoted, quoted)
                    if info.st_uid == os.geteuid() else "ask its owner to run chmod +t " + quoted)
@@ -2674,7 +2692,7 @@ def own_guard_log(run_dir):
                                    | os.O_CREAT, mode=0o644, what="guard log", owned=False)
         try:
             info = os.fstat(descriptor)
-            if info.st_uid == os.geteuid() and info.st_mode & 0o022:
+            if info.st_uid == os.geteuid() and foreign_write(info):
                 os.ftruncate(descriptor, 0)
                 os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
         finally:
@@ -3482,7 +3500,7 @@ def guards_that_ran(store):
     """[(guard, the job it guarded, what it did)] of the guards that ran, oldest first, from
     the last MiB of GUARD_LOG (guard_command's lines; [] when it cannot be read)."""
     try:
-        if os.stat(store.path(GUARD_LOG)).st_mode & 0o022:
+        if foreign_write(os.stat(store.path(GUARD_LOG))):
             return []  # others could have written its lines (own_guard_log): not the guards'
         text = store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b""
     except FileNotFoundError:
