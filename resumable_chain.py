@@ -1330,21 +1330,21 @@ def probe_lock(directory):
 
 
 def foreign_write(info):
-    """The write bits of an os.stat's mode that let someone but its owner write: others', and
-    its group's unless that is the owner's private group (a site of user private groups and
-    umask 002): named as the owner, their primary group, no member but them. An account that has
-    it as primary group too is not looked for (every account: slow on LDAP sites)."""
+    """The write bits of an os.stat's mode that let someone else write: others', and the group's
+    unless it is the owner's private group (umask 002 sites): named as the owner, their primary
+    group, no other member (an account with it as primary group too is not looked for: reading
+    every account is slow on LDAP sites)."""
+    bits = info.st_mode & 0o022
+    if not bits & 0o020:  # the common case: nothing to look up (a link imports no pwd)
+        return bits
     import grp
     import pwd
-    bits = info.st_mode & 0o022
-    try:  # asked only of a group-writable path: none in the common case
-        user, group = (pwd.getpwuid(info.st_uid), grp.getgrgid(info.st_gid)) if bits & 0o020 \
-            else (None, None)
-    except (KeyError, OverflowError):
-        return bits
-    private = group and user.pw_gid == info.st_gid and group.gr_name == user.pw_name and \
-        set(group.gr_mem) <= {user.pw_name}
-    return bits & ~0o020 if private else bits
+    with contextlib.suppress(KeyError, OverflowError):
+        user = pwd.getpwuid(info.st_uid)
+        group = user.pw_gid == info.st_gid and grp.getgrgid(info.st_gid)
+        if group and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}:
+            return bits & ~0o020
+    return bits
 
 
 def owner_problem(info, path, what):
@@ -1385,7 +1385,7 @@ def unsafe_path(path, what="run directory"):
                     % (what, path, "the symlink" if stat.S_ISLNK(info.st_mode) else
                        "the directory", directory, uid_name(info.st_uid), info.st_uid))
         if directory in ancestors and stat.S_ISDIR(info.st_mode) and \
-                foreign_write(info) and not info.st_mode & stat.S_ISVTX:
+                not info.st_mode & stat.S_ISVTX and foreign_write(info):
             quoted = shell_quote(directory)
             fix = ("run chmod +t %s (or chmod go-w %s)" % (quoted, quoted)
                    if info.st_uid == os.geteuid() else "ask its owner to run chmod +t " + quoted)
@@ -3668,8 +3668,7 @@ LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "not a failure: no retry
 
 def _how_link_ended(job, record):
     """"exit 75: not a failure: no retry counted": how a link ended and what the table says of
-    it (what the next link then did, e.g. stop at a cap, is its own row; ``record``: the
-    journal's last, whose predecessor failed the chain if it decided fail)."""
+    it (what the next link then did, e.g. stop at a cap, is its own row; a record's, fail)."""
     words = LINK_ENDS.get(state_meaning(job.state, job.exit_code), "")
     if record.action == "fail" and job.job_id == record.predecessor:  # no retry was left
         words = "the failure that exhausted the retries"
@@ -4474,9 +4473,7 @@ def format_status(status):
             budget["dir"], format_duration(budget["used"]), format_duration(budget["reserved"]),
             format_duration(budget["left"]), format_duration(budget["cap"])))
     lines.append("pending successor: %s" % (status["pending_successor"] or "none"))
-    if (status["guard"] or status["guard_error"]) and status["verdict_word"] in ("running",
-                                                                                "waiting"):
-        lines.append(_guard_line(status))
+    lines += _guard_line(status)
     if status["lock"]["kind"] == "file":  # the kernel's lock, the common case, goes unsaid
         lines.append("lock: file (%s)" % status["lock"]["why"])
     lines += ["event: %s %s (job %s): %s" % (
@@ -4488,15 +4485,17 @@ def format_status(status):
 
 
 def _guard_line(status):
-    """status's guard line: the job it covers, in the words of its row; or why there is none."""
+    """[the guard line] while the chain goes on: what it covers, as its row says; or why none."""
     guard = status["guard"]
+    if status["verdict_word"] not in ("running", "waiting") or not (guard or status["guard_error"]):
+        return []
     if not guard:
-        return "guard: none: %s (Slurm's requeue only)" % status["guard_error"]
+        return ["guard: none: %s (Slurm's requeue only)" % status["guard_error"]]
     if is_final(guard["state"]):
-        return "guard: job %s ran (%s): %s" % (guard["job"], guard["state"],
-                                               guard.get("ran") or "see %s" % GUARD_LOG)
+        return ["guard: job %s ran (%s): %s" % (guard["job"], guard["state"],
+                                                guard.get("ran") or "see %s" % GUARD_LOG)]
     note = next((row["note"] for row in status["jobs"] if row["job"] == guard["job"]), None)
-    return "guard: job %s %s" % (guard["job"], guard["state"]) + (" (%s)" % note if note else "")
+    return ["guard: job %s %s" % (guard["job"], guard["state"]) + (" (%s)" % note if note else "")]
 
 
 def _status_warnings(status, shown):
@@ -4574,9 +4573,7 @@ def _each_text(value, change):
     return value
 
 
-# How the user ran this program, set by main(): messages say "resumable-chain CMD" (journals
-# keep it so) and what is printed names the command as it can be typed again (as_run).
-COMMAND = "resumable-chain"
+COMMAND = "resumable-chain"  # as main() found it run; what messages say is printed so (as_run)
 
 
 def command_name(argv0):
@@ -4590,7 +4587,7 @@ def command_name(argv0):
     return "resumable-chain" if same else shell_quote(os.path.abspath(argv0))
 
 
-def as_run(text):
+def as_run(text):  # "resumable-chain resume" in messages and journals: the command as run
     for word in USER_COMMANDS:
         text = text.replace("resumable-chain %s" % word, "%s %s" % (COMMAND, word))
     return text
