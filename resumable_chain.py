@@ -1331,9 +1331,7 @@ def probe_lock(directory):
 
 def foreign_write(info):
     """The write bits of an os.stat's mode that let someone else write: others', and the group's
-    unless it is the owner's private group (umask 002 sites): named as the owner, their primary
-    group, no other member (an account with it as primary group too is not looked for: reading
-    every account is slow on LDAP sites)."""
+    unless it is the owner's private group (umask 002 sites; docs/trust-model.md)."""
     bits = info.st_mode & 0o022
     if not bits & 0o020:  # the common case: nothing to look up (a link imports no pwd)
         return bits
@@ -1957,7 +1955,7 @@ def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
     if problem:
         return "%s not notified: %s" % (event.event, problem)
     values = {"EVENT": event.event, "DIR": run_dir, "JOB": event.job, "LINK": event.link,
-              "REASON": event.reason}
+              "REASON": as_run(event.reason)}  # a command as run
     environment = dict(os.environ, **{EXPORT_PREFIX + name: "" if value is None else str(value)
                                       for name, value in values.items()})
     environment.pop(NAMED_ENV, None)  # not passed on to jobs the command may queue

@@ -476,3 +476,14 @@ def test_status_of_a_collection_keeps_to_100_columns(cluster, tmp_path, capsys, 
     steps = [line for line in out.splitlines() if line.startswith("next ")]
     assert steps == ["next runs/c: %s resume runs/c continues the chain" % BY_PATH]
     assert max(len(line) for line in out.splitlines() if line not in steps) <= 100, out
+
+
+def test_a_notified_reason_names_the_command_as_run(tmp_path, monkeypatch):
+    # A guard's "broken" reason says what continues the chain: the webhook gets it runnable.
+    heard = str(tmp_path / "heard")
+    monkeypatch.setattr(rc, "COMMAND", "python3 /opt/tools/resumable_chain.py")
+    event = rc.Event("broken", "100", 1, "not replaced; resumable-chain resume continues the chain",
+                     0)
+    rc.notify('printf %%s "$RESUMABLE_CHAIN_REASON" > %s' % heard, event, str(tmp_path))
+    assert read(str(tmp_path), "heard") == ("not replaced; python3 /opt/tools/resumable_chain.py "
+                                            "resume continues the chain")
