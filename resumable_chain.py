@@ -1690,9 +1690,8 @@ class StateStore(object):
         """The shared Budget kept in this directory; StateError if missing or corrupt."""
         budget = self.read_json(BUDGET_FILE, "budget", parse_budget)
         if budget is None:
-            raise StateError("no shared budget in %s (%s is missing): create it with "
-                             "resumable-chain budget %s --max-walltime T"
-                             % (self.directory, BUDGET_FILE, shell_quote(self.directory)))
+            raise StateError("no shared budget in %s: create it with resumable-chain budget %s "
+                             "--max-walltime T" % (self.directory, shell_quote(self.directory)))
         return budget
 
     def write_budget(self, budget):

@@ -417,8 +417,8 @@ def test_messages_name_the_command_as_the_user_ran_it(tmp_path, how, named):
                             env=dict(os.environ, PATH=path))
     assert result.returncode == 2
     named = named.format(copy=copy, script=script)
-    assert "create it with %s budget %s --max-walltime T" % (
-        named, rc.shell_quote(str(tmp_path))) in result.stderr, result.stderr
+    assert "no shared budget in %s: create it with %s budget %s --max-walltime T" % (
+        tmp_path, named, rc.shell_quote(str(tmp_path))) in result.stderr, result.stderr
 
 
 def submitted_chain(cluster, run_dir, tmp_path, capsys, monkeypatch):
