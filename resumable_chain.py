@@ -1331,9 +1331,10 @@ def probe_lock(directory):
 
 def foreign_write(info):
     """The write bits of an os.stat's mode that let someone else write: others', and the group's
-    unless it is the owner's private group (umask 002 sites; docs/trust-model.md)."""
+    unless it is the owner's private group (umask 002 sites; docs/trust-model.md): never group 0,
+    some systems' accounts have it as primary group."""
     bits = info.st_mode & 0o022
-    if not bits & 0o020:  # the common case: nothing to look up (a link imports no pwd)
+    if not bits & 0o020 or not info.st_gid:  # the common case: nothing to look up (no pwd)
         return bits
     import grp
     import pwd
