@@ -20,12 +20,15 @@ def test_a_new_chain_in_an_old_directory_starts_without_the_old_chains_events(
     failed_chain(cluster, run_dir)
     old = read(run_dir, rc.EVENTS_FILE)
     assert '"failed"' in old
+    write(os.path.join(run_dir, "checkpoint.pt"), "step 14")  # the work's: README says it stays
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir,
                                *(["--force"] if force else []) + [script])
     assert status == 0, err
     assert not os.path.exists(os.path.join(run_dir, rc.EVENTS_FILE))
     assert read(run_dir, rc.EVENTS_FILE + rc.PREVIOUS_SUFFIX) == old  # kept with the others
+    assert read(run_dir, "checkpoint.pt") == "step 14" and not os.path.exists(
+        os.path.join(run_dir, "checkpoint.pt" + rc.PREVIOUS_SUFFIX))
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert report["events"] == []
 
