@@ -4434,8 +4434,8 @@ def _build_parser():
             check = OPTION_CHECKS.get(option)
             kind = dict(metavar=metavar, type=check and checked(check)) if metavar else dict(
                 action="store_true")
-            sub.add_argument(option, default=argparse.SUPPRESS, help=OPTION_HELP.get(
-                "%s %s" % (name, option)) or OPTION_HELP[option], **kind)
+            sub.add_argument(option, default=argparse.SUPPRESS, help=as_run(OPTION_HELP.get(
+                "%s %s" % (name, option)) or OPTION_HELP[option]), **kind)
     return parser
 
 

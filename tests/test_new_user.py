@@ -422,6 +422,11 @@ def test_messages_name_the_command_as_the_user_ran_it(tmp_path, how, named):
     named = named.format(copy=copy, script=script)
     assert "no shared budget in %s: create it with %s budget %s --max-walltime T" % (
         tmp_path, named, rc.shell_quote(str(tmp_path))) in result.stderr, result.stderr
+    helped = subprocess.run(argv + ["submit", "--help"], cwd=str(home), stdout=subprocess.PIPE,
+                            universal_newlines=True, env=dict(os.environ, PATH=path)).stdout
+    for words in ("usage: %s submit DIR", "example: %s submit runs/a",
+                  "created with: %s budget B --max-walltime T"):  # argparse wraps, even at "-"
+        assert "".join((words % named).split()) in "".join(helped.split()), helped
 
 
 def submitted_chain(cluster, run_dir, tmp_path, capsys, monkeypatch):
