@@ -295,7 +295,7 @@ def never_starts(reason):
 REFUSED_SBATCH_OPTIONS = {
     "--dependency": "the chain sets the dependency itself",
     "--array": "give it to submit, which starts one chain per task (docs/arrays.md)",
-    "--wrap": "the successor is submitted with the job script",
+    "--wrap": "a chain resubmits a job script: write the command in one and give its path",
     "--hold": "every successor would wait held (submit --hold holds the first job only)",
     "--test-only": "sbatch only says when the job would start and queues nothing (run sbatch "
                    "--test-only on the script itself)",
@@ -1107,7 +1107,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
         cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code, elapsed)]
     elif snapshot.cancelled and not first:
         decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
-                                   "resumable-chain cancel (%s): stopping"
+                                   "the cancel command (%s): stopping"
                                    % snapshot.cancelled), "cancel"
     capped = stop_at_cap(decision, walltime, settings.max_walltime)
     if capped is not decision:
@@ -1359,21 +1359,38 @@ def probe_lock(directory):
     return kind, why
 
 
+def foreign_write(info):
+    """The write bits of an os.stat's mode that let someone else write: others', and the group's
+    unless it is the owner's private group (umask 002 sites; docs/trust-model.md): never group 0,
+    some systems' accounts have it as primary group."""
+    bits = info.st_mode & 0o022
+    if not bits & 0o020 or not info.st_gid:  # the common case: nothing to look up (no pwd)
+        return bits
+    import grp
+    import pwd
+    with contextlib.suppress(KeyError, OverflowError):
+        user = pwd.getpwuid(info.st_uid)
+        group = user.pw_gid == info.st_gid and grp.getgrgid(info.st_gid)
+        if group and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}:
+            return bits & ~0o020
+    return bits
+
+
 def owner_problem(info, path, what):
     """Why the invoking user may not act on ``path`` (``info``: its os.stat), or None: it must be
     theirs and writable by no one else (as ssh's StrictModes; only a job's owner changes it)."""
-    mode = stat.S_IMODE(info.st_mode)
+    mode, bits = stat.S_IMODE(info.st_mode), foreign_write(info)
     if info.st_uid != os.geteuid():
         return ("refusing to act on %s %s: it belongs to %s (uid %d, mode %04o), not to you; only "
                 "a chain's owner may change it (status only reads it): %s" % (
                     what, path, uid_name(info.st_uid), info.st_uid, mode, "use a run directory "
                     "of your own" if what.endswith("directory") else "someone else put it in "
                     "your directory; read it, then delete it"))
-    if mode & 0o022:
+    if bits:
         return ("refusing to act on %s %s: mode %04o lets %s write it, so anyone there could act "
                 "as you; if you trust what is in it, run: chmod go-w %s"
-                % (what, path, mode, "group and others" if mode & 0o022 == 0o022 else
-                   "its group" if mode & 0o020 else "others", shell_quote(path)))
+                % (what, path, mode, "group and others" if bits == 0o022 else
+                   "its group" if bits & 0o020 else "others", shell_quote(path)))
     return None
 
 
@@ -1399,7 +1416,7 @@ def unsafe_path(path, what="run directory"):
                     % (what, path, "the symlink" if stat.S_ISLNK(info.st_mode) else
                        "the directory", directory, uid_name(info.st_uid), info.st_uid))
         if directory in ancestors and stat.S_ISDIR(info.st_mode) and \
-                info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+                not info.st_mode & stat.S_ISVTX and foreign_write(info):
             quoted = shell_quote(directory)
             fix = ("run chmod +t %s (or chmod go-w %s)" % (quoted, quoted)
                    if info.st_uid == os.geteuid() else "ask its owner to run chmod +t " + quoted)
@@ -1713,9 +1730,8 @@ class StateStore(object):
         """The shared Budget kept in this directory; StateError if missing or corrupt."""
         budget = self.read_json(BUDGET_FILE, "budget", parse_budget)
         if budget is None:
-            raise StateError("no shared budget in %s (%s is missing): create it with "
-                             "resumable-chain budget %s --max-walltime T"
-                             % (self.directory, BUDGET_FILE, shell_quote(self.directory)))
+            raise StateError("no shared budget in %s: create it with resumable-chain budget %s "
+                             "--max-walltime T" % (self.directory, shell_quote(self.directory)))
         return budget
 
     def write_budget(self, budget):
@@ -2022,7 +2038,7 @@ def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
     if problem:
         return "%s not notified: %s" % (event.event, problem)
     values = {"EVENT": event.event, "DIR": run_dir, "JOB": event.job, "LINK": event.link,
-              "REASON": event.reason}
+              "REASON": as_run(event.reason)}  # a command as run
     environment = dict(os.environ, **{EXPORT_PREFIX + name: "" if value is None else str(value)
                                       for name, value in values.items()})
     environment.pop(NAMED_ENV, None)  # not passed on to jobs the command may queue
@@ -2768,7 +2784,7 @@ def own_guard_log(run_dir):
                                    | os.O_CREAT, mode=0o644, what="guard log", owned=False)
         try:
             info = os.fstat(descriptor)
-            if info.st_uid == os.geteuid() and info.st_mode & 0o022:
+            if info.st_uid == os.geteuid() and foreign_write(info):
                 os.ftruncate(descriptor, 0)
                 os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
         finally:
@@ -2820,7 +2836,7 @@ def describe_link(outcome):
     if record.predecessor is None:
         seen = "none (first job)"
     elif observation is not None and observation.source == "resume":
-        seen = "%s (queued by resumable-chain resume)" % record.predecessor
+        seen = "%s (queued by the resume command)" % record.predecessor
     else:
         seen = "%s %s" % (record.predecessor, record.predecessor_state or NOT_VISIBLE)
         if observation is not None and observation.source in ("sacct", "scontrol"):
@@ -3403,7 +3419,7 @@ def not_a_chain(run_dir):
     depths = sorted(set(name.count(os.sep) for name in below))
     named = [os.path.join(*["*"] * (depths[0] + 1))] if len(depths) == 1 else below[:3] + [
         "..."] * (len(below) > 3)  # one glob when they are all as deep, else the first ones
-    return StateError("%s is not a chain: it has no %s%s" % (run_dir, CHAIN_FILE, below and (
+    return StateError("%s is not a chain made by resumable_chain%s" % (run_dir, below and (
         "; %d chain(s) are below it (status lists them): name them, e.g. %s" % (
             len(below), " ".join(name if name == "..." else shell_quote(run_dir) + "/" + name
                                  for name in named))) or ""))
@@ -3460,8 +3476,8 @@ def chain_dirs(paths):
             except OSError as error:
                 raise StateError("cannot list %s: %s" % (path, error.strerror or error))
             if not children:
-                raise StateError("%s is not a chain (it has no %s) and no directory below it "
-                                 "holds one" % (path, CHAIN_FILE))
+                raise StateError("%s is not a chain made by resumable_chain and no directory "
+                                 "below it holds one" % path)
         for child in children:  # runs/latest -> runs/sweep/a is one chain, shown by its name
             real = os.path.realpath(child)
             if real not in seen:
@@ -3614,7 +3630,7 @@ def guards_that_ran(store):
     """[(guard, the job it guarded, what it did)] of the guards that ran, oldest first, from
     the last MiB of GUARD_LOG (guard_command's lines; [] when it cannot be read)."""
     try:
-        if os.stat(store.path(GUARD_LOG)).st_mode & 0o022:
+        if foreign_write(os.stat(store.path(GUARD_LOG))):
             return []  # others could have written its lines (own_guard_log): not the guards'
         text = store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b""
     except (StateError, OSError):  # none yet, or not readable
@@ -3744,19 +3760,19 @@ def _show_other_jobs(status, plan, known):
 def _status_row(job, role, record):
     state = base_state(job.state)
     note = None
-    if role == "successor" and job.state == "CANCELLED" and job.start is None:
+    if role == "successor" and job.state == "CANCELLED" and not job.elapsed:  # 23.02+: a Start
         note = "cancelled by Slurm before it ran: its predecessor completed (expected)"
     elif role == "decided":
         note = "ran no work: decided %s" % record.action
     elif role == "resumed link" and state == "PENDING":
-        note = "queued by resumable-chain resume" + (
+        note = "queued by the resume command" + (
             ", pending: %s" % job.reason if job.reason else "")
     elif state.startswith("CANCELLED") and job.state != "CANCELLED":
         note = _state_words(job.state)
     elif state == "PENDING" and job.reason:
         note = "pending: %s" % job.reason
     elif role == "link" and is_final(job.state) and state != "CANCELLED":
-        note = _how_link_ended(job)
+        note = _how_link_ended(job, record)
     if state == "PENDING" and never_starts(job.reason):
         note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
                                                         never_starts(job.reason))
@@ -3779,10 +3795,14 @@ LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "not a failure: no retry
              RETRY: "a failure, retried while retries are left", STOP: "the chain stopped"}
 
 
-def _how_link_ended(job):
+def _how_link_ended(job, record):
     """"exit 75: not a failure: no retry counted": how a link ended and what the table says of
-    it (what the next link then did, e.g. stop at a cap, is its own row)."""
-    words = LINK_ENDS.get(state_meaning(job.state, job.exit_code, job.elapsed), "")
+    it (what the next link then did, e.g. stop at a cap, is its own row; a record's, fail)."""
+    meaning = state_meaning(job.state, job.exit_code, job.elapsed)
+    words = LINK_ENDS.get(meaning, "")
+    if record.action == "fail" and job.job_id == record.predecessor:  # no retry was left
+        words = "no progress (under a minute): " * (meaning == NO_PROGRESS) + \
+            "the failure that exhausted the retries"
     code, _, signal_number = (job.exit_code or "").partition(":")
     if is_digits(signal_number, 3) and int(signal_number):  # killed: TIMEOUT's 0:15, ...
         try:
@@ -3814,11 +3834,11 @@ def _nothing_continues(record, rows, chain):
 # continues it). A chain that its last record ended has its cause's verdict (STOP_CAUSES).
 VERDICTS = {
     "unreadable": ("unknown", "cannot read the chain's state ({problem})",
-                   "fix or delete the named file (if only its owner may read it, ask them)",
-                   True),
-    "cancelled": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
+                   "fix or delete the named file (if only its owner may read it, ask them), "
+                   "then run status again", True),
+    "cancelled": ("stopped", "cancelled with the cancel command ({cancelled})",
                   "{resume} continues it (the walltime so far is kept)", False),
-    "cancelled unstarted": ("stopped", "cancelled with resumable-chain cancel ({cancelled})",
+    "cancelled unstarted": ("stopped", "cancelled with the cancel command ({cancelled})",
                             "{submit_again}", False),
     "running": ("running", "job {job} is {state}{left}", None, False),
     "running alone": ("running", "job {job} is {state}{left}; nothing would continue the chain "
@@ -4060,7 +4080,7 @@ def _cancel_group(chains, ask, dry_run, results):
         chain = chains[run_dir]
         last = (chain.jobs or [(chain.submitted or {}).get("first_job")])[-1]  # or the first
         results[run_dir] = dict(result, log=announce(chain.store, Event(
-            "stopped", last, len(chain.jobs), "cancelled with resumable-chain cancel (jobs "
+            "stopped", last, len(chain.jobs), "cancelled with the cancel command (jobs "
             "%s)" % " ".join(result["cancelled"]), int(time.time())), commands[run_dir])
             if result["cancelled"] else [])
 
@@ -4407,7 +4427,7 @@ def _resumed_record(snapshot, previous, last_link, options):
                              format_duration(walltime + MIN_TIME_LIMIT)))
     return Record(predecessor=previous.job, predecessor_state=state,
                   predecessor_elapsed=counted, source="resume", action="resume",
-                  reason="resumed with resumable-chain resume after " + ended,
+                  reason="resumed with the resume command after " + ended,
                   walltime=walltime, retries=0, settings_from="resume", successor=None,
                   budget_dir=previous.budget_dir, phase="queued",
                   link=link_number(chain_length(snapshot), "resume"), **kept)
@@ -4417,7 +4437,7 @@ def _resumable_record(store, snapshot, submitted, cluster):
     """The journal's last record, if the chain it describes can be resumed; StateError if not."""
     previous = snapshot.record
     if previous is None and snapshot.last_job is None and not submitted:
-        raise StateError("%s is not a chain: it has no %s" % (store.directory, CHAIN_FILE))
+        raise not_a_chain(store.directory)
     live = queued_jobs(live_candidates([snapshot.last_job], previous, submitted), cluster=cluster)
     if live:
         raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
@@ -4530,7 +4550,8 @@ def split_submit_argv(argv):
     words = argv[dashes + 1:] if dashes < len(argv) else argv[index:]
     if not ours or ours[0].startswith("-") or (index < dashes < len(argv)):
         raise ValueError("submit: give DIR first, then the options (see submit --help)")
-    if not words:
+    if not words:  # --wrap CMD is refused as such (not as a missing SCRIPT)
+        check_sbatch_args(sbatch_args, strict=False)
         raise ValueError("submit: give SCRIPT after --" if dashes < len(argv) else
                          "submit: give DIR first and SCRIPT after the options (see submit --help)")
     misplaced = [word for word in words[1:]
@@ -4581,7 +4602,7 @@ def _build_parser():
 
     class Parser(argparse.ArgumentParser):
         def error(self, message):  # main() stays the only place that exits
-            command = self.prog.partition(" ")[2]  # main() names the program itself
+            command = self.prog[len(COMMAND):].strip()  # main() names the program itself
             raise StateError("%s%s (see --help)" % (command and command + ": ", message))
 
     def checked(check):  # our validators' messages, as argparse shows a bad value
@@ -4593,22 +4614,22 @@ def _build_parser():
         return convert
 
     formatter = argparse.RawDescriptionHelpFormatter
-    parser = Parser(prog="resumable-chain", formatter_class=formatter, description=__doc__)
-    parser.add_argument("--version", action="version", version="%(prog)s " + __version__)
+    parser = Parser(prog=COMMAND, formatter_class=formatter, description=__doc__)
+    parser.add_argument("--version", action="version", version="resumable-chain " + __version__)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in USER_COMMANDS.items():
         sub = commands.add_parser(name, formatter_class=formatter, help=command.help,
                                   description=command.description,
-                                  usage="resumable-chain %s %s" % (name, command.usage),
-                                  epilog="example:\n  " + command.example)
+                                  usage="%s %s %s" % (COMMAND, name, command.usage),
+                                  epilog="example:\n  " + as_run(command.example))
         sub.add_argument("run_dir", metavar="DIR", help=command.dirs,
                          nargs="+" if "DIR..." in command.usage else None)
         for option, metavar in usage_options(command.usage).items():
             check = OPTION_CHECKS.get(option)
             kind = dict(metavar=metavar, type=check and checked(check)) if metavar else dict(
                 action="store_true")
-            sub.add_argument(option, default=argparse.SUPPRESS, help=OPTION_HELP.get(
-                "%s %s" % (name, option)) or OPTION_HELP[option], **kind)
+            sub.add_argument(option, default=argparse.SUPPRESS, help=as_run(OPTION_HELP.get(
+                "%s %s" % (name, option)) or OPTION_HELP[option]), **kind)
     return parser
 
 
@@ -4625,7 +4646,9 @@ def format_status(status):
                                                format_duration(row["time_left"]))
         rows.append((row["job"], row["role"], state, format_duration(row["elapsed"]),
                      row["start"] or "-", row["end"] or "-", note))
-    lines += [("%-12s %-14s %-26s %10s  %-19s  %-19s  %s" % row).rstrip() for row in rows]
+    width = max(len(row[2]) for row in rows + [("", "", " " * 26)])  # CANCELLED by a long name
+    lines += [("%-12s %-14s %-*s %10s  %-19s  %-19s  %s" % (row[:2] + (width,) + row[2:])).rstrip()
+              for row in rows]
     cap = status["max_walltime"]
     walltime = "walltime: %s" % format_duration(status["walltime_used"])
     if status["walltime_uncounted"]:
@@ -4642,24 +4665,29 @@ def format_status(status):
             budget["dir"], format_duration(budget["used"]), format_duration(budget["reserved"]),
             format_duration(budget["left"]), format_duration(budget["cap"])))
     lines.append("pending successor: %s" % (status["pending_successor"] or "none"))
-    guard = status["guard"]
-    if (guard or status["guard_error"]) and status["verdict_word"] in ("running", "waiting"):
-        lines.append("guard: %s" % ("job %s %s (continues the chain if the successor dies "
-                                    "before its prologue)" % (guard["job"], guard["state"])
-                                    if guard and not is_final(guard["state"]) else
-                                    "job %s ran (%s): %s" % (guard["job"], guard["state"],
-                                                             guard.get("ran") or "see %s"
-                                                             % GUARD_LOG)
-                                    if guard else "none: %s (Slurm's requeue only)"
-                                    % status["guard_error"]))
-    lines.append("lock: %s%s" % (status["lock"]["kind"], " (%s)" % status["lock"]["why"]
-                                 if status["lock"]["why"] else ""))
+    lines += _guard_line(status)
+    if status["lock"]["kind"] == "file":  # the kernel's lock, the common case, goes unsaid
+        lines.append("lock: file (%s)" % status["lock"]["why"])
     lines += ["event: %s %s (job %s): %s" % (
         time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(event["time"] or 0)), event["event"],
         event["job"], event["reason"]) for event in status["events"]]
     lines.append("verdict: %s" % status["verdict"])
     lines += ["next: %s" % status["next"]] if status["next"] else []
     return "\n".join(lines) + "\n"
+
+
+def _guard_line(status):
+    """[the guard line] while the chain goes on: what it covers, as its row says; or why none."""
+    guard = status["guard"]
+    if status["verdict_word"] not in ("running", "waiting") or not (guard or status["guard_error"]):
+        return []
+    if not guard:
+        return ["guard: none: %s (Slurm's requeue only)" % status["guard_error"]]
+    if is_final(guard["state"]):
+        return ["guard: job %s ran (%s): %s" % (guard["job"], guard["state"],
+                                                guard.get("ran") or "see %s" % GUARD_LOG)]
+    note = next((row["note"] for row in status["jobs"] if row["job"] == guard["job"]), None)
+    return ["guard: job %s %s" % (guard["job"], guard["state"]) + (" (%s)" % note if note else "")]
 
 
 def _status_warnings(status, shown):
@@ -4688,38 +4716,41 @@ def _shown_path(path):
 
 
 def format_collection(statuses):
-    """``status``'s table of several chains: a row each, then what needs a person or is unread."""
-    table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB", "NEXT")]
+    """``status``'s table of several chains: a row each, then what needs a person or is unread
+    (wrapped at 100 columns), then each next step, with the chain's directory as shown."""
+    import textwrap
+    table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB")]
+    notes, steps = [], []
     for status in statuses:
         cap = format_duration(status["max_walltime"]) if status["max_walltime"] else "-"
         if status["budget"]:  # the cap that binds the chain too
             cap += " (budget %s of %s left)" % (format_duration(status["budget"]["left"]),
                                                 format_duration(status["budget"]["cap"]))
-        table.append((_shown_path(status["run_dir"]), status["verdict_word"],
-                      str(status["links"]), "%s/%s" % (format_duration(status["walltime_used"]),
-                                                       cap),
-                      "%d/%s" % (status["retries"], "-" if status["max_retries"] is None
-                                 else status["max_retries"]),
-                      _live_job(status), status["next"] or "-"))
-    widths = [max(len(row[column]) for row in table) for column in range(len(table[0]) - 1)]
-    lines = [("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " +
-              row[-1]).rstrip() for row in table]
-    counts = collections.Counter(status["verdict_word"] for status in statuses)
-    lines.append("%d chain(s): %s" % (len(statuses), ", ".join(
-        "%d %s" % (count, word) for word, count in sorted(counts.items()))))
-    notes = []
-    for status in statuses:
         shown = _shown_path(status["run_dir"])
+        table.append((shown, status["verdict_word"], str(status["links"]), "%s/%s" % (
+            format_duration(status["walltime_used"]), cap), "%d/%s" % (
+                status["retries"], "-" if status["max_retries"] is None else status["max_retries"]),
+            _live_job(status)))
         notes += ["NEEDS ATTENTION %s: %s" % (shown, status["attention"])] \
             if status["attention"] else []
         notes += _status_warnings(status, shown)
-    lines += [note for index, note in enumerate(notes) if note not in notes[:index]]
-    return "\n".join(lines) + "\n"
+        steps += ["next %s: %s" % (shown, status["next"].replace(shell_quote(
+            status["run_dir"]), shell_quote(shown)))] if status["next"] else []
+    widths = [max(len(row[column]) for row in table) for column in range(len(table[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+             for row in table]
+    counts = collections.Counter(status["verdict_word"] for status in statuses)
+    lines.append("%d chain(s): %s" % (len(statuses), ", ".join(
+        "%d %s" % (count, word) for word, count in sorted(counts.items()))))
+    lines += [line for index, note in enumerate(notes) if note not in notes[:index]
+              for line in textwrap.wrap(note, 100, subsequent_indent="  ",
+                                        break_long_words=False, break_on_hyphens=False)]
+    return "\n".join(lines + steps) + "\n"  # a step whole: a command is copied from one line
 
 
 def _pretty_json(value):
     # A lone surrogate (from a state file) is not JSON that every reader takes: its escape text.
-    return json.dumps(_each_text(value, lambda text: text.encode(
+    return json.dumps(_each_text(value, lambda text: as_run(text).encode(
         "utf-8", "backslashreplace").decode("utf-8")), indent=2, sort_keys=True) + "\n"
 
 
@@ -4734,9 +4765,29 @@ def _each_text(value, change):
     return value
 
 
+COMMAND = "resumable-chain"  # as main() found it run; what messages say is printed so (as_run)
+
+
+def command_name(argv0):
+    """The console script by name when PATH finds it; else this file run by python3 (a file
+    copied as the Quick start says is on no PATH), by its absolute path, quoted for the shell."""
+    import shutil
+    if os.path.basename(argv0) != "resumable-chain":  # by path, python3 -m, a link's python -c
+        return "python3 " + shell_quote(module_path())
+    found = shutil.which("resumable-chain")
+    same = found and os.path.realpath(found) == os.path.realpath(argv0)
+    return "resumable-chain" if same else shell_quote(os.path.abspath(argv0))
+
+
+def as_run(text):  # "resumable-chain resume" in messages and journals: the command as run
+    for word in USER_COMMANDS:
+        text = text.replace("resumable-chain %s" % word, "%s %s" % (COMMAND, word))
+    return text
+
+
 def _log(*messages):
     for message in messages:
-        sys.stderr.write("resumable-chain: %s\n" % visible(message))
+        sys.stderr.write("resumable-chain: %s\n" % as_run(visible(message)))
     sys.stderr.flush()
 
 
@@ -4746,7 +4797,7 @@ def one_line(text):
 
 def _say(text):
     """Write text for a person: what came from state files is shown, never obeyed."""
-    _write(visible(text))
+    _write(as_run(visible(text)))
 
 
 def _write(text):
@@ -5299,7 +5350,8 @@ def run_step(step, argv):
 
 def main(argv=None):
     """Run the command line; return the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    global COMMAND
+    argv, COMMAND = list(sys.argv[1:] if argv is None else argv), command_name(sys.argv[0])
     try:
         return run_step(argv[0], argv[1:]) if argv[:1] and argv[0] in STEPS else \
             run_user_command(argv)

@@ -177,6 +177,9 @@ def find_interpreters():
     return found
 
 
+BY_PATH = "python3 " + resumable_chain.shell_quote(resumable_chain.module_path())  # how we run
+
+
 def run_cli(cluster, capsys, monkeypatch, *argv):
     """Run the command line in-process against the fake cluster: (status, stdout, stderr)."""
     for name, value in cluster.env().items():

@@ -3,14 +3,15 @@ a new chain's own events, pending reasons that never clear, job names and workin
 every job of the chain in ``status``, and the words of the command line."""
 import json
 import os
+import subprocess
 import sys
 
 import pytest
 
 import resumable_chain as rc
-from fake_cluster import read, run_cli, start_chain
-from test_operations import (failed_chain, notified, notify_chain, one_chain_on_a_budget,
-                             write)
+from fake_cluster import BY_PATH, read, run_cli, start_chain
+from test_operations import (collection_chain, failed_chain, notified, notify_chain,
+                             one_chain_on_a_budget, write)
 
 
 @pytest.mark.parametrize("force", [False, True], ids=["submit", "submit --force"])
@@ -19,12 +20,15 @@ def test_a_new_chain_in_an_old_directory_starts_without_the_old_chains_events(
     failed_chain(cluster, run_dir)
     old = read(run_dir, rc.EVENTS_FILE)
     assert '"failed"' in old
+    write(os.path.join(run_dir, "checkpoint.pt"), "step 14")  # the work's: README says it stays
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir,
                                *(["--force"] if force else []) + [script])
     assert status == 0, err
     assert not os.path.exists(os.path.join(run_dir, rc.EVENTS_FILE))
     assert read(run_dir, rc.EVENTS_FILE + rc.PREVIOUS_SUFFIX) == old  # kept with the others
+    assert read(run_dir, "checkpoint.pt") == "step 14" and not os.path.exists(
+        os.path.join(run_dir, "checkpoint.pt" + rc.PREVIOUS_SUFFIX))
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert report["events"] == []
 
@@ -48,7 +52,7 @@ def ended_chain(cluster, run_dir, capsys, monkeypatch, how):
 
 @pytest.mark.parametrize("how,words", [
     ("finished", "already finished (job 100 COMPLETED): nothing to cancel"),
-    ("stopped", "already stopped (cancelled with resumable-chain cancel ("),
+    ("stopped", "already stopped (cancelled with the cancel command ("),
     ("failed", "already failed (predecessor FAILED: retry 1 exceeds max_retries 0"),
 ], ids=["finished", "stopped", "failed"])
 @pytest.mark.parametrize("dry_run", [False, True], ids=["cancel", "cancel --dry-run"])
@@ -127,14 +131,14 @@ def test_a_link_pending_for_a_reason_that_never_clears_needs_a_person(
     checked = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
     assert checked[0] == int(never)
     [row] = [line for line in checked[1].splitlines() if line.startswith(out.strip() + " ")]
-    assert row.endswith("queued by resumable-chain resume, pending: %s%s" % (
+    assert row.endswith("queued by the resume command, pending: %s%s" % (
         reason, " (%s: it never starts by itself)" % rc.never_starts(reason) if never else ""))
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     if never:
         assert report["verdict"].startswith("waiting: job %s is pending (%s) and never starts "
                                             "by itself: " % (out.strip(), reason))
         assert report["next"].startswith("fix its request (scontrol update JobId=%s ...), or "
-                                         "resumable-chain cancel " % out.strip())
+                                         "%s cancel " % (out.strip(), BY_PATH))
     else:
         assert report["verdict"] == "waiting: job %s is pending (%s)" % (out.strip(), reason)
         assert report["next"] is None
@@ -162,7 +166,7 @@ def test_a_first_job_that_never_starts_is_submitted_again_not_resumed(cluster, r
 
 @pytest.mark.parametrize("words,message", [
     (["render", "r", "-p", "debug"], "unrecognized arguments: -p debug; sbatch options for every "
-     "successor go after --: resumable-chain render DIR [OPTIONS] -- -p debug (see --help)"),
+     "successor go after --: %s render DIR [OPTIONS] -- -p debug (see --help)" % BY_PATH),
     (["render", "r", "--max-retry", "2"], "--max-retry 2 (did you mean --max-retries?)"),
     (["status", "r", "--jsn"], "--jsn (did you mean --json?)"),
     (["status"], "the following arguments are required: DIR"),
@@ -171,9 +175,11 @@ def test_a_first_job_that_never_starts_is_submitted_again_not_resumed(cluster, r
      "--max-retries?)"),
     (["resume", "r", "--max-retry", "2"], "unknown option --max-retry (did you mean "
      "--max-retries?)"),
+    (["submit", "r", "--wrap", "echo hi"], "sbatch option '--wrap' is not allowed in a chain: a "
+     "chain resubmits a job script"),  # issue 40: it said "give DIR first"
 ], ids=["render's sbatch options before --", "render --max-retry", "status --jsn",
         "status without DIR", "budget with a bad walltime",
-        "submit --max-retry", "resume --max-retry"])
+        "submit --max-retry", "resume --max-retry", "submit --wrap"])
 def test_a_mistyped_command_line_says_what_was_meant(cluster, capsys, monkeypatch, words,
                                                      message):
     status, out, err = run_cli(cluster, capsys, monkeypatch, *words)
@@ -217,7 +223,7 @@ def test_a_resumed_link_says_what_it_resumed_after(cluster, run_dir, capsys, mon
         assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
     assert run_cli(cluster, capsys, monkeypatch, "resume", run_dir)[0] == 0
     reason = json.loads(read(run_dir, rc.JOURNAL_FILE))["reason"]
-    assert reason == "resumed with resumable-chain resume " + words
+    assert reason == "resumed with the resume command " + words
 
 
 def test_a_collection_shows_a_shared_budget_in_the_walltime_column(cluster, tmp_path, capsys,
@@ -405,4 +411,113 @@ def test_a_work_that_exits_75_within_a_minute_counts_a_retry_so_its_loop_ends(
     status = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert status["verdict"].startswith("failed: predecessor FAILED with exit 75 after only")
     assert [row["note"] for row in status["jobs"] if row["job"] == links[1]] == [
-        "exit 75: no progress (under a minute): counted as a retry"]
+        "exit 75: no progress (under a minute): the failure that exhausted the retries"]
+
+
+CONSOLE_SCRIPT = "#!%s\nimport sys\nsys.path.insert(0, %r)\nfrom resumable_chain import main\n" \
+    "sys.exit(main())\n"  # what pip writes for the resumable-chain entry point
+
+
+@pytest.mark.parametrize("how, named", [
+    ("a copied file run by path", "python3 '{copy}'"),
+    ("a copied file run with python3 -m", "python3 '{copy}'"),
+    ("the console script PATH finds", "resumable-chain"),
+    ("the console script by a path not on PATH", "'{script}'"),
+])
+def test_messages_name_the_command_as_the_user_ran_it(tmp_path, how, named):
+    # Issue 40: `next:` lines said resumable-chain, which a file copied as the Quick start says
+    # is not: 'command not found'. The named command is quoted for the shell (a space here).
+    home = tmp_path / "my tools"
+    home.mkdir()
+    copy = str(home / "resumable_chain.py")
+    with open(rc.__file__) as source, open(copy, "w") as target:
+        target.write(source.read())
+    script = home / "bin" / "resumable-chain"
+    script.parent.mkdir()
+    script.write_text(CONSOLE_SCRIPT % (sys.executable, str(home)))
+    script.chmod(0o755)
+    path = (str(script.parent) + os.pathsep if how.endswith("PATH finds") else "") + \
+        os.environ["PATH"]
+    argv = {"a copied file run by path": [sys.executable, copy],
+            "a copied file run with python3 -m": [sys.executable, "-m", "resumable_chain"],
+            "the console script PATH finds": ["resumable-chain"]}.get(how, [str(script)])
+    result = subprocess.run(argv + ["budget", str(tmp_path)], cwd=str(home), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, universal_newlines=True,
+                            env=dict(os.environ, PATH=path))
+    assert result.returncode == 2
+    named = named.format(copy=copy, script=script)
+    assert "no shared budget in %s: create it with %s budget %s --max-walltime T" % (
+        tmp_path, named, rc.shell_quote(str(tmp_path))) in result.stderr, result.stderr
+    helped = subprocess.run(argv + ["submit", "--help"], cwd=str(home), stdout=subprocess.PIPE,
+                            universal_newlines=True, env=dict(os.environ, PATH=path)).stdout
+    for words in ("usage: %s submit DIR", "example: %s submit runs/a",
+                  "created with: %s budget B --max-walltime T"):  # argparse wraps, even at "-"
+        assert "".join((words % named).split()) in "".join(helped.split()), helped
+
+
+def submitted_chain(cluster, run_dir, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "train.sbatch"), "#!/bin/bash\n#SBATCH --time=10\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)
+    assert status == 0, err
+    return out.strip()
+
+
+def test_a_pending_first_jobs_guard_line_says_what_its_row_says(cluster, run_dir, tmp_path,
+                                                                capsys, monkeypatch):
+    # Issue 40: the row said "replaces job 209 if it dies before its prologue", the guard line
+    # "continues the chain if the successor dies" beside "pending successor: none".
+    first = submitted_chain(cluster, run_dir, tmp_path, capsys, monkeypatch)
+    text = run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1]
+    covers = "replaces job %s if it dies before its prologue" % first
+    [guard] = [line.split()[0] for line in text.splitlines() if " guard " in line]
+    assert "guard: job %s PENDING (%s)\n" % (guard, covers) in text and "successor dies" not in text
+    assert "lock:" not in text  # the kernel's lock, the common case, goes unsaid
+
+
+def test_a_long_name_of_who_cancelled_keeps_the_status_columns(cluster, run_dir, capsys,
+                                                               monkeypatch):
+    # Issue 40: "CANCELLED by trial1 (uid 2104)" overflowed the STATE column.
+    script, successor = start_chain(cluster, run_dir)
+    cluster.set_job(successor, state="CANCELLED by 2104", end="2026-11-30T01:30:00")
+    monkeypatch.setattr(rc, "uid_name", lambda uid: "a-colleague-with-a-long-name")
+    lines = run_cli(cluster, capsys, monkeypatch, "status", run_dir)[1].splitlines()
+    header = next(line for line in lines if line.startswith("JOBID "))
+    rows = [line for line in lines if line.split(" ")[0] in ("100", successor)]
+    assert "CANCELLED by a-colleague-with-a-long-name (uid 2104)" in rows[1]
+    start = header.index("START")  # every row's START where the header's is
+    assert [row[start - 2:start] + row[start] in ("  -", "  2") for row in rows] == [True] * 2
+
+
+def test_the_last_link_of_a_failed_chain_says_it_exhausted_the_retries(cluster, run_dir, capsys,
+                                                                       monkeypatch):
+    # Issue 40: it said "a failure, retried while retries are left" (none was left).
+    failed_chain(cluster, run_dir)
+    rows = status_rows(cluster, capsys, monkeypatch, run_dir)[0]
+    assert rows["100"][:2] == ("link", "FAILED")
+    assert rows["100"][2].endswith(": the failure that exhausted the retries"), rows["100"]
+
+
+def test_status_of_a_collection_keeps_to_100_columns(cluster, tmp_path, capsys, monkeypatch):
+    # Issue 40: a sweep's status --check was 380 columns wide (the next step in the table,
+    # notes on one line). The notes wrap; a next step stays whole, to be copied from one line.
+    parent = str(tmp_path / "runs")
+    for name, situation in (("a", "running with a pending successor"),
+                            ("c", "broken: the successor died before its prologue")):
+        collection_chain(cluster, parent, name, situation)
+    monkeypatch.chdir(str(tmp_path))
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", "runs", "--check")
+    assert status == 1
+    steps = [line for line in out.splitlines() if line.startswith("next ")]
+    assert steps == ["next runs/c: %s resume runs/c continues the chain" % BY_PATH]
+    assert max(len(line) for line in out.splitlines() if line not in steps) <= 100, out
+
+
+def test_a_notified_reason_names_the_command_as_run(tmp_path, monkeypatch):
+    # A guard's "broken" reason says what continues the chain: the webhook gets it runnable.
+    heard = str(tmp_path / "heard")
+    monkeypatch.setattr(rc, "COMMAND", "python3 /opt/tools/resumable_chain.py")
+    event = rc.Event("broken", "100", 1, "not replaced; resumable-chain resume continues the chain",
+                     0)
+    rc.notify('printf %%s "$RESUMABLE_CHAIN_REASON" > %s' % heard, event, str(tmp_path))
+    assert read(str(tmp_path), "heard") == ("not replaced; python3 /opt/tools/resumable_chain.py "
+                                            "resume continues the chain")

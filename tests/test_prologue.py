@@ -14,7 +14,8 @@ import pytest
 
 import fake_slurm
 import resumable_chain as rc
-from fake_cluster import BASH, FakeCluster, find_interpreters, read, run_cli, start_chain
+from fake_cluster import (BASH, BY_PATH, FakeCluster, find_interpreters, read, run_cli,
+                          start_chain)
 from resumable_chain import NOT_VISIBLE
 
 
@@ -922,7 +923,7 @@ def test_successors_that_keep_dying_before_their_prologue_end_in_broken(cluster,
         dead += cluster.pending()
     assert len(dead) == 3 and cluster.pending() == [] and cluster.guards() == {}
     assert ("3 successors of job 100 in a row died before their prologue, more than max_retries "
-            "1 allows: not replaced; resumable-chain resume continues the chain") in result.stderr
+            "1 allows: not replaced; %s resume continues the chain" % BY_PATH) in result.stderr
     events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
     assert [event["event"] for event in events] == ["healed", "healed", "broken"]
     status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")

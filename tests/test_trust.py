@@ -867,3 +867,38 @@ def test_a_run_directory_with_a_percent_sign_gets_the_logs_slurm_writes(world):
     assert logs == {"slurm-%j.out": os.path.join(run_dir, "slurm-77.out"),
                     ".resumable_chain.guard.log": os.path.join(run_dir,
                                                                ".resumable_chain.guard.log")}
+
+
+@pytest.mark.parametrize("group, accepted", [
+    ("the owner's private group (umask 002)", True),
+    ("a group named as the owner with a second member", False),
+    ("a group named as the owner that is not their primary group", False),
+])
+def test_a_directory_only_the_owners_private_group_can_write_is_the_owners_alone(world, group,
+                                                                                 accepted):
+    # Issue 40: with user private groups (umask 002, the group holds only its user) a 0775 run
+    # directory was refused although no one else could write it.
+    user = {True: "rcsolo"}.get(accepted, "rcsolo2" if "second" in group else "rcsolo3")
+    if subprocess.run(["getent", "passwd", user], stdout=subprocess.DEVNULL).returncode:
+        subprocess.run(["useradd", "-M", "-U", "-s", "/bin/sh", user], check=True)
+        if "second member" in group:
+            subprocess.run(["usermod", "-aG", user, MATE], check=True)
+        elif "not their primary" in group:
+            subprocess.run(["usermod", "-g", GROUP, user], check=True)
+    entry = pwd.getpwnam(user)
+    home = os.path.join(world.top, "home-" + user)  # 0775 as umask 002 leaves it, and above
+    os.makedirs(home)
+    os.chown(home, entry.pw_uid, grp.getgrnam(user).gr_gid)
+    os.chmod(home, 0o775)
+    run_dir = os.path.join(home, "runs", "a")
+    assert world.run(user, ["mkdir", "-p", run_dir]).returncode == 0
+    subprocess.run(["chgrp", "-R", user, home], check=True)  # the group named as the user
+    assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o775
+    result = world.cli(user, "submit", run_dir, world.script())
+    if accepted:
+        assert result.returncode == 0, result.stderr
+        link = world.as_job(user, os.path.join(run_dir, "resumable-job.sh"), result.stdout.strip())
+        assert link.returncode == 0 and link.stdout.strip() == "work", link.stderr
+        assert "verdict: running" in world.cli(user, "status", run_dir).stdout
+    else:
+        assert result.returncode == 2 and "(mode 0775) lets others" in result.stderr, result.stderr
