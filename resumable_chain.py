@@ -283,7 +283,10 @@ REFUSED_SBATCH_OPTIONS = {
     "--hold": "every successor would wait held (submit --hold holds the first job only)",
     "--test-only": "sbatch only says when the job would start and queues nothing (run sbatch "
                    "--test-only on the script itself)",
+    "--wait": "sbatch would wait for the job to end (and be killed, leaving it queued)",
+    "--quiet": "sbatch would not print the job ID the chain records",
 }
+SBATCH_ITSELF = ("--test-only", "--wait", "--quiet")  # change what sbatch does, not the job
 
 
 def _option_names(text):
@@ -678,6 +681,18 @@ def parse_held_by_script(text, script):
     """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %A|%o|%r``)."""
     return [job_id for job_id, command, reason in _rows(text, 3)
             if command == script and reason == "JobHeldUser"]
+
+
+def parse_partition(text, name=None):
+    """(name, DefaultTime, MaxTime) in seconds, None for no limit, of partition ``name`` (else
+    the default one) in ``scontrol show partition -o`` output; None if it is not there."""
+    for line in (text or "").splitlines():
+        fields = dict(word.partition("=")[::2] for word in line.split())
+        if fields.get("PartitionName") and fields["PartitionName"] == (name or (
+                fields["PartitionName"] if fields.get("Default") == "YES" else None)):
+            return tuple([fields["PartitionName"]] + [parse_duration(fields.get(limit, "")) for
+                                                      limit in ("DefaultTime", "MaxTime")])
+    return None
 
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
@@ -1168,6 +1183,10 @@ def _word(value):
     return _text(value) and "\0" not in (value or "")
 
 
+def _submit_dir(value):  # where sbatch ran for every link: SLURM_SUBMIT_DIR, absolute
+    return _word(value) and (value is None or os.path.isabs(value))
+
+
 def _count(value):
     return value is None or (type(value) is int and 0 <= value <= MAX_TIME_LIMIT)
 
@@ -1186,7 +1205,7 @@ def _next_link_ok(value):
     if value is None:
         return True
     if not isinstance(value, dict) or not all(_word(value.get(name)) for name in (
-            "script", "job_name", "workdir")):
+            "script", "job_name")) or not _submit_dir(value.get("workdir")):
         return False
     lists = [value.get(name) or [] for name in ("sbatch_args", "script_args")]
     if not all(isinstance(words, list) and all(isinstance(word, str) and "\0" not in word
@@ -1241,7 +1260,7 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "first_job": RECORD_CHECKS["job"], "cluster": _word, "script": _word, "original": _word,
     "sbatch_args": lambda value: _next_link_ok({"sbatch_args": value}),
     "script_args": lambda value: _next_link_ok({"script_args": value}),
-    "max_retries": _count, "max_walltime": _count, "workdir": _word, "budget_dir": _word,
+    "max_retries": _count, "max_walltime": _count, "workdir": _submit_dir, "budget_dir": _word,
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
     "guard": _job, "dead_first_jobs": _count,
     "python": lambda value: _word(value) and (value is None or bool(value.strip())),
@@ -2070,8 +2089,9 @@ def ended_job(job_id):
 
 
 def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
-    """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``named``:
-    the job's environment has NAMED_ENV, whatever it exports (named_export)."""
+    """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``cwd``: the
+    job's SLURM_SUBMIT_DIR, if it still exists. ``named``: the job's environment has NAMED_ENV,
+    whatever it exports (named_export)."""
     if named:
         try:
             header = read_batch_script(script)[0]
@@ -2079,8 +2099,8 @@ def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
             header = ""  # sbatch says why it cannot read the script
         options = list(options) + named_export(options, header, os.environ)
     return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
-                                   + [script] + list(script_args), submit=True, cwd=cwd,
-                                   named=named))
+                                   + [script] + list(script_args), submit=True, cwd=cwd if cwd
+                                   and os.path.isdir(cwd) else None, named=named))
 
 
 def sbatch_answer(result):
@@ -2140,6 +2160,26 @@ def release_or_explain(job_id, cluster=None):
         raise StateError("job %s was queued held and could not be released (%s): run "
                          "scontrol %srelease %s" % (job_id, error, "-M %s " % cluster
                                                     if cluster else "", job_id))
+
+
+def time_limit_note(script, given, environ):
+    """A warning that no --time limits the links (of a script with the sbatch options
+    ``given``), or None; StateError where nothing would end a link: its partition has no limit."""
+    if option_value(given, "--time") or environ.get("SBATCH_TIMELIMIT"):
+        return None
+    name = (option_value(given, "--partition") or environ.get("SBATCH_PARTITION") or "").split(
+        ",")[0]  # of several, the first one's (sbatch tries them in order)
+    result = run_slurm(["scontrol"] + on_cluster(option_value(given, "--clusters")) + [
+        "show", "partition", "-o"] + [name][:bool(name)])
+    found = parse_partition(result.stdout, name) if result.returncode == 0 else None
+    words = "no --time in the options or in %s: " % script
+    if found and found[1] is None and found[2] is None:
+        raise StateError(words + "partition %s has no time limit (DefaultTime and MaxTime), so no "
+                         "link would ever end to continue the chain; pass --time, e.g. "
+                         "--time=4:00:00 (--time=UNLIMITED to submit it anyway)" % found[0])
+    return "WARNING: " + words + "the links get %s" % (
+        "partition %s's default time limit, %s" % (found[0], format_duration(found[1] or found[2]))
+        if found else "the partition's default time limit")
 
 
 Observation = collections.namedtuple("Observation", "job source note")
@@ -2597,7 +2637,8 @@ def queue_successor(job_id, next_link, warnings):
     options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
                                 "--kill-on-invalid-dep=yes", "--no-requeue")
     try:
-        return sbatch(options, next_link.script, next_link.script_args)[0], None
+        return sbatch(options, next_link.script, next_link.script_args,
+                      next_link.workdir)[0], None
     except StateError as error:
         warnings.append("WARNING: could not queue a successor of job %s (%s). Chain will NOT "
                         "continue on failure until one is queued: this job's guard, if it has one, "
@@ -3983,9 +4024,9 @@ def read_batch_script(script):
         raise StateError("%s has DOS line breaks (\\r\\n), which sbatch refuses: run dos2unix %s"
                          % (script, shell_quote(script)))
     header, body = split_batch_script(text)
-    if "--test-only" in option_names(script_directives(header)):
-        raise StateError("%s has an #SBATCH --test-only line: sbatch would only say when the job "
-                         "would start and queue nothing; remove it" % script)
+    for name in sorted(option_names(script_directives(header)).intersection(SBATCH_ITSELF)):
+        raise StateError("%s has an #SBATCH %s line: %s; remove it" % (
+            script, name, REFUSED_SBATCH_OPTIONS[name]))
     if "--hold" in option_names(script_directives(header)):
         raise StateError("%s has an #SBATCH --hold line, which would hold every successor too: "
                          "remove it and pass --hold to submit (it holds the first job only)"
@@ -3995,9 +4036,10 @@ def read_batch_script(script):
 
 def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAULT_MAX_RETRIES,
                  max_walltime=None, force=False, python="python3", budget_dir=None,
-                 notify=None, warn=None, task=None):
+                 notify=None, warn=None, task=None, before_queueing=None):
     """Make SCRIPT resumable in run_dir and submit its first job, all or nothing: held until
-    the live chain is cancelled (``force``) and the files are written; ``task``: a sweep's."""
+    the live chain is cancelled (``force``) and the files are written; ``task``: a sweep's;
+    ``before_queueing()`` runs right before sbatch."""
     header, body = read_batch_script(script)
     if PROLOGUE_TEMPLATE.split("{", 1)[0] in header + body:  # right after #SBATCH lines too
         raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "
@@ -4021,6 +4063,8 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
             run_dir, max_retries=max_retries, max_walltime=max_walltime, script=copy_path,
             sbatch_args=sbatch_args, python=python, budget_dir=budget_dir, warn=warn)
             + (finished_trap(python, run_dir) if notify else "") + body, mode=0o700)
+        if before_queueing:
+            before_queueing()
         first_job, named = sbatch_held(["--hold", "--no-requeue"] + one_task + sbatch_args,
                                        store.path(STAGED_SCRIPT), script_args)
     except (StateError, ValueError):
@@ -4271,8 +4315,6 @@ def _recorded_next_link(store, previous, given):
     if not os.path.isfile(spec.script):
         raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
                          "cannot resume" % (spec.script, store.path(SCRIPT_COPY)))
-    if spec.workdir and not os.path.isdir(spec.workdir):
-        spec = spec._replace(workdir=None)
     return spec
 
 
@@ -4347,7 +4389,9 @@ def split_submit_argv(argv):
         raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
                          "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
                          % (misplaced[0], words[0]))
-    return ours, (sbatch_args, words[0], words[1:])
+    looks = [word for word in words[1:] if dashes == len(argv) and word.split("=", 1)[0] in (
+        SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS) and word.startswith("--")]
+    return ours, (sbatch_args, words[0], words[1:], looks)
 
 
 def split_resume_argv(argv):
@@ -4582,7 +4626,7 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     sbatch_args = check_sbatch_args(sbatch_args, strict=False) + (
         ["--array=" + task] if task else [])
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
-                         os.getcwd())
+                         os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd())  # every link's
     outcome = run_link(run_dir, Settings(max_retries, max_walltime), next_link, os.environ,
                        budget_dir=budget_dir and os.path.abspath(budget_dir), **notify_and_warn)
     _log(*outcome.warnings)
@@ -4818,7 +4862,7 @@ def render_command(run_dir, sbatch_args, **options):
     return 0
 
 
-def submit_command(run_dir, sbatch_args, script, script_args, task=None, **options):
+def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=None, **options):
     header = read_batch_script(script)[0] if task is None else None
     tasks, sbatch_args = (None, sbatch_args) if task is not None else sweep_options(
         run_dir, header, sbatch_args)
@@ -4828,6 +4872,13 @@ def submit_command(run_dir, sbatch_args, script, script_args, task=None, **optio
         task_dir = os.path.abspath(os.path.join(run_dir, str(each)))
         _live_chain(task_dir, options.get("force"))
         _chain_defaults(task_dir, script, header, sbatch_args)
+    if task is None:  # said once, right before the first sbatch (after every refusal)
+        notes = ["WARNING: %s after the script %s go to the script, not to sbatch: put sbatch "
+                 "options before SCRIPT (write -- SCRIPT ARGS to say they are the script's)"
+                 % (" ".join(looks), script)] if looks else []
+        given = script_directives(header) + check_sbatch_args(sbatch_args, allowed=("--hold",))
+        notes += filter(None, [time_limit_note(script, given, os.environ)])
+        options["before_queueing"] = lambda: [_log(notes.pop(0)) for _ in list(notes)]
     for each in tasks or ():
         try:
             submit_command(os.path.join(run_dir, str(each)), sbatch_args, script, script_args,

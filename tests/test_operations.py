@@ -211,9 +211,14 @@ def test_submit_refuses_a_log_whose_directory_is_missing(cluster, tmp_path, caps
     ("#!/bin/bash\ntrue\n", ["-d", "afterok:5"], "dependency"),
     ("#!/bin/bash\r\n#SBATCH --time=5\r\ntrue\r\n", [], "DOS line breaks"),
     ("#!/bin/bash\ntrue\n", ["--test-only"], "queues nothing"),
-    ("#!/bin/bash\n#SBATCH --test-only\ntrue\n", [], "queue nothing"),
+    ("#!/bin/bash\n#SBATCH --test-only\ntrue\n", [], "queues nothing"),
+    ("#!/bin/bash\ntrue\n", ["--wait"], "wait for the job to end"),
+    ("#!/bin/bash\ntrue\n", ["-W"], "wait for the job to end"),
+    ("#!/bin/bash\n#SBATCH --wait\ntrue\n", [], "wait for the job to end"),
+    ("#!/bin/bash\ntrue\n", ["-Q"], "not print the job ID"),
 ], ids=["no shebang", "array throttle in script", "bad array option", "dependency option",
-        "a script saved on Windows", "sbatch --test-only", "#SBATCH --test-only"])
+        "a script saved on Windows", "sbatch --test-only", "#SBATCH --test-only", "--wait", "-W",
+        "#SBATCH --wait", "-Q"])
 def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, message):
     script = write(str(tmp_path / "s.sh"), text)
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
@@ -343,7 +348,7 @@ SUBMIT_WORDS = [
 @pytest.mark.parametrize("words,expected", [r[1:] for r in SUBMIT_WORDS],
                          ids=[r[0] for r in SUBMIT_WORDS])
 def test_split_submit_words(words, expected):
-    ours, (sbatch_args, script, script_args) = rc.split_submit_argv(words)
+    ours, (sbatch_args, script, script_args, _) = rc.split_submit_argv(words)
     assert (ours, sbatch_args, script, script_args) == expected
 
 
@@ -1670,6 +1675,8 @@ def test_one_damaged_chain_is_one_row_and_the_table_still_prints(cluster, tmp_pa
     ("next", {"script": "/x", "sbatch_args": ["--wrap", "id"]}),
     ("next", {"script": "/x", "sbatch_args": ["--dependency=afterok:1"]}), ("notify", 7),
     ("phase", "later"), ("time", "noon"), ("cause", "because"),
+    ("next", {"script": "/x", "workdir": "runs/a"}),  # sbatch's directory: SLURM_SUBMIT_DIR
+    ("next", {"script": "/x", "sbatch_args": ["--wait"]}),
 ])
 def test_a_journal_field_of_the_wrong_type_or_value_is_a_corrupt_journal(run_dir, field, value):
     good = {"job": "100", "action": "resume", "walltime": 0, "retries": 0,
