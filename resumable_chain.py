@@ -1940,12 +1940,14 @@ def _wait_for(process, name, timeout):
     with process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
+        except (subprocess.TimeoutExpired, KeyboardInterrupt) as error:  # Ctrl-C: in a session
+            try:  # of its own it would go on (sbatch would queue a job no one knows)
                 os.killpg(process.pid, signal.SIGKILL)
             except OSError:
                 pass  # it ended meanwhile
             process.wait()
+            if isinstance(error, KeyboardInterrupt):
+                raise
             return SlurmResult(None, "", "%s timed out after %g s" % (name, timeout))
     return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
                        stderr.decode("utf-8", "replace"))
@@ -2124,7 +2126,8 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
     the same), a held job running ``script`` is cancelled; StateError says what is left to do."""
     try:
         return sbatch(options, script, script_args, cwd, cluster, named)
-    except StateError as error:
+    except (StateError, KeyboardInterrupt) as failure:  # Ctrl-C too: the job may exist
+        error = str(failure) or "interrupted"
         argv = ["squeue"] + on_cluster(cluster) + ["-h", "-u", uid_name(os.getuid()), "-t",
                                                    "PENDING", "-o", "%A|%o|%r"]
         result = run_slurm(argv)
@@ -4005,10 +4008,10 @@ def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
     nothing half-made stays."""
     try:
         return install()
-    except (StateError, OSError) as error:
+    except (StateError, OSError, KeyboardInterrupt) as error:
         scancel([job_id] + ([guard] if guard else []), cluster)
         raise StateError("%s; the new job %s%s was cancelled, nothing else changed" % (
-            getattr(error, "strerror", None) or error, job_id,
+            getattr(error, "strerror", None) or str(error) or "interrupted", job_id,
             " (and its guard %s)" % guard if guard else ""))
 
 
@@ -4166,7 +4169,7 @@ def _install_chain(run_dir, force, copy_path, submitted):
             os.replace(store.path(STAGED_SCRIPT), copy_path)
             store.keep_previous()
             store.write_text(SUBMIT_FILE, dump_json(store.public(submitted)) + "\n")
-    except (StateError, OSError):
+    except (StateError, OSError, KeyboardInterrupt):
         store.remove(STAGED_SCRIPT)  # its job is cancelled: the script goes too
         raise
     return cancelled

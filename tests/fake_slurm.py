@@ -27,7 +27,8 @@ so tests can check what was run. Knobs a test may set on the cluster:
 * ``name``: the cluster's name (default ``local``); ``-M OTHER`` is refused as Slurm refuses a
   cluster its database does not know (sacct prints nothing);
 * ``partitions``: {name: {"DefaultTime": ..., "MaxTime": ...}}, the first the default one;
-* ``hang``: {command: seconds} sleeps before answering;
+* ``hang``: {command: seconds} sleeps before answering; ``hang_after``: after acting, before
+  it answers (sbatch's job is queued);
 * ``latency``: seconds every command sleeps before answering.
 """
 import collections
@@ -392,6 +393,7 @@ def main():
     if delay:
         time.sleep(delay)
     status, out, err = answer(command, argv, path, environ=os.environ)
+    time.sleep(cluster.get("hang_after", {}).get(command, 0))
     sys.stdout.write(out)
     sys.stderr.write(err)
     return status

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import resumable_chain as rc
+import fake_slurm
 from fake_cluster import read, run_cli, start_chain
 from test_operations import (failed_chain, notified, notify_chain, one_chain_on_a_budget,
                              write)
@@ -464,3 +465,19 @@ def test_submit_warns_of_sbatch_options_after_the_script(cluster, tmp_path, caps
         assert err.startswith("resumable-chain: WARNING: " + warned.replace("S", script)), err
     args = words[words.index(script) + 1:]  # the script's arguments all the same
     assert cluster.calls("sbatch")[-1]["argv"][-len(args):] == args
+
+
+def test_partition_limits_are_read_as_22_05_prints_them_and_the_fake_prints_the_same():
+    path = os.path.join(os.path.dirname(__file__), "slurm_outputs", "22.05", "{}.txt")
+    with open(path.format("scontrol-show-partition")) as handle:
+        real = "".join(line for line in handle if not line.startswith("# "))
+    assert rc.parse_partition(real) == ("debug", None, None)  # Default=YES, no limit at all
+    assert rc.parse_partition(real, "high") == ("high", None, None)
+    assert rc.parse_partition(real, "nosuch") is None
+    fake = fake_slurm.PARTITION_LINE % dict(name="debug", default="YES", DefaultTime="NONE",
+                                            MaxTime="UNLIMITED")
+    assert [word.split("=")[0] for word in fake.split()] == [
+        word.split("=")[0] for word in real.splitlines()[0].split()]
+    assert rc.parse_partition(fake) == ("debug", None, None)
+    assert rc.parse_partition(fake.replace("DefaultTime=NONE", "DefaultTime=04:00:00")) == (
+        "debug", 14400, None)

@@ -3,6 +3,7 @@ Slurm commands, with the calls they make checked."""
 import json
 import os
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -1807,3 +1808,26 @@ def test_a_guard_log_others_could_write_is_emptied_before_the_next_guard_appends
     os.chmod(str(log), 0o664)
     rc.own_guard_log(str(tmp_path))
     assert log.read_text() == "" and stat.S_IMODE(os.stat(str(log)).st_mode) == 0o644
+
+
+@pytest.mark.parametrize("how,words", [
+    ("timeout", "sbatch timed out after 5 s; the held job 1000 it created anyway was cancelled"),
+    ("Ctrl-C", "interrupted; the held job 1000 it created anyway was cancelled"),
+])
+def test_a_submit_whose_sbatch_hangs_after_queueing_cancels_the_held_job(cluster, tmp_path, how,
+                                                                         words):
+    # issue 40: sbatch --wait hung; killed after 60 s, its held job stayed queued
+    cluster.update(hang_after={"sbatch": 30})
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH -t 5\ntrue\n")
+    run_dir = str(tmp_path / "r")
+    process = subprocess.Popen([sys.executable, rc.__file__, "submit", run_dir, script],
+                               env=cluster.env(RESUMABLE_CHAIN_COMMAND_TIMEOUT=5),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True)
+    if how == "Ctrl-C":
+        while cluster.job(1000) is None:
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert (process.returncode, out, err) == (2, "", "resumable-chain: error: %s\n" % words)
+    assert cluster.job(1000)["state"].startswith("CANCELLED") and not os.path.exists(run_dir)
