@@ -2128,14 +2128,12 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
         return sbatch(options, script, script_args, cwd, cluster, named)
     except (StateError, KeyboardInterrupt) as failure:  # Ctrl-C too: the job may exist
         error = str(failure) or "interrupted"
-        argv = ["squeue"] + on_cluster(cluster) + ["-h", "-u", uid_name(os.getuid()), "-t",
-                                                   "PENDING", "-o", "%A|%o|%r"]
-        result = run_slurm(argv)
-        created = parse_held_by_script(result.stdout, os.path.abspath(script))
-        if result.returncode != 0:
+        try:
+            created = parse_held_by_script(my_pending_jobs("%A|%o|%r", cluster),
+                                           os.path.abspath(script))
+        except StateError as unknown:
             raise StateError("%s; squeue cannot tell whether it created a held job anyway (%s): "
-                             "scancel any held job of yours running %s" % (
-                                 error, last_line(result.stderr), script))
+                             "scancel any held job of yours running %s" % (error, unknown, script))
         failed = created and scancel(created, cluster)
         if failed:
             raise StateError("%s; it created held job %s anyway, which could not be cancelled "
@@ -2144,11 +2142,20 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
                                    % " ".join(created) if created else ""))
 
 
+def my_pending_jobs(fields, cluster=None):
+    """``squeue -h -o FIELDS`` of this user's pending jobs; StateError if squeue fails (22.05
+    says Invalid user of a name it cannot resolve, but exits 0: never read as "none queued")."""
+    result = run_slurm(["squeue"] + on_cluster(cluster) + [
+        "-h", "-u", uid_name(os.getuid()), "-t", "PENDING", "-o", fields])
+    if result.returncode != 0 or "Invalid user" in result.stderr:
+        raise StateError(last_line(result.stderr))
+    return result.stdout
+
+
 def queued_guard(job_id):
     """The pending guard of job_id (a killed run's, a timed-out sbatch's), or None."""
-    result = run_slurm(["squeue", "-h", "-u", uid_name(os.getuid()), "-t", "PENDING", "-o",
-                        "%i|%E"])
-    return parse_guard(result.stdout, job_id) if result.returncode == 0 else None
+    with contextlib.suppress(StateError):
+        return parse_guard(my_pending_jobs("%i|%E"), job_id)
 
 
 def release_job(job_id, cluster=None):

@@ -253,6 +253,11 @@ def squeue(argv, cluster, now):
     states = option(argv, "-t", "--states")
     ids = option(argv, "-j", "--jobs")
     fmt = option(argv, "-o", "--format") or "%i %T"
+    user = option(argv, "-u", "--user")
+    try:
+        user and _uid(user)
+    except KeyError:  # as 22.05 says it: exit 0, no job
+        return 0, "", "squeue: error: Invalid user: %s\n" % user
     lines = []
     for job_id, job in sorted(cluster["jobs"].items(), key=lambda item: int(item[0])):
         base = job["state"].split()[0]

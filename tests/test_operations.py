@@ -579,6 +579,21 @@ def test_a_resumed_link_that_never_ran_is_replaced_or_left_by_its_guard(
 
 
 @pytest.mark.parametrize("command", ["resume", "submit"])
+def test_a_lost_sbatch_answer_that_squeue_cannot_look_into_says_what_to_cancel(
+        cluster, run_dir, tmp_path, capsys, monkeypatch, command):
+    # issue 40: squeue -u NAME of a name this node cannot resolve says Invalid user but exits 0
+    # (22.05): its empty answer was read as "no job created", and the held job stayed unnamed
+    failed_chain(cluster, run_dir)
+    cluster.update(sbatch_lost_answer=True)
+    monkeypatch.setattr(rc, "uid_name", lambda uid: "uid %s" % uid)  # no name for the uid
+    argv = [command, run_dir] + ([write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")]
+                                 if command == "submit" else [])
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)
+    assert status == 2 and "squeue cannot tell whether it created a held job anyway (squeue: " \
+        "error: Invalid user: uid %d): scancel any held job of yours running" % os.getuid() in err
+
+
+@pytest.mark.parametrize("command", ["resume", "submit"])
 def test_history_141_a_held_job_whose_sbatch_lost_its_answer_is_cancelled(
         cluster, run_dir, tmp_path, capsys, monkeypatch, command):
     # Found by the random histories (seed 141): resume's sbatch created its held job, then
