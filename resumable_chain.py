@@ -286,7 +286,8 @@ REFUSED_SBATCH_OPTIONS = {
     "--wait": "sbatch would wait for the job to end (and be killed, leaving it queued)",
     "--quiet": "sbatch would not print the job ID the chain records",
 }
-SBATCH_ITSELF = ("--test-only", "--wait", "--quiet")  # change what sbatch does, not the job
+# Refused in #SBATCH lines too: they change what sbatch does (not the job), or hold every link.
+IN_NO_SCRIPT = ("--test-only", "--wait", "--quiet", "--hold")
 
 
 def _option_names(text):
@@ -684,14 +685,14 @@ def parse_held_by_script(text, script):
 
 
 def parse_partition(text, name=None):
-    """(name, DefaultTime, MaxTime) in seconds, None for no limit, of partition ``name`` (else
-    the default one) in ``scontrol show partition -o`` output; None if it is not there."""
+    """(name, the limit in seconds a job without --time gets: DefaultTime, else MaxTime; None for
+    none) of partition ``name`` (else the default one) in ``scontrol show partition -o``; None
+    if it is not there."""
     for line in (text or "").splitlines():
         fields = dict(word.partition("=")[::2] for word in line.split())
-        if fields.get("PartitionName") and fields["PartitionName"] == (name or (
-                fields["PartitionName"] if fields.get("Default") == "YES" else None)):
-            return tuple([fields["PartitionName"]] + [parse_duration(fields.get(limit, "")) for
-                                                      limit in ("DefaultTime", "MaxTime")])
+        if fields.get("PartitionName") == name if name else fields.get("Default") == "YES":
+            return fields.get("PartitionName"), parse_duration(fields.get(
+                "DefaultTime", "")) or parse_duration(fields.get("MaxTime", ""))
     return None
 
 
@@ -2045,35 +2046,21 @@ def chain_store(directory):
     return StateStore(directory, job_over=job_over)
 
 
-def queued_jobs(job_ids=None, user=None, pending_only=False, cluster=None):
-    """Return the Jobs squeue shows (of job_ids, or of user); StateError if squeue fails."""
-    argv = ["squeue"] + on_cluster(cluster) + ["-h", "-o", SQUEUE_FORMAT]
-    if job_ids is not None:
-        if not job_ids:
-            return []
-        argv += ["-j", ",".join(job_ids)]
-    if user:
-        argv += ["-u", user]
-    if pending_only:
-        argv += ["-t", "PENDING"]
-    result = run_slurm(argv)
-    if (result.returncode != 0 and "Invalid job id" not in result.stderr) or \
-            "Invalid user" in result.stderr:  # exit 0, and no job shown: never "none queued"
+def queued_jobs(job_ids, cluster=None):
+    """Return the Jobs squeue shows of job_ids; StateError if squeue fails."""
+    if not job_ids:
+        return []
+    result = run_slurm(["squeue"] + on_cluster(cluster) + ["-h", "-o", SQUEUE_FORMAT, "-j",
+                                                           ",".join(job_ids)])
+    if result.returncode != 0 and "Invalid job id" not in result.stderr:
         raise StateError("squeue failed: %s" % last_line(result.stderr))
-    return [job for job in parse_squeue(result.stdout)
-            if job_ids is None or job.job_id in job_ids]
+    return [job for job in parse_squeue(result.stdout) if job.job_id in job_ids]
 
 
 def pending_dependents(cluster=None):
     """Return {predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
-    import pwd
-    try:
-        user = pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:  # squeue (26.05) would show no job of a UID it cannot name, and say nothing
-        raise StateError("cannot ask squeue for your jobs: this node has no user name for your "
-                         "uid %d" % os.getuid())
     dependents = {}
-    for job in queued_jobs(user=user, pending_only=True, cluster=cluster):
+    for job in parse_squeue(my_pending_jobs(SQUEUE_FORMAT, cluster)):
         if job.predecessor:
             dependents.setdefault(job.predecessor, []).append(job.job_id)
     return dependents
@@ -2148,7 +2135,7 @@ def my_pending_jobs(fields, cluster=None):
     result = run_slurm(["squeue"] + on_cluster(cluster) + [
         "-h", "-u", uid_name(os.getuid()), "-t", "PENDING", "-o", fields])
     if result.returncode != 0 or "Invalid user" in result.stderr:
-        raise StateError(last_line(result.stderr))
+        raise StateError("squeue failed: %s" % last_line(result.stderr))
     return result.stdout
 
 
@@ -2183,12 +2170,12 @@ def time_limit_note(script, given, environ):
         "show", "partition", "-o"] + [name][:bool(name)])
     found = parse_partition(result.stdout, name) if result.returncode == 0 else None
     words = "no --time in the options or in %s: " % script
-    if found and found[1] is None and found[2] is None:
+    if found and found[1] is None:
         raise StateError(words + "partition %s has no time limit (DefaultTime and MaxTime), so no "
                          "link would ever end to continue the chain; pass --time, e.g. "
                          "--time=4:00:00 (--time=UNLIMITED to submit it anyway)" % found[0])
     return "WARNING: " + words + "the links get %s" % (
-        "partition %s's default time limit, %s" % (found[0], format_duration(found[1] or found[2]))
+        "partition %s's default time limit, %s" % (found[0], format_duration(found[1]))
         if found else "the partition's default time limit")
 
 
@@ -4034,13 +4021,9 @@ def read_batch_script(script):
         raise StateError("%s has DOS line breaks (\\r\\n), which sbatch refuses: run dos2unix %s"
                          % (script, shell_quote(script)))
     header, body = split_batch_script(text)
-    for name in sorted(option_names(script_directives(header)).intersection(SBATCH_ITSELF)):
+    for name in sorted(option_names(script_directives(header)).intersection(IN_NO_SCRIPT)):
         raise StateError("%s has an #SBATCH %s line: %s; remove it" % (
             script, name, REFUSED_SBATCH_OPTIONS[name]))
-    if "--hold" in option_names(script_directives(header)):
-        raise StateError("%s has an #SBATCH --hold line, which would hold every successor too: "
-                         "remove it and pass --hold to submit (it holds the first job only)"
-                         % script)
     return header, body
 
 

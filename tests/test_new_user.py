@@ -471,13 +471,13 @@ def test_partition_limits_are_read_as_22_05_prints_them_and_the_fake_prints_the_
     path = os.path.join(os.path.dirname(__file__), "slurm_outputs", "22.05", "{}.txt")
     with open(path.format("scontrol-show-partition")) as handle:
         real = "".join(line for line in handle if not line.startswith("# "))
-    assert rc.parse_partition(real) == ("debug", None, None)  # Default=YES, no limit at all
-    assert rc.parse_partition(real, "high") == ("high", None, None)
+    assert rc.parse_partition(real) == ("debug", None)  # Default=YES, no limit at all
+    assert rc.parse_partition(real, "high") == ("high", None)
     assert rc.parse_partition(real, "nosuch") is None
     fake = fake_slurm.PARTITION_LINE % dict(name="debug", default="YES", DefaultTime="NONE",
                                             MaxTime="UNLIMITED")
     assert [word.split("=")[0] for word in fake.split()] == [
         word.split("=")[0] for word in real.splitlines()[0].split()]
-    assert rc.parse_partition(fake) == ("debug", None, None)
+    assert rc.parse_partition(fake) == ("debug", None)
     assert rc.parse_partition(fake.replace("DefaultTime=NONE", "DefaultTime=04:00:00")) == (
-        "debug", 14400, None)
+        "debug", 14400)

@@ -589,8 +589,9 @@ def test_a_lost_sbatch_answer_that_squeue_cannot_look_into_says_what_to_cancel(
     argv = [command, run_dir] + ([write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")]
                                  if command == "submit" else [])
     status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)
-    assert status == 2 and "squeue cannot tell whether it created a held job anyway (squeue: " \
-        "error: Invalid user: uid %d): scancel any held job of yours running" % os.getuid() in err
+    assert status == 2 and "squeue cannot tell whether it created a held job anyway (squeue " \
+        "failed: squeue: error: Invalid user: uid %d): scancel any held job of yours running" \
+        % os.getuid() in err
 
 
 @pytest.mark.parametrize("command", ["resume", "submit"])
@@ -1122,7 +1123,7 @@ def test_submit_hold_holds_the_first_job_only(cluster, tmp_path, capsys, monkeyp
 def test_a_script_that_holds_itself_is_refused(cluster, tmp_path, capsys, monkeypatch):
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH --hold\ntrue\n")
     status, _, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)
-    assert status == 2 and "would hold every successor too" in err
+    assert status == 2 and "#SBATCH --hold line: every successor would wait held" in err
     assert cluster.calls("sbatch") == []
 
 
