@@ -1184,10 +1184,6 @@ def _word(value):
     return _text(value) and "\0" not in (value or "")
 
 
-def _submit_dir(value):  # where sbatch ran for every link: SLURM_SUBMIT_DIR, absolute
-    return _word(value) and (value is None or os.path.isabs(value))
-
-
 def _count(value):
     return value is None or (type(value) is int and 0 <= value <= MAX_TIME_LIMIT)
 
@@ -1206,7 +1202,7 @@ def _next_link_ok(value):
     if value is None:
         return True
     if not isinstance(value, dict) or not all(_word(value.get(name)) for name in (
-            "script", "job_name")) or not _submit_dir(value.get("workdir")):
+            "script", "job_name")) or not SUBMIT_CHECKS["workdir"](value.get("workdir")):
         return False
     lists = [value.get(name) or [] for name in ("sbatch_args", "script_args")]
     if not all(isinstance(words, list) and all(isinstance(word, str) and "\0" not in word
@@ -1261,7 +1257,8 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "first_job": RECORD_CHECKS["job"], "cluster": _word, "script": _word, "original": _word,
     "sbatch_args": lambda value: _next_link_ok({"sbatch_args": value}),
     "script_args": lambda value: _next_link_ok({"script_args": value}),
-    "max_retries": _count, "max_walltime": _count, "workdir": _submit_dir, "budget_dir": _word,
+    "max_retries": _count, "max_walltime": _count, "budget_dir": _word,
+    "workdir": lambda value: _word(value) and (value is None or os.path.isabs(value)),  # sbatch cwd
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
     "guard": _job, "dead_first_jobs": _count,
     "python": lambda value: _word(value) and (value is None or bool(value.strip())),
@@ -1942,10 +1939,8 @@ def _wait_for(process, name, timeout):
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except (subprocess.TimeoutExpired, KeyboardInterrupt) as error:  # Ctrl-C: in a session
-            try:  # of its own it would go on (sbatch would queue a job no one knows)
-                os.killpg(process.pid, signal.SIGKILL)
-            except OSError:
-                pass  # it ended meanwhile
+            with contextlib.suppress(OSError):  # of its own it would go on (sbatch would queue
+                os.killpg(process.pid, signal.SIGKILL)  # a job no one knows); or it ended
             process.wait()
             if isinstance(error, KeyboardInterrupt):
                 raise
