@@ -286,6 +286,8 @@ REFUSED_SBATCH_OPTIONS = {
     "--wait": "sbatch would wait for the job to end (and be killed, leaving it queued)",
     "--quiet": "sbatch would not print the job ID the chain records",
 }
+REFUSED_SBATCH_OPTIONS.update(dict.fromkeys(("--autocomplete", "--help", "--usage", "--version"),
+                                            "sbatch would only print text and queue nothing"))
 # Refused in #SBATCH lines too: they change what sbatch does (not the job), or hold every link.
 IN_NO_SCRIPT = ("--test-only", "--wait", "--quiet", "--hold")
 

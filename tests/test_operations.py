@@ -217,9 +217,10 @@ def test_submit_refuses_a_log_whose_directory_is_missing(cluster, tmp_path, caps
     ("#!/bin/bash\ntrue\n", ["-W"], "wait for the job to end"),
     ("#!/bin/bash\n#SBATCH --wait\ntrue\n", [], "wait for the job to end"),
     ("#!/bin/bash\ntrue\n", ["-Q"], "not print the job ID"),
+    ("#!/bin/bash\ntrue\n", ["-V"], "only print text and queue nothing"),
 ], ids=["no shebang", "array throttle in script", "bad array option", "dependency option",
         "a script saved on Windows", "sbatch --test-only", "#SBATCH --test-only", "--wait", "-W",
-        "#SBATCH --wait", "-Q"])
+        "#SBATCH --wait", "-Q", "-V"])
 def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, message):
     script = write(str(tmp_path / "s.sh"), text)
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
