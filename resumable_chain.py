@@ -4853,6 +4853,10 @@ def render_command(run_dir, sbatch_args, **options):
 
 
 def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=None, **options):
+    if looks:  # at once: a refusal (for want of --time, say) may follow
+        _log("WARNING: %s after the script %s go to the script, not to sbatch: put sbatch options "
+             "before SCRIPT (write -- SCRIPT ARGS to say they are the script's)"
+             % (" ".join(looks), script))
     header = read_batch_script(script)[0] if task is None else None
     tasks, sbatch_args = (None, sbatch_args) if task is not None else sweep_options(
         run_dir, header, sbatch_args)
@@ -4863,11 +4867,8 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=Non
         _live_chain(task_dir, options.get("force"))
         _chain_defaults(task_dir, script, header, sbatch_args)
     if task is None:  # said once, right before the first sbatch (after every refusal)
-        notes = ["WARNING: %s after the script %s go to the script, not to sbatch: put sbatch "
-                 "options before SCRIPT (write -- SCRIPT ARGS to say they are the script's)"
-                 % (" ".join(looks), script)] if looks else []
         given = script_directives(header) + check_sbatch_args(sbatch_args, allowed=("--hold",))
-        notes += filter(None, [time_limit_note(script, given, os.environ)])
+        notes = list(filter(None, [time_limit_note(script, given, os.environ)]))
         options["before_queueing"] = lambda: [_log(notes.pop(0)) for _ in list(notes)]
     for each in tasks or ():
         try:

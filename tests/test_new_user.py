@@ -481,3 +481,15 @@ def test_partition_limits_are_read_as_22_05_prints_them_and_the_fake_prints_the_
     assert rc.parse_partition(fake) == ("debug", None)
     assert rc.parse_partition(fake.replace("DefaultTime=NONE", "DefaultTime=04:00:00")) == (
         "debug", 14400)
+
+
+def test_the_trials_time_after_the_script_on_a_partition_without_limits_is_refused_and_said(
+        cluster, tmp_path, capsys, monkeypatch):
+    # issue 40: submit runs/d train.sbatch -p debug --time=1 ran links with TIME_LIMIT UNLIMITED
+    cluster.update(partitions={"debug": UNLIMITED})
+    script = write(str(tmp_path / "train.sbatch"), "#!/bin/bash\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "d"),
+                               script, "-p", "debug", "--time=1")
+    warning, error = err.splitlines()
+    assert status == 2 and warning.startswith("resumable-chain: WARNING: --time=1 after the script")
+    assert "partition debug has no time limit" in error and cluster.calls("sbatch") == []
