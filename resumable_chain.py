@@ -299,7 +299,13 @@ REFUSED_SBATCH_OPTIONS = {
     "--hold": "every successor would wait held (submit --hold holds the first job only)",
     "--test-only": "sbatch only says when the job would start and queues nothing (run sbatch "
                    "--test-only on the script itself)",
+    "--wait": "sbatch would wait for the job to end (and be killed, leaving it queued)",
+    "--quiet": "sbatch would not print the job ID the chain records",
 }
+REFUSED_SBATCH_OPTIONS.update(dict.fromkeys(("--autocomplete", "--help", "--usage", "--version"),
+                                            "sbatch would only print text and queue nothing"))
+# Refused in #SBATCH lines too: they change what sbatch does (not the job), or hold every link.
+IN_NO_SCRIPT = ("--test-only", "--wait", "--quiet", "--hold")
 
 
 def _option_names(text):
@@ -694,6 +700,18 @@ def parse_held_by_script(text, script):
     """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %A|%o|%r``)."""
     return [job_id for job_id, command, reason in _rows(text, 3)
             if command == script and reason == "JobHeldUser"]
+
+
+def parse_partition(text, name=None):
+    """(name, the limit in seconds a job without --time gets: DefaultTime, else MaxTime; None for
+    none) of partition ``name`` (else the default one) in ``scontrol show partition -o``; None
+    if it is not there."""
+    for line in (text or "").splitlines():
+        fields = dict(word.partition("=")[::2] for word in line.split())
+        if fields.get("PartitionName") == name if name else fields.get("Default") == "YES":
+            return fields.get("PartitionName"), parse_duration(fields.get(
+                "DefaultTime", "")) or parse_duration(fields.get("MaxTime", ""))
+    return None
 
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
@@ -1219,7 +1237,7 @@ def _next_link_ok(value):
     if value is None:
         return True
     if not isinstance(value, dict) or not all(_word(value.get(name)) for name in (
-            "script", "job_name", "workdir")):
+            "script", "job_name")) or not SUBMIT_CHECKS["workdir"](value.get("workdir")):
         return False
     lists = [value.get(name) or [] for name in ("sbatch_args", "script_args")]
     if not all(isinstance(words, list) and len(words) <= MAX_WORDS and all(
@@ -1274,7 +1292,8 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "first_job": RECORD_CHECKS["job"], "cluster": _word, "script": _word, "original": _word,
     "sbatch_args": lambda value: _next_link_ok({"sbatch_args": value}),
     "script_args": lambda value: _next_link_ok({"script_args": value}),
-    "max_retries": _count, "max_walltime": _count, "workdir": _word, "budget_dir": _word,
+    "max_retries": _count, "max_walltime": _count, "budget_dir": _word,
+    "workdir": lambda value: _word(value) and (value is None or os.path.isabs(value)),  # sbatch cwd
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
     "guard": _job, "dead_first_jobs": _count,
     "python": lambda value: _word(value) and (value is None or bool(value.strip())),
@@ -2022,10 +2041,12 @@ def _wait_for(process, name, timeout):
     with process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(OSError):  # it ended meanwhile
-                os.killpg(process.pid, signal.SIGKILL)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt) as error:  # Ctrl-C: in a session
+            with contextlib.suppress(OSError):  # of its own it would go on (sbatch would queue
+                os.killpg(process.pid, signal.SIGKILL)  # a job no one knows); or it ended
             process.wait()
+            if isinstance(error, KeyboardInterrupt):
+                raise
             return SlurmResult(None, "", "%s timed out after %g s" % (name, timeout))
     return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
                        stderr.decode("utf-8", "replace"))
@@ -2123,39 +2144,26 @@ def chain_store(directory):
     return StateStore(directory, job_over=job_over)
 
 
-def queued_jobs(job_ids=None, user=None, pending_only=False, cluster=None):
-    """Return the Jobs squeue shows (of job_ids, QUERY_CHUNK per squeue: a command line's
-    length, or of user); StateError if squeue fails."""
-    if job_ids is not None and len(job_ids) > QUERY_CHUNK:
-        return [job for start in range(0, len(job_ids), QUERY_CHUNK) for job in queued_jobs(
-            job_ids[start:start + QUERY_CHUNK], user, pending_only, cluster)]
-    argv = ["squeue"] + on_cluster(cluster) + ["-h", "-o", SQUEUE_FORMAT]
-    if job_ids is not None:
-        if not job_ids:
-            return []
-        argv += ["-j", ",".join(job_ids)]
-    if user:
-        argv += ["-u", user]
-    if pending_only:
-        argv += ["-t", "PENDING"]
-    result = run_slurm(argv)
-    if (result.returncode != 0 and "Invalid job id" not in result.stderr) or \
-            "Invalid user" in result.stderr:  # exit 0, and no job shown: never "none queued"
+def queued_jobs(job_ids, cluster=None):
+    """Return the Jobs squeue shows of job_ids (QUERY_CHUNK per squeue: a command line's
+    length); StateError if squeue fails."""
+    if len(job_ids) > QUERY_CHUNK:
+        return [job for start in range(0, len(job_ids), QUERY_CHUNK)
+                for job in queued_jobs(job_ids[start:start + QUERY_CHUNK], cluster)]
+    if not job_ids:
+        return []
+    result = run_slurm(["squeue"] + on_cluster(cluster) + ["-h", "-o", SQUEUE_FORMAT, "-j",
+                                                           ",".join(job_ids)])
+    if result.returncode != 0 and "Invalid job id" not in result.stderr:
         raise StateError("squeue failed: %s" % last_line(result.stderr))
-    wanted = set(job_ids or ())
-    return [job for job in parse_squeue(result.stdout) if job_ids is None or job.job_id in wanted]
+    wanted = set(job_ids)
+    return [job for job in parse_squeue(result.stdout) if job.job_id in wanted]
 
 
 def pending_dependents(cluster=None):
     """Return {predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
-    import pwd
-    try:
-        user = pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:  # squeue (26.05) would show no job of a UID it cannot name, and say nothing
-        raise StateError("cannot ask squeue for your jobs: this node has no user name for your "
-                         "uid %d" % os.getuid())
     dependents = {}
-    for job in queued_jobs(user=user, pending_only=True, cluster=cluster):
+    for job in parse_squeue(my_pending_jobs(SQUEUE_FORMAT, cluster)):
         if job.predecessor:
             dependents.setdefault(job.predecessor, []).append(job.job_id)
     return dependents
@@ -2173,8 +2181,9 @@ def ended_job(job_id):
 
 
 def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
-    """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``named``:
-    the job's environment has NAMED_ENV, whatever it exports (named_export)."""
+    """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``cwd``: the
+    job's SLURM_SUBMIT_DIR, if it still exists. ``named``: the job's environment has NAMED_ENV,
+    whatever it exports (named_export)."""
     if named:
         try:
             header = read_batch_script(script)[0]
@@ -2182,8 +2191,8 @@ def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
             header = ""  # sbatch says why it cannot read the script
         options = list(options) + named_export(options, header, os.environ)
     return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
-                                   + [script] + list(script_args), submit=True, cwd=cwd,
-                                   named=named))
+                                   + [script] + list(script_args), submit=True, cwd=cwd if cwd
+                                   and os.path.isdir(cwd) else None, named=named))
 
 
 def sbatch_answer(result):
@@ -2214,15 +2223,14 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
     the same), a held job running ``script`` is cancelled; StateError says what is left to do."""
     try:
         return sbatch(options, script, script_args, cwd, cluster, named)
-    except StateError as error:
-        argv = ["squeue"] + on_cluster(cluster) + ["-h", "-u", uid_name(os.getuid()), "-t",
-                                                   "PENDING", "-o", "%A|%o|%r"]
-        result = run_slurm(argv)
-        created = parse_held_by_script(result.stdout, os.path.abspath(script))
-        if result.returncode != 0:
+    except (StateError, KeyboardInterrupt) as failure:  # Ctrl-C too: the job may exist
+        error = str(failure) or "interrupted"
+        try:
+            created = parse_held_by_script(my_pending_jobs("%A|%o|%r", cluster),
+                                           os.path.abspath(script))
+        except StateError as unknown:
             raise StateError("%s; squeue cannot tell whether it created a held job anyway (%s): "
-                             "scancel any held job of yours running %s" % (
-                                 error, last_line(result.stderr), script))
+                             "scancel any held job of yours running %s" % (error, unknown, script))
         failed = created and scancel(created, cluster)
         if failed:
             raise StateError("%s; it created held job %s anyway, which could not be cancelled "
@@ -2232,11 +2240,26 @@ def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=Fals
                                    % " ".join(created) if created else ""))
 
 
+def my_pending_jobs(fields, cluster=None):
+    """``squeue -h -o FIELDS`` of this user's pending jobs; StateError if squeue fails (22.05
+    says Invalid user of a name it cannot resolve, but exits 0: never read as "none queued")."""
+    import pwd
+    try:
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # squeue (26.05) would show no job of a UID it cannot name, and say nothing
+        raise StateError("cannot ask squeue for your jobs: this node has no user name for your "
+                         "uid %d" % os.getuid())
+    result = run_slurm(["squeue"] + on_cluster(cluster) + [
+        "-h", "-u", user, "-t", "PENDING", "-o", fields])
+    if result.returncode != 0 or "Invalid user" in result.stderr:
+        raise StateError("squeue failed: %s" % last_line(result.stderr))
+    return result.stdout
+
+
 def queued_guard(job_id):
     """The pending guard of job_id (a killed run's, a timed-out sbatch's), or None."""
-    result = run_slurm(["squeue", "-h", "-u", uid_name(os.getuid()), "-t", "PENDING", "-o",
-                        "%i|%E"])
-    return parse_guard(result.stdout, job_id) if result.returncode == 0 else None
+    with contextlib.suppress(StateError):
+        return parse_guard(my_pending_jobs("%i|%E"), job_id)
 
 
 def release_job(job_id, cluster=None):
@@ -2251,6 +2274,26 @@ def release_or_explain(job_id, cluster=None):
         raise StateError("job %s was queued held and could not be released (%s): run "
                          "scontrol %srelease %s" % (job_id, error, "-M %s " % cluster
                                                     if cluster else "", job_id))
+
+
+def time_limit_note(script, given, environ):
+    """A warning that no --time limits the links (of a script with the sbatch options
+    ``given``), or None; StateError where nothing would end a link: its partition has no limit."""
+    if option_value(given, "--time") or environ.get("SBATCH_TIMELIMIT"):
+        return None
+    name = (option_value(given, "--partition") or environ.get("SBATCH_PARTITION") or "").split(
+        ",")[0]  # of several, the first one's (sbatch tries them in order)
+    result = run_slurm(["scontrol"] + on_cluster(option_value(given, "--clusters")) + [
+        "show", "partition", "-o"] + [name][:bool(name)])
+    found = parse_partition(result.stdout, name) if result.returncode == 0 else None
+    words = "no --time in the options or in %s: " % script
+    if found and found[1] is None:
+        raise StateError(words + "partition %s has no time limit (DefaultTime and MaxTime), so no "
+                         "link would ever end to continue the chain; pass --time, e.g. "
+                         "--time=4:00:00 (--time=UNLIMITED to submit it anyway)" % found[0])
+    return "WARNING: " + words + "the links get %s" % (
+        "partition %s's default time limit, %s" % (found[0], format_duration(found[1]))
+        if found else "the partition's default time limit")
 
 
 Observation = collections.namedtuple("Observation", "job source note")
@@ -2707,7 +2750,8 @@ def queue_successor(job_id, next_link, warnings):
     options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
                                 "--kill-on-invalid-dep=yes", "--no-requeue")
     try:
-        return sbatch(options, next_link.script, next_link.script_args)[0], None
+        return sbatch(options, next_link.script, next_link.script_args,
+                      next_link.workdir)[0], None
     except StateError as error:
         warnings.append("WARNING: could not queue a successor of job %s (%s). Chain will NOT "
                         "continue on failure until one is queued: this job's guard, if it has one, "
@@ -4171,10 +4215,10 @@ def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
     nothing half-made stays."""
     try:
         return install()
-    except (StateError, OSError) as error:
+    except (StateError, OSError, KeyboardInterrupt) as error:
         scancel([job_id] + ([guard] if guard else []), cluster)
         raise StateError("%s; the new job %s%s was cancelled, nothing else changed" % (
-            getattr(error, "strerror", None) or error, job_id,
+            getattr(error, "strerror", None) or str(error) or "interrupted", job_id,
             " (and its guard %s)" % guard if guard else ""))
 
 
@@ -4190,21 +4234,18 @@ def read_batch_script(script):
         raise StateError("%s has DOS line breaks (\\r\\n), which sbatch refuses: run dos2unix %s"
                          % (script, shell_quote(script)))
     header, body = split_batch_script(text)
-    if "--test-only" in option_names(script_directives(header)):
-        raise StateError("%s has an #SBATCH --test-only line: sbatch would only say when the job "
-                         "would start and queue nothing; remove it" % script)
-    if "--hold" in option_names(script_directives(header)):
-        raise StateError("%s has an #SBATCH --hold line, which would hold every successor too: "
-                         "remove it and pass --hold to submit (it holds the first job only)"
-                         % script)
+    for name in sorted(option_names(script_directives(header)).intersection(IN_NO_SCRIPT)):
+        raise StateError("%s has an #SBATCH %s line: %s; remove it" % (
+            script, name, REFUSED_SBATCH_OPTIONS[name]))
     return header, body
 
 
 def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAULT_MAX_RETRIES,
                  max_walltime=None, force=False, python="python3", budget_dir=None,
-                 notify=None, warn=None, task=None):
+                 notify=None, warn=None, task=None, before_queueing=None):
     """Make SCRIPT resumable in run_dir and submit its first job, all or nothing: held until
-    the live chain is cancelled (``force``) and the files are written; ``task``: a sweep's."""
+    the live chain is cancelled (``force``) and the files are written; ``task``: a sweep's;
+    ``before_queueing()`` runs right before sbatch."""
     header, body = read_batch_script(script)
     if PROLOGUE_TEMPLATE.split("{", 1)[0] in header + body:  # right after #SBATCH lines too
         raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "
@@ -4229,6 +4270,8 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
             run_dir, max_retries=max_retries, max_walltime=max_walltime, script=copy_path,
             sbatch_args=sbatch_args, python=python, budget_dir=budget_dir, warn=warn)
             + (finished_trap(python, run_dir) if notify else "") + body, mode=0o700)
+        if before_queueing:
+            before_queueing()
         first_job, named = sbatch_held(["--hold", "--no-requeue"] + one_task + sbatch_args,
                                        store.path(STAGED_SCRIPT), script_args)
     except (StateError, ValueError):
@@ -4333,7 +4376,7 @@ def _install_chain(run_dir, force, copy_path, submitted):
             os.replace(store.path(STAGED_SCRIPT), copy_path)
             store.keep_previous()
             store.write_public(SUBMIT_FILE, submitted)
-    except (StateError, OSError):
+    except (StateError, OSError, KeyboardInterrupt):
         store.remove(STAGED_SCRIPT)  # its job is cancelled: the script goes too
         raise
     return cancelled
@@ -4483,8 +4526,6 @@ def _recorded_next_link(store, previous, given):
     if not os.path.isfile(spec.script):
         raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
                          "cannot resume" % (spec.script, store.path(SCRIPT_COPY)))
-    if spec.workdir and not os.path.isdir(spec.workdir):
-        spec = spec._replace(workdir=None)
     return spec
 
 
@@ -4560,7 +4601,9 @@ def split_submit_argv(argv):
         raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
                          "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
                          % (misplaced[0], words[0]))
-    return ours, (sbatch_args, words[0], words[1:])
+    looks = [word for word in words[1:] if dashes == len(argv) and word.split("=", 1)[0] in (
+        SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS) and word.startswith("--")]
+    return ours, (sbatch_args, words[0], words[1:], looks)
 
 
 def split_resume_argv(argv):
@@ -4825,7 +4868,7 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     sbatch_args = check_sbatch_args(sbatch_args, strict=False) + (
         ["--array=" + task] if task else [])
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
-                         os.getcwd())
+                         os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd())  # every link's
     outcome = run_link(run_dir, Settings(max_retries, max_walltime), next_link, os.environ,
                        budget_dir=budget_dir and os.path.abspath(budget_dir), **notify_and_warn)
     _log(*outcome.warnings)
@@ -5057,7 +5100,11 @@ def render_command(run_dir, sbatch_args, **options):
     return 0
 
 
-def submit_command(run_dir, sbatch_args, script, script_args, task=None, **options):
+def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=None, **options):
+    if looks:  # at once: a refusal (for want of --time, say) may follow
+        _log("WARNING: %s after the script %s go to the script, not to sbatch: put sbatch options "
+             "before SCRIPT (write -- SCRIPT ARGS to say they are the script's)"
+             % (" ".join(looks), script))
     header = read_batch_script(script)[0] if task is None else None
     tasks, task_args = (None, None) if task is not None else sweep_options(
         run_dir, header, sbatch_args)
@@ -5067,6 +5114,11 @@ def submit_command(run_dir, sbatch_args, script, script_args, task=None, **optio
         task_dir = os.path.abspath(os.path.join(run_dir, str(each)))
         _live_chain(task_dir, options.get("force"))
         _chain_defaults(task_dir, script, header, task_args(each))
+    if task is None:  # said once, right before the first sbatch (after every refusal)
+        given = script_directives(header) + check_sbatch_args(
+            task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
+        notes = list(filter(None, [time_limit_note(script, given, os.environ)]))
+        options["before_queueing"] = lambda: [_log(notes.pop(0)) for _ in list(notes)]
     for each in tasks or ():
         try:
             submit_command(os.path.join(run_dir, str(each)), task_args(each), script,

@@ -486,7 +486,7 @@ def test_a_user_squeue_cannot_name_is_an_error_never_no_job_queued(monkeypatch):
     monkeypatch.setattr(rc, "run_slurm", lambda argv, timeout=None: rc.SlurmResult(
         status, stdout, stderr))
     with pytest.raises(rc.StateError, match="squeue failed: squeue: error: Invalid user: 12345"):
-        rc.queued_jobs(user="12345", pending_only=True)
+        rc.my_pending_jobs(rc.SQUEUE_FORMAT)
     def no_entry(uid):
         raise KeyError(uid)
     monkeypatch.setattr("pwd.getpwuid", no_entry)

@@ -112,9 +112,11 @@ class FakeCluster(object):
             environ["SLURM_JOB_ID"] = str(job_id)
             environ["SLURM_JOB_NAME"] = "job.sh"
             environ["SLURM_CLUSTER_NAME"] = self.load().get("name", "local")
-            task = (self.job(job_id) or {}).get("array")  # a one-task array: its task
-            if task:
-                environ.update(SLURM_ARRAY_TASK_ID=task, SLURM_ARRAY_JOB_ID=str(job_id))
+            job = self.job(job_id) or {}
+            if job.get("array"):  # a one-task array: its task
+                environ.update(SLURM_ARRAY_TASK_ID=job["array"], SLURM_ARRAY_JOB_ID=str(job_id))
+            if job.get("cwd"):  # where its sbatch ran, as Slurm sets it
+                environ["SLURM_SUBMIT_DIR"] = job["cwd"]
         if dependency:
             environ["SLURM_JOB_DEPENDENCY"] = dependency
         environ.update({key: str(value) for key, value in extra.items()})

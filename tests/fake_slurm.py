@@ -26,7 +26,9 @@ so tests can check what was run. Knobs a test may set on the cluster:
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
 * ``name``: the cluster's name (default ``local``); ``-M OTHER`` is refused as Slurm refuses a
   cluster its database does not know (sacct prints nothing);
-* ``hang``: {command: seconds} sleeps before answering;
+* ``partitions``: {name: {"DefaultTime": ..., "MaxTime": ...}}, the first the default one;
+* ``hang``: {command: seconds} sleeps before answering; ``hang_after``: after acting, before
+  it answers (sbatch's job is queued);
 * ``latency``: seconds every command sleeps before answering.
 """
 import collections
@@ -41,6 +43,15 @@ Result = collections.namedtuple("Result", "returncode stdout stderr")  # as run_
 FIELDS_ALL = {"JobIDRaw", "JobID", "State", "ElapsedRaw", "Start", "End", "ExitCode", "Submit",
               "NodeList"}
 NODE = "node1"  # the fake cluster's one node
+PARTITIONS = {"debug": {"DefaultTime": "01:00:00", "MaxTime": "UNLIMITED"}}  # the first: Default
+PARTITION_LINE = (
+    "PartitionName=%(name)s AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL AllocNodes=ALL "
+    "Default=%(default)s QoS=N/A DefaultTime=%(DefaultTime)s DisableRootJobs=NO ExclusiveUser=NO "
+    "GraceTime=0 Hidden=NO MaxNodes=UNLIMITED MaxTime=%(MaxTime)s MinNodes=0 LLN=NO "
+    "MaxCPUsPerNode=UNLIMITED Nodes=node1 PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO "
+    "OverSubscribe=NO OverTimeLimit=NONE PreemptMode=CANCEL State=UP TotalCPUs=16 TotalNodes=1 "
+    "SelectTypeParameters=NONE JobDefaults=(null) DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED "
+    "TRES=cpu=16,mem=8000M,node=1,billing=16\n")
 
 
 def load(path):
@@ -193,6 +204,13 @@ def scontrol(argv, cluster, now):
         if "Requeue" in spec:
             job["requeue"] = spec["Requeue"]
         return 0, "", ""
+    if argv[:2] == ["show", "partition"]:  # as 22.05 prints it (-o), the knobs' limits
+        shown = [(name, limits) for name, limits in cluster.get("partitions", PARTITIONS).items()
+                 if argv[-1] in ("-o", name)]
+        if not shown:
+            return 1, "Partition %s not found\n" % argv[-1], ""
+        return 0, "".join(PARTITION_LINE % dict(limits, name=name, default=(
+            "YES" if index == 0 else "NO")) for index, (name, limits) in enumerate(shown)), ""
     if argv[:2] == ["show", "config"]:
         return 0, ("Configuration data as of 2026-11-30T00:00:00\nClusterName             = %s\n"
                    "MaxArraySize            = %d\n" % (cluster.get("name", "local"),
@@ -235,6 +253,11 @@ def squeue(argv, cluster, now):
     states = option(argv, "-t", "--states")
     ids = option(argv, "-j", "--jobs")
     fmt = option(argv, "-o", "--format") or "%i %T"
+    user = option(argv, "-u", "--user")
+    try:
+        user and _uid(user)
+    except KeyError:  # as 22.05 says it: exit 0, no job
+        return 0, "", "squeue: error: Invalid user: %s\n" % user
     lines = []
     for job_id, job in sorted(cluster["jobs"].items(), key=lambda item: int(item[0])):
         base = job["state"].split()[0]
@@ -375,6 +398,7 @@ def main():
     if delay:
         time.sleep(delay)
     status, out, err = answer(command, argv, path, environ=os.environ)
+    time.sleep(cluster.get("hang_after", {}).get(command, 0))
     sys.stdout.write(out)
     sys.stderr.write(err)
     return status

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 import resumable_chain as rc
+import fake_slurm
 from fake_cluster import BY_PATH, read, run_cli, start_chain
 from test_operations import (collection_chain, failed_chain, notified, notify_chain,
                              one_chain_on_a_budget, write)
@@ -521,3 +522,115 @@ def test_a_notified_reason_names_the_command_as_run(tmp_path, monkeypatch):
     rc.notify('printf %%s "$RESUMABLE_CHAIN_REASON" > %s' % heard, event, str(tmp_path))
     assert read(str(tmp_path), "heard") == ("not replaced; python3 /opt/tools/resumable_chain.py "
                                             "resume continues the chain")
+
+
+@pytest.mark.parametrize("queued_by", ["successor", "guard's replacement", "resume"])
+def test_every_link_sees_the_directory_submit_ran_in_as_its_submit_dir(
+        cluster, tmp_path, capsys, monkeypatch, queued_by):
+    # issue 40: with cd "$SLURM_SUBMIT_DIR", link 2 saw the run directory, not train.py's
+    project = str(tmp_path / "project")
+    os.makedirs(project)
+    monkeypatch.chdir(project)
+    script = write(os.path.join(project, "train.sbatch"), "#!/bin/bash\n#SBATCH -t 10\ntrue\n")
+    run_dir = str(tmp_path / "runs" / "a")
+    first = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python", sys.executable,
+                    script)[1].strip()
+    copy = os.path.join(run_dir, "resumable-train.sbatch")
+    assert cluster.run_link(copy, first, cwd=run_dir).returncode == 0  # --chdir=run_dir
+    [successor] = cluster.pending()
+    cluster.finish(first, "TIMEOUT", 600)
+    monkeypatch.chdir(str(tmp_path))  # resume and the guard run elsewhere
+    if queued_by == "guard's replacement":
+        cluster.set_job(successor, state="NODE_FAIL", start="2026-11-30T01:01:00")
+        assert cluster.run_guard(successor).returncode == 0
+    elif queued_by == "resume":
+        cluster.set_job(successor, state="CANCELLED by 0", start="None")
+        assert run_cli(cluster, capsys, monkeypatch, "resume", run_dir)[0] == 0
+    link = cluster.pending()[-1]
+    cluster.run_link(copy, link, predecessor=first, cwd=run_dir)
+    assert cluster.job(link)["cwd"] == project
+    assert [call["cwd"] for call in cluster.calls("sbatch")] == [project] * len(
+        cluster.calls("sbatch"))
+
+
+UNLIMITED = {"DefaultTime": "NONE", "MaxTime": "UNLIMITED"}
+
+
+@pytest.mark.parametrize("partitions,options,said", [
+    (None, [], "WARNING: no --time in the options or in {script}: the links get partition debug's "
+     "default time limit, 01:00:00"),
+    ({"debug": {"DefaultTime": "NONE", "MaxTime": "2-00:00:00"}}, [], "partition debug's default "
+     "time limit, 2-00:00:00"),
+    ({"debug": UNLIMITED, "gpu": {"DefaultTime": "04:00:00", "MaxTime": "UNLIMITED"}},
+     ["-p", "gpu"], "partition gpu's default time limit, 04:00:00"),
+    ({"debug": UNLIMITED}, [], "error: no --time in the options or in {script}: partition "
+     "debug has no time limit (DefaultTime and MaxTime), so no link would ever end"),
+    ({"debug": UNLIMITED}, ["--time=UNLIMITED"], None),
+    ({"debug": UNLIMITED}, ["-t", "10"], None),
+], ids=["the default partition's", "its MaxTime", "the partition asked for", "none at all",
+        "unlimited as asked", "a time limit given"])
+def test_submit_says_which_time_limit_links_get_when_no_time_is_given(
+        cluster, tmp_path, capsys, monkeypatch, partitions, options, said):
+    # issue 40: links ran with TIME_LIMIT UNLIMITED: a chain that never times out never chains
+    if partitions:
+        cluster.update(partitions=partitions)
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
+                               *(options + [script]))
+    if said is None:
+        assert status == 0 and "--time" not in err, err
+    elif said.startswith("error"):
+        assert status == 2 and err.startswith("resumable-chain: " + said.format(script=script))
+        assert err.count("\n") == 1
+        assert cluster.calls("sbatch") == [] and not os.path.exists(str(tmp_path / "r"))
+    else:
+        assert status == 0 and err.splitlines()[0].endswith(said.format(script=script)), err
+        assert err.count("WARNING") == 1 and "submitted job" in err.splitlines()[1]
+
+
+@pytest.mark.parametrize("words,warned", [
+    (["S", "-p", "debug", "--time=1"], "--time=1 after the script S go to the script"),
+    (["S", "--lr", "3e-4", "--nodes", "2"], "--nodes after the script S go to the script"),
+    (["S", "--lr", "3e-4"], None),
+    (["--", "S", "--time=1"], None),  # said to be the script's
+], ids=["--time after the script", "--nodes among the script's", "the script's own",
+        "after --"])
+def test_submit_warns_of_sbatch_options_after_the_script(cluster, tmp_path, capsys, monkeypatch,
+                                                         words, warned):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH --time=5\ntrue\n")
+    words = [script if word == "S" else word for word in words]
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), *words)
+    assert status == 0, err
+    assert err.count("WARNING") == (1 if warned else 0), err
+    if warned:
+        assert err.startswith("resumable-chain: WARNING: " + warned.replace("S", script)), err
+    args = words[words.index(script) + 1:]  # the script's arguments all the same
+    assert cluster.calls("sbatch")[-1]["argv"][-len(args):] == args
+
+
+def test_partition_limits_are_read_as_22_05_prints_them_and_the_fake_prints_the_same():
+    path = os.path.join(os.path.dirname(__file__), "slurm_outputs", "22.05", "{}.txt")
+    with open(path.format("scontrol-show-partition")) as handle:
+        real = "".join(line for line in handle if not line.startswith("# "))
+    assert rc.parse_partition(real) == ("debug", None)  # Default=YES, no limit at all
+    assert rc.parse_partition(real, "high") == ("high", None)
+    assert rc.parse_partition(real, "nosuch") is None
+    fake = fake_slurm.PARTITION_LINE % dict(name="debug", default="YES", DefaultTime="NONE",
+                                            MaxTime="UNLIMITED")
+    assert [word.split("=")[0] for word in fake.split()] == [
+        word.split("=")[0] for word in real.splitlines()[0].split()]
+    assert rc.parse_partition(fake) == ("debug", None)
+    assert rc.parse_partition(fake.replace("DefaultTime=NONE", "DefaultTime=04:00:00")) == (
+        "debug", 14400)
+
+
+def test_the_trials_time_after_the_script_on_a_partition_without_limits_is_refused_and_said(
+        cluster, tmp_path, capsys, monkeypatch):
+    # issue 40: submit runs/d train.sbatch -p debug --time=1 ran links with TIME_LIMIT UNLIMITED
+    cluster.update(partitions={"debug": UNLIMITED})
+    script = write(str(tmp_path / "train.sbatch"), "#!/bin/bash\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "d"),
+                               script, "-p", "debug", "--time=1")
+    warning, error = err.splitlines()
+    assert status == 2 and warning.startswith("resumable-chain: WARNING: --time=1 after the script")
+    assert "partition debug has no time limit" in error and cluster.calls("sbatch") == []

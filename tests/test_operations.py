@@ -1,8 +1,10 @@
 """status (one chain and a collection), cancel, submit, resume and notifications against the fake
 Slurm commands, with the calls they make checked."""
+import collections
 import json
 import os
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -211,9 +213,15 @@ def test_submit_refuses_a_log_whose_directory_is_missing(cluster, tmp_path, caps
     ("#!/bin/bash\ntrue\n", ["-d", "afterok:5"], "dependency"),
     ("#!/bin/bash\r\n#SBATCH --time=5\r\ntrue\r\n", [], "DOS line breaks"),
     ("#!/bin/bash\ntrue\n", ["--test-only"], "queues nothing"),
-    ("#!/bin/bash\n#SBATCH --test-only\ntrue\n", [], "queue nothing"),
+    ("#!/bin/bash\n#SBATCH --test-only\ntrue\n", [], "queues nothing"),
+    ("#!/bin/bash\ntrue\n", ["--wait"], "wait for the job to end"),
+    ("#!/bin/bash\ntrue\n", ["-W"], "wait for the job to end"),
+    ("#!/bin/bash\n#SBATCH --wait\ntrue\n", [], "wait for the job to end"),
+    ("#!/bin/bash\ntrue\n", ["-Q"], "not print the job ID"),
+    ("#!/bin/bash\ntrue\n", ["-V"], "only print text and queue nothing"),
 ], ids=["no shebang", "array throttle in script", "bad array option", "dependency option",
-        "a script saved on Windows", "sbatch --test-only", "#SBATCH --test-only"])
+        "a script saved on Windows", "sbatch --test-only", "#SBATCH --test-only", "--wait", "-W",
+        "#SBATCH --wait", "-Q", "-V"])
 def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, message):
     script = write(str(tmp_path / "s.sh"), text)
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
@@ -343,7 +351,7 @@ SUBMIT_WORDS = [
 @pytest.mark.parametrize("words,expected", [r[1:] for r in SUBMIT_WORDS],
                          ids=[r[0] for r in SUBMIT_WORDS])
 def test_split_submit_words(words, expected):
-    ours, (sbatch_args, script, script_args) = rc.split_submit_argv(words)
+    ours, (sbatch_args, script, script_args, _) = rc.split_submit_argv(words)
     assert (ours, sbatch_args, script, script_args) == expected
 
 
@@ -570,6 +578,22 @@ def test_a_resumed_link_that_never_ran_is_replaced_or_left_by_its_guard(
     result = cluster.run_link(script, new, args=["--lr", "3e-4"], RESUMABLE_CHAIN_NAMED="1")
     assert result.returncode == 0, result.stderr
     assert read(run_dir, rc.CHAIN_FILE).split()[-1] == new  # it ran as the resumed link
+
+
+@pytest.mark.parametrize("command", ["resume", "submit"])
+def test_a_lost_sbatch_answer_that_squeue_cannot_look_into_says_what_to_cancel(
+        cluster, run_dir, tmp_path, capsys, monkeypatch, command):
+    # issue 40: squeue -u NAME of a name this node cannot resolve says Invalid user but exits 0
+    # (22.05): its empty answer was read as "no job created", and the held job stayed unnamed
+    failed_chain(cluster, run_dir)
+    cluster.update(sbatch_lost_answer=True)
+    monkeypatch.setattr("pwd.getpwuid", lambda uid: collections.namedtuple(  # one slurmctld
+        "Entry", "pw_name")("ghost"))  # cannot resolve
+    argv = [command, run_dir] + ([write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")]
+                                 if command == "submit" else [])
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)
+    assert status == 2 and "squeue cannot tell whether it created a held job anyway (squeue " \
+        "failed: squeue: error: Invalid user: ghost): scancel any held job of yours running" in err
 
 
 @pytest.mark.parametrize("command", ["resume", "submit"])
@@ -1104,7 +1128,7 @@ def test_submit_hold_holds_the_first_job_only(cluster, tmp_path, capsys, monkeyp
 def test_a_script_that_holds_itself_is_refused(cluster, tmp_path, capsys, monkeypatch):
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH --hold\ntrue\n")
     status, _, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)
-    assert status == 2 and "would hold every successor too" in err
+    assert status == 2 and "#SBATCH --hold line: every successor would wait held" in err
     assert cluster.calls("sbatch") == []
 
 
@@ -1673,6 +1697,8 @@ def test_one_damaged_chain_is_one_row_and_the_table_still_prints(cluster, tmp_pa
     ("next", {"script": "/x", "sbatch_args": ["--wrap", "id"]}),
     ("next", {"script": "/x", "sbatch_args": ["--dependency=afterok:1"]}), ("notify", 7),
     ("phase", "later"), ("time", "noon"), ("cause", "because"),
+    ("next", {"script": "/x", "workdir": "runs/a"}),  # sbatch's directory: SLURM_SUBMIT_DIR
+    ("next", {"script": "/x", "sbatch_args": ["--wait"]}),
 ])
 def test_a_journal_field_of_the_wrong_type_or_value_is_a_corrupt_journal(run_dir, field, value):
     good = {"job": "100", "action": "resume", "walltime": 0, "retries": 0,
@@ -1803,3 +1829,26 @@ def test_a_guard_log_others_could_write_is_emptied_before_the_next_guard_appends
     os.chmod(str(log), 0o664)
     rc.own_guard_log(str(tmp_path))
     assert log.read_text() == "" and stat.S_IMODE(os.stat(str(log)).st_mode) == 0o644
+
+
+@pytest.mark.parametrize("how,words", [
+    ("timeout", "sbatch timed out after 5 s; the held job 1000 it created anyway was cancelled"),
+    ("Ctrl-C", "interrupted; the held job 1000 it created anyway was cancelled"),
+])
+def test_a_submit_whose_sbatch_hangs_after_queueing_cancels_the_held_job(cluster, tmp_path, how,
+                                                                         words):
+    # issue 40: sbatch --wait hung; killed after 60 s, its held job stayed queued
+    cluster.update(hang_after={"sbatch": 30})
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH -t 5\ntrue\n")
+    run_dir = str(tmp_path / "r")
+    process = subprocess.Popen([sys.executable, rc.__file__, "submit", run_dir, script],
+                               env=cluster.env(RESUMABLE_CHAIN_COMMAND_TIMEOUT=5),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               universal_newlines=True)
+    if how == "Ctrl-C":
+        while cluster.job(1000) is None:
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert (process.returncode, out, err) == (2, "", "resumable-chain: error: %s\n" % words)
+    assert cluster.job(1000)["state"].startswith("CANCELLED") and not os.path.exists(run_dir)

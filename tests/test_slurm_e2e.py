@@ -1157,3 +1157,87 @@ def test_cancel_of_a_held_sweep_stops_every_task_at_once(root):
     statuses = json.loads(cli("status", sweep, "--json"))
     assert [s["verdict_word"] for s in statuses] == ["stopped"] * 20, statuses
     assert took < 15, took
+
+
+SUBMIT_DIR_SCRIPT = r'''#!/bin/bash
+#SBATCH --time=1
+#SBATCH -c 1
+echo "$SLURM_JOB_ID $SLURM_SUBMIT_DIR $PWD" >> "$RESUMABLE_CHAIN_DIR/work.log"
+if [ "$(wc -l < "$RESUMABLE_CHAIN_DIR/work.log")" -le 1 ]; then sleep 600; fi
+'''
+
+
+def wait_until_nothing_queued(name, done, timeout=CHAIN_TIMEOUT):
+    """Wait until ``done()`` and no job named ``name`` (or its guards) is queued."""
+    deadline = time.time() + timeout
+    while run(["squeue", "-h", "-n", "%s,%s%s" % (name, rc.GUARD_PREFIX, name)]).stdout.strip() \
+            or not done():
+        assert time.time() < deadline, "%s: still queued after %d s" % (name, timeout)
+        time.sleep(3)
+
+
+def test_every_link_sees_the_directory_submit_ran_in_as_slurm_submit_dir(root):
+    # issue 40: with cd "$SLURM_SUBMIT_DIR", link 1 ran where submit ran, link 2 in the run dir
+    name = "rce2e-submit-dir-%s" % TAG
+    project, run_dir = os.path.join(root, "submit-dir-project"), os.path.join(root, name)
+    os.makedirs(project)
+    script = os.path.join(project, "train.sbatch")
+    with open(script, "w") as handle:
+        handle.write(SUBMIT_DIR_SCRIPT)
+    first = run([sys.executable, os.path.join(ROOT, "resumable_chain.py"), "submit", run_dir,
+                 "--python", sys.executable, script], cwd=project).stdout.strip()
+    log = os.path.join(run_dir, "work.log")
+    wait_until_nothing_queued(name, lambda: os.path.exists(log) and len(open(log).readlines()) > 1)
+    with open(log) as handle:
+        work = [line.split() for line in handle]
+    REPORT.append((name, [(line[0], "ran", 0) for line in work]))
+    assert work[0][0] == first and len(work) == 2, work
+    assert [line[1:] for line in work] == [[project, run_dir]] * 2  # the job works in DIR
+
+
+def plain_user(name="rce2eplain"):
+    """A local user without privileges (root creates it), or None when this is not root."""
+    if os.geteuid() != 0 or not shutil.which("useradd"):
+        return None
+    if run(["getent", "passwd", name], check=False).returncode:
+        run(["useradd", "-M", "-N", "-s", "/bin/sh", name])
+    return name
+
+
+def test_a_submit_whose_sbatch_times_out_after_queueing_leaves_no_job_as_a_plain_user():
+    # issue 40: killed after 60 s, sbatch --wait left its held job queued (said to stay
+    # unmentioned for a plain user); --wait is refused now, and a hung sbatch stands in for it
+    import pwd
+    import tempfile
+    user, top = plain_user(), tempfile.mkdtemp(prefix="rce2e-plain-")
+    wrappers = os.path.join(top, "bin")
+    os.makedirs(wrappers)
+    with open(os.path.join(wrappers, "sbatch"), "w") as handle:  # queues, then answers late
+        handle.write('#!/bin/sh\n"%s" "$@"; status=$?; sleep 30; exit $status\n'
+                     % shutil.which("sbatch"))
+    script = os.path.join(top, "train.sbatch")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\n#SBATCH --time=1\ntrue\n")
+    shutil.copy(os.path.join(ROOT, "resumable_chain.py"), top)
+    for path in [top, os.path.join(wrappers, "sbatch")] + [os.path.join(top, name)
+                                                           for name in os.listdir(top)]:
+        os.chmod(path, 0o755)
+        if user:
+            os.chown(path, pwd.getpwnam(user).pw_uid, -1)
+
+    def submit(*words):
+        environ = dict(os.environ, PATH=wrappers + ":" + os.environ["PATH"],
+                       RESUMABLE_CHAIN_COMMAND_TIMEOUT="5")
+        become = user and (lambda: os.setuid(pwd.getpwnam(user).pw_uid))
+        return run(["/usr/bin/python3" if user else sys.executable, os.path.join(
+            top, "resumable_chain.py"), "submit", os.path.join(top, "rce2e-timeout-" + TAG)]
+            + list(words) + [script], check=False, cwd=top, env=environ, preexec_fn=become or None)
+    refused = submit("--wait")
+    assert refused.returncode == 2 and "wait for the job to end" in refused.stderr, refused.stderr
+    result = submit()
+    created = re.findall(r"the held job (\d+) it created anyway was cancelled", result.stderr)
+    assert result.returncode == 2 and "sbatch timed out after 5 s" in result.stderr, result.stderr
+    assert created, result.stderr
+    assert run(["squeue", "-h", "-j", created[0], "-t", "PENDING"], check=False).stdout == ""
+    assert not os.path.exists(os.path.join(top, "rce2e-timeout-" + TAG))
+    shutil.rmtree(top)

@@ -49,6 +49,8 @@ after=$(submit -J rc-cap-after --dependency=afternotok:"$long" -o "$out" ok.sh)
 capture sbatch-refused sbatch --parsable -p nosuch -o "$out" ok.sh
 capture sbatch-unknown-dependency sbatch --parsable --dependency=afternotok:999999 -o "$out" ok.sh
 capture sbatch-unknown-option sbatch --test-only --nosuch x
+capture scontrol-show-partition scontrol show partition -o
+capture scontrol-show-partition-unknown scontrol show partition -o nosuch
 wait_state "$long" RUNNING
 wait_state "$ok" COMPLETED
 wait_state "$dep" CANCELLED
