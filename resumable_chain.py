@@ -245,7 +245,9 @@ else:
     exec(compile(loader.get_data(p), p, "exec"), m.__dict__)
 sys.pycache_prefix = None
 os.umask(umask)
-sys.exit(m.main(sys.argv[1:]))"""
+status = m.main(sys.argv[1:])
+sys.stdout.flush(), sys.stderr.flush()
+os._exit(status)  # no teardown: after the prologue's fork it would copy every page it touches"""
 
 # Why squeue says a pending job is held by Slurm or an admin (a person must release it), as its
 # %r prints it (scontrol's Reason= writes the last one with underscores; 22.05 and 26.05).
