@@ -1606,15 +1606,17 @@ class StateStore(object):
         return snapshot
 
     # -- writing -----------------------------------------------------------
-    def write_text(self, name, text, mode=0o644):
-        """Replace a file atomically: temp file, fsync, rename, fsync of the directory."""
+    def write_text(self, name, text, mode=0o644, durable=True):
+        """Replace a file atomically: temp file, fsync, rename; ``durable``: then fsync the
+        directory, so that the rename survives a crash of the node (docs/state-files.md)."""
         path = self.path(name)
         temporary = "%s.tmp.%s" % (path, os.urandom(8).hex())  # a name no one can guess
         try:
             _write_new(temporary, text, mode)
             _checkpoint()
             os.replace(temporary, path)
-            _fsync_directory(self.directory)
+            if durable:
+                _fsync_directory(self.directory)
             _checkpoint()
         except OSError as error:
             with contextlib.suppress(OSError):
@@ -1622,11 +1624,12 @@ class StateStore(object):
             raise StateError("cannot write %s: %s (old content kept)"
                              % (path, error.strerror or error))
 
-    def write_record(self, record):
-        self.write_text(JOURNAL_FILE, dump_json(self.public(record._asdict())) + "\n")
+    def write_record(self, record, durable=True):
+        self.write_text(JOURNAL_FILE, dump_json(self.public(record._asdict())) + "\n",
+                        durable=durable)
 
-    def write_counter(self, name, value):
-        self.write_text(name, "%d\n" % value)
+    def write_counter(self, name, value, durable=True):
+        self.write_text(name, "%d\n" % value, durable=durable)
 
     def append_job(self, job_id):
         """Append a job ID with one write() so a kill leaves the old or the new file, never half."""
@@ -1664,18 +1667,25 @@ class StateStore(object):
 
     def apply(self, snapshot, record, chain=True):
         """Write a decided Record into the user-visible files, only what differs (idempotent);
-        the snapshot as now on disk. ``chain=False``: not the chain file (a resumed link)."""
+        the snapshot as now on disk. ``chain=False``: not the chain file (a resumed link). One
+        directory fsync for the files it renamed: till then the journal, synced first, rolls
+        them forward after a crash."""
+        renamed = False
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
             if before != after:
-                self.write_counter(name, after)
+                self.write_counter(name, after, durable=False)
+                renamed = True
         last_job = snapshot.last_job
         if chain and record.action in WORK_ACTIONS and last_job != record.job:
             if record.action == "start" or last_job is None:
-                self.write_text(CHAIN_FILE, record.job + "\n")
+                self.write_text(CHAIN_FILE, record.job + "\n", durable=False)
+                renamed = True
             else:
                 self.append_job(record.job)
             last_job = record.job
+        if renamed:
+            _fsync_directory(self.directory)
         return snapshot._replace(walltime=record.walltime, retries=record.retries,
                                  last_job=last_job, record=record)
 
@@ -2585,7 +2595,7 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
                              time_limit=planned_time_limit(record, own or None), phase="queued")
     if not record.guarded_by:
         record = _unguarded(record, store.directory, environ, warnings, again)
-    store.write_record(record)
+    store.write_record(record, durable=False)  # a crash that loses it is a kill after the sbatch
     return Outcome(EXIT_WORK, record, observation, warnings)
 
 
