@@ -313,15 +313,8 @@ def wait_for_background(run_dir, seconds=10):
         time.sleep(0.01)
 
 
-def real_time_to_work(repeats, environ=None):
-    """On a local cluster: a resumed link's time to work, ours, the baseline and the limit side
-    by side (interleaved), output to a file as a job's.
-
-    The predecessor is a real job that just FAILED (the controller still holds it); "this job"
-    is a real held job, so the successors both prologues queue stay pending, and are cancelled.
-    """
-    environ = dict(environ or os.environ)
-    root = tempfile.mkdtemp(prefix="rc-bench-ttw-")
+def held_link(environ):
+    """(a predecessor that just FAILED, "this job": a held job, the guard it has: held too)."""
     predecessor = sbatch("-J", "rc-bench-pred", "--wrap", "exit 3", environ=environ)
     holder = sbatch("-J", "rc-bench-holder", "--hold", "--wrap", "true", environ=environ)
     guard = sbatch("-J", "rc-bench-guard", "--hold", "--wrap", "true", environ=environ)
@@ -332,6 +325,31 @@ def real_time_to_work(repeats, environ=None):
         if time.time() > deadline:
             raise SystemExit("the predecessor job %s did not fail within 60 s" % predecessor)
         time.sleep(0.5)
+    return predecessor, holder, guard
+
+
+def chain_before(run_dir, predecessor, holder, guard):
+    """``run_dir`` made, its chain's last link the predecessor, which queued this job and its
+    guard: the common case."""
+    os.makedirs(run_dir)
+    store = rc.StateStore(run_dir)
+    store.write_text(rc.CHAIN_FILE, predecessor + "\n")
+    store.write_record(rc.Record(job=predecessor, action="start", walltime=0, retries=0,
+                                 max_retries=3, link=1, successor=holder, guard=guard,
+                                 phase="queued"))
+    return run_dir
+
+
+def real_time_to_work(repeats, environ=None):
+    """On a local cluster: a resumed link's time to work, ours, the baseline and the limit side
+    by side (interleaved), output to a file as a job's.
+
+    The predecessor is a real job that just FAILED (the controller still holds it); "this job"
+    is a real held job, so the successors both prologues queue stay pending, and are cancelled.
+    """
+    environ = dict(environ or os.environ)
+    root = tempfile.mkdtemp(prefix="rc-bench-ttw-")
+    predecessor, holder, guard = held_link(environ)
     scripts = {"ours": rc.render_prologue(os.path.join(root, "run"), python=sys.executable).replace(
         rc.shell_quote(os.path.join(root, "run")), '"$RUN_DIR"'),
         "limit": " ".join(rc.shell_quote(word) for word in (
@@ -347,14 +365,8 @@ def real_time_to_work(repeats, environ=None):
     try:
         with open(os.path.join(root, "job.log"), "w") as log:
             for number in range(repeats):
-                run_dir = os.path.join(root, "run%d" % number)
-                os.makedirs(run_dir)
-                store = rc.StateStore(run_dir)  # a chain whose last link is the predecessor
-                store.write_text(rc.CHAIN_FILE, predecessor + "\n")
-                # The common case: the predecessor queued this link and its guard.
-                store.write_record(rc.Record(job=predecessor, action="start", walltime=0,
-                                             retries=0, max_retries=3, link=1, successor=holder,
-                                             guard=guard, phase="queued"))
+                run_dir = chain_before(os.path.join(root, "run%d" % number), predecessor,
+                                       holder, guard)
                 for kind, argv in (("ours", [BASH, scripts["ours"]]),
                                    ("baseline", [BASH, BASELINE, run_dir + "-baseline", "3"]),
                                    ("limit", [BASH, scripts["limit"]])):
@@ -370,7 +382,7 @@ def real_time_to_work(repeats, environ=None):
                         wait_for_background(run_dir)
     finally:
         for name in (rc.GUARD_PREFIX + "rc-bench-succ", "rc-bench-succ", "baseline_prologue.sh",
-                     "rc-bench-holder", "rc-bench-guard", "rc-bench-limit"):
+                     "rc-bench-holder", "rc-bench-guard", "rc-bench-limit", "rc-bench-pred"):
             subprocess.run(["scancel", "--name", name], stderr=subprocess.DEVNULL, env=environ)
         shutil.rmtree(root, ignore_errors=True)
     return {kind: statistics.median(values) for kind, values in samples.items()}
