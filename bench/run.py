@@ -565,7 +565,7 @@ def main(argv=None):
                   "start, the module's load and one sbatch (of a held job) through the "
                   "module's seam. Targets: ours faster than the bash prologue on every "
                   "release, and at most 1.5x the limit.", "",
-                  "## 6. Real cluster", "",
+                  "### 6. Real cluster", "",
                   "Median seconds from a link's end (sacct End, whole seconds) to its successor's "
                   "work start over %d links: %.2f s. Target: under 3 s." % (count, latency), ""]
         chains = 10 if options.smoke else 50
