@@ -1161,13 +1161,12 @@ def _checkpoint():
 
 
 def _fsync_directory(directory):
-    try:
-        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
     with contextlib.suppress(OSError):  # some file systems cannot: the rename is still atomic
-        os.fsync(descriptor)
-    os.close(descriptor)
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
 
 
 def _text(value):
@@ -1607,8 +1606,7 @@ class StateStore(object):
 
     # -- writing -----------------------------------------------------------
     def write_text(self, name, text, mode=0o644, durable=True):
-        """Replace a file atomically: temp file, fsync, rename; ``durable``: then fsync the
-        directory, so that the rename survives a crash of the node (docs/state-files.md)."""
+        """Replace a file atomically: temp file, fsync, rename, ``durable``: directory fsync."""
         path = self.path(name)
         temporary = "%s.tmp.%s" % (path, os.urandom(8).hex())  # a name no one can guess
         try:

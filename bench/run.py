@@ -2,7 +2,10 @@
 
     python3 bench/run.py            # full run (under 5 minutes), writes docs/performance.md
     python3 bench/run.py --smoke    # about 30 seconds, for CI; writes nothing
-    python3 bench/run.py --real     # adds link-to-link latency on the local Slurm cluster
+    python3 bench/run.py --real     # adds every local cluster of ci/local-slurm.sh's table:
+                                    # time to work beside the bash prologue and the limit
+                                    # (each under /tmp/slurm-cluster.lock), link-to-link
+                                    # latency and status on the default one
 
 Timings are medians of repeated runs and are reported as ratios measured in the same run.
 For the timed links the Slurm commands are one tiny sh script that replays what the tests'
