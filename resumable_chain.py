@@ -252,7 +252,9 @@ else:
     exec(compile(loader.get_data(p), p, "exec"), m.__dict__)
 sys.pycache_prefix = None
 os.umask(umask)
-sys.exit(m.main(sys.argv[1:]))"""
+status = m.main(sys.argv[1:])
+sys.stdout.flush(), sys.stderr.flush()
+os._exit(status)  # no teardown: after the prologue's fork it would copy every page it touches"""
 
 # Why squeue says a pending job is held by Slurm or an admin (a person must release it), as its
 # %r prints it (scontrol's Reason= writes the last one with underscores; 22.05 and 26.05).
@@ -1622,7 +1624,7 @@ class StateStore(object):
                 and RECORD_CHECKS["notify"](data.get("notify")) else None)) or ""
         return self.notify_on_file or None
 
-    def write_public(self, name, data):
+    def write_public(self, name, data, durable=True):
         """Write a record (a dict) others may read but its secrets: a notify command goes to
         NOTIFY_FILE (mode 0600), the record says only ``true``; options that give variables
         values (--export=NAME=value, often a token) make the record the owner's alone (0600)."""
@@ -1631,7 +1633,8 @@ class StateStore(object):
             self.write_text(NOTIFY_FILE, dump_json({"notify": command}) + "\n", mode=0o600)
             self.notify_on_file = command
         data = dict(data, notify=True) if isinstance(command, str) else data
-        self.write_text(name, dump_json(data) + "\n", mode=0o600 if exports_values(data) else 0o644)
+        self.write_text(name, dump_json(data) + "\n", mode=0o600 if exports_values(data) else 0o644,
+                        durable=durable)
 
     def read_events(self):
         """The journaled Events, oldest first."""
@@ -1665,15 +1668,16 @@ class StateStore(object):
         return snapshot
 
     # -- writing -----------------------------------------------------------
-    def write_text(self, name, text, mode=0o644):
-        """Replace a file atomically: temp file, fsync, rename, fsync of the directory."""
+    def write_text(self, name, text, mode=0o644, durable=True):
+        """Replace a file atomically: temp file, fsync, rename, ``durable``: directory fsync."""
         path = self.path(name)
         temporary = "%s.tmp.%s" % (path, os.urandom(8).hex())  # a name no one can guess
         try:
             _write_new(temporary, text, mode)
             _checkpoint()
             os.replace(temporary, path)
-            _fsync_directory(self.directory)
+            if durable:
+                _fsync_directory(self.directory)
             _checkpoint()
         except OSError as error:
             with contextlib.suppress(OSError):
@@ -1681,11 +1685,11 @@ class StateStore(object):
             raise StateError("cannot write %s: %s (old content kept)"
                              % (path, error.strerror or error))
 
-    def write_record(self, record):
-        self.write_public(JOURNAL_FILE, record._asdict())
+    def write_record(self, record, durable=True):
+        self.write_public(JOURNAL_FILE, record._asdict(), durable=durable)
 
-    def write_counter(self, name, value):
-        self.write_text(name, "%d\n" % value)
+    def write_counter(self, name, value, durable=True):
+        self.write_text(name, "%d\n" % value, durable=durable)
 
     def append_job(self, job_id):
         """Append a job ID with one write() so a kill leaves the old or the new file, never half."""
@@ -1725,18 +1729,25 @@ class StateStore(object):
 
     def apply(self, snapshot, record, chain=True):
         """Write a decided Record into the user-visible files, only what differs (idempotent);
-        the snapshot as now on disk. ``chain=False``: not the chain file (a resumed link)."""
+        the snapshot as now on disk. ``chain=False``: not the chain file (a resumed link). One
+        directory fsync for the files it renamed: till then the journal, synced first, rolls
+        them forward after a crash."""
+        renamed = False
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
             if before != after:
-                self.write_counter(name, after)
+                self.write_counter(name, after, durable=False)
+                renamed = True
         last_job = snapshot.last_job
         if chain and record.action in WORK_ACTIONS and last_job != record.job:
             if record.action == "start" or last_job is None:
-                self.write_text(CHAIN_FILE, record.job + "\n")
+                self.write_text(CHAIN_FILE, record.job + "\n", durable=False)
+                renamed = True
             else:
                 self.append_job(record.job)
             last_job = record.job
+        if renamed:
+            _fsync_directory(self.directory)
         return snapshot._replace(walltime=record.walltime, retries=record.retries,
                                  last_job=last_job, record=record)
 
@@ -2724,7 +2735,7 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
                              time_limit=planned_time_limit(record, own or None), phase="queued")
     if not record.guarded_by:
         record = _unguarded(record, store.directory, environ, warnings, again)
-    store.write_record(record)
+    store.write_record(record, durable=False)  # a crash that loses it is a kill after the sbatch
     return Outcome(EXIT_WORK, record, observation, warnings)
 
 

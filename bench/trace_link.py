@@ -39,15 +39,27 @@ def as_python(argv):
                 seen.add(key)
                 first_calls.append(key)
 
+    step = os.getpid()  # the background step the link forks keeps the profiler: not traced
+
+    def write_trace():
+        sys.setprofile(None)
+        if os.environ.get(TRACE_ENV) and os.getpid() == step:  # nor is the harness's first job
+            with open(os.environ[TRACE_ENV], "w") as handle:
+                json.dump(first_calls, handle)
+
+    real_exit = os._exit  # the loader ends with os._exit (no teardown): the trace first
+
+    def exit_after_trace(status):
+        write_trace()
+        real_exit(status)
+
+    os._exit = exit_after_trace
     sys.argv = ["-c"] + arguments
     sys.setprofile(profile)
     try:
         exec(compile(code, "<prologue>", "exec"), {"__name__": "__main__"})
     finally:
-        sys.setprofile(None)
-        if os.environ.get(TRACE_ENV):  # the first job of the harness's chain is not traced
-            with open(os.environ[TRACE_ENV], "w") as handle:
-                json.dump(first_calls, handle)
+        write_trace()
 
 
 def jumps_up(first_calls):

@@ -148,6 +148,47 @@ def rc_checkpoints_of(run_dir, states):
     raise AssertionError("no end of checkpoints")
 
 
+# What a crash of the node (not only of the job) can undo: each file's data is synced before its
+# rename; the journal's decision and its directory before any other file; the files it changes,
+# then one directory fsync, before the successor's sbatch; the journal that names the successor,
+# not its directory: losing it is the kill after sbatch above (docs/state-files.md).
+SYNCS = [
+    # situation: predecessor (state, elapsed), fsyncs and the sbatch in order
+    ("timeout adds walltime", ("TIMEOUT", 50),
+     ["journal", "dir", "walltime", "chain", "dir", "sbatch", "journal"]),
+    ("failure counts a retry", ("FAILED", 0),
+     ["journal", "dir", "retries", "chain", "dir", "sbatch", "journal"]),
+    ("preemption changes no counter", ("PREEMPTED", 0),
+     ["journal", "dir", "chain", "sbatch", "journal"]),
+]
+
+
+@pytest.mark.parametrize("situation,predecessor,expected", SYNCS, ids=[row[0] for row in SYNCS])
+def test_a_link_syncs_what_its_successor_needs_before_queueing_it(tmp_path, monkeypatch,
+                                                                   situation, predecessor,
+                                                                   expected):
+    run_dir = str(tmp_path / "run")
+    seed_chain(run_dir)  # its last link queued this one (200) and the guard that watches it
+    store = rc.StateStore(run_dir)
+    store.write_record(store.read_record()._replace(guard="150"))
+    synced, names = [], {rc.JOURNAL_FILE: "journal", rc.WALLTIME_FILE: "walltime",
+                         rc.RETRIES_FILE: "retries", rc.CHAIN_FILE: "chain"}
+    fsync = os.fsync
+
+    def noted(descriptor):
+        path = os.readlink("/proc/self/fd/%d" % descriptor)
+        synced.append("dir" if path == run_dir else names[os.path.basename(path).split(".tmp.")[0]])
+        fsync(descriptor)
+    monkeypatch.setattr(os, "fsync", noted)
+    slurm = in_process_slurm(str(tmp_path), {"100": predecessor})
+    slurm.after_submit = lambda: synced.append("sbatch")
+    monkeypatch.setattr(rc, "run_slurm", slurm)
+    outcome = rc.run_link(run_dir, rc.Settings(3, None), rc.NextLink(TRUE_SCRIPT, [], [], "x"),
+                          {"SLURM_JOB_ID": "200", "SLURM_JOB_DEPENDENCY": "afternotok:100"})
+    assert outcome.status == rc.EXIT_WORK and outcome.record.successor
+    assert synced == expected
+
+
 # --------------------------------------------------------------------------- corrupt and hostile state
 
 KINDS = {
