@@ -1120,11 +1120,16 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
             (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
     elapsed = observed.elapsed
     walltime = 0 if first else (snapshot.walltime or 0) + elapsed
+    # A warned work that checkpoints and exits 75 made progress, however soon the warning came
+    # (a short or lowered time limit): only an unwarned exit 75 within a minute is a loop.
+    limit = observed.time_limit or (previous.time_limit if previous is not None else None)
+    warned = warn and limit and elapsed >= limit - warn_signal(warn)[1]
+    progress = None if warned else elapsed
     decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
                       max_retries=settings.max_retries, max_walltime=settings.max_walltime,
-                      exit_code=observed.exit_code, elapsed=elapsed)
+                      exit_code=observed.exit_code, elapsed=progress)
     if decision.action not in WORK_ACTIONS:
-        cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code, elapsed)]
+        cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code, progress)]
     elif snapshot.cancelled and not first:
         decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
                                    "the cancel command (%s): stopping"
@@ -1392,7 +1397,9 @@ def foreign_write(info):
     with contextlib.suppress(KeyError, OverflowError):
         user = pwd.getpwuid(info.st_uid)
         group = user.pw_gid == info.st_gid and grp.getgrgid(info.st_gid)
-        if group and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name}:
+        if group and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name} and \
+                not any(other.pw_gid == info.st_gid and other.pw_uid != info.st_uid
+                        for other in pwd.getpwall()):  # nor another account's primary group
             return bits & ~0o020
     return bits
 
@@ -2193,8 +2200,8 @@ def ended_job(job_id):
 
 def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
     """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``cwd``: the
-    job's SLURM_SUBMIT_DIR, if it still exists. ``named``: the job's environment has NAMED_ENV,
-    whatever it exports (named_export)."""
+    job's SLURM_SUBMIT_DIR, if it still exists and can be entered. ``named``: the job's
+    environment has NAMED_ENV, whatever it exports (named_export)."""
     if named:
         try:
             header = read_batch_script(script)[0]
@@ -2203,7 +2210,8 @@ def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
         options = list(options) + named_export(options, header, os.environ)
     return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
                                    + [script] + list(script_args), submit=True, cwd=cwd if cwd
-                                   and os.path.isdir(cwd) else None, named=named))
+                                   and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
+                                   named=named))
 
 
 def sbatch_answer(result):
@@ -2223,7 +2231,8 @@ def scancel(job_ids, cluster=None):
     for start in range(0, len(job_ids), QUERY_CHUNK):
         chunk = list(job_ids[start:start + QUERY_CHUNK])
         result = run_slurm(["scancel"] + on_cluster(cluster) + mine + chunk)
-        for line in (result.stderr.strip() or "no output").splitlines() * bool(result.returncode):
+        for line in (result.stderr.strip() or "no output").splitlines() * (
+                result.returncode != 0):  # None: it timed out, and may have cancelled nothing
             named = set(word.strip(":,.") for word in line.split()) & set(chunk)
             said.update((job, line.strip()) for job in named or chunk)
     return said
@@ -3010,6 +3019,10 @@ def runnable_script(store, script):
     if not os.path.isfile(script) and os.path.isfile(store.path(SCRIPT_COPY)):
         script = store.path(SCRIPT_COPY)
     if os.path.dirname(os.path.abspath(script)) == os.path.abspath(store.directory):
+        with contextlib.suppress(OSError):  # the caller's own symlink names a script elsewhere,
+            info = os.lstat(script)  # which is queued as any script outside the run directory
+            if stat.S_ISLNK(info.st_mode) and info.st_uid == os.geteuid():
+                return script
         with contextlib.suppress(Missing):  # sbatch says so
             os.close(open_own_file(script, os.O_RDONLY, what="job script"))
     return script
@@ -4421,7 +4434,12 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         _check_copy_is_current(submitted, next_link.script)
         record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
             cluster=cluster, next=next_link._asdict())
-        check_warn_fits(record.warn, next_link.sbatch_args, record.max_walltime)
+        try:  # the script's #SBATCH --time limits the links too (as submit reads it)
+            header = read_batch_script(next_link.script)[0]
+        except StateError:
+            header = ""  # sbatch says why it cannot read the script
+        check_warn_fits(record.warn, script_directives(header) + list(next_link.sbatch_args),
+                        record.max_walltime)
         job, _ = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
                              next_link.script, next_link.script_args, cwd=next_link.workdir,
                              cluster=target, named=True)

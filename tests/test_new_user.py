@@ -634,3 +634,22 @@ def test_the_trials_time_after_the_script_on_a_partition_without_limits_is_refus
     warning, error = err.splitlines()
     assert status == 2 and warning.startswith("resumable-chain: WARNING: --time=1 after the script")
     assert "partition debug has no time limit" in error and cluster.calls("sbatch") == []
+
+
+@pytest.mark.parametrize("warn, ends", [(None, True), ("USR1@90", False)],
+                         ids=["unwarned: a loop", "warned 90 s before a 2-minute limit: progress"])
+def test_a_warned_work_that_checkpoints_within_its_first_minute_made_progress(
+        cluster, run_dir, warn, ends):
+    # Review: --time=2 --warn USR1@90 is accepted (check_warn_fits), the warning comes 30 s in,
+    # the work saves and exits 75: counted as "no progress", the chain failed after max_retries.
+    options = dict(warn=warn) if warn else {}
+    script, successor = start_chain(cluster, run_dir, max_retries=0, **options)
+    cluster.finish("100", "FAILED", 31)
+    cluster.set_job("100", exit_code="75:0", time_limit="00:02:00")
+    result = cluster.run_link(script, successor, predecessor="100")
+    record = json.loads(read(run_dir, rc.JOURNAL_FILE))
+    if ends:
+        assert (result.returncode, record["cause"]) == (1, "no_progress"), result.stderr
+    else:
+        assert (result.returncode, record["action"], record["retries"]) == (0, "resume", 0), \
+            result.stderr

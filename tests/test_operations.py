@@ -1831,6 +1831,22 @@ def test_a_guard_log_others_could_write_is_emptied_before_the_next_guard_appends
     assert log.read_text() == "" and stat.S_IMODE(os.stat(str(log)).st_mode) == 0o644
 
 
+def test_a_held_job_whose_scancel_times_out_is_never_said_cancelled(cluster, tmp_path):
+    # Review: scancel() read a timed-out scancel (returncode None) as a success, so submit said
+    # "the held job 1000 it created anyway was cancelled" while it stayed queued (0f047ef: "which
+    # could not be cancelled (scancel timed out after 2 s): scancel it"); cancel lost the reason.
+    cluster.update(hang_after={"sbatch": 30}, hang={"scancel": 30})
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH -t 5\ntrue\n")
+    result = subprocess.run([sys.executable, rc.__file__, "submit", str(tmp_path / "r"), script],
+                            env=cluster.env(RESUMABLE_CHAIN_COMMAND_TIMEOUT=2),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True, timeout=60)
+    assert cluster.job(1000)["state"] == "PENDING"  # still queued, held
+    assert "was cancelled" not in result.stderr, result.stderr
+    assert "held job 1000 anyway, which could not be cancelled (scancel timed out after 2 s)" \
+        in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("how,words", [
     ("timeout", "sbatch timed out after 5 s; the held job 1000 it created anyway was cancelled"),
     ("Ctrl-C", "interrupted; the held job 1000 it created anyway was cancelled"),

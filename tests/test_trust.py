@@ -902,3 +902,37 @@ def test_a_directory_only_the_owners_private_group_can_write_is_the_owners_alone
         assert "verdict: running" in world.cli(user, "status", run_dir).stdout
     else:
         assert result.returncode == 2 and "(mode 0775) lets others" in result.stderr, result.stderr
+
+
+def test_a_rendered_chains_own_symlinked_script_in_the_run_directory_is_still_queued(tmp_path):
+    # Review: 0f047ef queued DIR/job.sh -> ../job.sh; runnable_script refused it as a planted
+    # symlink after the journal recorded the decision: link 1 exited 2 with no successor and no
+    # guard, saying "nothing was changed". A symlink of the caller's is no planted file.
+    import fake_cluster
+    cluster = fake_cluster.FakeCluster(str(tmp_path / "cluster"))
+    run_dir = str(tmp_path / "runs" / "a")
+    os.makedirs(run_dir)
+    target = cluster.write_script(run_dir, script=os.path.join(run_dir, "job.sh"))
+    link = os.path.join(run_dir, "job.sh")
+    os.symlink(target, link)
+    result = cluster.run_link(link, 100)
+    assert result.returncode == 0 and "refusing" not in result.stderr, result.stderr
+    [successor] = cluster.pending()
+    assert cluster.job(successor)["script"] == link
+
+
+def test_a_private_group_that_is_another_accounts_primary_group_is_not_private(tmp_path):
+    # Review: foreign_write took a group named as the owner, their primary group with no listed
+    # member, as the owner's alone; an account whose primary group it is too (not in gr_mem)
+    # can write a 0775 run directory.
+    for user, how in (("rcupg1", ["-U"]), ("rcupg2", ["-N", "-g", "rcupg1"])):
+        if subprocess.run(["getent", "passwd", user], stdout=subprocess.DEVNULL).returncode:
+            subprocess.run(["useradd", "-M", "-s", "/bin/sh"] + how + [user], check=True)
+    owner = pwd.getpwnam("rcupg1")
+    run_dir = tmp_path / "a"
+    run_dir.mkdir()
+    os.chown(str(run_dir), owner.pw_uid, owner.pw_gid)
+    os.chmod(str(run_dir), 0o775)
+    assert pwd.getpwnam("rcupg2").pw_gid == owner.pw_gid  # rcupg2 can write the directory
+    import resumable_chain
+    assert resumable_chain.foreign_write(os.stat(str(run_dir))) == 0o020
