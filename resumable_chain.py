@@ -3932,6 +3932,9 @@ VERDICTS = {
     "no job": ("unknown", "no job recorded yet", None, False),
     "first job died": ("broken", "job {job}, the chain's first job, ended {state} before its "
                        "prologue ran (its guard could not replace it)", "{submit_again}", True),
+    "first job cancelled": ("stopped", "job {job}, the chain's first job, was {state} before it "
+                            "ran (its guard leaves a person's cancel alone)", "{submit_again}",
+                            False),
     "completed": ("finished", "job {job} COMPLETED", None, False),
     "forgotten": ("unknown", "Slurm no longer knows job {job}", None, False),
     "successor cancelled": ("stopped", "job {job} ended {state} and its successor {successor} "
@@ -4006,7 +4009,10 @@ def _idle(record, rows, unanswered, facts):
     links = [row for row in rows if row["link"]]
     first = next((row for row in rows if row["role"] == "first job"), None)
     if not (unanswered or links) and first and is_final(first["state"]):
-        return "first job died", dict(facts, job=first["job"], state=_state_words(first["state"]))
+        cancelled = base_state(first["state"]) == "CANCELLED" and not first["nodes"] and (
+            first["state"] != "CANCELLED" or facts["stopped"])  # a person, on purpose
+        return "first job %s" % ("cancelled" if cancelled else "died"), dict(
+            facts, job=first["job"], state=_state_words(first["state"]))
     if unanswered or not links:  # what Slurm did not say cannot make a chain look ended
         return "no answer" if unanswered else "no job", dict(facts, errors="; ".join(unanswered))
     last = links[-1]
@@ -4045,7 +4051,8 @@ def _submit_again(submitted, run_dir):
             words += ["--" + name.replace("_", "-"), submitted[name]]
     words += list(submitted.get("sbatch_args") or [])
     words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
-    return "its first job never ran: " + " ".join(shell_quote(word) for word in words)
+    cd = "cd %s && " % shell_quote(submitted["workdir"]) if submitted.get("workdir") else ""
+    return "its first job never ran: " + cd + " ".join(shell_quote(word) for word in words)
 
 
 def _ended_verdict(record, rows, resume):
@@ -4513,8 +4520,9 @@ def _resumable_record(store, snapshot, submitted, cluster):
     live = queued_jobs(live_candidates([snapshot.last_job], previous, submitted), cluster=cluster)
     if live:
         raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
-                         "resumable-chain cancel first" % (store.directory, ", ".join(
-                             "job %s %s" % (job.job_id, job.state) for job in live)))
+                         "resumable-chain cancel %s first" % (store.directory, ", ".join(
+                             "job %s %s" % (job.job_id, job.state) for job in live),
+                             shell_quote(store.directory)))
     if previous is None and snapshot.last_job is None:  # as status says
         raise StateError("nothing to resume in %s: %s" % (
             store.directory, _submit_again(submitted, store.directory)))
@@ -5153,7 +5161,9 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=Non
             submit_command(os.path.join(run_dir, str(each)), task_args(each), script,
                            script_args, task=each, **options)
         except (StateError, ValueError) as error:
-            raise StateError("task %d: %s (the tasks before it are submitted)" % (each, error))
+            raise StateError("task %d: %s (%s)" % (each, error, "none of the tasks is submitted"
+                                                   if each == tasks[0] else
+                                                   "the tasks before it are submitted"))
     if tasks:
         return 0
     result = submit_chain(run_dir, script, script_args, sbatch_args, task=task, **options)

@@ -20,7 +20,7 @@ so tests can check what was run. Knobs a test may set on the cluster:
   sacct prints nothing);
 * ``sacct_down``, ``scontrol_down`` (squeue too), ``squeue_down``, ``sbatch_error``: make a
   command fail as Slurm does; ``sbatch_wrap_error``: only ``sbatch --wrap`` (a guard) fails;
-  ``sbatch_link_error``: every other sbatch fails;
+  ``sbatch_link_error``: every other sbatch fails (from the link ID ``sbatch_link_error_from``);
   ``sbatch_lost_answer``: sbatch creates the job, then fails as when the controller's answer
   timed out;
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
@@ -95,6 +95,8 @@ def sbatch(argv, cluster, now):
     wrap = option(argv, None, "--wrap")
     error = cluster.get("sbatch_error") or cluster.get(
         "sbatch_link_error" if wrap is None else "sbatch_wrap_error")
+    if wrap is None and cluster.get("next_id", 0) < cluster.get("sbatch_link_error_from", 0):
+        error = cluster.get("sbatch_error")  # the links before that ID are queued
     if error:
         return 1, "", "sbatch: error: %s\n" % error
     script_index = len(argv) if wrap is not None else next(

@@ -393,3 +393,18 @@ def test_a_sweep_whose_log_directory_is_missing_is_refused_before_anything_is_qu
                                              "--array=0-2", "-o", "logs/%a.out")
     assert status == 2 and "does not exist" in err and err.count("\n") == 1, err
     assert cluster.calls("sbatch", guards=True) == []
+
+
+@pytest.mark.parametrize("failing, words", [
+    (1, "task 0: sbatch: error: Batch job submission failed: Invalid partition name specified "
+        "(none of the tasks is submitted)"),
+    (2, "task 2: sbatch: error: Batch job submission failed: Invalid partition name specified "
+        "(the tasks before it are submitted)"),
+], ids=["the first task's sbatch fails", "a later task's sbatch fails"])
+def test_a_sweep_whose_sbatch_fails_says_which_tasks_were_submitted(
+        cluster, tmp_path, capsys, monkeypatch, failing, words):
+    # issue 40, trial on 24.11: a refused task 0 said "the tasks before it are submitted"
+    cluster.update(sbatch_link_error="Batch job submission failed: Invalid partition name "
+                   "specified", sbatch_link_error_from=1000 + failing - 1)  # task 2's: job 1001
+    status, _, err = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=0,2,5")[1]
+    assert status != 0 and words in err, err

@@ -653,3 +653,33 @@ def test_a_warned_work_that_checkpoints_within_its_first_minute_made_progress(
     else:
         assert (result.returncode, record["action"], record["retries"]) == (0, "resume", 0), \
             result.stderr
+
+
+def test_resume_of_a_live_chain_names_the_cancel_command_with_its_directory(
+        cluster, run_dir, capsys, monkeypatch):
+    # issue 40, trial on 24.11: "run python3 .../resumable_chain.py cancel first", pasted, said
+    # "cancel: the following arguments are required: DIR"
+    start_chain(cluster, run_dir)
+    status, _, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
+    assert status == 2 and "run %s cancel %s first" % (BY_PATH, rc.shell_quote(run_dir)) in err, err
+
+
+@pytest.mark.parametrize("state, nodes, verdict", [
+    ("CANCELLED by 0", "", "stopped: job 1000, the chain's first job, was CANCELLED by root "
+     "(uid 0) before it ran (its guard leaves a person's cancel alone)"),
+    ("NODE_FAIL", "node1", "broken: job 1000, the chain's first job, ended NODE_FAIL before its "
+     "prologue ran (its guard could not replace it)"),
+], ids=["a person cancelled it", "its node failed"])
+def test_a_first_job_that_ended_before_it_ran_is_stopped_only_by_a_persons_cancel(
+        cluster, tmp_path, capsys, monkeypatch, state, nodes, verdict):
+    # issue 40, trial on 24.11: the guard said "job 825 is CANCELLED: nothing to do", the verdict
+    # "broken ... its guard could not replace it", and status --check failed for a person's cancel
+    script = write(str(tmp_path / "train.sh"), "#!/bin/bash\n#SBATCH -t 5\ntrue\n")
+    run_dir = str(tmp_path / "r")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)[0] == 0
+    cluster.set_job("1000", state=state, nodes=nodes, elapsed=0, end="2026-11-30T02:00:00")
+    cluster.finish("900000", "COMPLETED", 5)  # its guard ran, and queued nothing
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["verdict"] == verdict and status == int(verdict.startswith("broken")), out
+    assert report["next"].startswith("its first job never ran: cd "), report["next"]

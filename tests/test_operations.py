@@ -1197,7 +1197,8 @@ def test_a_chain_cancelled_before_its_first_job_ran_says_how_to_submit_it_again(
                    "--max-walltime", "2:00:00", script, "x y")[0] == 0
     assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
-    prefix = "its first job never ran: %s " % BY_PATH  # then the command line, run as it is
+    prefix = "its first job never ran: cd %s && %s " % (  # where submit ran: SLURM_SUBMIT_DIR
+        rc.shell_quote(os.getcwd()), BY_PATH)  # then the command line, run as it is
     assert report["next"].startswith(prefix), report["next"]
     status, out, err = run_cli(cluster, capsys, monkeypatch,
                                *shlex.split(report["next"][len(prefix):]))
