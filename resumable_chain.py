@@ -4620,6 +4620,10 @@ def usage_options(usage):
     return options
 
 
+# sbatch's short options that a script rarely takes: after SCRIPT, they are warned about too
+SHORT_LOOKS = frozenset(("-p", "-t", "-J", "-N", "-A", "-q", "-G"))
+
+
 def split_submit_argv(argv):
     """``submit``'s words apart: (DIR and our options, (sbatch options, SCRIPT, its arguments)).
     Without ``--``, an option of ours after SCRIPT is refused: it would go to the script."""
@@ -4638,8 +4642,8 @@ def split_submit_argv(argv):
         raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
                          "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
                          % (misplaced[0], words[0]))
-    looks = [word for word in words[1:] if dashes == len(argv) and word.split("=", 1)[0] in (
-        SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS) and word.startswith("--")]
+    looks = [word for word in words[1:] if dashes == len(argv) and (word[:2] in SHORT_LOOKS or (
+        word.split("=", 1)[0] in SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS and word[1] == "-"))]
     return ours, (sbatch_args, words[0], words[1:], looks)
 
 

@@ -589,12 +589,14 @@ def test_submit_says_which_time_limit_links_get_when_no_time_is_given(
 
 
 @pytest.mark.parametrize("words,warned", [
-    (["S", "-p", "debug", "--time=1"], "--time=1 after the script S go to the script"),
+    (["S", "-p", "debug", "--time=1"], "-p --time=1 after the script S go to the script"),
     (["S", "--lr", "3e-4", "--nodes", "2"], "--nodes after the script S go to the script"),
+    (["S", "-t", "2", "-J", "foo", "-N", "1"], "-t -J -N after the script S go to the script"),
+    (["S", "--lr", "3e-4", "-c", "config.yaml", "-n", "5"], None),  # a script's words, likely
     (["S", "--lr", "3e-4"], None),
     (["--", "S", "--time=1"], None),  # said to be the script's
-], ids=["--time after the script", "--nodes among the script's", "the script's own",
-        "after --"])
+], ids=["--time after the script", "--nodes among the script's", "short options (trial on 24.11)",
+        "-c and -n: the script's own", "the script's own", "after --"])
 def test_submit_warns_of_sbatch_options_after_the_script(cluster, tmp_path, capsys, monkeypatch,
                                                          words, warned):
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH --time=5\ntrue\n")
@@ -632,7 +634,7 @@ def test_the_trials_time_after_the_script_on_a_partition_without_limits_is_refus
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "d"),
                                script, "-p", "debug", "--time=1")
     warning, error = err.splitlines()
-    assert status == 2 and warning.startswith("resumable-chain: WARNING: --time=1 after the script")
+    assert status == 2 and warning.startswith("resumable-chain: WARNING: -p --time=1 after the script")
     assert "partition debug has no time limit" in error and cluster.calls("sbatch") == []
 
 
