@@ -123,6 +123,8 @@ EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
 NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is killed
 CHAIN_DEPTH = 3  # levels below a status PARENT searched for chains (runs/sweep/<task>)
 QUERY_CHUNK = 2000  # job IDs per sacct or squeue of a status (an argument of ~20 KiB)
+JOBS_PER_TASK = 3  # a sweep task's jobs queued at once: link, successor, successor's guard
+JOB_LIMIT_REFUSAL = "Job violates accounting/QOS policy"  # sbatch's words (slurm_errno.c)
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between a guard's tries of sbatch, then every 60 s
 SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # never warned: their commands are
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
@@ -678,6 +680,49 @@ def parse_held_by_script(text, script):
     """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %A|%o|%r``)."""
     return [job_id for job_id, command, reason in _rows(text, 3)
             if command == script and reason == "JobHeldUser"]
+
+
+def parse_config(text):
+    """{name: value} of ``scontrol show config`` (``AccountingStorageEnforce = limits``)."""
+    pairs = (line.partition("=")[::2] for line in (text or "").splitlines())
+    return {key.strip(): value.strip() for key, value in pairs if value.strip()}
+
+
+def submit_limits(assoc_text, qos_text, cluster, account=None, qos=None):
+    """[(jobs, whose)]: the MaxSubmitJobs of the user's associations on ``cluster`` (only
+    ``account``'s if named; ``sacctmgr -n -P show assoc ... format=cluster,account,user,
+    maxsubmit,defaultqos``) and the MaxSubmitJobsPerUser of their QOS (``qos`` if named, else
+    each one's default, else normal; ``show qos format=name,maxsubmitpu``)."""
+    limits, names = [], {qos} if qos else set()
+    for fields in (line.split("|") for line in (assoc_text or "").splitlines()):
+        if len(fields) != 5 or fields[0] != cluster or account and fields[1] != account:
+            continue
+        if is_digits(fields[3], 9):
+            limits.append((int(fields[3]), "MaxSubmitJobs of association %s" % fields[1]))
+        names.add(qos or fields[4] or "normal")
+    for fields in (line.split("|") for line in (qos_text or "").splitlines()):
+        if len(fields) == 2 and fields[0] in names and is_digits(fields[1], 9):
+            limits.append((int(fields[1]), "MaxSubmitJobsPerUser of QOS %s" % fields[0]))
+    return sorted(limits)
+
+
+def sweep_beyond_limit(tasks, limits, queued):
+    """Why a sweep of ``tasks`` tasks cannot fit under its least job limit (``limits`` of
+    submit_limits) beside the user's ``queued`` jobs, in a line; None if it fits."""
+    if not limits or tasks * JOBS_PER_TASK <= limits[0][0] - queued:
+        return None
+    most, whose = limits[0]
+    return ("%d tasks need up to %d jobs queued at once (%d per task: its link, the link's "
+            "successor and the successor's guard), and your %s is %d with %d of your jobs "
+            "queued: at most %d tasks fit" % (tasks, tasks * JOBS_PER_TASK, JOBS_PER_TASK, whose,
+                                              most, queued, max(most - queued, 0) // JOBS_PER_TASK))
+
+
+def job_limit_refusal(error):
+    """Whether Slurm's error text is sbatch refused by a job limit (ESLURM_ACCOUNTING_POLICY,
+    the same words from 22.05 to 26.05; size and time limits too, but a chain's later links ask
+    what its first job was granted): an outage until a job of the user ends."""
+    return JOB_LIMIT_REFUSAL in (error or "")
 
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
@@ -1963,13 +2008,14 @@ def on_cluster(cluster):
     return ["-M", cluster] if cluster else []
 
 
+def slurm_settings():
+    """{name: value} of ``scontrol show config`` (empty if it does not answer)."""
+    return parse_config(run_slurm(["scontrol", "show", "config"]).stdout)
+
+
 def slurm_config(name):
     """A value of ``scontrol show config`` (ClusterName, MaxArraySize), or None."""
-    for line in run_slurm(["scontrol", "show", "config"]).stdout.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == name:
-            return value.strip() or None
-    return None
+    return slurm_settings().get(name)
 
 
 def current_cluster():
@@ -4053,8 +4099,8 @@ def sweep_options(run_dir, header, sbatch_args):
     spec = option_value(given, "--array") or ""
     if not spec:
         return None, sbatch_args
-    sbatch_args = without_options(sbatch_args, ("--array",))
-    size = slurm_config("MaxArraySize")
+    sbatch_args, config = without_options(sbatch_args, ("--array",)), slurm_settings()
+    size = config.get("MaxArraySize")
     if not is_digits(size or "", 9):
         raise StateError("--array=%s: cannot read MaxArraySize (scontrol show config): nothing "
                          "submitted" % spec)
@@ -4063,8 +4109,29 @@ def sweep_options(run_dir, header, sbatch_args):
         raise ValueError("--array=%s: the throttle %%%d would not hold: each later link of a task "
                          "is a job of its own, which it does not count; use a QOS limit such as "
                          "MaxJobsPerUser, or no throttle" % (spec, throttle))
+    beyond = "limits" in config.get("AccountingStorageEnforce", "").split(",") and \
+        sweep_beyond_limit(len(tasks), *job_limits(config.get("ClusterName"), given))
+    if beyond:
+        raise StateError("--array=%s: %s; nothing submitted" % (spec, beyond))
     return tasks, sbatch_args + ([] if "--job-name" in option_names(given) else [
         "--job-name=" + os.path.basename(os.path.abspath(run_dir))])
+
+
+def job_limits(cluster, options):
+    """(submit_limits of this user for a job with ``options``, the user's jobs queued): what a
+    sweep may add. StateError if sacctmgr or squeue does not answer."""
+    user = uid_name(os.getuid())
+    answers = [run_slurm(argv) for argv in (
+        ["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
+         "format=cluster,account,user,maxsubmit,defaultqos"],
+        ["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"],
+        ["squeue", "-h", "-r", "-u", user, "-o", "%A"])]  # -r: each array task counts
+    failed = next((result for result in answers if result.returncode != 0), None)
+    if failed:
+        raise StateError("cannot read your job limits (%s): nothing submitted" % last_line(
+            failed.stderr))
+    return submit_limits(answers[0].stdout, answers[1].stdout, cluster, option_value(
+        options, "--account"), option_value(options, "--qos")), len(_rows(answers[2].stdout, 1))
 
 
 def _live_chain(run_dir, force):

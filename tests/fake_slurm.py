@@ -86,6 +86,9 @@ def sbatch(argv, cluster, now):
         "sbatch_link_error" if wrap is None else "sbatch_wrap_error")
     if error:
         return 1, "", "sbatch: error: %s\n" % error
+    if len(live_jobs(cluster, os.geteuid())) >= min(submit_limits(cluster) or [float("inf")]):
+        return 1, "", ("sbatch: error: Batch job submission failed: Job violates accounting/QOS "
+                       "policy (job submit limit, user's size and/or time limits)\n")
     script_index = len(argv) if wrap is not None else next(
         (i for i, a in enumerate(argv) if not a.startswith("-") and os.path.isfile(a)), None)
     if script_index is None:  # as sbatch says when the script is gone
@@ -116,6 +119,34 @@ def sbatch(argv, cluster, now):
     if "--parsable" in argv:
         return 0, job_id + "\n", ""
     return 0, "Submitted batch job %s\n" % job_id, ""
+
+
+LIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING")
+
+
+def live_jobs(cluster, uid):
+    return [job_id for job_id, job in cluster["jobs"].items()
+            if job["state"].split()[0] in LIVE and job.get("uid", uid) == uid]
+
+
+def submit_limits(cluster):
+    """The limits sbatch enforces (with AccountingStorageEnforce=limits): MaxSubmitJobs of the
+    user's association and MaxSubmitJobsPerUser of QOS normal."""
+    if "limits" not in cluster.get("enforce", "none"):
+        return []
+    return [n for n in (cluster.get("assoc_max_submit"), cluster.get("qos_max_submit")) if n]
+
+
+def sacctmgr(argv, cluster, now):
+    """``show assoc where user=U format=cluster,account,user,maxsubmit,defaultqos`` and ``show
+    qos format=name,maxsubmitpu``, as 22.05 prints them (tests/slurm_outputs/22.05)."""
+    if cluster.get("sacctmgr_down"):
+        return 1, "", ("sacctmgr: error: Problem talking to the database: Connection refused\n")
+    if "qos" in argv[3:4]:
+        return 0, "normal|%s\n" % (cluster.get("qos_max_submit") or ""), ""
+    user = next(word.split("=", 1)[1] for word in argv if word.startswith("user="))
+    return 0, "%s|acct|%s|%s|\n" % (cluster.get("name", "local"), user,
+                                   cluster.get("assoc_max_submit") or ""), ""
 
 
 def sacct(argv, cluster, now):
@@ -194,8 +225,10 @@ def scontrol(argv, cluster, now):
             job["requeue"] = spec["Requeue"]
         return 0, "", ""
     if argv[:2] == ["show", "config"]:
-        return 0, ("Configuration data as of 2026-11-30T00:00:00\nClusterName             = %s\n"
-                   "MaxArraySize            = %d\n" % (cluster.get("name", "local"),
+        return 0, ("Configuration data as of 2026-11-30T00:00:00\n"
+                   "AccountingStorageEnforce = %s\nClusterName             = %s\n"
+                   "MaxArraySize            = %d\n" % (cluster.get("enforce", "none"),
+                                                        cluster.get("name", "local"),
                                                         cluster.get("max_array_size", 1001))), ""
     job_id = argv[-1]
     job = cluster["jobs"].get(job_id)
@@ -293,7 +326,8 @@ def scancel(argv, cluster, now):
     return (1, "", "".join(error + "\n" for error in errors)) if errors else (0, "", "")
 
 
-COMMANDS = {"sbatch": sbatch, "sacct": sacct, "scontrol": scontrol, "squeue": squeue, "scancel": scancel}
+COMMANDS = {"sbatch": sbatch, "sacct": sacct, "scontrol": scontrol, "squeue": squeue, "scancel": scancel,
+            "sacctmgr": sacctmgr}
 
 
 def other_cluster(command, argv, cluster):
