@@ -93,6 +93,9 @@ DEFAULT_LOOKUP_SECONDS = 60  # how long a missing predecessor is looked for
 LOOKUP_BACKOFF = (0.5, 1, 1.5, 2, 3, 4, 6, 8, 10, 12)  # pauses between sacct tries
 COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout override
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
+# sbatch's timeout: this many times a query's. A rate-limited client is not refused, it sleeps
+# 1 s, 2 s, 3 s... between tries: 180 s is 18 tries, not 10 (docs/performance.md)
+SBATCH_TIMEOUT_FACTOR = 3
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file: read by its tail
@@ -1939,7 +1942,8 @@ def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False, name
     """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
     SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
     _checkpoint()
-    return run_command(argv, timeout or command_timeout(), slurm_environment(
+    return run_command(argv, timeout or command_timeout() * (
+        SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), slurm_environment(
         os.environ, submit, named), cwd, background)
 
 
@@ -3105,6 +3109,9 @@ def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
             store.write_record(state._replace(successor_error=error))
         if not final:
             return False, (None, None, words + ("" if field == "job" else ", trying again"))
+        if job_limit_refusal(error) and requeue_self(environ):  # it frees no slot: holds one
+            return True, (None, None, words + "; your job limit: this guard tries again once "
+                          "Slurm has requeued it")
         if first:
             return True, _first_job_lost(store, ended, words + ": submit again")
         return True, _guard_gives_up(store, state, words if field == "job" else "%s; its "
@@ -3131,6 +3138,13 @@ def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
                                        int(time.time())), warnings)
     return True, (event, store.read_notify() if first else state.notify,
                   "; ".join([reason] + warnings))
+
+
+def requeue_self(environ):
+    """Requeue this guard, whose step is idempotent, to try again after Slurm's requeue delay:
+    whether Slurm did."""
+    job_id = environ.get("SLURM_JOB_ID")
+    return bool(job_id) and slurm_error(["scontrol", "requeue", job_id]) is None
 
 
 def _sbatch_replacement(store, state):
@@ -3769,6 +3783,9 @@ VERDICTS = {
     "sbatch failed": ("broken", "job {job} ended {state} and its successor could not be queued "
                       "({error})", "{resume} [sbatch options that fix it, e.g. -p PARTITION] "
                       "continues the chain", True),
+    "job limit": ("broken", "job {job} ended {state} and your job limit refused its successor "
+                  "({error})", "once a job of yours ends (squeue -u $USER), {resume} continues "
+                  "the chain", True),
     "no successor": ("broken", "job {job} ended {state} and no successor was queued",
                      "{resume} continues the chain", True),
     "guarded": ("waiting", "{broken}; its guard {guard} ({guard_state}) continues the chain",
@@ -3852,7 +3869,8 @@ def _idle(record, rows, unanswered, facts):
             return "successor cancelled", facts
         return "successor died", facts
     if record.successor_error and record.job == last["job"]:
-        return "sbatch failed", dict(facts, error=record.successor_error)
+        return "job limit" if job_limit_refusal(record.successor_error) else "sbatch failed", \
+            dict(facts, error=record.successor_error)
     return "no successor", facts
 
 

@@ -214,6 +214,13 @@ def scontrol(argv, cluster, now):
             return 1, "", "scontrol: error: Invalid job id specified\n"
         job["held"] = False
         return 0, "", ""
+    if argv and argv[0] == "requeue":  # a batch job of the caller's: pending again, same ID
+        job = cluster["jobs"].get(argv[1])
+        if not job:
+            return 1, "", "scontrol: error: Invalid job id specified\n"
+        job.setdefault("runs", []).append(dict(job, state="REQUEUED", runs=[]))
+        job.update(state="PENDING", reason="BeginTime")
+        return 0, "", ""
     if argv and argv[0] == "update":
         spec = dict(item.split("=", 1) for item in argv[1:] if "=" in item)
         job = cluster["jobs"].get(spec.get("JobId") or spec.get("jobid"))

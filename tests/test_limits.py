@@ -6,6 +6,8 @@ import sys
 import pytest
 
 import resumable_chain as rc
+import fake_slurm
+import histories
 from fake_cluster import read, run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,3 +106,92 @@ def test_a_plain_chain_and_a_link_never_ask_for_limits(cluster, tmp_path, capsys
                    str(script))[0] == 0
     assert cluster.run_link(os.path.join(run_dir, "resumable-plain.sbatch"), "1000").returncode == 0
     assert cluster.calls("sacctmgr") == [] and read(run_dir, rc.CHAIN_FILE) == "1000\n"
+
+
+REFUSED = ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy (job "
+           "submit limit, user's size and/or time limits)")
+
+
+def test_sbatchs_refusal_by_a_job_limit_is_recognized_in_its_real_words():
+    with open(os.path.join(HERE, "slurm_outputs", "24.11", "sbatch-job-limit.txt")) as handle:
+        stderr = handle.read().split("# stderr\n")[1]
+    assert rc.job_limit_refusal(rc.last_line(stderr)) and rc.last_line(stderr) == REFUSED
+    assert not rc.job_limit_refusal("sbatch: error: Batch job submission failed: Invalid "
+                                    "partition name specified")
+
+
+def refused_link(tmp_path, monkeypatch, refusal):
+    """Link 1000 (guarded by 1500) ended TIMEOUT after its successor's sbatch was refused; the
+    user's job 50 still runs and sbatch refuses with ``refusal`` (the job limit, or another
+    error). The fake Slurm in-process."""
+    run_dir, script = str(tmp_path / "run"), str(tmp_path / "job.sh")
+    os.makedirs(run_dir)
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\ntrue\n")
+    store = rc.StateStore(run_dir)
+    store.write_text(rc.CHAIN_FILE, "100\n1000\n")
+    store.write_record(rc.Record(
+        job="1000", predecessor="100", action="resume", walltime=60, retries=0, max_retries=3,
+        link=2, successor_error=REFUSED, guarded_by="1500", phase="queued",
+        next=rc.NextLink(script, [], [], "job.sh")._asdict()))
+    ended = {"start": "2026-11-30T00:00:00", "end": "2026-11-30T01:00:00", "elapsed": 60}
+    cluster = {"next_id": 2000, "jobs": {
+        "1000": dict(ended, state="TIMEOUT"), "50": {"state": "RUNNING", "uid": os.geteuid()},
+        "1500": {"state": "RUNNING", "wrap": "guard", "dependency": "afterany:1000",
+                 "uid": os.geteuid()}}}
+    cluster.update({"enforce": "associations,limits", "assoc_max_submit": 2} if refusal == "limit"
+                   else {"sbatch_error": "Batch job submission failed: Invalid account"})
+    path = str(tmp_path / "cluster.json")
+    fake_slurm.save(path, cluster)
+    monkeypatch.setattr(rc, "run_slurm", fake_slurm.InProcess(path))
+    return run_dir, path
+
+
+def guard(run_dir):
+    clock = histories.OwnClock()
+    return rc.guard_chain(run_dir, "1000", {"SLURM_JOB_ID": "1500"}, sleep=clock.sleep,
+                          clock=clock)
+
+
+@pytest.mark.parametrize("refusal, requeued, event", [
+    ("limit", True, None),  # an outage: the guard holds its slot and tries again later
+    ("other", False, "broken"),
+], ids=["refused by the job limit", "refused for another reason"])
+def test_a_guard_refused_by_the_job_limit_to_its_last_try_is_requeued_not_broken(
+        tmp_path, monkeypatch, refusal, requeued, event):
+    run_dir, path = refused_link(tmp_path, monkeypatch, refusal)
+    journaled, _, words = guard(run_dir)
+    jobs = fake_slurm.load(path)["jobs"]
+    assert (jobs["1500"]["state"] == "PENDING") == requeued, words
+    assert (journaled and journaled.event) == event
+    assert sorted(jobs) == ["1000", "1500", "50"]  # nothing queued
+    assert ("tries again once Slurm has requeued it" in words) == requeued
+
+
+def test_a_requeued_guard_continues_the_chain_once_a_job_ended(tmp_path, monkeypatch):
+    run_dir, path = refused_link(tmp_path, monkeypatch, "limit")
+    guard(run_dir)
+    status = rc.chain_status(run_dir)
+    assert "your job limit refused its successor" in status["verdict"], status["verdict"]
+    assert status["verdict_word"] == "waiting"  # its guard continues it
+    cluster = fake_slurm.load(path)
+    cluster["jobs"]["50"]["state"] = "COMPLETED"  # a slot frees
+    cluster["jobs"]["1500"]["state"] = "RUNNING"  # Slurm starts the requeued guard
+    fake_slurm.save(path, cluster)
+    journaled, _, words = guard(run_dir)
+    assert journaled.event == "healed" and "continued with job 2000" in words, words
+    assert rc.StateStore(run_dir).read_record().successor == "2000"
+
+
+@pytest.mark.parametrize("command, hang, queued", [
+    ("sbatch", 3, True),  # rate-limited: slow, not refused (SBATCH_TIMEOUT_FACTOR)
+    ("sbatch", 30, False),  # past it: an outage the link's guard covers
+], ids=["slower than a query may be", "past sbatch's own timeout"])
+def test_a_slow_sbatch_is_waited_for_longer_than_a_query(cluster, run_dir, command, hang,
+                                                         queued):
+    cluster.update(hang={command: hang})
+    script = cluster.write_script(run_dir)
+    result = cluster.run_link(script, 100, RESUMABLE_CHAIN_COMMAND_TIMEOUT=2)
+    assert result.returncode == 0 and cluster.work_done() == ["100"], result.stderr
+    assert bool(cluster.pending()) == queued, result.stderr
+    assert ("sbatch timed out after 6 s" in result.stderr) != queued
