@@ -540,6 +540,18 @@ def parse_array(text, max_array_size):
     return sorted(tasks), int(digits) or None if throttle else None
 
 
+def array_spec(tasks):
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``: sorted task IDs as --array takes them."""
+    runs = []
+    for task in tasks:
+        if runs and runs[-1][1] == task - 1:
+            runs[-1][1] = task
+        else:
+            runs.append([task, task])
+    return ",".join(str(first) if first == last else "%d-%d" % (first, last)
+                    for first, last in runs)
+
+
 def first_line(text):
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     return lines[0] if lines else "no output"
@@ -4913,12 +4925,14 @@ def submit_command(run_dir, sbatch_args, script, script_args, task=None, **optio
         task_dir = os.path.abspath(os.path.join(run_dir, str(each)))
         _live_chain(task_dir, options.get("force"))
         _chain_defaults(task_dir, script, header, sbatch_args)
-    for each in tasks or ():
+    for done, each in enumerate(tasks or ()):
         try:
             submit_command(os.path.join(run_dir, str(each)), sbatch_args, script, script_args,
                            task=each, **options)
         except (StateError, ValueError) as error:
-            raise StateError("task %d: %s (the tasks before it are submitted)" % (each, error))
+            raise StateError("task %d: %s; %s: submit the rest with --array=%s" % (
+                each, error, "tasks %s are queued" % array_spec(tasks[:done]) if done else
+                "nothing is queued", array_spec(tasks[done:])))
     if tasks:
         return 0
     result = submit_chain(run_dir, script, script_args, sbatch_args, task=task, **options)

@@ -26,6 +26,9 @@ so tests can check what was run. Knobs a test may set on the cluster:
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
 * ``name``: the cluster's name (default ``local``); ``-M OTHER`` is refused as Slurm refuses a
   cluster its database does not know (sacct prints nothing);
+* ``enforce`` (AccountingStorageEnforce), ``assoc_max_submit``, ``qos_max_submit``: the job
+  limits sbatch enforces and sacctmgr shows; ``jobs_allowed``: sbatch refuses past it whatever
+  the config says (jobs queued after submit looked); ``sacctmgr_down``;
 * ``hang``: {command: seconds} sleeps before answering;
 * ``latency``: seconds every command sleeps before answering.
 """
@@ -132,9 +135,11 @@ def live_jobs(cluster, uid):
 def submit_limits(cluster):
     """The limits sbatch enforces (with AccountingStorageEnforce=limits): MaxSubmitJobs of the
     user's association and MaxSubmitJobsPerUser of QOS normal."""
+    limits = [cluster["jobs_allowed"]] if "jobs_allowed" in cluster else []  # whatever it says
     if "limits" not in cluster.get("enforce", "none"):
-        return []
-    return [n for n in (cluster.get("assoc_max_submit"), cluster.get("qos_max_submit")) if n]
+        return limits
+    return limits + [n for n in (cluster.get("assoc_max_submit"), cluster.get("qos_max_submit"))
+                     if n]
 
 
 def sacctmgr(argv, cluster, now):

@@ -195,3 +195,29 @@ def test_a_slow_sbatch_is_waited_for_longer_than_a_query(cluster, run_dir, comma
     assert result.returncode == 0 and cluster.work_done() == ["100"], result.stderr
     assert bool(cluster.pending()) == queued, result.stderr
     assert ("sbatch timed out after 6 s" in result.stderr) != queued
+
+
+@pytest.mark.parametrize("tasks, spec", [
+    ([3], "3"), ([0, 1, 2, 5], "0-2,5"), ([1, 3, 5, 6, 7], "1,3,5-7"), ([], ""),
+])
+def test_tasks_are_written_as_sbatch_takes_an_array(tasks, spec):
+    assert rc.array_spec(tasks) == spec
+    assert not tasks or rc.parse_array(spec, 1001)[0] == tasks
+
+
+@pytest.mark.parametrize("allowed, said", [
+    (4, "task 2: sbatch: error: Batch job submission failed: Job violates accounting/QOS policy"
+        " (job submit limit, user's size and/or time limits); tasks 0-1 are queued: submit the "
+        "rest with --array=2-3,7"),
+    (0, "task 0: sbatch: error: Batch job submission failed: Job violates accounting/QOS policy"
+        " (job submit limit, user's size and/or time limits); nothing is queued: submit the rest"
+        " with --array=0-3,7"),
+], ids=["half-way", "at the first task"])
+def test_a_sweep_refused_half_way_says_which_tasks_are_queued_and_how_to_submit_the_rest(
+        cluster, tmp_path, capsys, monkeypatch, allowed, said):
+    # Jobs of the user queued after submit looked at the limits: sbatch refuses.
+    cluster.update(jobs_allowed=allowed)
+    sweep, (status, out, err) = submit_sweep(cluster, tmp_path, capsys, monkeypatch,
+                                             "--array=0-3,7")
+    assert status == 2 and err.splitlines()[-1] == "resumable-chain: error: " + said, err
+    assert sorted(os.listdir(sweep) if os.path.exists(sweep) else []) == ["0", "1"][:allowed // 2]
