@@ -1,5 +1,4 @@
 """Issue 43 items 2-3: sweeps and chains under the job limits and rate limits of large sites."""
-import json
 import os
 import sys
 
