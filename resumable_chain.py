@@ -724,9 +724,9 @@ def submit_limits(assoc_text, qos_text, cluster, account=None, qos=None):
 def sweep_beyond_limit(tasks, limits, queued):
     """Why a sweep of ``tasks`` tasks cannot fit under its least job limit (``limits`` of
     submit_limits) beside the user's ``queued`` jobs, in a line; None if it fits."""
-    if not limits or tasks * JOBS_PER_TASK <= limits[0][0] - queued:
+    most, whose = limits[0] if limits else (None, None)
+    if most is None or tasks * JOBS_PER_TASK <= most - queued:
         return None
-    most, whose = limits[0]
     return ("%d tasks need up to %d jobs queued at once (%d per task: its link, the link's "
             "successor and the successor's guard), and your %s is %d with %d of your jobs "
             "queued: at most %d tasks fit" % (tasks, tasks * JOBS_PER_TASK, JOBS_PER_TASK, whose,
@@ -734,9 +734,8 @@ def sweep_beyond_limit(tasks, limits, queued):
 
 
 def job_limit_refusal(error):
-    """Whether Slurm's error text is sbatch refused by a job limit (ESLURM_ACCOUNTING_POLICY,
-    the same words from 22.05 to 26.05; size and time limits too, but a chain's later links ask
-    what its first job was granted): an outage until a job of the user ends."""
+    """Whether Slurm's error text is sbatch's refusal by a job limit (also by a size or time
+    limit, which a chain's first job passed): an outage until a job of the user ends."""
     return JOB_LIMIT_REFUSAL in (error or "")
 
 
@@ -2029,14 +2028,9 @@ def slurm_settings():
     return parse_config(run_slurm(["scontrol", "show", "config"]).stdout)
 
 
-def slurm_config(name):
-    """A value of ``scontrol show config`` (ClusterName, MaxArraySize), or None."""
-    return slurm_settings().get(name)
-
-
 def current_cluster():
     """The cluster this environment's Slurm commands reach (ClusterName), or None."""
-    return slurm_config("ClusterName")
+    return slurm_settings().get("ClusterName")
 
 
 def sacct_jobs(job_ids, timeout=None, cluster=None):
@@ -3121,7 +3115,8 @@ def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
             store.write_record(state._replace(successor_error=error))
         if not final:
             return False, (None, None, words + ("" if field == "job" else ", trying again"))
-        if job_limit_refusal(error) and requeue_self(environ):  # it frees no slot: holds one
+        if job_limit_refusal(error) and not slurm_error(  # no slot frees: it holds its own
+                ["scontrol", "requeue", environ.get("SLURM_JOB_ID", "")]):  # an idempotent step
             return True, (None, None, words + "; your job limit: this guard tries again once "
                           "Slurm has requeued it")
         if first:
@@ -3150,13 +3145,6 @@ def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
                                        int(time.time())), warnings)
     return True, (event, store.read_notify() if first else state.notify,
                   "; ".join([reason] + warnings))
-
-
-def requeue_self(environ):
-    """Requeue this guard, whose step is idempotent, to try again after Slurm's requeue delay:
-    whether Slurm did."""
-    job_id = environ.get("SLURM_JOB_ID")
-    return bool(job_id) and slurm_error(["scontrol", "requeue", job_id]) is None
 
 
 def _sbatch_replacement(store, state):
