@@ -1194,9 +1194,8 @@ def test_a_chain_whose_successor_the_job_limit_refused_is_continued_by_its_guard
     deadline = time.time() + CHAIN_TIMEOUT
     while True:  # the link times out, which frees its slot: its guard queues the next link
         status = json.loads(plain_user.cli("status", run_dir, "--json").stdout)
-        if status["verdict_word"] in ("finished", "broken"):
+        if status["verdict_word"] == "finished" or time.time() > deadline:
             break
-        assert time.time() < deadline, status["verdict"]
         time.sleep(5)
     links = [row for row in status["jobs"] if row["role"] == "link"]
     REPORT.append(("rce2e-job-limit", [(row["job"], row["state"], row["elapsed"])
@@ -1230,12 +1229,9 @@ def test_a_sweep_whose_links_time_out_together_finishes_under_rate_limiting(plai
     assert submitted.returncode == 0, submitted.stderr
     submit_seconds = time.time() - started
     deadline = time.time() + 2 * CHAIN_TIMEOUT
-    while True:
-        statuses = json.loads(plain_user.cli("status", sweep, "--json").stdout)
-        if not plain_user.queued() and all(s["verdict_word"] != "running" for s in statuses):
-            break
-        assert time.time() < deadline, [(s["task"], s["verdict"]) for s in statuses]
+    while plain_user.queued() and time.time() < deadline:  # root's squeue: not rate limited
         time.sleep(10)
+    statuses = json.loads(plain_user.cli("status", sweep, "--json").stdout)
     REPORT.append(("rce2e-rate-limited sweep of %d (submit %.0f s, all %.0f s)" % (
         RATE_TASKS, submit_seconds, time.time() - started), []))
     assert [(s["task"], s["verdict_word"]) for s in statuses] == [
