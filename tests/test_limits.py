@@ -42,6 +42,13 @@ def test_job_limits_are_read_from_real_sacctmgr_output(assoc, account, qos, expe
                             account, qos) == expected
 
 
+@pytest.mark.parametrize("release, cluster", [
+    ("22.05", "local"), ("24.11", "local2411"), ("26.05", "local2605")])
+def test_each_release_shows_the_association_limit_alike(release, cluster):
+    assert rc.submit_limits(recorded(release, "sacctmgr-assoc-limits"), recorded(
+        release, "sacctmgr-qos"), cluster) == [(6, "MaxSubmitJobs of association rclimit")]
+
+
 def test_another_clusters_association_does_not_limit_this_one():
     assert rc.submit_limits(recorded("22.05", "sacctmgr-assoc-limits"), "", "local2411") == []
 
