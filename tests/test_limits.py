@@ -227,3 +227,24 @@ def test_a_sweep_refused_half_way_says_which_tasks_are_queued_and_how_to_submit_
                                              "--array=0-3,7")
     assert status == 2 and err.splitlines()[-1] == "resumable-chain: error: " + said, err
     assert sorted(os.listdir(sweep) if os.path.exists(sweep) else []) == ["0", "1"][:allowed // 2]
+
+
+def test_a_link_refused_by_the_job_limit_works_and_its_guard_continues_the_chain_at_its_end(
+        cluster, tmp_path, capsys, monkeypatch):
+    # The e2e scenario on the fake: the limit is full while the first link runs (itself and its
+    # guard); its end frees its slot, which its guard takes for the next link.
+    script = tmp_path / "plain.sbatch"
+    script.write_text(SWEEP_SCRIPT)
+    run_dir = str(tmp_path / "r")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python", sys.executable,
+                   str(script))[0] == 0
+    cluster.update(jobs_allowed=2)
+    result = cluster.run_link(os.path.join(run_dir, "resumable-plain.sbatch"), "1000")
+    assert result.returncode == 0 and rc.JOB_LIMIT_REFUSAL in result.stderr, result.stderr
+    assert cluster.pending() == [] and result.stdout.strip() == "work"  # it worked all the same
+    status = rc.chain_status(run_dir)
+    assert status["verdict_word"] == "running", status["verdict"]  # its guard covers it
+    cluster.finish("1000", "TIMEOUT", 60)
+    result = cluster.run_guard("1000")
+    assert rc.CONTINUED_WITH + "1001" in result.stdout + result.stderr
+    assert cluster.pending() == ["1001"] and not cluster.job("1001")["held"]
