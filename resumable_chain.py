@@ -99,6 +99,9 @@ DEFAULT_LOOKUP_SECONDS = 60  # how long a missing predecessor is looked for
 LOOKUP_BACKOFF = (0.5, 1, 1.5, 2, 3, 4, 6, 8, 10, 12)  # pauses between sacct tries
 COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout override
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
+# sbatch's timeout: this many times a query's. A rate-limited client is not refused, it sleeps
+# 1 s, 2 s, 3 s... between tries: 180 s is 18 tries, not 10 (docs/performance.md)
+SBATCH_TIMEOUT_FACTOR = 3
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file: read by its tail
@@ -132,6 +135,8 @@ EXPORT_PREFIX = "RESUMABLE_CHAIN_"  # variables the prologue exports to the work
 NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is killed
 CHAIN_DEPTH = 3  # levels below a status PARENT searched for chains (runs/sweep/<task>)
 QUERY_CHUNK = 2000  # job IDs per sacct or squeue of a status (an argument of ~20 KiB)
+JOBS_PER_TASK = 3  # a sweep task's jobs queued at once: link, successor, successor's guard
+JOB_LIMIT_REFUSAL = "Job violates accounting/QOS policy"  # sbatch's words (slurm_errno.c)
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between a guard's tries of sbatch, then every 60 s
 SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # warned only if they trap it
 # bash catches these (with every signal that would kill it) only to run an EXIT trap, then dies
@@ -559,6 +564,18 @@ def parse_array(text, max_array_size):
     return sorted(tasks), int(digits) or None if throttle else None
 
 
+def array_spec(tasks):
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``: sorted task IDs as --array takes them."""
+    runs = []
+    for task in tasks:
+        if runs and runs[-1][1] == task - 1:
+            runs[-1][1] = task
+        else:
+            runs.append([task, task])
+    return ",".join(str(first) if first == last else "%d-%d" % (first, last)
+                    for first, last in runs)
+
+
 def first_line(text):
     lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
     return lines[0] if lines else "no output"
@@ -714,6 +731,48 @@ def parse_partition(text, name=None):
             return fields.get("PartitionName"), parse_duration(fields.get(
                 "DefaultTime", "")) or parse_duration(fields.get("MaxTime", ""))
     return None
+
+
+def parse_config(text):
+    """{name: value} of ``scontrol show config`` (``AccountingStorageEnforce = limits``)."""
+    pairs = (line.partition("=")[::2] for line in (text or "").splitlines())
+    return {key.strip(): value.strip() for key, value in pairs if value.strip()}
+
+
+def submit_limits(assoc_text, qos_text, cluster, account=None, qos=None):
+    """[(jobs, whose)]: the MaxSubmitJobs of the user's associations on ``cluster`` (only
+    ``account``'s if named; ``sacctmgr -n -P show assoc ... format=cluster,account,user,
+    maxsubmit,defaultqos``) and the MaxSubmitJobsPerUser of their QOS (``qos`` if named, else
+    each one's default, else normal; ``show qos format=name,maxsubmitpu``)."""
+    limits, names = [], {qos} if qos else set()
+    for fields in (line.split("|") for line in (assoc_text or "").splitlines()):
+        if len(fields) != 5 or fields[0] != cluster or account and fields[1] != account:
+            continue
+        if is_digits(fields[3], 9):
+            limits.append((int(fields[3]), "MaxSubmitJobs of association %s" % fields[1]))
+        names.add(qos or fields[4] or "normal")
+    for fields in (line.split("|") for line in (qos_text or "").splitlines()):
+        if len(fields) == 2 and fields[0] in names and is_digits(fields[1], 9):
+            limits.append((int(fields[1]), "MaxSubmitJobsPerUser of QOS %s" % fields[0]))
+    return sorted(limits)
+
+
+def sweep_beyond_limit(tasks, limits, queued):
+    """Why a sweep of ``tasks`` tasks cannot fit under its least job limit (``limits`` of
+    submit_limits) beside the user's ``queued`` jobs, in a line; None if it fits."""
+    most, whose = limits[0] if limits else (None, None)
+    if most is None or tasks * JOBS_PER_TASK <= most - queued:
+        return None
+    return ("%d tasks need up to %d jobs queued at once (%d per task: its link, the link's "
+            "successor and the successor's guard), and your %s is %d with %d of your jobs "
+            "queued: at most %d tasks fit" % (tasks, tasks * JOBS_PER_TASK, JOBS_PER_TASK, whose,
+                                              most, queued, max(most - queued, 0) // JOBS_PER_TASK))
+
+
+def job_limit_refusal(error):
+    """Whether Slurm's error text is sbatch's refusal by a job limit (also by a size or time
+    limit, which a chain's first job passed): an outage until a job of the user ends."""
+    return JOB_LIMIT_REFUSAL in (error or "")
 
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
@@ -2032,7 +2091,8 @@ def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False, name
     """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
     SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
     _checkpoint()
-    return run_command(argv, timeout or command_timeout(), slurm_environment(
+    return run_command(argv, timeout or command_timeout() * (
+        SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), slurm_environment(
         os.environ, submit, named), cwd, background)
 
 
@@ -2101,18 +2161,14 @@ def on_cluster(cluster):
     return ["-M", cluster] if cluster else []
 
 
-def slurm_config(name):
-    """A value of ``scontrol show config`` (ClusterName, MaxArraySize), or None."""
-    for line in run_slurm(["scontrol", "show", "config"]).stdout.splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == name:
-            return value.strip() or None
-    return None
+def slurm_settings():
+    """{name: value} of ``scontrol show config`` (empty if it does not answer)."""
+    return parse_config(run_slurm(["scontrol", "show", "config"]).stdout)
 
 
 def current_cluster():
     """The cluster this environment's Slurm commands reach (ClusterName), or None."""
-    return slurm_config("ClusterName")
+    return slurm_settings().get("ClusterName")
 
 
 def sacct_jobs(job_ids, timeout=None, cluster=None):
@@ -3248,6 +3304,10 @@ def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
             store.write_record(state._replace(successor_error=error))
         if not final:
             return False, (None, None, words + ("" if field == "job" else ", trying again"))
+        if job_limit_refusal(error) and not slurm_error(  # no slot frees: it holds its own
+                ["scontrol", "requeue", environ.get("SLURM_JOB_ID", "")]):  # an idempotent step
+            return True, (None, None, words + "; your job limit: this guard tries again once "
+                          "Slurm has requeued it")
         if first:
             return True, _first_job_lost(store, ended, words + ": submit again")
         return True, _guard_gives_up(store, state, words if field == "job" else "%s; its "
@@ -3946,6 +4006,9 @@ VERDICTS = {
     "sbatch failed": ("broken", "job {job} ended {state} and its successor could not be queued "
                       "({error})", "{resume} [sbatch options that fix it, e.g. -p PARTITION] "
                       "continues the chain", True),
+    "job limit": ("broken", "job {job} ended {state} and your job limit refused its successor "
+                  "({error})", "once a job of yours ends (squeue -u $USER), {resume} continues "
+                  "the chain", True),
     "no successor": ("broken", "job {job} ended {state} and no successor was queued",
                      "{resume} continues the chain", True),
     "guarded": ("waiting", "{broken}; its guard {guard} ({guard_state}) continues the chain",
@@ -4032,7 +4095,8 @@ def _idle(record, rows, unanswered, facts):
             return "successor cancelled", facts
         return "successor died", facts
     if record.successor_error and record.job == last["job"]:
-        return "sbatch failed", dict(facts, error=record.successor_error)
+        return "job limit" if job_limit_refusal(record.successor_error) else "sbatch failed", \
+            dict(facts, error=record.successor_error)
     return "no successor", facts
 
 
@@ -4339,7 +4403,8 @@ def sweep_options(run_dir, header, sbatch_args):
         return None, None
     name = option_value(given, "--job-name") or os.path.basename(os.path.abspath(run_dir))
     sbatch_args = without_options(sbatch_args, ("--array", "--job-name"))
-    size = slurm_config("MaxArraySize")
+    config = slurm_settings()
+    size = config.get("MaxArraySize")
     if not is_digits(size or "", 9):
         raise StateError("--array=%s: cannot read MaxArraySize (scontrol show config): nothing "
                          "submitted" % spec)
@@ -4348,7 +4413,28 @@ def sweep_options(run_dir, header, sbatch_args):
         raise ValueError("--array=%s: the throttle %%%d would not hold: each later link of a task "
                          "is a job of its own, which it does not count; use a QOS limit such as "
                          "MaxJobsPerUser, or no throttle" % (spec, throttle))
+    beyond = "limits" in config.get("AccountingStorageEnforce", "").split(",") and \
+        sweep_beyond_limit(len(tasks), *job_limits(config.get("ClusterName"), given))
+    if beyond:
+        raise StateError("--array=%s: %s; nothing submitted" % (spec, beyond))
     return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
+
+
+def job_limits(cluster, options):
+    """(submit_limits of this user for a job with ``options``, the user's jobs queued): what a
+    sweep may add. StateError if sacctmgr or squeue does not answer."""
+    user = uid_name(os.getuid())
+    answers = [run_slurm(argv) for argv in (
+        ["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
+         "format=cluster,account,user,maxsubmit,defaultqos"],
+        ["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"],
+        ["squeue", "-h", "-r", "-u", user, "-o", "%A"])]  # -r: each array task counts
+    failed = next((result for result in answers if result.returncode != 0), None)
+    if failed:
+        raise StateError("cannot read your job limits (%s): nothing submitted" % last_line(
+            failed.stderr))
+    return submit_limits(answers[0].stdout, answers[1].stdout, cluster, option_value(
+        options, "--account"), option_value(options, "--qos")), len(_rows(answers[2].stdout, 1))
 
 
 def _live_chain(run_dir, force):
@@ -5160,14 +5246,14 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=Non
             task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
         notes = list(filter(None, [time_limit_note(script, given, os.environ)]))
         options["before_queueing"] = lambda: [_log(notes.pop(0)) for _ in list(notes)]
-    for each in tasks or ():
+    for done, each in enumerate(tasks or ()):
         try:
             submit_command(os.path.join(run_dir, str(each)), task_args(each), script,
                            script_args, task=each, **options)
         except (StateError, ValueError) as error:
-            raise StateError("task %d: %s (%s)" % (each, error, "none of the tasks is submitted"
-                                                   if each == tasks[0] else
-                                                   "the tasks before it are submitted"))
+            raise StateError("task %d: %s; %s: submit the rest with --array=%s" % (
+                each, error, "tasks %s are queued" % array_spec(tasks[:done]) if done else
+                "nothing is queued", array_spec(tasks[done:])))
     if tasks:
         return 0
     result = submit_chain(run_dir, script, script_args, sbatch_args, task=task, **options)

@@ -15,7 +15,9 @@
 # database in the same MariaDB, the same munged.
 # Needs root on Debian/Ubuntu. Configured for fast tests: 16 CPUs declared on the node
 # (config_overrides) so chains run side by side, two partitions (debug tier 1, high tier 10,
-# preempt/partition_prio with PreemptMode=CANCEL), 1 s scheduling, KillWait=2, cred_expire=10.
+# preempt/partition_prio with PreemptMode=CANCEL), 1 s scheduling, KillWait=2, cred_expire=10;
+# with LOCAL_SLURM_SITE_POLICIES=1, job limits enforced and, on one release, RPC rate limiting
+# (the policies below the table).
 #   ci/local-slurm.sh table   the table's rows: release, cluster name, slurm.conf (the
 #                             real-cluster tests run only on a cluster named here, whose
 #                             slurm.conf is the one written here, with MARKER as its first line)
@@ -29,6 +31,15 @@ TABLE="
         24.11   slurm-24.11.7.tar.xz  /opt/slurm-24.11.7 /opt/slurm-24.11.7/etc /run/local-slurm-24.11 /var/log/slurm-24.11 /var/spool/slurm-24.11 local2411 8817,8818,8819 slurm_acct_db_2411
         26.05   slurm-26.05.3.tar.xz  /opt/slurm-26.05.3 /opt/slurm-26.05.3/etc /run/local-slurm-26.05 /var/log/slurm-26.05 /var/spool/slurm-26.05 local2605 7817,7818,7819 slurm_acct_db_2605"
 MARKER="# Written by ci/local-slurm.sh"  # slurm.conf's first line
+# Site policies the tests meet (issue 43): per-user job limits enforced on every release, with a
+# small MaxSubmitJobs for LIMIT_USER; RPC rate limiting (23.02+) on RATE_LIMITED_RELEASE for
+# every plain user (RATE_USER: no job limit). Root's tests meet neither: root has no limit, and
+# rate limiting exempts root and SlurmUser (slurmctld/rate_limit.c).
+# Only with LOCAL_SLURM_SITE_POLICIES=1 (.ci/run sets it): enforced associations refuse every user
+# sacctmgr does not know, so by default (the demo, a new user's trial) any local user may submit.
+LIMIT_USER=rclimit LIMIT_JOBS=6 RATE_USER=rcrate PLAIN_USER=rce2eplain
+RATE_LIMITED_RELEASE=26.05 RATE_LIMIT=rl_enable,rl_bucket_size=8,rl_refill_rate=1,rl_refill_period=1
+SITE_POLICIES=${LOCAL_SLURM_SITE_POLICIES:-0}
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 RELEASES=$(awk 'NF {printf "%s%s", sep, $1; sep = " "}' <<<"$TABLE")
@@ -146,6 +157,10 @@ PROLOG
         printf 'CgroupPlugin=disabled\n' > "$ETC/cgroup.conf"
         extra="TaskProlog=$ETC/task-prolog.sh"
     fi
+    if [ "$SITE_POLICIES" = 1 ]; then
+        extra+=$'\n'"AccountingStorageEnforce=associations,limits"
+        [ "$RELEASE" != "$RATE_LIMITED_RELEASE" ] || extra+=$'\n'"SlurmctldParameters=$RATE_LIMIT"
+    fi
     cat > "$CONF" <<CONF
 $MARKER: a single-node test cluster, Slurm $RELEASE.
 ClusterName=$CLUSTER
@@ -256,6 +271,19 @@ cancel_leftovers() {  # the jobs slurmctld recovered from an earlier run of this
     log "cancelled $(wc -w <<<"$jobs") jobs left from an earlier run"
 }
 
+add_policy_users() {  # the policy users, each with an account of its own (idempotent)
+    local user
+    for user in "$LIMIT_USER" "$RATE_USER" "$PLAIN_USER"; do  # PLAIN_USER: no limit, no rate
+        id -u "$user" >/dev/null 2>&1 || useradd -M -s /bin/sh "$user"
+        sacctmgr -i add account "$user" cluster="$CLUSTER" >/dev/null 2>&1 || true  # or there
+        sacctmgr -i add user "$user" account="$user" cluster="$CLUSTER" >/dev/null 2>&1 || true
+    done
+    sacctmgr -i modify user where name="$LIMIT_USER" cluster="$CLUSTER" \
+        set maxsubmitjobs="$LIMIT_JOBS" >/dev/null 2>&1 || true  # "Nothing modified" the 2nd time
+    sacctmgr -n -P show assoc where user="$LIMIT_USER" cluster="$CLUSTER" format=maxsubmit \
+        | grep -qx "$LIMIT_JOBS" || fail "$LIMIT_USER has no MaxSubmitJobs=$LIMIT_JOBS"
+}
+
 node_idle() { sinfo -h -n "$NODE" -o %T | grep -Eq '^(idle|mixed|allocated)'; }
 
 write_node_prolog() {
@@ -275,7 +303,10 @@ up() {
     if alive "$SHARED_RUN/munged.pid" && alive "$SHARED_RUN/mariadb.pid" && alive "$RUN/slurmdbd.pid" \
         && alive "$RUN/slurmctld.pid" && alive "$RUN/slurmd.pid" && node_idle \
         && sacct -n -X -j 1 >/dev/null 2>&1; then
-        [ "$(id -u)" -ne 0 ] || write_node_prolog  # read at every launch: no restart needed
+        if [ "$(id -u)" -eq 0 ]; then
+            write_node_prolog  # read at every launch: no restart needed
+            add_policy_users  # slurm.conf's policies themselves wait for a fresh start
+        fi
         log "already up"
         return 0
     fi
@@ -293,6 +324,7 @@ up() {
     start_mariadb
     start_slurmdbd
     start_slurmctld
+    add_policy_users
     [ "$fresh" -eq 0 ] || cancel_leftovers
     start_slurmd
     scontrol update nodename="$NODE" state=resume >/dev/null 2>&1 || true

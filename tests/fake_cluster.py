@@ -16,7 +16,7 @@ import resumable_chain  # noqa: E402
 
 FAKE = os.path.join(HERE, "fake_slurm.py")
 BASH = shutil.which("bash") or "/bin/bash"
-COMMANDS = ("sbatch", "sacct", "scontrol", "squeue", "scancel")
+COMMANDS = ("sbatch", "sacct", "scontrol", "squeue", "scancel", "sacctmgr")
 
 
 class FakeCluster(object):

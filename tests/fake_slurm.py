@@ -27,6 +27,9 @@ so tests can check what was run. Knobs a test may set on the cluster:
 * ``name``: the cluster's name (default ``local``); ``-M OTHER`` is refused as Slurm refuses a
   cluster its database does not know (sacct prints nothing);
 * ``partitions``: {name: {"DefaultTime": ..., "MaxTime": ...}}, the first the default one;
+* ``enforce`` (AccountingStorageEnforce), ``assoc_max_submit``, ``qos_max_submit``: the job
+  limits sbatch enforces and sacctmgr shows; ``jobs_allowed``: sbatch refuses past it whatever
+  the config says (jobs queued after submit looked); ``sacctmgr_down``;
 * ``hang``: {command: seconds} sleeps before answering; ``hang_after``: after acting, before
   it answers (sbatch's job is queued);
 * ``latency``: seconds every command sleeps before answering.
@@ -99,6 +102,9 @@ def sbatch(argv, cluster, now):
         error = cluster.get("sbatch_error")  # the links before that ID are queued
     if error:
         return 1, "", "sbatch: error: %s\n" % error
+    if len(live_jobs(cluster, os.geteuid())) >= min(submit_limits(cluster) or [float("inf")]):
+        return 1, "", ("sbatch: error: Batch job submission failed: Job violates accounting/QOS "
+                       "policy (job submit limit, user's size and/or time limits)\n")
     script_index = len(argv) if wrap is not None else next(
         (i for i, a in enumerate(argv) if not a.startswith("-") and os.path.isfile(a)), None)
     if script_index is None:  # as sbatch says when the script is gone
@@ -129,6 +135,36 @@ def sbatch(argv, cluster, now):
     if "--parsable" in argv:
         return 0, job_id + "\n", ""
     return 0, "Submitted batch job %s\n" % job_id, ""
+
+
+LIVE = ("PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING")
+
+
+def live_jobs(cluster, uid):
+    return [job_id for job_id, job in cluster["jobs"].items()
+            if job["state"].split()[0] in LIVE and job.get("uid", uid) == uid]
+
+
+def submit_limits(cluster):
+    """The limits sbatch enforces (with AccountingStorageEnforce=limits): MaxSubmitJobs of the
+    user's association and MaxSubmitJobsPerUser of QOS normal."""
+    limits = [cluster["jobs_allowed"]] if "jobs_allowed" in cluster else []  # whatever it says
+    if "limits" not in cluster.get("enforce", "none"):
+        return limits
+    return limits + [n for n in (cluster.get("assoc_max_submit"), cluster.get("qos_max_submit"))
+                     if n]
+
+
+def sacctmgr(argv, cluster, now):
+    """``show assoc where user=U format=cluster,account,user,maxsubmit,defaultqos`` and ``show
+    qos format=name,maxsubmitpu``, as 22.05 prints them (tests/slurm_outputs/22.05)."""
+    if cluster.get("sacctmgr_down"):
+        return 1, "", ("sacctmgr: error: Problem talking to the database: Connection refused\n")
+    if "qos" in argv[3:4]:
+        return 0, "normal|%s\n" % (cluster.get("qos_max_submit") or ""), ""
+    user = next(word.split("=", 1)[1] for word in argv if word.startswith("user="))
+    return 0, "%s|acct|%s|%s|\n" % (cluster.get("name", "local"), user,
+                                   cluster.get("assoc_max_submit") or ""), ""
 
 
 def sacct(argv, cluster, now):
@@ -196,6 +232,13 @@ def scontrol(argv, cluster, now):
             return 1, "", "scontrol: error: Invalid job id specified\n"
         job["held"] = False
         return 0, "", ""
+    if argv and argv[0] == "requeue":  # a batch job of the caller's: pending again, same ID
+        job = cluster["jobs"].get(argv[1])
+        if not job:
+            return 1, "", "scontrol: error: Invalid job id specified\n"
+        job.setdefault("runs", []).append(dict(job, state="REQUEUED", runs=[]))
+        job.update(state="PENDING", reason="BeginTime")
+        return 0, "", ""
     if argv and argv[0] == "update":
         spec = dict(item.split("=", 1) for item in argv[1:] if "=" in item)
         job = cluster["jobs"].get(spec.get("JobId") or spec.get("jobid"))
@@ -214,8 +257,10 @@ def scontrol(argv, cluster, now):
         return 0, "".join(PARTITION_LINE % dict(limits, name=name, default=(
             "YES" if index == 0 else "NO")) for index, (name, limits) in enumerate(shown)), ""
     if argv[:2] == ["show", "config"]:
-        return 0, ("Configuration data as of 2026-11-30T00:00:00\nClusterName             = %s\n"
-                   "MaxArraySize            = %d\n" % (cluster.get("name", "local"),
+        return 0, ("Configuration data as of 2026-11-30T00:00:00\n"
+                   "AccountingStorageEnforce = %s\nClusterName             = %s\n"
+                   "MaxArraySize            = %d\n" % (cluster.get("enforce", "none"),
+                                                        cluster.get("name", "local"),
                                                         cluster.get("max_array_size", 1001))), ""
     job_id = argv[-1]
     job = cluster["jobs"].get(job_id)
@@ -318,7 +363,8 @@ def scancel(argv, cluster, now):
     return (1, "", "".join(error + "\n" for error in errors)) if errors else (0, "", "")
 
 
-COMMANDS = {"sbatch": sbatch, "sacct": sacct, "scontrol": scontrol, "squeue": squeue, "scancel": scancel}
+COMMANDS = {"sbatch": sbatch, "sacct": sacct, "scontrol": scontrol, "squeue": squeue, "scancel": scancel,
+            "sacctmgr": sacctmgr}
 
 
 def other_cluster(command, argv, cluster):

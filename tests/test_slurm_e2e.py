@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -1195,7 +1196,7 @@ def test_every_link_sees_the_directory_submit_ran_in_as_slurm_submit_dir(root):
     assert [line[1:] for line in work] == [[project, run_dir]] * 2  # the job works in DIR
 
 
-def plain_user(name="rce2eplain"):
+def unprivileged_user(name="rce2eplain"):
     """A local user without privileges (root creates it), or None when this is not root."""
     if os.geteuid() != 0 or not shutil.which("useradd"):
         return None
@@ -1209,7 +1210,7 @@ def test_a_submit_whose_sbatch_times_out_after_queueing_leaves_no_job_as_a_plain
     # unmentioned for a plain user); --wait is refused now, and a hung sbatch stands in for it
     import pwd
     import tempfile
-    user, top = plain_user(), tempfile.mkdtemp(prefix="rce2e-plain-")
+    user, top = unprivileged_user(), tempfile.mkdtemp(prefix="rce2e-plain-")
     wrappers = os.path.join(top, "bin")
     os.makedirs(wrappers)
     with open(os.path.join(wrappers, "sbatch"), "w") as handle:  # queues, then answers late
@@ -1241,3 +1242,155 @@ def test_a_submit_whose_sbatch_times_out_after_queueing_leaves_no_job_as_a_plain
     assert run(["squeue", "-h", "-j", created[0], "-t", "PENDING"], check=False).stdout == ""
     assert not os.path.exists(os.path.join(top, "rce2e-timeout-" + TAG))
     shutil.rmtree(top)
+
+
+# --------------------------------------------------------------------------- site limits (issue 43)
+# ci/local-slurm.sh's policy users: LIMIT_USER has MaxSubmitJobs=6 where job limits are enforced;
+# RATE_USER is rate limited where SlurmctldParameters has rl_enable (26.05). Root meets neither.
+LIMIT_USER, LIMIT_JOBS, RATE_USER = "rclimit", 6, "rcrate"
+PLAIN_PYTHON = "/usr/bin/python3"  # the system's: a plain user cannot reach root's pyenv
+# Every first link on the local node's 16 CPUs at once, so that they time out together (the
+# issue's 30 would run in two waves there, and double the test's minutes): 60 RPCs in a herd.
+RATE_TASKS = 15
+
+
+def policy_problem(user, rate_limited=False):
+    """Why this cluster lacks the site policy a test needs, or None."""
+    config = rc.parse_config(run(["scontrol", "show", "config"], check=False).stdout)
+    enforced = config.get("AccountingStorageEnforce", "none")
+    if "limits" not in enforced.split(","):
+        return "job limits are not enforced here (AccountingStorageEnforce=%s)" % enforced
+    if rate_limited and "rl_enable" not in config.get("SlurmctldParameters", ""):
+        return "no RPC rate limiting here (ci/local-slurm.sh sets rl_enable on 26.05 only)"
+    if not os.access(PLAIN_PYTHON, os.X_OK) or os.geteuid() != 0:
+        return "needs root and %s to act as %s" % (PLAIN_PYTHON, user)
+    limit = run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
+                 "format=maxsubmit"], check=False).stdout.split()
+    if not limit or user == LIMIT_USER and limit != [str(LIMIT_JOBS)]:
+        return "%s has no association%s (ci/local-slurm.sh up adds it)" % (
+            user, " with MaxSubmitJobs=%d" % LIMIT_JOBS if user == LIMIT_USER else "")
+    return None
+
+
+class PlainUser(object):
+    """A directory of ``user``'s with a copy of the module, and commands run as ``user``."""
+
+    def __init__(self, user):
+        import pwd
+        self.user, uid = user, pwd.getpwnam(user).pw_uid
+        self.top = tempfile.mkdtemp(prefix="rce2e-%s-" % user, dir="/tmp")
+        shutil.copy(os.path.join(ROOT, "resumable_chain.py"), self.top)
+        for path in (self.top, os.path.join(self.top, "resumable_chain.py")):
+            os.chown(path, uid, -1)
+            os.chmod(path, 0o755)
+
+    def run(self, *argv, **kwargs):
+        return run(["runuser", "-u", self.user, "--"] + list(argv), cwd=self.top, **kwargs)
+
+    def cli(self, *argv):
+        return self.run(PLAIN_PYTHON, os.path.join(self.top, "resumable_chain.py"), *argv,
+                        check=False)
+
+    def script(self, name, text):
+        path = os.path.join(self.top, name)
+        with open(path, "w") as handle:
+            handle.write(text)
+        os.chown(path, os.stat(self.top).st_uid, -1)
+        return path
+
+    def queued(self):
+        return run(["squeue", "-h", "-r", "-u", self.user, "-o", "%A"]).stdout.split()
+
+
+@pytest.fixture
+def plain_user(request):
+    """As the policy user the test names (its first parametrization), its jobs cancelled after."""
+    user, rate_limited = request.param
+    problem = policy_problem(user, rate_limited)
+    if problem:
+        pytest.skip("%s: site-limit test skipped" % problem)
+    plain = PlainUser(user)
+    assert plain.queued() == [], "%s has jobs queued: scancel -u %s" % (user, user)
+    yield plain
+    run(["scancel", "-u", user], check=False)
+
+
+@pytest.mark.parametrize("plain_user", [(LIMIT_USER, False)], indirect=True)
+def test_a_sweep_beyond_max_submit_jobs_is_refused_before_anything_is_queued(plain_user):
+    script = plain_user.script("w.sh", "#!/bin/bash\n#SBATCH --time=1\ntrue\n")
+    sweep = os.path.join(plain_user.top, "runs")
+    result = plain_user.cli("submit", sweep, "--array=0-2", "--python", PLAIN_PYTHON, script)
+    # 3 tasks need 9 jobs at their peak: MaxSubmitJobs 6 holds 2
+    assert result.returncode == 2 and "at most 2 tasks fit" in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and not os.path.exists(sweep)
+    assert plain_user.queued() == []
+
+
+LIMITED_SCRIPT = """#!/bin/bash
+#SBATCH --time=1
+#SBATCH -c 1
+#SBATCH --output={top}/slurm-%j.out
+if [ -e {top}/worked ]; then exit 0; fi  # the second link completes
+touch {top}/worked
+sleep 600  # the first link reaches its time limit
+"""
+
+
+@pytest.mark.parametrize("plain_user", [(LIMIT_USER, False)], indirect=True)
+def test_a_chain_whose_successor_the_job_limit_refused_is_continued_by_its_guard(plain_user):
+    top = plain_user.top
+    script = plain_user.script("w.sh", LIMITED_SCRIPT.format(top=top))
+    run_dir = os.path.join(top, "run")
+    submitted = plain_user.cli("submit", run_dir, "--hold", "--python", PLAIN_PYTHON, script)
+    first = submitted.stdout.strip()
+    assert submitted.returncode == 0 and len(plain_user.queued()) == 2, submitted.stderr
+    for _ in range(LIMIT_JOBS - 2):  # the limit is full: the first link's sbatch is refused
+        plain_user.run("sbatch", "--hold", "-J", "rce2e-filler-%s" % TAG, "-o", "/dev/null",
+                       "--wrap", "true")
+    assert len(plain_user.queued()) == LIMIT_JOBS
+    plain_user.run("scontrol", "release", first)
+    deadline = time.time() + CHAIN_TIMEOUT
+    while True:  # the link times out, which frees its slot: its guard queues the next link
+        status = json.loads(plain_user.cli("status", run_dir, "--json").stdout)
+        if status["verdict_word"] == "finished" or time.time() > deadline:
+            break
+        time.sleep(5)
+    links = [row for row in status["jobs"] if row["role"] == "link"]
+    REPORT.append(("rce2e-job-limit", [(row["job"], row["state"], row["elapsed"])
+                                       for row in status["jobs"]]))
+    assert status["verdict_word"] == "finished", status["verdict"]
+    assert [row["state"] for row in links] == ["TIMEOUT", "COMPLETED"], status["jobs"]
+    with open(os.path.join(top, "slurm-%s.out" % first)) as handle:
+        assert rc.JOB_LIMIT_REFUSAL in handle.read()  # the first link's successor was refused
+    with open(os.path.join(run_dir, rc.GUARD_LOG)) as handle:
+        assert rc.CONTINUED_WITH + links[1]["job"] in handle.read()
+
+
+RATE_SCRIPT = """#!/bin/bash
+#SBATCH --time=1
+#SBATCH -c 1
+#SBATCH --output={top}/slurm-%j.out
+if [ -e {top}/worked.$SLURM_ARRAY_TASK_ID ]; then exit 0; fi
+touch {top}/worked.$SLURM_ARRAY_TASK_ID
+sleep 600  # every task's first link reaches its time limit with the others of its wave
+"""
+
+
+@pytest.mark.parametrize("plain_user", [(RATE_USER, True)], indirect=True)
+def test_a_sweep_whose_links_time_out_together_finishes_under_rate_limiting(plain_user):
+    top = plain_user.top
+    script = plain_user.script("w.sh", RATE_SCRIPT.format(top=top))
+    sweep = os.path.join(top, "runs")
+    started = time.time()
+    submitted = plain_user.cli("submit", sweep, "--array=0-%d" % (RATE_TASKS - 1), "--python",
+                               PLAIN_PYTHON, script)
+    assert submitted.returncode == 0, submitted.stderr
+    submit_seconds = time.time() - started
+    deadline = time.time() + 2 * CHAIN_TIMEOUT
+    while plain_user.queued() and time.time() < deadline:  # root's squeue: not rate limited
+        time.sleep(10)
+    statuses = json.loads(plain_user.cli("status", sweep, "--json").stdout)
+    REPORT.append(("rce2e-rate-limited sweep of %d (submit %.0f s, all %.0f s)" % (
+        RATE_TASKS, submit_seconds, time.time() - started), []))
+    assert [(s["task"], s["verdict_word"]) for s in statuses] == [
+        (task, "finished") for task in range(RATE_TASKS)], [s["verdict"] for s in statuses]
