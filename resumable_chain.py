@@ -5251,9 +5251,9 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=Non
             submit_command(os.path.join(run_dir, str(each)), task_args(each), script,
                            script_args, task=each, **options)
         except (StateError, ValueError) as error:
-            raise StateError("task %d: %s; %s: submit the rest with --array=%s" % (
-                each, error, "tasks %s are queued" % array_spec(tasks[:done]) if done else
-                "nothing is queued", array_spec(tasks[done:])))
+            queued = ("task %s is" if done == 1 else "tasks %s are") % array_spec(tasks[:done])
+            raise StateError("task %d: %s; %s queued: submit the rest with --array=%s" % (
+                each, error, queued if done else "nothing is", array_spec(tasks[done:])))
     if tasks:
         return 0
     result = submit_chain(run_dir, script, script_args, sbatch_args, task=task, **options)

@@ -396,14 +396,15 @@ def test_a_sweep_whose_log_directory_is_missing_is_refused_before_anything_is_qu
 
 
 @pytest.mark.parametrize("failing, words", [
-    (1, "task 0: sbatch: error: Batch job submission failed: Invalid partition name specified "
-        "(none of the tasks is submitted)"),
-    (2, "task 2: sbatch: error: Batch job submission failed: Invalid partition name specified "
-        "(the tasks before it are submitted)"),
+    (1, "task 0: sbatch: error: Batch job submission failed: Invalid partition name specified; "
+        "nothing is queued: submit the rest with --array=0,2,5"),
+    (2, "task 2: sbatch: error: Batch job submission failed: Invalid partition name specified; "
+        "task 0 is queued: submit the rest with --array=2,5"),
 ], ids=["the first task's sbatch fails", "a later task's sbatch fails"])
 def test_a_sweep_whose_sbatch_fails_says_which_tasks_were_submitted(
         cluster, tmp_path, capsys, monkeypatch, failing, words):
-    # issue 40, trial on 24.11: a refused task 0 said "the tasks before it are submitted"
+    # issue 40, trial on 24.11: a refused task 0 said "the tasks before it are submitted";
+    # issue 43: which tasks are queued, and the --array= that submits the rest
     cluster.update(sbatch_link_error="Batch job submission failed: Invalid partition name "
                    "specified", sbatch_link_error_from=1000 + failing - 1)  # task 2's: job 1001
     status, _, err = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=0,2,5")[1]
