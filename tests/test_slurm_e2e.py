@@ -1237,7 +1237,8 @@ def test_a_submit_whose_sbatch_times_out_after_queueing_leaves_no_job_as_a_plain
     assert refused.returncode == 2 and "wait for the job to end" in refused.stderr, refused.stderr
     result = submit()
     created = re.findall(r"the held job (\d+) it created anyway was cancelled", result.stderr)
-    assert result.returncode == 2 and "sbatch timed out after 5 s" in result.stderr, result.stderr
+    assert result.returncode == 2 and "sbatch timed out after %d s" % (
+        5 * rc.SBATCH_TIMEOUT_FACTOR) in result.stderr, result.stderr
     assert created, result.stderr
     assert run(["squeue", "-h", "-j", created[0], "-t", "PENDING"], check=False).stdout == ""
     assert not os.path.exists(os.path.join(top, "rce2e-timeout-" + TAG))
