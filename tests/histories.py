@@ -572,6 +572,8 @@ class History(object):
         names, weights = zip(*ENDS)
         end = self.rng.choices(names, weights)[0]
         elapsed = limit if end == "TIMEOUT" else self.rng.randint(1, limit)
+        if end == "exit 75":  # a work that saved progress: sooner is a loop, a counted retry
+            elapsed = max(elapsed, min(rc.NO_PROGRESS_SECONDS, limit))
         if self.fault("requeue of the running link"):  # Requeue=1 first: links turn it off
             self.progress += elapsed
             self.now += elapsed
