@@ -3873,8 +3873,9 @@ def _show_other_jobs(status, plan, known):
     ran = [what for guard, _, what in plan.guards if guard == record.guard]
     shown = dict((row["job"], row) for row in rows)
     for job_id, (role, note) in plan.others.items():
-        if job_id in shown:  # a link or successor that a guard queued: say so
-            shown[job_id].update(role=role, note="; ".join(
+        if job_id in shown:  # a link or successor that a guard queued: say so (a link stays one)
+            shown[job_id].update(role=shown[job_id]["role"] if shown[job_id]["role"] == "link"
+                                 else role, note="; ".join(
                 words for words in (note, shown[job_id]["note"]) if words))
             continue
         job = known.get(job_id) or Job(job_id, "UNKNOWN", 0)

@@ -248,3 +248,9 @@ def test_a_link_refused_by_the_job_limit_works_and_its_guard_continues_the_chain
     result = cluster.run_guard("1000")
     assert rc.CONTINUED_WITH + "1001" in result.stdout + result.stderr
     assert cluster.pending() == ["1001"] and not cluster.job("1001")["held"]
+    result = cluster.run_link(os.path.join(run_dir, "resumable-plain.sbatch"), "1001",
+                              predecessor="1000", RESUMABLE_CHAIN_NAMED="1")
+    assert result.returncode == 0, result.stderr
+    cluster.finish("1001", "COMPLETED", 5)
+    roles = dict((row["job"], row["role"]) for row in rc.chain_status(run_dir)["jobs"])
+    assert (roles["1000"], roles["1001"]) == ("link", "link"), roles  # queued by a guard, ran
