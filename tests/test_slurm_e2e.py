@@ -1265,9 +1265,9 @@ def policy_problem(user, rate_limited=False):
         return "no RPC rate limiting here (ci/local-slurm.sh sets rl_enable on 26.05 only)"
     if not os.access(PLAIN_PYTHON, os.X_OK) or os.geteuid() != 0:
         return "needs root and %s to act as %s" % (PLAIN_PYTHON, user)
-    limit = run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
-                 "format=maxsubmit"], check=False).stdout.split()
-    if not limit or user == LIMIT_USER and limit != [str(LIMIT_JOBS)]:
+    rows = run(["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
+                "format=user,maxsubmit"], check=False).stdout.split()  # "rcrate|": no limit
+    if not rows or user == LIMIT_USER and rows != ["%s|%d" % (user, LIMIT_JOBS)]:
         return "%s has no association%s (ci/local-slurm.sh up adds it)" % (
             user, " with MaxSubmitJobs=%d" % LIMIT_JOBS if user == LIMIT_USER else "")
     return None
@@ -1377,6 +1377,8 @@ sleep 600  # every task's first link reaches its time limit with the others of i
 """
 
 
+@pytest.mark.skipif(os.environ.get("RESUMABLE_CHAIN_RATE_SWEEP") != "1", reason="the rate-limited "
+                    "sweep (about 5 minutes on 26.05) runs with RESUMABLE_CHAIN_RATE_SWEEP=1")
 @pytest.mark.parametrize("plain_user", [(RATE_USER, True)], indirect=True)
 def test_a_sweep_whose_links_time_out_together_finishes_under_rate_limiting(plain_user):
     top = plain_user.top
