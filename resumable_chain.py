@@ -143,6 +143,7 @@ SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # warned only 
 EXIT_TRAP_MARKS = (signal.SIGXFSZ, signal.SIGVTALRM, signal.SIGSYS)
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_TRIES_SECONDS = 240  # how long a guard keeps looking and trying sbatch
+GUARD_REQUEUES = 30  # a guard your job limit refuses requeues itself (some 4 h), then gives up
 # A guard's time limit: its tries, a last look's wait for a lagging view and the lock's wait, so
 # that the limit never kills a guard between its sbatch and its journal entry.
 GUARD_MINUTES = 10
@@ -3100,60 +3101,113 @@ def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic
         sleep(delay)
 
 
+# The guard's situations, chosen from the journal (_guard_situation) and then from how JOB
+# ended (_guard_ending), and what it does in each: (whether this look is its last: True,
+# False, or "trusted": once its view is old enough to be current; its words, str.format of
+# the facts), or (None, what a function of _guard_once's table does). What a newer view could
+# not undo is acted on at once; the rest waits for a trusted view, as each function says.
+GUARD_SITUATIONS = {
+    "chain cancelled": ("trusted", "nothing to guard: the chain was cancelled{lag}"),
+    "not named": ("trusted", "nothing to guard: the chain does not name job {job}{lag}"),
+    "went on": (True, "nothing to guard: the chain went on past job {job}"),
+    "orphan": (None, "queue the guard of the link it went on to (no successor, no guard)"),
+    "queued": (True, "nothing to guard: job {job} ran its prologue and queued job {successor}"),
+    "decided": (True, "nothing to guard: job {job} ran its prologue and decided {action}"),
+    "uncovered": (None, "be the guard of its successor, which has none"),
+    "ended": (None, "ask how job {job} ended (_guard_ending)"),
+    "lost": (None, "neither the controller nor accounting knows it: give up at the last look"),
+    "not ended": (True, "job {job} is {state}: its own prologue goes on"),
+    "first job not ended": (True, "job {job} is {state}: nothing to do"),
+    "cancelled unstarted": (None, "journal why the chain stops or finished"),
+    "view lags": (False, "job {job} ended {state}; looking again before acting (the run "
+                  "directory's view may lag)"),
+    "ran": (None, "replace the successor it did not queue"),
+    "died": (None, "replace it (the first job, a successor, a link resume queued)"),
+}
+# One look of the guard at its job (``state``: the journal's record, or submit's for the first).
+GuardLook = collections.namedtuple("GuardLook", "store state job_id job environ final trusted")
+
+
 def _guard_once(store, job_id, environ, final, after=None, looked=0):
     """One look of the guard under the lock, ``looked`` seconds after its first: (whether it is
-    over, (event, command, words)). What a newer view could not undo (JOB queued its successor,
-    the chain went on past it, JOB was cancelled before it started) is acted on at once; the
-    rest, on a view old enough to be current (``view_wait``), or at the guard's last look
-    (the helpers get both as ``looks``: final, trusted)."""
+    over, (event, command, words)) as its row of GUARD_SITUATIONS says. Its view is trusted once
+    old enough to be current (``view_wait``), or at its last look (``final``)."""
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
     trusted = final or looked >= view_wait(store.directory)
-    lag = "" if trusted else "; looking again (the run directory's view may lag)"
     with store.locked():
         snapshot = wait_for_view(store, store.snapshot(), after, [])  # the journal of ``after``
-        record = snapshot.record
-        if snapshot.cancelled:  # resumable-chain cancel: nothing continues the chain
-            return trusted, (None, None, "nothing to guard: the chain was cancelled" + lag)
-        submitted = store.read_submitted() if record is None else None
-        if submitted and submitted.get("first_job") == job_id:
-            return _guard_first_job(store, submitted, ended_job(job_id), environ, final, trusted)
-        if record is not None and record.predecessor == job_id:
-            if record.action in WORK_ACTIONS and not (record.successor or record.guarded_by):
-                return _guard_adopts(store, record, environ, (final, trusted))
-            return True, (None, None, "nothing to guard: the chain went on past job %s" % job_id)
-        if record is None or job_id not in (record.job, record.successor):
-            return trusted, (None, None, "nothing to guard: the chain does not name job %s%s"
-                             % (job_id, lag))
-        if record.job == job_id and (record.successor or record.action not in WORK_ACTIONS):
-            if record.action in WORK_ACTIONS and not record.guard:  # its successor has none
-                return _guard_covers(store, record, environ, (final, trusted))
-            return True, (None, None, "nothing to guard: job %s ran its prologue and %s" % (
-                job_id, "queued job %s" % record.successor if record.successor
-                else "decided %s" % record.action))
-        job = ended_job(job_id)
-        if job is None:
-            words = "cannot tell how job %s ended: neither the controller nor accounting " \
-                "knows it" % job_id
-            return final, _guard_gives_up(store, record, words) if final else (None, None, words)
-        if not is_final(job.state):
-            return True, (None, None, "job %s is %s: its own prologue goes on" % (
-                job_id, job.state))
-        return _guard_ended(store, snapshot, job, environ, (final, trusted))
+        record, job = snapshot.record, None
+        submitted = store.read_submitted() if record is None and not snapshot.cancelled else None
+        situation = _guard_situation(snapshot, submitted, job_id)
+        if situation == "ended":
+            job = ended_job(job_id)
+            situation = _guard_ending(snapshot, job, trusted)
+        over, words = GUARD_SITUATIONS[situation]
+        if over is None:
+            act = {"orphan": _guard_adopts, "uncovered": _guard_covers, "lost": _guard_lost,
+                   "cancelled unstarted": _guard_cancelled, "ran": _guard_ran,
+                   "died": _guard_died}[situation]
+            return act(GuardLook(store, record or submitted, job_id, job, environ, final,
+                                 trusted))
+    lag = "" if trusted else "; looking again (the run directory's view may lag)"
+    return trusted if over == "trusted" else over, (None, None, words.format(
+        job=job_id, lag=lag, state=job and job.state, successor=record and record.successor,
+        action=record and record.action))
 
 
-def _guard_adopts(store, record, environ, looks):
+def _guard_situation(snapshot, submitted, job_id):
+    """The guard's situation (GUARD_SITUATIONS) from the journal; pure."""
+    record = snapshot.record
+    if snapshot.cancelled:  # resumable-chain cancel: nothing continues the chain
+        return "chain cancelled"
+    if submitted and submitted.get("first_job") == job_id:
+        return "ended"
+    if record is not None and record.predecessor == job_id:
+        working = record.action in WORK_ACTIONS
+        return "orphan" if working and not (record.successor or record.guarded_by) else "went on"
+    if record is None or job_id not in (record.job, record.successor):
+        return "not named"
+    if record.job == job_id and record.action not in WORK_ACTIONS:
+        return "decided"
+    if record.job == job_id and record.successor:
+        return "queued" if record.guard else "uncovered"
+    return "ended"
+
+
+def _guard_ending(snapshot, job, trusted):
+    """The guard's situation once the chain waits on its job, which ended as ``job`` says (None:
+    nobody knows); the first job's when the journal is empty. Pure."""
+    record = snapshot.record
+    if job is None:
+        return "lost"
+    unstarted = base_state(job.state) == "CANCELLED" and job.nodes is None
+    if record is None:  # the chain's first job
+        return "first job not ended" if not is_final(job.state) or unstarted else \
+            "died" if trusted else "view lags"
+    if not is_final(job.state):
+        return "not ended"
+    resumed = record.job == job.job_id and record.source == "resume" and \
+        snapshot.last_job != job.job_id  # a link resume queued that never ran its prologue
+    if unstarted and (resumed or record.successor == job.job_id):  # nothing newer can exist
+        return "cancelled unstarted"
+    if not trusted:
+        return "view lags"
+    return "ran" if record.job == job.job_id and not resumed else "died"
+
+
+def _guard_adopts(look):
     """The chain went on past the guard's job to a link with neither a successor nor a guard
     (both sbatch failed in its prologue): queue that link's guard, trying again within this
     guard's minutes; once that link has ended, act as its guard would."""
-    final, trusted = looks
-    if not trusted:
+    store, record, final = look.store, look.state, look.final
+    if not look.trusted:
         return False, (None, None, "the chain went on to job %s, which shows no successor and "
                        "no guard; looking again (the view may lag)" % record.job)
     orphan = ended_job(record.job)
     if orphan is not None and is_final(orphan.state):  # no guard can come now: be it
-        return _guard_ran(store, record, orphan, environ, final)
+        return _guard_ran(look._replace(job=orphan))
     guard, error = queue_guard(record.job, store.directory, (record.next or {}).get(
-        "job_name"), environ, again=True)
+        "job_name"), look.environ, again=True)
     words = "the chain went on to job %s, which had neither a successor nor a guard" % record.job
     if guard:
         store.write_record(record._replace(guarded_by=guard))
@@ -3162,44 +3216,16 @@ def _guard_adopts(store, record, environ, looks):
         words, error, "; it keeps trying while it runs" if final else ", trying again"))
 
 
-def _guard_ended(store, snapshot, job, environ, looks):
-    """The guard's decision once the journal names its job, which ended."""
-    (final, trusted), record = looks, snapshot.record
-    resumed = record.job == job.job_id and record.source == "resume" and \
-        snapshot.last_job != job.job_id  # a link resume queued that never ran its prologue
-    if base_state(job.state) == "CANCELLED" and job.nodes is None and (  # it never ran
-            resumed or record.successor == job.job_id):  # nothing newer can exist
-        return _guard_cancelled(store, record, job, resumed)
-    if not trusted:
-        return False, (None, None, "job %s ended %s; looking again before acting (the run "
-                       "directory's view may lag)" % (job.job_id, job.state))
-    if resumed:
-        return _guard_died(store, record, job, environ, final, field="job")
-    if record.job == job.job_id:
-        return _guard_ran(store, record, job, environ, final)
-    return _guard_died(store, record, job, environ, final)
-
-
-def _guard_first_job(store, submitted, job, environ, final, trusted):
-    """The chain's first job, which ``submit`` queued, ended before its prologue: unless it was
-    cancelled before it started, replace it as a successor that died is (_guard_died)."""
-    if job is None:
-        words = "cannot tell how job %s, the chain's first job, ended: neither the controller " \
-            "nor accounting knows it" % submitted["first_job"]
-        return final, _first_job_lost(store, submitted["first_job"], words + "; submit again") \
-            if final else (None, None, words)
-    if not is_final(job.state) or base_state(job.state) == "CANCELLED" and job.nodes is None:
-        return True, (None, None, "job %s is %s: nothing to do" % (job.job_id, job.state))
-    died = "job %s, the chain's first job, died before its prologue (%s)" % (
-        job.job_id, "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
-    if not trusted:  # or a lagging view hides its journal: look again later
-        return False, (None, None, "%s, or the view lags: looking again" % died)
-    dead = submitted.get("dead_first_jobs", 0) + 1
-    if dead > (submitted.get("max_retries") or 0) + 1:
-        return True, _first_job_lost(store, job.job_id, "%s: %d first jobs in a row died: not "
-                                     "replaced; submit again" % (died, dead))
-    return _guard_heals(store, submitted, "first_job", died, environ, final, dead=dead,
-                        ended=job.job_id)
+def _guard_lost(look):
+    """Neither the controller nor accounting knows how the guard's job ended: the chain needs a
+    person, said at the guard's last look."""
+    first = isinstance(look.state, dict)
+    words = "cannot tell how job %s%s ended: neither the controller nor accounting knows it" % (
+        look.job_id, ", the chain's first job," if first else "")
+    if not look.final:
+        return False, (None, None, words)
+    return True, _first_job_lost(look.store, look.job_id, words + "; submit again") if first \
+        else _guard_gives_up(look.store, look.state, words)
 
 
 def _first_job_lost(store, job_id, reason):
@@ -3208,18 +3234,18 @@ def _first_job_lost(store, job_id, reason):
     return event, store.read_notify(), reason
 
 
-def _guard_covers(store, record, environ, looks):
+def _guard_covers(look):
     """The guarded link queued its successor but ended before the successor had a guard: be
     that guard (a successor that died already is replaced now)."""
-    final, trusted = looks
+    store, record, final = look.store, look.state, look.final
     words = "job %s ended before its successor %s had a guard" % (record.job, record.successor)
-    if not trusted:
+    if not look.trusted:
         return False, (None, None, "%s; looking again before acting (the run directory's view "
                        "may lag)" % words)
     successor = ended_job(record.successor)
     if successor is not None and is_final(successor.state):
-        return _guard_died(store, record, successor, environ, final)
-    covered = swap_guard(record, store.directory, environ, [], again=True)
+        return _guard_died(look._replace(job=successor))
+    covered = swap_guard(record, store.directory, look.environ, [], again=True)
     if covered.guard or final:
         store.write_record(covered)
     if covered.guard:
@@ -3231,37 +3257,46 @@ def _guard_covers(store, record, environ, looks):
         words, covered.guard_error))
 
 
-def _guard_ran(store, record, job, environ, final):
+def _guard_ran(look):
     """The guarded link ran its prologue but ended before it queued its successor."""
+    record, job = look.state, look.job
     if base_state(job.state) == "COMPLETED":
         return True, (None, None, "job %s COMPLETED: the work is done" % job.job_id)
-    return _guard_heals(store, record, "successor", "job %s ended %s before it queued its "
-                        "successor" % (job.job_id, job.state), environ, final,
-                        dead=record.dead_successors, ended=job.job_id)
+    return _guard_heals(look, "successor", "job %s ended %s before it queued its successor" % (
+        job.job_id, job.state), dead=record.dead_successors)
 
 
-def _guard_died(store, record, job, environ, final, field="successor"):
-    """The guarded successor, or (``field`` job) the link resume queued, ended before its
-    prologue recorded anything (not cancelled before it started: _guard_ended)."""
-    died = "job %s%s died before its prologue (%s)" % (
-        job.job_id, ", queued by resume," if field == "job" else "",
+def _guard_died(look):
+    """The chain's first job, the guarded successor, or the link resume queued (the journal's
+    ``job``) ended before its prologue recorded anything (not cancelled before it started):
+    replaced, but not more than max_retries + 1 times in a row (the first death is free, as a
+    node failure is)."""
+    state, job = look.state, look.job
+    first = isinstance(state, dict)
+    field = "first_job" if first else "job" if state.job == job.job_id else "successor"
+    died = "job %s%s died before its prologue (%s)" % (job.job_id, {
+        "first_job": ", the chain's first job,", "job": ", queued by resume,"}.get(field, ""),
         "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
-    dead = (record.dead_successors or 0) + 1
-    if dead > (record.max_retries or 0) + 1:  # the first death is free, as a node failure is
-        return True, _guard_gives_up(store, record, "%s: %d in a row" % (died, dead)
-                                     if field == "job" else "%s: %d successors of job %s in a "
-                                     "row died before their prologue, more than max_retries %s "
-                                     "allows: not replaced" % (died, dead, record.job,
-                                                               record.max_retries))
-    return _guard_heals(store, record, field, died, environ, final, dead=dead,
-                        ended=job.job_id)
+    dead = (state.get("dead_first_jobs", 0) if first else state.dead_successors or 0) + 1
+    if dead <= ((state.get("max_retries") if first else state.max_retries) or 0) + 1:
+        return _guard_heals(look, field, died, dead=dead)
+    if first:
+        return True, _first_job_lost(look.store, job.job_id, "%s: %d first jobs in a row died: "
+                                     "not replaced; submit again" % (died, dead))
+    return True, _guard_gives_up(look.store, state, "%s: %d in a row" % (died, dead)
+                                 if field == "job" else "%s: %d successors of job %s in a "
+                                 "row died before their prologue, more than max_retries %s "
+                                 "allows: not replaced" % (died, dead, state.job,
+                                                           state.max_retries))
 
 
-def _guard_cancelled(store, record, job, resumed):
+def _guard_cancelled(look):
     """The guarded successor was cancelled before it started: by Slurm, because its predecessor
     completed (the chain finished), or by a person (the chain stops); so was the link resume
-    queued (``resumed``: the chain does not go on). No link is left to journal either: the
-    guard does (once; the exit trap may have said ``finished`` already)."""
+    queued (the chain does not go on). No link is left to journal either: the guard does (once;
+    the exit trap may have said ``finished`` already)."""
+    record, job = look.state, look.job
+    resumed = record.job == job.job_id
     # only accounting says who cancelled a successor
     by = None if resumed else sacct_jobs([job.job_id])[0].get(job.job_id) or job
     if resumed:
@@ -3280,16 +3315,17 @@ def _guard_cancelled(store, record, job, resumed):
         kind, reason = "finished", "job %s (link %s) completed its work; Slurm cancelled its " \
             "successor %s" % (record.job, record.link, job.job_id)
     event = Event(kind, record.job, record.link, reason, int(time.time()))
-    return True, (journal_event(store, event, []), record.notify, reason)
+    return True, (journal_event(look.store, event, []), record.notify, reason)
 
 
-def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
-    """The one healer: queue the link the chain waits for in place of job ``ended`` (``what``
-    says why) and its guard, record both in ``field`` of ``state`` (the submitted first job,
-    a dict; or the journal's ``job``, a link resume queued, or ``successor``), release it and
-    journal ``healed``. It is held and without dependency (the link it continues may be
+def _guard_heals(look, field, what, *, dead):
+    """The one healer: queue the link the chain waits for in place of the guard's job (``what``
+    says why) and its guard, record both in ``field`` of ``look.state`` (the submitted first
+    job, a dict; or the journal's ``job``, a link resume queued, or ``successor``), release it
+    and journal ``healed``. It is held and without dependency (the link it continues may be
     forgotten by now: Slurm refuses a dependency on it), released once recorded: never two. A
     successor a failed sbatch of the ended link created after all is recorded instead."""
+    store, state, environ, ended = look.store, look.state, look.environ, look.job.job_id
     first, warnings = field == "first_job", []
     successor, error = queued_successor(ended) if field == "successor" and state.job == ended \
         else (None, None)
@@ -3302,10 +3338,11 @@ def _guard_heals(store, state, field, what, environ, final, *, dead, ended):
         words = "%s; sbatch failed (%s)" % (what, error)
         if field == "successor":
             store.write_record(state._replace(successor_error=error))
-        if not final:
+        if not look.final:
             return False, (None, None, words + ("" if field == "job" else ", trying again"))
-        if job_limit_refusal(error) and not slurm_error(  # no slot frees: it holds its own
-                ["scontrol", "requeue", environ.get("SLURM_JOB_ID", "")]):  # an idempotent step
+        if job_limit_refusal(error) and int(environ.get("SLURM_RESTART_COUNT") or 0) < \
+                GUARD_REQUEUES and not slurm_error(  # no slot frees: it holds its own
+                    ["scontrol", "requeue", environ.get("SLURM_JOB_ID", "")]):  # idempotent
             return True, (None, None, words + "; your job limit: this guard tries again once "
                           "Slurm has requeued it")
         if first:

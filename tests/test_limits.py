@@ -153,20 +153,24 @@ def refused_link(tmp_path, monkeypatch, refusal):
     return run_dir, path
 
 
-def guard(run_dir):
+def guard(run_dir, restarts=None):
     clock = histories.OwnClock()
-    return rc.guard_chain(run_dir, "1000", {"SLURM_JOB_ID": "1500"}, sleep=clock.sleep,
-                          clock=clock)
+    environ = dict({"SLURM_JOB_ID": "1500"}, **({"SLURM_RESTART_COUNT": str(restarts)}
+                                               if restarts is not None else {}))
+    return rc.guard_chain(run_dir, "1000", environ, sleep=clock.sleep, clock=clock)
 
 
-@pytest.mark.parametrize("refusal, requeued, event", [
-    ("limit", True, None),  # an outage: the guard holds its slot and tries again later
-    ("other", False, "broken"),
-], ids=["refused by the job limit", "refused for another reason"])
+@pytest.mark.parametrize("refusal, restarts, requeued, event", [
+    ("limit", None, True, None),  # an outage: the guard holds its slot and tries again later
+    ("limit", rc.GUARD_REQUEUES - 1, True, None),
+    ("limit", rc.GUARD_REQUEUES, False, "broken"),  # hours of it: a person must look
+    ("other", None, False, "broken"),
+], ids=["refused by the job limit", "requeued often", "requeued too often",
+        "refused for another reason"])
 def test_a_guard_refused_by_the_job_limit_to_its_last_try_is_requeued_not_broken(
-        tmp_path, monkeypatch, refusal, requeued, event):
+        tmp_path, monkeypatch, refusal, restarts, requeued, event):
     run_dir, path = refused_link(tmp_path, monkeypatch, refusal)
-    journaled, _, words = guard(run_dir)
+    journaled, _, words = guard(run_dir, restarts)
     jobs = fake_slurm.load(path)["jobs"]
     assert (jobs["1500"]["state"] == "PENDING") == requeued, words
     assert (journaled and journaled.event) == event
