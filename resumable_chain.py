@@ -2868,12 +2868,11 @@ def _unguarded(record, run_dir, environ, warnings, again):
 
 
 def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, python=None):
-    """Queue the guard of ``job_id`` (``after``: the link that queued it; ``python``: the
-    compute nodes', given to submit, else this one): (its ID, None) or (None, sbatch's error).
-    ``again``: an earlier run may have queued it; one a failed sbatch created anyway is found.
-    One CPU, a few minutes, no SBATCH_* defaults (no SBATCH_GRES GPUs: its links get them back
-    from its command line). Requeueable: nothing guards a guard (a
-    chaos run lost chains whose guard's node failed at launch); its step is idempotent."""
+    """Queue the guard of ``job_id`` (``after``: the link that queued it; ``python``: the compute
+    nodes'): (its ID, None) or (None, sbatch's error); ``again``: an earlier run may have. No
+    SBATCH_* defaults (no SBATCH_GRES GPUs: its links get them back from its command line).
+    Requeueable: nothing guards a guard (a chaos run lost chains whose guard's node failed at
+    launch); its step is idempotent."""
     guard = again and queued_guard(job_id)
     if guard:
         return guard, None
@@ -2896,10 +2895,8 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
 
 
 def own_guard_log(run_dir):
-    """Make GUARD_LOG before Slurm does: slurmstepd creates a job's --output with the job's umask
-    (0664 under umask 002, so the group could write lines status shows as the guard's) and
-    appends to an existing file keeping its mode. One left group-writable is emptied (others
-    could have written its lines) and made the owner's."""
+    """Make GUARD_LOG before Slurm does, with the job's umask (0664 under umask 002: the group
+    could write lines status shows as the guard's); one left group-writable is emptied."""
     with contextlib.suppress(StateError, OSError):
         descriptor = open_own_file(os.path.join(run_dir, GUARD_LOG), os.O_WRONLY | os.O_APPEND
                                    | os.O_CREAT, mode=0o644, what="guard log", owned=False)
@@ -2943,8 +2940,7 @@ def swap_guard(record, run_dir, environ, warnings, again=False):
 
 
 def queued_successor(job_id):
-    """(the successor a killed run or a failed sbatch queued for this job, or None; squeue's
-    error, or None)."""
+    """(the successor a killed run or a failed sbatch queued for this job, squeue's error)."""
     try:
         return (pending_dependents().get(job_id) or [None])[0], None
     except StateError as error:
@@ -2988,10 +2984,9 @@ def journal_event(store, event, warnings):
 
 
 def finish_queueing(run_dir, environ, again=False):
-    """The background step beside a working link's work, bounded (a few Slurm commands): under
-    the lock, the successor's guard, then the cancel of this link's own (until then that one
-    does this, ``_guard_covers``); then this link's time limit. ``again``: a rerun, whose first
-    run may have queued the guard. Returns (the record, or None if the chain went on; warnings)."""
+    """The background step beside a working link's work: the successor's guard, then the cancel
+    of this link's own (until then that one covers it, ``_guard_covers``); then this link's time
+    limit. ``again``: a rerun. (the record, or None if the chain went on; warnings)."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir), []
     with store.locked():
         record = store.read_record()
@@ -3023,9 +3018,8 @@ def clamp_time_limit(job_id, seconds, warnings):
 
 
 def guard_until_queued(run_dir, environ, sleep=time.sleep):
-    """The one case only trying again covers: a link with neither a successor nor a guard (both
-    sbatch failed before its work: an outage) tries to queue its own guard every RETRY_DELAYS
-    while it runs. Returns the guard's ID, or None."""
+    """A link with neither a successor nor a guard (both sbatch failed: an outage) tries to queue
+    its own guard every RETRY_DELAYS while it runs: the guard's ID, or None."""
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
     shell = environ.get("SLURM_TASK_PID")  # the batch shell, if this /proc shows it (namespaces)
     shell = shell if is_digits(shell) and os.path.isdir("/proc/" + shell) else None
@@ -3049,8 +3043,8 @@ def guard_until_queued(run_dir, environ, sleep=time.sleep):
 
 def work_finished(run_dir, environ, now=time.time):
     """The exit trap's step, after the script exited 0: the chain finished, unless Slurm is
-    ending the job (bash runs the trap with the last command's status when a signal kills it).
-    Return (the journaled Event or None, the notify command, warnings)."""
+    ending the job (bash runs the trap with the last command's status when a signal kills it):
+    (the journaled Event or None, the notify command, warnings)."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID"), chain_store(run_dir), []
     answer = controller_job(job_id or "")
     if answer.job is None:
@@ -3070,14 +3064,13 @@ def work_finished(run_dir, environ, now=time.time):
 
 def runnable_script(store, script):
     """The job script to queue: Slurm deletes its spool copy (a link's ``$0``) once the link
-    ended or was requeued; the chain's first job saved a copy in the run directory. One kept
-    there (or submit's copy) is checked like a state file (Refused): someone may have planted
-    it while the directory was open to others, and sbatch would run it as the caller."""
+    ended; the first job saved a copy in the run directory, checked like a state file (Refused):
+    someone may have planted it there, and sbatch would run it as the caller."""
     if not os.path.isfile(script) and os.path.isfile(store.path(SCRIPT_COPY)):
         script = store.path(SCRIPT_COPY)
     if os.path.dirname(os.path.abspath(script)) == os.path.abspath(store.directory):
-        with contextlib.suppress(OSError):  # the caller's own symlink names a script elsewhere,
-            info = os.lstat(script)  # which is queued as any script outside the run directory
+        with contextlib.suppress(OSError):  # the caller's own symlink: a script elsewhere
+            info = os.lstat(script)
             if stat.S_ISLNK(info.st_mode) and info.st_uid == os.geteuid():
                 return script
         with contextlib.suppress(Missing):  # sbatch says so
@@ -3086,11 +3079,9 @@ def runnable_script(store, script):
 
 
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
-    """The guard's step (``guard DIR JOB``), run once JOB, a link's successor, ended: if the
-    chain still waits on JOB, continue it (_guard_once), trying sbatch again within the guard's
-    few minutes. ``after``: the link that queued JOB; a journal that does not show it yet is a
-    lagging view, waited for as a link does. Returns (the Event journaled or None, the notify
-    command, what it did in words)."""
+    """The guard's step (``guard DIR JOB``) once JOB ended: if the chain still waits on JOB,
+    continue it (_guard_once), trying again within GUARD_TRIES_SECONDS. ``after``: the link
+    that queued JOB, waited for in the journal as a link does. (Event or None, notify, words)."""
     store, started = chain_store(run_dir), clock()
     deadline = started + GUARD_TRIES_SECONDS
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
@@ -3222,16 +3213,7 @@ def _guard_lost(look):
     first = isinstance(look.state, dict)
     words = "cannot tell how job %s%s ended: neither the controller nor accounting knows it" % (
         look.job_id, ", the chain's first job," if first else "")
-    if not look.final:
-        return False, (None, None, words)
-    return True, _first_job_lost(look.store, look.job_id, words + "; submit again") if first \
-        else _guard_gives_up(look.store, look.state, words)
-
-
-def _first_job_lost(store, job_id, reason):
-    """Journal that a chain whose first job died needs a person; (event, command, words)."""
-    event = journal_event(store, Event("broken", job_id, 1, reason, int(time.time())), [])
-    return event, store.read_notify(), reason
+    return look.final, _guard_gives_up(look, words) if look.final else (None, None, words)
 
 
 def _guard_covers(look):
@@ -3251,7 +3233,7 @@ def _guard_covers(look):
     if covered.guard:
         return True, (None, None, "%s: queued guard %s" % (words, covered.guard))
     if final:
-        return True, _guard_gives_up(store, record, "%s; none could be queued (%s)" % (
+        return True, _guard_gives_up(look, "%s; none could be queued (%s)" % (
             words, covered.guard_error))
     return False, (None, None, "%s; sbatch failed (%s), trying again" % (
         words, covered.guard_error))
@@ -3280,14 +3262,10 @@ def _guard_died(look):
     dead = (state.get("dead_first_jobs", 0) if first else state.dead_successors or 0) + 1
     if dead <= ((state.get("max_retries") if first else state.max_retries) or 0) + 1:
         return _guard_heals(look, field, died, dead=dead)
-    if first:
-        return True, _first_job_lost(look.store, job.job_id, "%s: %d first jobs in a row died: "
-                                     "not replaced; submit again" % (died, dead))
-    return True, _guard_gives_up(look.store, state, "%s: %d in a row" % (died, dead)
-                                 if field == "job" else "%s: %d successors of job %s in a "
-                                 "row died before their prologue, more than max_retries %s "
-                                 "allows: not replaced" % (died, dead, state.job,
-                                                           state.max_retries))
+    return True, _guard_gives_up(look, "%s: %d first jobs in a row died: not replaced" % (
+        died, dead) if first else "%s: %d in a row" % (died, dead) if field == "job" else
+        "%s: %d successors of job %s in a row died before their prologue, more than max_retries "
+        "%s allows: not replaced" % (died, dead, state.job, state.max_retries))
 
 
 def _guard_cancelled(look):
@@ -3345,9 +3323,7 @@ def _guard_heals(look, field, what, *, dead):
                     ["scontrol", "requeue", environ.get("SLURM_JOB_ID", "")]):  # idempotent
             return True, (None, None, words + "; your job limit: this guard tries again once "
                           "Slurm has requeued it")
-        if first:
-            return True, _first_job_lost(store, ended, words + ": submit again")
-        return True, _guard_gives_up(store, state, words if field == "job" else "%s; its "
+        return True, _guard_gives_up(look, words if field != "successor" else "%s; its "
                                      "guard could not queue the next link (%s)" % (what, error))
     if field == "successor":
         state = swap_guard(state._replace(successor=successor, successor_error=None,
@@ -3385,12 +3361,16 @@ def _sbatch_replacement(store, state):
                        cwd=next_link.workdir, named=True)[0]
 
 
-def _guard_gives_up(store, record, reason):
-    """Journal that the chain needs a person (``broken``); return (event, command, words)."""
-    reason += "; resumable-chain resume continues the chain"
-    event = journal_event(store, Event("broken", record.job, record.link, reason,
-                                       int(time.time())), [])
-    return event, record.notify, reason
+def _guard_gives_up(look, reason):
+    """Journal that the chain needs a person (``broken``): (event, command, words)."""
+    if isinstance(look.state, dict):  # its first job died: nothing to resume
+        job, link, notify = look.job_id, 1, look.store.read_notify()
+        reason += "; submit again"
+    else:
+        job, link, notify = look.state.job, look.state.link, look.state.notify
+        reason += "; resumable-chain resume continues the chain"
+    event = Event("broken", job, link, reason, int(time.time()))
+    return journal_event(look.store, event, []), notify, reason
 
 
 # ---------------------------------------------------------------------------
