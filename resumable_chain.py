@@ -3092,11 +3092,10 @@ def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic
         sleep(delay)
 
 
-# The guard's situations, chosen from the journal (_guard_situation) and then from how JOB
-# ended (_guard_ending), and what it does in each: (whether this look is its last: True,
-# False, or "trusted": once its view is old enough to be current; its words, str.format of
-# the facts), or (None, what a function of _guard_once's table does). What a newer view could
-# not undo is acted on at once; the rest waits for a trusted view, as each function says.
+# The guard's situations, from the journal (_guard_situation), then from how JOB ended
+# (_guard_ending): (whether this look is its last: True, False, "trusted": once its view is old
+# enough to be current, "final": at its last look, which gives up; its words), or (None, what a
+# function of _guard_once's table does). What a newer view could not undo is acted on at once.
 GUARD_SITUATIONS = {
     "chain cancelled": ("trusted", "nothing to guard: the chain was cancelled{lag}"),
     "not named": ("trusted", "nothing to guard: the chain does not name job {job}{lag}"),
@@ -3105,8 +3104,10 @@ GUARD_SITUATIONS = {
     "queued": (True, "nothing to guard: job {job} ran its prologue and queued job {successor}"),
     "decided": (True, "nothing to guard: job {job} ran its prologue and decided {action}"),
     "uncovered": (None, "be the guard of its successor, which has none"),
-    "ended": (None, "ask how job {job} ended (_guard_ending)"),
-    "lost": (None, "neither the controller nor accounting knows it: give up at the last look"),
+    "lost": ("final", "cannot tell how job {job} ended: neither the controller nor accounting "
+             "knows it"),
+    "first job lost": ("final", "cannot tell how job {job}, the chain's first job, ended: "
+                       "neither the controller nor accounting knows it"),
     "not ended": (True, "job {job} is {state}: its own prologue goes on"),
     "first job not ended": (True, "job {job} is {state}: nothing to do"),
     "cancelled unstarted": (None, "journal why the chain stops or finished"),
@@ -3133,17 +3134,18 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
         if situation == "ended":
             job = ended_job(job_id)
             situation = _guard_ending(snapshot, job, trusted)
+        look = GuardLook(store, record or submitted, job_id, job, environ, final, trusted)
         over, words = GUARD_SITUATIONS[situation]
         if over is None:
-            act = {"orphan": _guard_adopts, "uncovered": _guard_covers, "lost": _guard_lost,
-                   "cancelled unstarted": _guard_cancelled, "ran": _guard_ran,
-                   "died": _guard_died}[situation]
-            return act(GuardLook(store, record or submitted, job_id, job, environ, final,
-                                 trusted))
-    lag = "" if trusted else "; looking again (the run directory's view may lag)"
-    return trusted if over == "trusted" else over, (None, None, words.format(
-        job=job_id, lag=lag, state=job and job.state, successor=record and record.successor,
-        action=record and record.action))
+            return {"orphan": _guard_adopts, "uncovered": _guard_covers, "ran": _guard_ran,
+                    "cancelled unstarted": _guard_cancelled, "died": _guard_died}[situation](look)
+        words = words.format(job=job_id, state=job and job.state, lag="" if trusted else
+                             "; looking again (the run directory's view may lag)",
+                             successor=record and record.successor,
+                             action=record and record.action)
+        if over == "final" and final:
+            return True, _guard_gives_up(look, words)
+    return {"trusted": trusted, "final": final}.get(over, over), (None, None, words)
 
 
 def _guard_situation(snapshot, submitted, job_id):
@@ -3170,7 +3172,7 @@ def _guard_ending(snapshot, job, trusted):
     nobody knows); the first job's when the journal is empty. Pure."""
     record = snapshot.record
     if job is None:
-        return "lost"
+        return "first job lost" if record is None else "lost"
     unstarted = base_state(job.state) == "CANCELLED" and job.nodes is None
     if record is None:  # the chain's first job
         return "first job not ended" if not is_final(job.state) or unstarted else \
@@ -3205,15 +3207,6 @@ def _guard_adopts(look):
         return True, (None, None, "%s: queued its guard %s" % (words, guard))
     return final, (None, None, "%s; sbatch failed (%s)%s" % (
         words, error, "; it keeps trying while it runs" if final else ", trying again"))
-
-
-def _guard_lost(look):
-    """Neither the controller nor accounting knows how the guard's job ended: the chain needs a
-    person, said at the guard's last look."""
-    first = isinstance(look.state, dict)
-    words = "cannot tell how job %s%s ended: neither the controller nor accounting knows it" % (
-        look.job_id, ", the chain's first job," if first else "")
-    return look.final, _guard_gives_up(look, words) if look.final else (None, None, words)
 
 
 def _guard_covers(look):
