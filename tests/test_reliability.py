@@ -1220,3 +1220,48 @@ def test_a_cancelled_chain_is_not_continued_by_the_guard_of_an_earlier_link(tmp_
                                  clock=clock)
     assert words == "nothing to guard: the chain was cancelled"
     assert set(fake_slurm.load(path)["jobs"]) == jobs  # nothing queued
+
+
+
+LINK = rc.Record(job="200", predecessor="100", action="resume", successor="300", guard="400")
+FIRST = {"first_job": "100"}  # submit's record of a chain whose first job never ran
+
+
+@pytest.mark.parametrize("record, submitted, job_id, cancelled, state, trusted, expected", [
+    pytest.param(LINK, None, "300", "cancelled", None, True, "chain cancelled", id="cancelled"),
+    pytest.param(LINK, None, "100", None, None, True, "went on", id="the chain went on"),
+    pytest.param(LINK._replace(successor=None, guard=None), None, "100", None, None, True,
+                 "orphan", id="it went on to a link with neither successor nor guard"),
+    pytest.param(LINK, None, "999", None, None, True, "not named", id="not named"),
+    pytest.param(LINK._replace(action="stop", successor=None), None, "200", None, None, True,
+                 "decided", id="its link stopped the chain"),
+    pytest.param(LINK, None, "200", None, None, True, "queued", id="its link queued"),
+    pytest.param(LINK._replace(guard=None), None, "200", None, None, True, "uncovered",
+                 id="its link's successor has no guard"),
+    pytest.param(LINK, None, "300", None, "NODE_FAIL", True, "died", id="the successor died"),
+    pytest.param(LINK, None, "300", None, "NODE_FAIL", False, "view lags",
+                 id="the successor died, the view may lag"),
+    pytest.param(LINK, None, "300", None, "CANCELLED", False, "cancelled unstarted",
+                 id="the successor was cancelled before it started"),
+    pytest.param(LINK, None, "300", None, "RUNNING", True, "not ended", id="it runs"),
+    pytest.param(LINK, None, "300", None, "lost", True, "lost", id="nobody knows it"),
+    pytest.param(LINK._replace(successor=None), None, "200", None, "TIMEOUT", True, "ran",
+                 id="its link ended before it queued"),
+    pytest.param(LINK._replace(source="resume", successor=None), None, "200", None, "NODE_FAIL",
+                 True, "died", id="the link resume queued died before its prologue"),
+    pytest.param(None, FIRST, "100", None, "TIMEOUT", True, "died", id="the first job died"),
+    pytest.param(None, FIRST, "100", None, "lost", True, "first job lost",
+                 id="nobody knows the first job"),
+    pytest.param(None, FIRST, "100", None, "PENDING", True, "first job not ended",
+                 id="the first job pends"),
+])
+def test_the_guard_chooses_its_situation_from_the_journal_and_how_its_job_ended(
+        record, submitted, job_id, cancelled, state, trusted, expected):
+    ran = record and record.source != "resume" and record.job  # the chain file's last job
+    snapshot = rc.Snapshot(0, 0, ran or None, record, cancelled)
+    situation = rc._guard_situation(snapshot, submitted, job_id)
+    if situation == "ended":
+        job = None if state == "lost" else rc.Job(job_id, state, nodes=None if state in (
+            "CANCELLED", "PENDING") else "node1")
+        situation = rc._guard_ending(snapshot, job, trusted)
+    assert situation == expected and situation in rc.GUARD_SITUATIONS
