@@ -2849,10 +2849,9 @@ def planned_time_limit(record, own=None):
 
 
 def _unguarded(record, run_dir, environ, warnings, again):
-    """What a link without a guard (a first job from a pasted prologue, or its predecessor's
-    guard sbatch failed) does before its work, as no guard would finish it if it ended within a
-    second: unless squeue shows its guard after all (a lagging view hid it), the successor's
-    guard, or without a successor a guard of its own, which queues one when this link ends."""
+    """A link without a guard (a pasted prologue's first job, or its guard's sbatch failed) queues
+    before its work, unless squeue shows its guard after all (a lagging view hid it), the
+    successor's guard, or without a successor its own: no guard would finish it otherwise."""
     own = queued_guard(record.job)
     if own:
         return record._replace(guarded_by=own)
@@ -3094,8 +3093,8 @@ def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic
 
 # The guard's situations, from the journal (_guard_situation), then from how JOB ended
 # (_guard_ending): (whether this look is its last: True, False, "trusted": once its view is old
-# enough to be current, "final": at its last look, which gives up; its words), or (None, what a
-# function of _guard_once's table does). What a newer view could not undo is acted on at once.
+# enough to be current, "final": its last look gives up; its words), or (None, what a function
+# of _guard_once's table does, which waits for a trusted view unless no newer view can undo it).
 GUARD_SITUATIONS = {
     "chain cancelled": ("trusted", "nothing to guard: the chain was cancelled{lag}"),
     "not named": ("trusted", "nothing to guard: the chain does not name job {job}{lag}"),
@@ -3242,10 +3241,9 @@ def _guard_ran(look):
 
 
 def _guard_died(look):
-    """The chain's first job, the guarded successor, or the link resume queued (the journal's
-    ``job``) ended before its prologue recorded anything (not cancelled before it started):
-    replaced, but not more than max_retries + 1 times in a row (the first death is free, as a
-    node failure is)."""
+    """The chain's first job, the guarded successor, or the link resume queued died before its
+    prologue: replaced up to max_retries + 1 times in a row (the first death is free, as a node
+    failure is)."""
     state, job = look.state, look.job
     first = isinstance(state, dict)
     field = "first_job" if first else "job" if state.job == job.job_id else "successor"
@@ -3262,13 +3260,11 @@ def _guard_died(look):
 
 
 def _guard_cancelled(look):
-    """The guarded successor was cancelled before it started: by Slurm, because its predecessor
-    completed (the chain finished), or by a person (the chain stops); so was the link resume
-    queued (the chain does not go on). No link is left to journal either: the guard does (once;
-    the exit trap may have said ``finished`` already)."""
+    """The guarded successor (or the link resume queued) was cancelled before it started: by
+    Slurm, as its predecessor completed (the chain finished), or by a person (it stops). No link
+    is left to journal it: the guard does (the exit trap may have said ``finished`` already)."""
     record, job = look.state, look.job
-    resumed = record.job == job.job_id
-    # only accounting says who cancelled a successor
+    resumed = record.job == job.job_id  # only accounting says who cancelled a successor:
     by = None if resumed else sacct_jobs([job.job_id])[0].get(job.job_id) or job
     if resumed:
         kind, reason = "stopped", "job %s, queued by resume, was cancelled before it started: " \
@@ -3290,12 +3286,11 @@ def _guard_cancelled(look):
 
 
 def _guard_heals(look, field, what, *, dead):
-    """The one healer: queue the link the chain waits for in place of the guard's job (``what``
-    says why) and its guard, record both in ``field`` of ``look.state`` (the submitted first
-    job, a dict; or the journal's ``job``, a link resume queued, or ``successor``), release it
-    and journal ``healed``. It is held and without dependency (the link it continues may be
-    forgotten by now: Slurm refuses a dependency on it), released once recorded: never two. A
-    successor a failed sbatch of the ended link created after all is recorded instead."""
+    """The one healer: queue the link in place of the guard's job (``what`` says why) and its
+    guard, record both in ``field`` (submit's ``first_job``, the journal's ``job`` or
+    ``successor``), release it, journal ``healed``. Held and without dependency (Slurm refuses
+    one on a forgotten job), released once recorded: never two. A successor a failed sbatch of
+    the ended link created after all is recorded instead."""
     store, state, environ, ended = look.store, look.state, look.environ, look.job.job_id
     first, warnings = field == "first_job", []
     successor, error = queued_successor(ended) if field == "successor" and state.job == ended \
