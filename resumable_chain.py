@@ -2761,9 +2761,8 @@ def draw_on_budget(budget_dir, record, observation, warnings):
 
 
 def settle_ended(budget, keep=(), cluster=None):
-    """Settle the reservations of links that ended (but ``keep``) with their elapsed time: one
-    squeue, one sacct for those no longer queued; a job not final in accounting yet stays
-    reserved. ``cluster``: the budget's, when the commands here reach another one."""
+    """Settle the reservations of ended links (but ``keep``) with their elapsed time (one squeue,
+    one sacct); one not final in accounting yet stays reserved. ``cluster``: the budget's."""
     reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
     if not reserved:
         return budget
@@ -2925,9 +2924,8 @@ def step_command(*words, python=None):
 
 
 def swap_guard(record, run_dir, environ, warnings, again=False):
-    """Queue the guard of the queued successor: the record with ``guard`` and ``guard_error``.
-    Without one (the site refused it), Slurm requeues the successor if its launch fails (the one
-    case a guard cannot cover)."""
+    """The record with its successor's guard (``guard``, ``guard_error``); without one, Slurm
+    requeues the successor if its launch fails (the one case a guard cannot cover)."""
     guard, error = queue_guard(record.successor, run_dir, (record.next or {}).get("job_name"),
                                environ, after=record.job, again=again)
     if error:
@@ -2949,21 +2947,21 @@ def queued_successor(job_id):
 def describe_link(outcome):
     """The one log line a link writes about its decision."""
     record, observation = outcome.record, outcome.observation
+    source, note = (observation.source, observation.note) if observation else (None, "")
     if record.predecessor is None:
         seen = "none (first job)"
-    elif observation is not None and observation.source == "resume":
+    elif source == "resume":
         seen = "%s (queued by the resume command)" % record.predecessor
     else:
         seen = "%s %s" % (record.predecessor, record.predecessor_state or NOT_VISIBLE)
-        if observation is not None and observation.source in ("sacct", "scontrol"):
-            seen += " (elapsed %d s, from %s)" % (observation.job.elapsed, observation.source)
+        if source in ("sacct", "scontrol"):
+            seen += " (elapsed %d s, from %s)" % (observation.job.elapsed, source)
     cap = record.max_walltime
     clamp = (" | time limit lowered to %d min" % (record.time_limit // 60)
              if record.time_limit else "")
     if record.reserved:
         clamp += " | reserved %d s of the shared budget in %s" % (record.reserved,
                                                                   record.budget_dir)
-    note = observation.note if observation is not None else ""
     return ("job %s: %s | predecessor %s | walltime %d s %s | retries %d/%s | successor %s%s | %s%s"
             % (record.job, record.action, seen, record.walltime,
                "of %d s" % cap if cap is not None else "(no cap)", record.retries,
@@ -3138,10 +3136,9 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
         if over is None:
             return {"orphan": _guard_adopts, "uncovered": _guard_covers, "ran": _guard_ran,
                     "cancelled unstarted": _guard_cancelled, "died": _guard_died}[situation](look)
-        words = words.format(job=job_id, state=job and job.state, lag="" if trusted else
-                             "; looking again (the run directory's view may lag)",
-                             successor=record and record.successor,
-                             action=record and record.action)
+        words = words.format(job=job_id, state=job and job.state, successor=record and
+                             record.successor, action=record and record.action, lag="" if
+                             trusted else "; looking again (the run directory's view may lag)")
         if over == "final" and final:
             return True, _guard_gives_up(look, words)
     return {"trusted": trusted, "final": final}.get(over, over), (None, None, words)
