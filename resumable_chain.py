@@ -2868,9 +2868,8 @@ def _unguarded(record, run_dir, environ, warnings, again):
 def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, python=None):
     """Queue the guard of ``job_id`` (``after``: the link that queued it; ``python``: the compute
     nodes'): (its ID, None) or (None, sbatch's error); ``again``: an earlier run may have. No
-    SBATCH_* defaults (no SBATCH_GRES GPUs: its links get them back from its command line).
-    Requeueable: nothing guards a guard (a chaos run lost chains whose guard's node failed at
-    launch); its step is idempotent."""
+    SBATCH_* defaults (SBATCH_GRES: its links get theirs from its command line). Requeueable:
+    nothing guards a guard (chaos runs lost chains so); its step is idempotent."""
     guard = again and queued_guard(job_id)
     if guard:
         return guard, None
@@ -3118,9 +3117,8 @@ GuardLook = collections.namedtuple("GuardLook", "store state job_id job environ 
 
 
 def _guard_once(store, job_id, environ, final, after=None, looked=0):
-    """One look of the guard under the lock, ``looked`` seconds after its first: (whether it is
-    over, (event, command, words)) as its row of GUARD_SITUATIONS says. Its view is trusted once
-    old enough to be current (``view_wait``), or at its last look (``final``)."""
+    """One look under the lock, ``looked`` s after the first: (over, (event, command, words)) as
+    its GUARD_SITUATIONS row says; its view is trusted once ``view_wait`` old, or if ``final``."""
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
     trusted = final or looked >= view_wait(store.directory)
     with store.locked():
@@ -3185,9 +3183,8 @@ def _guard_ending(snapshot, job, trusted):
 
 
 def _guard_adopts(look):
-    """The chain went on past the guard's job to a link with neither a successor nor a guard
-    (both sbatch failed in its prologue): queue that link's guard, trying again within this
-    guard's minutes; once that link has ended, act as its guard would."""
+    """The chain went on to a link with neither a successor nor a guard (both sbatch failed in
+    its prologue): queue that link's guard; once that link has ended, act as its guard would."""
     store, record, final = look.store, look.state, look.final
     if not look.trusted:
         return False, (None, None, "the chain went on to job %s, which shows no successor and "
