@@ -3408,21 +3408,18 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
                          % (python,))
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     notify, warn = check_notify(notify), check_warn(warn)
-    argv = step_command("prologue", "--max-retries=%d" % max_retries, python=python)
-    if max_walltime is not None:
-        argv.append("--max-walltime=" + format_duration(max_walltime))
-    argv += ["--sbatch-arg=" + argument for argument in check_sbatch_args(sbatch_args)]
+    words = [("max-retries", str(max_retries)), ("max-walltime", max_walltime and format_duration(
+        max_walltime))] + [("sbatch-arg", word) for word in check_sbatch_args(sbatch_args)]
     check_warn_fits(warn, sbatch_args, max_walltime)
-    if script is not None:
-        argv.append("--script=" + os.path.abspath(check_path(script, "script")))
-    if budget_dir is not None:
-        if not os.path.isfile(os.path.join(check_path(budget_dir, "budget_dir"), BUDGET_FILE)):
-            raise ValueError("no shared budget in %s: create it first with resumable-chain "
-                             "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
-        argv.append("--budget-dir=" + os.path.abspath(budget_dir))
-    argv += [] if notify is None else ["--notify=" + notify]
-    argv += [] if warn is None else ["--warn=" + warn]
-    argv.append(os.path.abspath(run_dir))
+    if budget_dir is not None and not os.path.isfile(os.path.join(check_path(
+            budget_dir, "budget_dir"), BUDGET_FILE)):
+        raise ValueError("no shared budget in %s: create it first with resumable-chain budget %s "
+                         "--max-walltime T" % (budget_dir, shell_quote(budget_dir)))
+    words += [("script", script and os.path.abspath(check_path(script, "script"))),
+              ("budget-dir", budget_dir and os.path.abspath(budget_dir)), ("notify", notify),
+              ("warn", warn)]
+    argv = step_command("prologue", *["--%s=%s" % word for word in words if word[1] is not None],
+                        python=python) + [os.path.abspath(run_dir)]
     try:  # Slurm opens #SBATCH --output=<run dir>/... before the prologue could create it
         make_run_dir(made_dir(run_dir))
     except StateError as error:
@@ -4658,39 +4655,40 @@ def _recorded_next_link(store, previous, given):
 #    in-job steps' words; all printing is here
 # ---------------------------------------------------------------------------
 
-# What checks the value of an option, for the user's commands and the in-job steps alike.
-OPTION_CHECKS = {"--max-retries": retries_from_text, "--max-walltime": check_max_walltime,
-                 "--notify": check_notify, "--warn": check_warn}
 DURATION_HELP = "a Slurm duration such as 48:00:00 (a bare number is minutes) or seconds as 5400s"
-CHAINS_OWN = " (default: the chain's own)"
 RETRIES_HELP = "failures (not timeouts) retried before the chain fails"
-# The help of the user's options; "COMMAND --option" where it means more for that command.
-OPTION_HELP = {
-    "--max-retries": RETRIES_HELP + " (default %d)" % DEFAULT_MAX_RETRIES,
-    "--max-walltime": "cap on the chain's accumulated walltime: " + DURATION_HELP
-                      + "; at least one minute (default: none)",
-    "--script": "script the successor is submitted with (default: the job's own)",
-    "--force": "if DIR holds a live chain, cancel it (printing its job IDs) and start a new one; "
-               "its files are kept as *.prev",
-    "--python": "interpreter on the compute nodes (default python3; submit makes a path absolute)",
-    "--budget-dir": "draw every link's time from the shared walltime budget in B (created "
-                    "with: resumable-chain budget B --max-walltime T)",
-    "--notify": "run CMD with /bin/sh -c once per chain event (%s), with RESUMABLE_CHAIN_EVENT, "
-                "_DIR, _JOB, _LINK, _REASON set; at most %d s" % (", ".join(EVENTS),
-                                                                  NOTIFY_TIMEOUT),
-    "--warn": "send SIG to the work S seconds before each link ends, whatever ends it (its time "
-              "limit, a limit lowered for --max-walltime or a budget), e.g. USR1@120; the work "
-              "also finds the end in RESUMABLE_CHAIN_END",
-    "--json": "print one JSON object (a list for several chains)",
-    "--check": "exit 1 when a chain needs a person (failed, broken, would not continue)",
-    "--dry-run": "only print what would be done",
-    "resume --max-retries": RETRIES_HELP + CHAINS_OWN,
-    "resume --max-walltime": "a new cap on the accumulated walltime" + CHAINS_OWN,
-    "resume --notify": "a new notify command for this link and every later one" + CHAINS_OWN,
-    "resume --warn": "a new warning for this link and every later one" + CHAINS_OWN,
-    "budget --max-walltime": "create the budget with this cap, or change its cap: "
-                             + DURATION_HELP,
-    "budget --json": "print one JSON object",
+CHAINS_OWN = " (default: the chain's own)"
+# Every option, once: (the check of a value, the same for the user's commands, render_prologue's
+# keywords, submit, resume and the in-job steps; its help). "COMMAND --option": where it means
+# more for that command, the help only.
+OPTIONS = {
+    "--max-retries": (retries_from_text, RETRIES_HELP + " (default %d)" % DEFAULT_MAX_RETRIES),
+    "--max-walltime": (check_max_walltime, "cap on the chain's accumulated walltime: "
+                       + DURATION_HELP + "; at least one minute (default: none)"),
+    "--script": (str, "script the successor is submitted with (default: the job's own)"),
+    "--force": (bool, "if DIR holds a live chain, cancel it (printing its job IDs) and start a "
+                "new one; its files are kept as *.prev"),
+    "--python": (str, "interpreter on the compute nodes (default python3; submit makes a path "
+                 "absolute)"),
+    "--budget-dir": (str, "draw every link's time from the shared walltime budget in B (created "
+                     "with: resumable-chain budget B --max-walltime T)"),
+    "--notify": (check_notify, "run CMD with /bin/sh -c once per chain event (%s), with "
+                 "RESUMABLE_CHAIN_EVENT, _DIR, _JOB, _LINK, _REASON set; at most %d s"
+                 % (", ".join(EVENTS), NOTIFY_TIMEOUT)),
+    "--warn": (check_warn, "send SIG to the work S seconds before each link ends, whatever ends "
+               "it (its time limit, a limit lowered for --max-walltime or a budget), e.g. "
+               "USR1@120; the work also finds the end in RESUMABLE_CHAIN_END"),
+    "--json": (bool, "print one JSON object (a list for several chains)"),
+    "--check": (bool, "exit 1 when a chain needs a person (failed, broken, would not continue)"),
+    "--dry-run": (bool, "only print what would be done"),
+    "resume --max-retries": (None, RETRIES_HELP + CHAINS_OWN),
+    "resume --max-walltime": (None, "a new cap on the accumulated walltime" + CHAINS_OWN),
+    "resume --notify": (None, "a new notify command for this link and every later one"
+                        + CHAINS_OWN),
+    "resume --warn": (None, "a new warning for this link and every later one" + CHAINS_OWN),
+    "budget --max-walltime": (None, "create the budget with this cap, or change its cap: "
+                              + DURATION_HELP),
+    "budget --json": (None, "print one JSON object"),
 }
 
 
@@ -4796,11 +4794,10 @@ def _build_parser():
         sub.add_argument("run_dir", metavar="DIR", help=command.dirs,
                          nargs="+" if "DIR..." in command.usage else None)
         for option, metavar in usage_options(command.usage).items():
-            check = OPTION_CHECKS.get(option)
-            kind = dict(metavar=metavar, type=check and checked(check)) if metavar else dict(
+            kind = dict(metavar=metavar, type=checked(OPTIONS[option][0])) if metavar else dict(
                 action="store_true")
-            sub.add_argument(option, default=argparse.SUPPRESS, help=as_run(OPTION_HELP.get(
-                "%s %s" % (name, option)) or OPTION_HELP[option]), **kind)
+            sub.add_argument(option, default=argparse.SUPPRESS, help=as_run(OPTIONS.get(
+                "%s %s" % (name, option), OPTIONS[option])[1]), **kind)
     return parser
 
 
@@ -5508,7 +5505,7 @@ def read_step_words(step, argv):
         elif metavar.endswith("..."):
             options.setdefault(keyword + "s", []).append(value)
         else:
-            options[keyword] = OPTION_CHECKS.get(name, str)(value) if metavar else True
+            options[keyword] = OPTIONS.get(name, (str,))[0](value) if metavar else True
     several = named[-1].endswith("...")
     missing = [name for name in wanted if "[" + name not in usage
                and name[2:].replace("-", "_") not in options]
