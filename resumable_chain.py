@@ -4878,11 +4878,6 @@ def _live_job(status):
     return text + (" (%s)" % row["reason"] if row["reason"] else "")
 
 
-def _shown_path(path):
-    relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
-
-
 def format_collection(statuses):
     """``status``'s table of several chains: a row each, then what needs a person or is unread
     (wrapped at 100 columns), then each next step, with the chain's directory as shown."""
@@ -4894,7 +4889,8 @@ def format_collection(statuses):
         if status["budget"]:  # the cap that binds the chain too
             cap += " (budget %s of %s left)" % (format_duration(status["budget"]["left"]),
                                                 format_duration(status["budget"]["cap"]))
-        shown = _shown_path(status["run_dir"])
+        relative = os.path.relpath(status["run_dir"])
+        shown = status["run_dir"] if relative.startswith("..") else relative
         table.append((shown, status["verdict_word"], str(status["links"]), "%s/%s" % (
             format_duration(status["walltime_used"]), cap), "%d/%s" % (
                 status["retries"], "-" if status["max_retries"] is None else status["max_retries"]),
@@ -4957,10 +4953,6 @@ def _log(*messages):
     for message in messages:
         sys.stderr.write("resumable-chain: %s\n" % as_run(visible(message)))
     sys.stderr.flush()
-
-
-def one_line(text):
-    return text.replace("\n", "\\n")
 
 
 def _say(text):
@@ -5294,10 +5286,11 @@ def _each_chain(run_dirs, operation):
     worst = 0
     for run_dir in run_dirs:
         try:
-            status, line = operation(run_dir, lambda text: _log(one_line(run_dir + ": " + text)))
+            status, line = operation(run_dir, lambda text: _log(
+                (run_dir + ": " + text).replace("\n", "\\n")))
         except (StateError, ValueError) as error:
             status, line = EXIT_USAGE, "error: %s" % error
-        _say(one_line("%s: %s" % (run_dir, line)) + "\n")  # a newline in a name forges no line
+        _say(("%s: %s" % (run_dir, line)).replace("\n", "\\n") + "\n")  # forges no line
         worst = max(worst, status)
     return worst
 
