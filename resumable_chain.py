@@ -928,14 +928,13 @@ def check_warn(text):
     canonically, or None; ValueError for a signal the work cannot catch or no positive SECONDS."""
     if text is None:
         return None
-    word, at, seconds = str(text).partition("@")
+    word, _, seconds = str(text).partition("@")  # no @: no seconds
     word = word.strip().upper()
     named = signal.Signals.__members__.get(word if word.startswith("SIG") else "SIG" + word)
     number = int(word) if is_digits(word, 2) else named and int(named)
     names = dict((int(value), value.name) for value in signal.Signals)
-    if number not in names or number in (
-            signal.SIGKILL, signal.SIGSTOP) or not at or not is_digits(seconds, 6) \
-            or int(seconds) < 1:
+    if number not in names or number in (signal.SIGKILL, signal.SIGSTOP) or not is_digits(
+            seconds, 6) or int(seconds) < 1:
         raise ValueError("warn must be SIG@SECONDS with a signal the work can catch and a "
                          "positive number of seconds before the link ends, such as USR1@120, "
                          "got %r" % (text,))
@@ -4733,7 +4732,7 @@ def split_submit_argv(argv):
 
 
 def split_resume_argv(argv):
-    """Split ``resume``'s words: (DIRs and our options, (sbatch options,))."""
+    """``resume``'s words apart: (DIRs and our options, (sbatch options,))."""
     ours, sbatch_args, _ = _split_options("resume", argv)  # DIR... : it reads every word
     if not ours or ours[0].startswith("-"):
         raise ValueError("resume: give DIR first, then options (%s is neither ours nor an "
@@ -5427,8 +5426,7 @@ def run_user_command(argv):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     def named(error):  # every error names the command once
-        return str(error) if str(error).startswith(argv[0] + ": ") else "%s: %s" % (argv[0],
-                                                                                    error)
+        return ("" if str(error).startswith(argv[0] + ": ") else argv[0] + ": ") + str(error)
     try:
         ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], ())
     except ValueError as error:
