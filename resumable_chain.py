@@ -959,8 +959,7 @@ def check_warn_fits(warn, sbatch_args, max_walltime=None):
 
 
 def check_path(value, name):
-    """Return value if it can be a path (a non-empty string without NUL, or a pathlib.Path's
-    text); ValueError otherwise."""
+    """A path's text (a pathlib.Path's too); ValueError unless a non-empty string without NUL."""
     value = os.fspath(value) if hasattr(value, "__fspath__") else value
     if not isinstance(value, str) or not value or "\0" in value:
         raise ValueError("%s must be a non-empty path, got %r" % (name, value))
@@ -4650,8 +4649,8 @@ def _recorded_next_link(store, previous, given):
 
 
 # ---------------------------------------------------------------------------
-# 9. Command line: one table of the user's commands (argparse reads them), one reader of the
-#    in-job steps' words; all printing is here
+# 9. Command line: one table of the options (OPTIONS), one of the user's commands (argparse
+#    reads them), one reader of the in-job steps' words; all printing is here
 # ---------------------------------------------------------------------------
 
 DURATION_HELP = "a Slurm duration such as 48:00:00 (a bare number is minutes) or seconds as 5400s"
