@@ -4719,14 +4719,15 @@ def split_submit_argv(argv):
         check_sbatch_args(sbatch_args, strict=False)
         raise ValueError("submit: give SCRIPT after --" if dashes < len(argv) else
                          "submit: give DIR first and SCRIPT after the options (see submit --help)")
-    misplaced = [word for word in words[1:]
+    after = words[1:] if dashes == len(argv) else []  # SCRIPT's words that may be misplaced
+    misplaced = [word for word in after
                  if word.split("=", 1)[0] in usage_options(USER_COMMANDS["submit"].usage)]
-    if misplaced and dashes == len(argv):
+    if misplaced:
         raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
                          "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
                          % (misplaced[0], words[0]))
-    looks = [word for word in words[1:] if dashes == len(argv) and (word[:2] in SHORT_LOOKS or (
-        word.split("=", 1)[0] in SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS and word[1] == "-"))]
+    looks = [word for word in after if word[:2] in SHORT_LOOKS or (
+        word.split("=", 1)[0] in SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS and word[1] == "-")]
     return ours, (sbatch_args, words[0], words[1:], looks)
 
 
@@ -4744,7 +4745,6 @@ def _split_options(command, words):
     DIRs that is neither), order kept; options read as sbatch reads them, ours spelled out."""
     options = usage_options(USER_COMMANDS[command].usage)
     own_values = frozenset(name for name in options if options[name])
-    own_flags = frozenset(options) - own_values
     ours, sbatch_args, index, run_dirs = [], [], 0, []
     while index < len(words):
         if not words[index].startswith("-"):  # DIR (options may come before it), then SCRIPT
@@ -4753,7 +4753,7 @@ def _split_options(command, words):
             run_dirs, index = run_dirs + [words[index]], index + 1
             continue
         name, takes_value = resolve_option(words[index], SBATCH_VALUE_OPTIONS | own_values,
-                                           SBATCH_OTHER_OPTIONS | own_flags)
+                                           SBATCH_OTHER_OPTIONS | set(options) - own_values)
         if name in options:
             ours += [spelled_out(name, words[index])] + words[index + 1:index + 1 + takes_value]
         else:
