@@ -4734,10 +4734,7 @@ def split_submit_argv(argv):
 def split_resume_argv(argv):
     """``resume``'s words apart: (DIRs and our options, (sbatch options,))."""
     ours, sbatch_args, _ = _split_options("resume", argv)  # DIR... : it reads every word
-    if not ours or ours[0].startswith("-"):
-        raise ValueError("resume: give DIR first, then options (%s is neither ours nor an "
-                         "sbatch option; see resume --help)" % (ours or ["?"])[0])
-    return ours, (sbatch_args,)
+    return ours, (sbatch_args,)  # no DIR: argparse says it is required
 
 
 def _split_options(command, words):
