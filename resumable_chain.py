@@ -5266,9 +5266,8 @@ def status_command(paths, json=False, check=False):
         shown = _each_text(statuses, lambda text: text.replace("\r", "\\r").replace(
             "\n", "\\n").replace("\t", "\\t"))  # one line, whatever a state file put in it
         _say(format_status(shown[0]) if one else format_collection(shown))
-    if any(status["slurm_errors"] for status in statuses):
-        return 1  # what it shows is incomplete
-    return 1 if check and any(status["attention"] for status in statuses) else 0
+    # 1: what it shows is incomplete, or (--check) a chain needs a person
+    return int(any(status["slurm_errors"] or check and status["attention"] for status in statuses))
 
 
 def _each_chain(run_dirs, operation):
