@@ -5338,10 +5338,9 @@ def resume_command(run_dirs, sbatch_args, **options):
     return _each_chain(run_dirs, resume)
 
 
-# The user's commands: ``run(DIR or [DIR...], *what split() took from the words, **the options
-# given)``; split() takes apart what argparse does not read (None: only the sbatch options after
-# "[-- " if the usage has it). The usage names the options (usage_options) and says whether DIR
-# may be several (DIR...).
+# The user's commands: ``run(DIR or [DIR...], *what split() took, **the options given)``; split()
+# takes apart what argparse does not read (None: the sbatch options after "[-- " if the usage has
+# it). The usage names the options (OPTIONS checks them) and whether DIR may be several (DIR...).
 UserCommand = collections.namedtuple(
     "UserCommand", "run split usage dirs help description example")
 ONE_RUN_DIR = "the run directory holding the state"
