@@ -929,14 +929,13 @@ def check_warn(text):
     canonically, or None; ValueError for a signal the work cannot catch or no positive SECONDS."""
     if text is None:
         return None
-    word, at, seconds = str(text).partition("@")
+    word, _, seconds = str(text).partition("@")  # no @: no seconds
     word = word.strip().upper()
     named = signal.Signals.__members__.get(word if word.startswith("SIG") else "SIG" + word)
     number = int(word) if is_digits(word, 2) else named and int(named)
     names = dict((int(value), value.name) for value in signal.Signals)
-    if number not in names or number in (
-            signal.SIGKILL, signal.SIGSTOP) or not at or not is_digits(seconds, 6) \
-            or int(seconds) < 1:
+    if number not in names or number in (signal.SIGKILL, signal.SIGSTOP) or not is_digits(
+            seconds, 6) or int(seconds) < 1:
         raise ValueError("warn must be SIG@SECONDS with a signal the work can catch and a "
                          "positive number of seconds before the link ends, such as USR1@120, "
                          "got %r" % (text,))
@@ -961,8 +960,7 @@ def check_warn_fits(warn, sbatch_args, max_walltime=None):
 
 
 def check_path(value, name):
-    """Return value if it can be a path (a non-empty string without NUL, or a pathlib.Path's
-    text); ValueError otherwise."""
+    """A path's text (a pathlib.Path's too); ValueError unless a non-empty string without NUL."""
     value = os.fspath(value) if hasattr(value, "__fspath__") else value
     if not isinstance(value, str) or not value or "\0" in value:
         raise ValueError("%s must be a non-empty path, got %r" % (name, value))
@@ -3407,21 +3405,18 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
                          % (python,))
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     notify, warn = check_notify(notify), check_warn(warn)
-    argv = step_command("prologue", "--max-retries=%d" % max_retries, python=python)
-    if max_walltime is not None:
-        argv.append("--max-walltime=" + format_duration(max_walltime))
-    argv += ["--sbatch-arg=" + argument for argument in check_sbatch_args(sbatch_args)]
+    words = [("max-retries", str(max_retries)), ("max-walltime", max_walltime and format_duration(
+        max_walltime))] + [("sbatch-arg", word) for word in check_sbatch_args(sbatch_args)]
     check_warn_fits(warn, sbatch_args, max_walltime)
-    if script is not None:
-        argv.append("--script=" + os.path.abspath(check_path(script, "script")))
-    if budget_dir is not None:
-        if not os.path.isfile(os.path.join(check_path(budget_dir, "budget_dir"), BUDGET_FILE)):
-            raise ValueError("no shared budget in %s: create it first with resumable-chain "
-                             "budget %s --max-walltime T" % (budget_dir, shell_quote(budget_dir)))
-        argv.append("--budget-dir=" + os.path.abspath(budget_dir))
-    argv += [] if notify is None else ["--notify=" + notify]
-    argv += [] if warn is None else ["--warn=" + warn]
-    argv.append(os.path.abspath(run_dir))
+    if budget_dir is not None and not os.path.isfile(os.path.join(check_path(
+            budget_dir, "budget_dir"), BUDGET_FILE)):
+        raise ValueError("no shared budget in %s: create it first with resumable-chain budget %s "
+                         "--max-walltime T" % (budget_dir, shell_quote(budget_dir)))
+    words += [("script", script and os.path.abspath(check_path(script, "script"))),
+              ("budget-dir", budget_dir and os.path.abspath(budget_dir)), ("notify", notify),
+              ("warn", warn)]
+    argv = step_command("prologue", *["--%s=%s" % word for word in words if word[1] is not None],
+                        python=python) + [os.path.abspath(run_dir)]
     try:  # Slurm opens #SBATCH --output=<run dir>/... before the prologue could create it
         make_run_dir(made_dir(run_dir))
     except StateError as error:
@@ -4653,43 +4648,44 @@ def _recorded_next_link(store, previous, given):
 
 
 # ---------------------------------------------------------------------------
-# 9. Command line: one table of the user's commands (argparse reads them), one reader of the
-#    in-job steps' words; all printing is here
+# 9. Command line: one table of the options (OPTIONS), one of the user's commands (argparse
+#    reads them), one reader of the in-job steps' words; all printing is here
 # ---------------------------------------------------------------------------
 
-# What checks the value of an option, for the user's commands and the in-job steps alike.
-OPTION_CHECKS = {"--max-retries": retries_from_text, "--max-walltime": check_max_walltime,
-                 "--notify": check_notify, "--warn": check_warn}
 DURATION_HELP = "a Slurm duration such as 48:00:00 (a bare number is minutes) or seconds as 5400s"
-CHAINS_OWN = " (default: the chain's own)"
 RETRIES_HELP = "failures (not timeouts) retried before the chain fails"
-# The help of the user's options; "COMMAND --option" where it means more for that command.
-OPTION_HELP = {
-    "--max-retries": RETRIES_HELP + " (default %d)" % DEFAULT_MAX_RETRIES,
-    "--max-walltime": "cap on the chain's accumulated walltime: " + DURATION_HELP
-                      + "; at least one minute (default: none)",
-    "--script": "script the successor is submitted with (default: the job's own)",
-    "--force": "if DIR holds a live chain, cancel it (printing its job IDs) and start a new one; "
-               "its files are kept as *.prev",
-    "--python": "interpreter on the compute nodes (default python3; submit makes a path absolute)",
-    "--budget-dir": "draw every link's time from the shared walltime budget in B (created "
-                    "with: resumable-chain budget B --max-walltime T)",
-    "--notify": "run CMD with /bin/sh -c once per chain event (%s), with RESUMABLE_CHAIN_EVENT, "
-                "_DIR, _JOB, _LINK, _REASON set; at most %d s" % (", ".join(EVENTS),
-                                                                  NOTIFY_TIMEOUT),
-    "--warn": "send SIG to the work S seconds before each link ends, whatever ends it (its time "
-              "limit, a limit lowered for --max-walltime or a budget), e.g. USR1@120; the work "
-              "also finds the end in RESUMABLE_CHAIN_END",
-    "--json": "print one JSON object (a list for several chains)",
-    "--check": "exit 1 when a chain needs a person (failed, broken, would not continue)",
-    "--dry-run": "only print what would be done",
-    "resume --max-retries": RETRIES_HELP + CHAINS_OWN,
-    "resume --max-walltime": "a new cap on the accumulated walltime" + CHAINS_OWN,
-    "resume --notify": "a new notify command for this link and every later one" + CHAINS_OWN,
-    "resume --warn": "a new warning for this link and every later one" + CHAINS_OWN,
-    "budget --max-walltime": "create the budget with this cap, or change its cap: "
-                             + DURATION_HELP,
-    "budget --json": "print one JSON object",
+CHAINS_OWN = " (default: the chain's own)"
+# Every option, once: (the check of a value, the same for the user's commands, render_prologue's
+# keywords, submit, resume and the in-job steps; its help). "COMMAND --option": where it means
+# more for that command, the help only.
+OPTIONS = {
+    "--max-retries": (retries_from_text, RETRIES_HELP + " (default %d)" % DEFAULT_MAX_RETRIES),
+    "--max-walltime": (check_max_walltime, "cap on the chain's accumulated walltime: "
+                       + DURATION_HELP + "; at least one minute (default: none)"),
+    "--script": (str, "script the successor is submitted with (default: the job's own)"),
+    "--force": (bool, "if DIR holds a live chain, cancel it (printing its job IDs) and start a "
+                "new one; its files are kept as *.prev"),
+    "--python": (str, "interpreter on the compute nodes (default python3; submit makes a path "
+                 "absolute)"),
+    "--budget-dir": (str, "draw every link's time from the shared walltime budget in B (created "
+                     "with: resumable-chain budget B --max-walltime T)"),
+    "--notify": (check_notify, "run CMD with /bin/sh -c once per chain event (%s), with "
+                 "RESUMABLE_CHAIN_EVENT, _DIR, _JOB, _LINK, _REASON set; at most %d s"
+                 % (", ".join(EVENTS), NOTIFY_TIMEOUT)),
+    "--warn": (check_warn, "send SIG to the work S seconds before each link ends, whatever ends "
+               "it (its time limit, a limit lowered for --max-walltime or a budget), e.g. "
+               "USR1@120; the work also finds the end in RESUMABLE_CHAIN_END"),
+    "--json": (bool, "print one JSON object (a list for several chains)"),
+    "--check": (bool, "exit 1 when a chain needs a person (failed, broken, would not continue)"),
+    "--dry-run": (bool, "only print what would be done"),
+    "resume --max-retries": (None, RETRIES_HELP + CHAINS_OWN),
+    "resume --max-walltime": (None, "a new cap on the accumulated walltime" + CHAINS_OWN),
+    "resume --notify": (None, "a new notify command for this link and every later one"
+                        + CHAINS_OWN),
+    "resume --warn": (None, "a new warning for this link and every later one" + CHAINS_OWN),
+    "budget --max-walltime": (None, "create the budget with this cap, or change its cap: "
+                              + DURATION_HELP),
+    "budget --json": (None, "print one JSON object"),
 }
 
 
@@ -4722,24 +4718,22 @@ def split_submit_argv(argv):
         check_sbatch_args(sbatch_args, strict=False)
         raise ValueError("submit: give SCRIPT after --" if dashes < len(argv) else
                          "submit: give DIR first and SCRIPT after the options (see submit --help)")
-    misplaced = [word for word in words[1:]
+    after = words[1:] if dashes == len(argv) else []  # SCRIPT's words that may be misplaced
+    misplaced = [word for word in after
                  if word.split("=", 1)[0] in usage_options(USER_COMMANDS["submit"].usage)]
-    if misplaced and dashes == len(argv):
+    if misplaced:
         raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
                          "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
                          % (misplaced[0], words[0]))
-    looks = [word for word in words[1:] if dashes == len(argv) and (word[:2] in SHORT_LOOKS or (
-        word.split("=", 1)[0] in SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS and word[1] == "-"))]
+    looks = [word for word in after if word[:2] in SHORT_LOOKS or (
+        word.split("=", 1)[0] in SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS and word[1] == "-")]
     return ours, (sbatch_args, words[0], words[1:], looks)
 
 
 def split_resume_argv(argv):
-    """Split ``resume``'s words: (DIRs and our options, (sbatch options,))."""
+    """``resume``'s words apart: (DIRs and our options, (sbatch options,))."""
     ours, sbatch_args, _ = _split_options("resume", argv)  # DIR... : it reads every word
-    if not ours or ours[0].startswith("-"):
-        raise ValueError("resume: give DIR first, then options (%s is neither ours nor an "
-                         "sbatch option; see resume --help)" % (ours or ["?"])[0])
-    return ours, (sbatch_args,)
+    return ours, (sbatch_args,)  # no DIR: argparse says it is required
 
 
 def _split_options(command, words):
@@ -4747,7 +4741,6 @@ def _split_options(command, words):
     DIRs that is neither), order kept; options read as sbatch reads them, ours spelled out."""
     options = usage_options(USER_COMMANDS[command].usage)
     own_values = frozenset(name for name in options if options[name])
-    own_flags = frozenset(options) - own_values
     ours, sbatch_args, index, run_dirs = [], [], 0, []
     while index < len(words):
         if not words[index].startswith("-"):  # DIR (options may come before it), then SCRIPT
@@ -4756,7 +4749,7 @@ def _split_options(command, words):
             run_dirs, index = run_dirs + [words[index]], index + 1
             continue
         name, takes_value = resolve_option(words[index], SBATCH_VALUE_OPTIONS | own_values,
-                                           SBATCH_OTHER_OPTIONS | own_flags)
+                                           SBATCH_OTHER_OPTIONS | set(options) - own_values)
         if name in options:
             ours += [spelled_out(name, words[index])] + words[index + 1:index + 1 + takes_value]
         else:
@@ -4795,11 +4788,10 @@ def _build_parser():
         sub.add_argument("run_dir", metavar="DIR", help=command.dirs,
                          nargs="+" if "DIR..." in command.usage else None)
         for option, metavar in usage_options(command.usage).items():
-            check = OPTION_CHECKS.get(option)
-            kind = dict(metavar=metavar, type=check and checked(check)) if metavar else dict(
+            kind = dict(metavar=metavar, type=checked(OPTIONS[option][0])) if metavar else dict(
                 action="store_true")
-            sub.add_argument(option, default=argparse.SUPPRESS, help=as_run(OPTION_HELP.get(
-                "%s %s" % (name, option)) or OPTION_HELP[option]), **kind)
+            sub.add_argument(option, default=argparse.SUPPRESS, help=as_run(OPTIONS.get(
+                "%s %s" % (name, option), OPTIONS[option])[1]), **kind)
     return parser
 
 
@@ -4880,11 +4872,6 @@ def _live_job(status):
     return text + (" (%s)" % row["reason"] if row["reason"] else "")
 
 
-def _shown_path(path):
-    relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
-
-
 def format_collection(statuses):
     """``status``'s table of several chains: a row each, then what needs a person or is unread
     (wrapped at 100 columns), then each next step, with the chain's directory as shown."""
@@ -4896,7 +4883,8 @@ def format_collection(statuses):
         if status["budget"]:  # the cap that binds the chain too
             cap += " (budget %s of %s left)" % (format_duration(status["budget"]["left"]),
                                                 format_duration(status["budget"]["cap"]))
-        shown = _shown_path(status["run_dir"])
+        relative = os.path.relpath(status["run_dir"])
+        shown = status["run_dir"] if relative.startswith("..") else relative
         table.append((shown, status["verdict_word"], str(status["links"]), "%s/%s" % (
             format_duration(status["walltime_used"]), cap), "%d/%s" % (
                 status["retries"], "-" if status["max_retries"] is None else status["max_retries"]),
@@ -4959,10 +4947,6 @@ def _log(*messages):
     for message in messages:
         sys.stderr.write("resumable-chain: %s\n" % as_run(visible(message)))
     sys.stderr.flush()
-
-
-def one_line(text):
-    return text.replace("\n", "\\n")
 
 
 def _say(text):
@@ -5281,9 +5265,8 @@ def status_command(paths, json=False, check=False):
         shown = _each_text(statuses, lambda text: text.replace("\r", "\\r").replace(
             "\n", "\\n").replace("\t", "\\t"))  # one line, whatever a state file put in it
         _say(format_status(shown[0]) if one else format_collection(shown))
-    if any(status["slurm_errors"] for status in statuses):
-        return 1  # what it shows is incomplete
-    return 1 if check and any(status["attention"] for status in statuses) else 0
+    # 1: what it shows is incomplete, or (--check) a chain needs a person
+    return int(any(status["slurm_errors"] or check and status["attention"] for status in statuses))
 
 
 def _each_chain(run_dirs, operation):
@@ -5296,10 +5279,11 @@ def _each_chain(run_dirs, operation):
     worst = 0
     for run_dir in run_dirs:
         try:
-            status, line = operation(run_dir, lambda text: _log(one_line(run_dir + ": " + text)))
+            status, line = operation(run_dir, lambda text: _log(
+                (run_dir + ": " + text).replace("\n", "\\n")))
         except (StateError, ValueError) as error:
             status, line = EXIT_USAGE, "error: %s" % error
-        _say(one_line("%s: %s" % (run_dir, line)) + "\n")  # a newline in a name forges no line
+        _say(("%s: %s" % (run_dir, line)).replace("\n", "\\n") + "\n")  # forges no line
         worst = max(worst, status)
     return worst
 
@@ -5353,10 +5337,9 @@ def resume_command(run_dirs, sbatch_args, **options):
     return _each_chain(run_dirs, resume)
 
 
-# The user's commands: ``run(DIR or [DIR...], *what split() took from the words, **the options
-# given)``; split() takes apart what argparse does not read (None: only the sbatch options after
-# "[-- " if the usage has it). The usage names the options (usage_options) and says whether DIR
-# may be several (DIR...).
+# The user's commands: ``run(DIR or [DIR...], *what split() took, **the options given)``; split()
+# takes apart what argparse does not read (None: the sbatch options after "[-- " if the usage has
+# it). The usage names the options (OPTIONS checks them) and whether DIR may be several (DIR...).
 UserCommand = collections.namedtuple(
     "UserCommand", "run split usage dirs help description example")
 ONE_RUN_DIR = "the run directory holding the state"
@@ -5436,8 +5419,7 @@ def run_user_command(argv):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     def named(error):  # every error names the command once
-        return str(error) if str(error).startswith(argv[0] + ": ") else "%s: %s" % (argv[0],
-                                                                                    error)
+        return ("" if str(error).startswith(argv[0] + ": ") else argv[0] + ": ") + str(error)
     try:
         ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], ())
     except ValueError as error:
@@ -5507,7 +5489,7 @@ def read_step_words(step, argv):
         elif metavar.endswith("..."):
             options.setdefault(keyword + "s", []).append(value)
         else:
-            options[keyword] = OPTION_CHECKS.get(name, str)(value) if metavar else True
+            options[keyword] = OPTIONS.get(name, (str,))[0](value) if metavar else True
     several = named[-1].endswith("...")
     missing = [name for name in wanted if "[" + name not in usage
                and name[2:].replace("-", "_") not in options]

@@ -178,9 +178,11 @@ def test_a_first_job_that_never_starts_is_submitted_again_not_resumed(cluster, r
      "--max-retries?)"),
     (["submit", "r", "--wrap", "echo hi"], "sbatch option '--wrap' is not allowed in a chain: a "
      "chain resubmits a job script"),  # issue 40: it said "give DIR first"
+    (["resume", "--max-retries", "3"], "the following arguments are required: DIR"),  # it said
+    # "--max-retries is neither ours nor an sbatch option"
 ], ids=["render's sbatch options before --", "render --max-retry", "status --jsn",
         "status without DIR", "budget with a bad walltime",
-        "submit --max-retry", "resume --max-retry", "submit --wrap"])
+        "submit --max-retry", "resume --max-retry", "submit --wrap", "resume without DIR"])
 def test_a_mistyped_command_line_says_what_was_meant(cluster, capsys, monkeypatch, words,
                                                      message):
     status, out, err = run_cli(cluster, capsys, monkeypatch, *words)

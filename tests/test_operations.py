@@ -417,6 +417,36 @@ def test_in_job_words_refused(step, words, message):
     assert message in str(error.value)
 
 
+ONE_CHECK = [  # (option, a bad value, what every entry point says of it)
+    ("--max-retries", "-1", "max_retries must be a whole number from 0"),
+    ("--max-walltime", "0:30", "under Slurm's 1-minute minimum"),
+    ("--notify", " ", "notify must be a shell command"),
+    ("--warn", "KILL@10", "warn must be SIG@SECONDS"),
+]
+
+
+@pytest.mark.parametrize("option,value,message", ONE_CHECK, ids=[r[0] for r in ONE_CHECK])
+def test_an_option_is_checked_by_its_one_check_at_every_entry_point(capsys, tmp_path, option,
+                                                                    value, message):
+    """OPTIONS: the command line, render_prologue and the in-job step refuse alike."""
+    with pytest.raises(ValueError, match=message):
+        rc.read_step_words("prologue", [option + "=" + value, "--script=/s", "/r"])
+    with pytest.raises(ValueError, match=message):
+        rc.render_prologue(str(tmp_path / "r"), **{option[2:].replace("-", "_"): value})
+    for command in ("render", "resume"):
+        assert rc.main([command, str(tmp_path / "r"), option, value]) == rc.EXIT_USAGE
+        err = capsys.readouterr().err
+        assert message in err and "argument %s" % option in err and err.count("\n") == 1, err
+
+
+def test_every_option_a_command_or_step_takes_is_in_the_option_table():
+    steps = [usage for _, usage in rc.STEPS.values()]
+    for usage in [command.usage for command in rc.USER_COMMANDS.values()] + steps:
+        for option in set(rc.usage_options(usage)) - {"--sbatch-arg", "--again", "--after"}:
+            check, help = rc.OPTIONS[option]
+            assert callable(check) and help, option
+
+
 def test_a_guard_for_a_missing_run_directory_says_so_in_one_line(capsys, tmp_path):
     missing = str(tmp_path / "gone")
     assert rc.main(["guard", missing, "1001", "--after=1000"]) == rc.EXIT_USAGE
