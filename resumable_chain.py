@@ -282,16 +282,14 @@ NEVER_STARTS = {
     "DependencyNeverSatisfied": "its dependency can never be satisfied",
     "BurstBufferOperation": "its burst buffer operation failed",
 }
-# Any per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit, QOSMinCpu...).
-PER_JOB_LIMIT = "it breaks a per-job limit of its QOS or association"
-
-
 def never_starts(reason):
-    """Why a job pending for ``reason`` (squeue's) never starts by itself, or None."""
+    """Why a job pending for ``reason`` (squeue's) never starts by itself, or None: NEVER_STARTS,
+    or any per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit, QOSMinCpu...)."""
     reason = reason or ""
-    per_job = reason.startswith(("QOS", "Assoc")) and (
-        "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin"))
-    return PER_JOB_LIMIT if per_job else NEVER_STARTS.get(reason)
+    if reason.startswith(("QOS", "Assoc")) and (
+            "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin")):
+        return "it breaks a per-job limit of its QOS or association"
+    return NEVER_STARTS.get(reason)
 
 
 # Options that would break the chain if a user passed them to every successor.
