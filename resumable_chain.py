@@ -1084,7 +1084,6 @@ def stop_at_cap(decision, walltime, max_walltime):
 
 
 def budget_left(budget):
-    """Seconds of a shared budget neither used nor reserved."""
     return max(budget.cap - budget.settled - sum(budget.reservations.values()), 0)
 
 
@@ -1334,7 +1333,7 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
 
 
 def submitted_from_json(data):
-    """{field: value} of a submit record, unknown keys dropped."""
+    """{field: value} of the known fields a submit record has (older ones lack some)."""
     values = _checked(data, SUBMIT_CHECKS, SUBMIT_CHECKS)
     return {name: value for name, value in values.items() if name in data}
 
