@@ -397,11 +397,8 @@ class Settings(dict):
     def __init__(self, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None):
         dict.__init__(self, max_retries=max_retries, max_walltime=max_walltime)
 
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name)
+    max_retries = property(lambda self: self["max_retries"])
+    max_walltime = property(lambda self: self["max_walltime"])
 
 
 # ---------------------------------------------------------------------------
