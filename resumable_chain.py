@@ -99,7 +99,9 @@ DEFAULT_LOOKUP_SECONDS = 60  # how long a missing predecessor is looked for
 LOOKUP_BACKOFF = (0.5, 1, 1.5, 2, 3, 4, 6, 8, 10, 12)  # pauses between sacct tries
 COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout override
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
-SBATCH_TIMEOUT_FACTOR = 3  # sbatch's timeout in queries': rate-limited, it sleeps 1, 2, 3 s...
+# sbatch's timeout in queries': a rate-limited sbatch sleeps 1, 2, 3 s... between tries, so 180 s
+# is 18 tries, not 10 (docs/performance.md)
+SBATCH_TIMEOUT_FACTOR = 3
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file: read by its tail
