@@ -99,8 +99,8 @@ DEFAULT_LOOKUP_SECONDS = 60  # how long a missing predecessor is looked for
 LOOKUP_BACKOFF = (0.5, 1, 1.5, 2, 3, 4, 6, 8, 10, 12)  # pauses between sacct tries
 COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout override
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
-# sbatch's timeout: this many times a query's. A rate-limited client is not refused, it sleeps
-# 1 s, 2 s, 3 s... between tries: 180 s is 18 tries, not 10 (docs/performance.md)
+# sbatch's timeout in queries': a rate-limited sbatch sleeps 1, 2, 3 s... between tries, so 180 s
+# is 18 tries, not 10 (docs/performance.md)
 SBATCH_TIMEOUT_FACTOR = 3
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
@@ -115,8 +115,8 @@ LOCAL_FILESYSTEMS = frozenset(("ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f
 LOCK_ENV = "RESUMABLE_CHAIN_LOCK"  # "kernel" or "file": force one kind of lock
 LOCK_KINDS = ("kernel", "file")
 HELD_SUFFIX = ".held"  # the file lock: <lock file>.held, created exclusively, names its holder
-# errno of a lock call on a mount without kernel locks (Lustre noflock: ENOSYS; NFS without
-# lockd: ENOLCK): the file lock takes over.
+# A lock call's errno on a mount without kernel locks (Lustre noflock: ENOSYS; NFS without lockd:
+# ENOLCK): the file lock takes over.
 NO_KERNEL_LOCK = frozenset((errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL))
 # Mounts whose kernel locks are missing or local to one node, by fstype: the mount options that
 # say so (None: always; BeeGFS global locks are a client setting, off by default, not shown).
@@ -144,13 +144,11 @@ EXIT_TRAP_MARKS = (signal.SIGXFSZ, signal.SIGVTALRM, signal.SIGSYS)
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_TRIES_SECONDS = 240  # how long a guard keeps looking and trying sbatch
 GUARD_REQUEUES = 30  # a guard your job limit refuses requeues itself (some 4 h), then gives up
-# A guard's time limit: its tries, a last look's wait for a lagging view and the lock's wait, so
-# that the limit never kills a guard between its sbatch and its journal entry.
+# A guard's time limit: its tries, a lagging view's wait and the lock's, so that it is never
+# killed between its sbatch and its journal entry.
 GUARD_MINUTES = 10
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
-# A guard's job name: this and its link's name; in front, so that default squeue output (which
-# cuts names at 8 characters) still tells a guard from the links.
-GUARD_PREFIX = "g:"
+GUARD_PREFIX = "g:"  # before a guard's link's name: squeue cuts names at 8 characters
 GUARD_LOG = ".resumable_chain.guard.log"  # what the guards did, a line each, for a person
 CONTINUED_WITH = "the chain continued with job "  # a guard's words when it queued a job (status)
 EVENTS = ("finished", "stopped", "failed", "broken", "healed", "resumed")  # what notify hears
@@ -287,16 +285,14 @@ NEVER_STARTS = {
     "DependencyNeverSatisfied": "its dependency can never be satisfied",
     "BurstBufferOperation": "its burst buffer operation failed",
 }
-# Any per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit, QOSMinCpu...).
-PER_JOB_LIMIT = "it breaks a per-job limit of its QOS or association"
-
-
 def never_starts(reason):
-    """Why a job pending for ``reason`` (squeue's) never starts by itself, or None."""
+    """Why a job pending for ``reason`` (squeue's) never starts by itself, or None: NEVER_STARTS,
+    or any per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit, QOSMinCpu...)."""
     reason = reason or ""
-    per_job = reason.startswith(("QOS", "Assoc")) and (
-        "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin"))
-    return PER_JOB_LIMIT if per_job else NEVER_STARTS.get(reason)
+    if reason.startswith(("QOS", "Assoc")) and (
+            "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin")):
+        return "it breaks a per-job limit of its QOS or association"
+    return NEVER_STARTS.get(reason)
 
 
 # Options that would break the chain if a user passed them to every successor.
@@ -323,10 +319,9 @@ def _option_names(text):
     return frozenset(["--" + name for name, _ in pairs] + list(shorts)), shorts
 
 
-# sbatch's options in Slurm 22.05, 24.11 and 26.05, as each release's sbatch accepts them
-# (recorded in tests/slurm_outputs/<release>/sbatch-options.txt by probe_sbatch_options.py):
-# those that take a value in the next word (``-p debug``), and the others (flags, and values
-# only after '='); ``account/A``: -A is short for --account, as `sbatch --help` pairs them.
+# sbatch's options in Slurm 22.05, 24.11 and 26.05 (tests/slurm_outputs/<release>/sbatch-options
+# .txt): those whose value may be the next word (``-p debug``), then the others (flags, values only
+# after '='); ``account/A``: -A is short for --account.
 SBATCH_VALUE_OPTIONS, _VALUE_SHORT_NAMES = _option_names(
     "account/A acctg-freq array/a autocomplete batch bb bbf begin/b chdir/D cluster "
     "cluster-constraint clusters/M comment constraint/C container container-id container-type "
@@ -367,9 +362,8 @@ Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, a
 
 Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
                                     "predecessor submit reason exit_code nodes")
-Job.__doc__ = """One job as Slurm shows it, whichever command answered: state as printed
-("CANCELLED by 0"), seconds, Slurm's timestamps and ExitCode ("75:0"), squeue's afternotok
-predecessor and pending reason; None where the command does not say."""
+Job.__doc__ = """One job as any Slurm command shows it: state as printed ("CANCELLED by 0"),
+seconds, Slurm's timestamps and ExitCode ("75:0"); None where the command does not say."""
 Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
 # The journal's fields, in order (docs/state-files.md says what each holds).
@@ -385,23 +379,20 @@ Record.__doc__ = "The journal: the last decision in a run directory (docs/state-
 Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
 
 Event = collections.namedtuple("Event", "event job link reason time")
-Event.__doc__ = """One chain event of EVENTS_FILE, notified once until the chain is resumed:
-its job is the chain's last link that ran (for ``resumed``: the new job)."""
+Event.__doc__ = "A chain event, notified once; its job: the last link that ran (resumed: the new)."
 
 NextLink = collections.namedtuple("NextLink", "script sbatch_args script_args job_name workdir")
 NextLink.__doc__ = "How a link's successor is queued (the script, its options and arguments)."
 NextLink.__new__.__defaults__ = ((), (), None, None)
 
-
 Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs cluster")
-Budget.__doc__ = """A walltime budget shared by chains (BUDGET_FILE), in seconds: settled_jobs
-keeps each ended job counted once, reservations hold links that may still run."""
+Budget.__doc__ = """A walltime budget shared by chains, in seconds: settled_jobs counts each ended
+job once, reservations hold links that may still run."""
 Budget.__new__.__defaults__ = (None,)
 
 
 class Settings(dict):
-    """A validated ``resumable:`` setting; a dict, so that it unpacks into
-    ``render_prologue(run_dir, **settings)``, and readable as attributes."""
+    """A validated ``resumable:`` setting: a dict to unpack into render_prologue, or attributes."""
 
     __slots__ = ()
     KEYS = ("max_retries", "max_walltime")  # the only keys a resumable: mapping may have
@@ -409,11 +400,8 @@ class Settings(dict):
     def __init__(self, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None):
         dict.__init__(self, max_retries=max_retries, max_walltime=max_walltime)
 
-    def __getattr__(self, name):
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name)
+    max_retries = property(lambda self: self["max_retries"])
+    max_walltime = property(lambda self: self["max_walltime"])
 
 
 # ---------------------------------------------------------------------------
@@ -422,7 +410,7 @@ class Settings(dict):
 
 
 def is_digits(text, longest=None):
-    """Whether text is 1 to ``longest`` ASCII digits (str or bytes)."""
+    """Whether text (str or bytes) is 1 to ``longest`` ASCII digits (str.isdigit takes '²')."""
     if isinstance(text, bytes):
         text = text.decode("latin-1")
     return (isinstance(text, str) and 0 < len(text) <= (longest or len(text))
@@ -457,15 +445,11 @@ def format_duration(seconds):
 
 
 def parse_walltime(text):
-    """Seconds of a positive Slurm duration ("48:00:00", "0-06"; a bare number is minutes, as in
-    Slurm), an int or "5400s" (seconds); ValueError otherwise."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        if text > 0:
-            return text
-        raise ValueError("walltime %r must be positive; accepted forms: %s"
-                         % (text, DURATION_FORMS))
+    """Seconds of a positive walltime; ValueError otherwise. Text is read as sbatch reads --time
+    (a bare "90" is minutes) or "5400s"; an int is seconds, as every number of the Python API."""
     word = text.strip() if isinstance(text, str) else ""
-    seconds = (int(word[:-1]) if word[-1:] == "s" and is_digits(word[:-1], 12)
+    seconds = (text if isinstance(text, int) and not isinstance(text, bool) and text > 0
+               else int(word[:-1]) if word[-1:] == "s" and is_digits(word[:-1], 12)
                else parse_duration(word))
     if not seconds:
         raise ValueError("invalid walltime %r: use a positive %s" % (text, DURATION_FORMS))
@@ -473,7 +457,6 @@ def parse_walltime(text):
 
 
 def check_max_retries(value, name="max_retries"):
-    """Return a valid max_retries: an int from 0 to MAX_RETRIES_LIMIT."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES_LIMIT:
         raise ValueError("%s must be a whole number from 0 to %d, got %r"
                          % (name, MAX_RETRIES_LIMIT, value))
@@ -481,7 +464,7 @@ def check_max_retries(value, name="max_retries"):
 
 
 def check_max_walltime(value, name="max_walltime"):
-    """Return max_walltime in seconds (None: no cap); under Slurm's 1-minute minimum is refused."""
+    """max_walltime in seconds (parse_walltime; None: no cap) that a Slurm time limit can hold."""
     if value is None:
         return None
     try:
@@ -518,7 +501,6 @@ def parse_resumable(value):
 
 
 def parse_job_id(text, what="job ID"):
-    """Return a validated Slurm job ID string; raise ValueError for anything else."""
     if is_job_id(text):
         return text
     raise ValueError("malformed %s %r: expected a plain number such as 12345" % (what, text))
@@ -541,9 +523,8 @@ def parse_dependency(text):
 
 
 def parse_array(text, max_array_size):
-    """(sorted task IDs, throttle or None) of an ``--array`` value as slurmctld reads it
-    (slurm_parse_array_tok: ``I``, ``I-J``, ``I-J:STEP``, brackets, then ``%N``; 0: none), every
-    ID below MaxArraySize; None for an empty value; ValueError for what slurmctld refuses."""
+    """(sorted task IDs, throttle or None) of an ``--array`` value as slurmctld's
+    slurm_parse_array_tok reads it (``%0``: none); None if empty; ValueError if it refuses it."""
     if not text:
         return None
     indexes, _, throttle = text.partition("%")
@@ -590,7 +571,7 @@ def last_line(text):
 
 
 def base_state(state):
-    """``"CANCELLED by 0"`` -> ``"CANCELLED"``; truncated ``"CANCELLED+"`` too."""
+    """``"CANCELLED by 0"`` or a truncated ``"CANCELLED+"`` -> ``"CANCELLED"``."""
     words = str(state).strip().split()
     return words[0].rstrip("+").upper() if words else ""
 
@@ -605,8 +586,7 @@ def _known(text, unknown=UNKNOWN_TIMES):
 
 
 def exit_status(exit_code):
-    """Slurm's ExitCode ``"75:0"`` (or a driver's return code, 75) -> 75; None for a death by
-    signal (``"0:15"``) or none."""
+    """Slurm's ExitCode ``"75:0"`` (or 75) -> 75; None for a death by signal (``"0:15"``)."""
     text = "" if exit_code is None or isinstance(exit_code, bool) else str(exit_code).strip()
     status, colon, signal_number = text.partition(":")
     return int(status) if is_digits(status, 3) and (not colon or signal_number == "0") else None
@@ -647,19 +627,18 @@ def summarize_sacct(records):
     ordered = sorted(records, key=lambda job: (job.submit or "", job.start or "9999"))
     total = ordered[-1].elapsed
     for earlier, later in zip(reversed(ordered[:-1]), reversed(ordered[1:])):
-        gap = _seconds_between(earlier.end, later.submit)
-        if gap is None or abs(gap) > REQUEUE_GAP_SECONDS:
+        ended, submitted = epoch(earlier.end), epoch(later.submit)
+        if None in (ended, submitted) or abs(submitted - ended) > REQUEUE_GAP_SECONDS:
             break
         total += earlier.elapsed
     return ordered[-1]._replace(elapsed=total, restarts=len(ordered) - 1)
 
 
-def _seconds_between(earlier, later):
-    import calendar  # only requeued jobs get here: keep it off the prologue's import time
+def epoch(text):
+    """Epoch seconds of a time as Slurm prints it (local: ``2026-12-03T16:46:25``), or None."""
     try:
-        return (calendar.timegm(time.strptime(later, "%Y-%m-%dT%H:%M:%S"))
-                - calendar.timegm(time.strptime(earlier, "%Y-%m-%dT%H:%M:%S")))
-    except (TypeError, ValueError):
+        return int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -686,13 +665,13 @@ def parse_scontrol(text):
 
 
 def _rows(text, width):
-    """The lines of squeue or sacct output of ``width`` fields split by "|", a job ID first."""
+    """The lines of ``width`` "|"-split fields, a job ID first, of squeue or sacct output."""
     rows = [line.strip().split("|") for line in (text or "").splitlines()]
     return [fields for fields in rows if len(fields) == width and is_job_id(fields[0])]
 
 
 def parse_squeue(text):
-    """Return the Jobs in ``squeue -h -o SQUEUE_FORMAT`` output (malformed lines skipped)."""
+    """The Jobs of ``squeue -h -o SQUEUE_FORMAT`` output."""
     jobs = []
     for job_id, state, elapsed, start, limit, dependency, reason in _rows(text, 7):
         try:
@@ -723,9 +702,8 @@ def parse_held_by_script(text, script):
 
 
 def parse_partition(text, name=None):
-    """(name, the limit in seconds a job without --time gets: DefaultTime, else MaxTime; None for
-    none) of partition ``name`` (else the default one) in ``scontrol show partition -o``; None
-    if it is not there."""
+    """(name, seconds a job without --time gets: DefaultTime, else MaxTime, else None) of
+    partition ``name`` (else the default) in ``scontrol show partition -o``; None if absent."""
     for line in (text or "").splitlines():
         fields = dict(word.partition("=")[::2] for word in line.split())
         if fields.get("PartitionName") == name if name else fields.get("Default") == "YES":
@@ -741,10 +719,9 @@ def parse_config(text):
 
 
 def submit_limits(assoc_text, qos_text, cluster, account=None, qos=None):
-    """[(jobs, whose)]: the MaxSubmitJobs of the user's associations on ``cluster`` (only
-    ``account``'s if named; ``sacctmgr -n -P show assoc ... format=cluster,account,user,
-    maxsubmit,defaultqos``) and the MaxSubmitJobsPerUser of their QOS (``qos`` if named, else
-    each one's default, else normal; ``show qos format=name,maxsubmitpu``)."""
+    """[(jobs, whose)]: MaxSubmitJobs of the user's associations on ``cluster`` (``account``'s if
+    named; sacctmgr ``format=cluster,account,user,maxsubmit,defaultqos``) and MaxSubmitJobsPerUser
+    of their QOS (``qos``, else each one's default, else normal; ``format=name,maxsubmitpu``)."""
     limits, names = [], {qos} if qos else set()
     for fields in (line.split("|") for line in (assoc_text or "").splitlines()):
         if len(fields) != 5 or fields[0] != cluster or account and fields[1] != account:
@@ -975,7 +952,7 @@ def exports_values(record):
 
 
 def parse_mounts(text):
-    """Return [(mount point, fstype, [options])] from /proc/mounts text (``\\040`` is a space)."""
+    """[(mount point, fstype, [options])] of /proc/mounts text (``\\040`` is a space)."""
     mounts = []
     for line in text.splitlines():
         fields = line.split()
@@ -988,7 +965,7 @@ def parse_mounts(text):
 
 
 def parse_budget(data):
-    """Return the Budget a budget file's JSON holds; ValueError if it is not one."""
+    """The Budget a budget file's JSON holds; ValueError if it is not one."""
     def seconds(value):
         return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNTER
 
@@ -1018,7 +995,7 @@ def dump_json(value):
 
 
 def shell_quote(text):
-    """Quote a string for bash (what shlex.quote does, without importing shlex in the job)."""
+    """shlex.quote, without importing shlex in the job."""
     if text and all(char in SHELL_SAFE for char in text):
         return text
     return "'" + text.replace("'", "'\"'\"'") + "'"
@@ -1049,8 +1026,7 @@ def uid_name(uid):
 
 
 def state_meaning(state, exit_code=None, elapsed=None):
-    """What a predecessor's final state means (STATE_MEANING; if FAILED, its work's exit status
-    and for how long it ran)."""
+    """STATE_MEANING of a final state; if FAILED, as the work's exit status and run time say."""
     meaning = STATE_MEANING.get(base_state(state), RETRY)
     if base_state(state) == "FAILED":
         meaning = WORK_EXIT_MEANING.get(exit_status(exit_code), meaning)
@@ -1061,9 +1037,8 @@ def state_meaning(state, exit_code=None, elapsed=None):
 
 def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
            exit_code=None, elapsed=None):
-    """What a job does given its predecessor's ``state`` (None: first job; NOT_VISIBLE: not
-    found; else as Slurm prints it), ExitCode (``"75:0"``, or 75) and run time (``elapsed``
-    seconds); pure. ``walltime``: the seconds used including the predecessor's."""
+    """The Decision of a job whose predecessor ended in ``state`` (None: first job; NOT_VISIBLE:
+    not found) with ExitCode ``"75:0"`` (or 75) after ``elapsed`` s; ``walltime`` includes it."""
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
@@ -1107,13 +1082,12 @@ def stop_at_cap(decision, walltime, max_walltime):
 
 
 def budget_left(budget):
-    """Seconds of a shared budget neither used nor reserved (never negative)."""
     return max(budget.cap - budget.settled - sum(budget.reservations.values()), 0)
 
 
 def reserve(budget, job_id, limit):
     """(budget, seconds) with whole minutes of min(limit, what is left) reserved for a link
-    (seconds None: under a minute left); pure. A requeued link keeps its reservation."""
+    (seconds None: under a minute left). A requeued link keeps its reservation."""
     if job_id in budget.reservations:
         return budget, budget.reservations[job_id]
     left = budget_left(budget)
@@ -1124,8 +1098,8 @@ def reserve(budget, job_id, limit):
 
 
 def settle(budget, job_id, elapsed):
-    """Replace a link's reservation by its real elapsed seconds; pure and idempotent (a job
-    settled before, then requeued, adds only what it ran since)."""
+    """A link's reservation replaced by its elapsed seconds, idempotent (a job settled before,
+    then requeued, adds only what it ran since)."""
     if job_id not in budget.reservations and job_id not in budget.settled_jobs:
         return budget  # not a link of this budget
     counted = budget.settled_jobs.get(job_id, 0)
@@ -1136,9 +1110,8 @@ def settle(budget, job_id, elapsed):
 
 
 Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
-Snapshot.__doc__ = """The run directory's state, read once under the lock: walltime and retries
-(None: no file, counts as 0), the chain file's last job, the journal's Record, the cancel mark's
-text (each None when missing)."""
+Snapshot.__doc__ = """The run directory's state, read once under the lock: the counters, the chain
+file's last job, the journal's Record, the cancel mark's text (each None when missing)."""
 
 
 def chain_length(snapshot):
@@ -1152,12 +1125,12 @@ def chain_length(snapshot):
 
 
 def link_number(length, action):
-    """The ``link`` a record carries: links that ran, this one included if it works."""
+    """A record's ``link``: links that ran, this one included if it works."""
     return None if length is None else length + (action in WORK_ACTIONS)
 
 
 def restate(record, action, reason, cause):
-    """The record with another decision; its link number follows the decision."""
+    """The record with another decision (and the link number that follows)."""
     length = None if record.link is None else record.link - (record.action in WORK_ACTIONS)
     return record._replace(action=action, reason=reason, cause=cause,
                            link=link_number(length, action))
@@ -1165,9 +1138,8 @@ def restate(record, action, reason, cause):
 
 def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, *, now=0,
               budget_dir=None, cluster=None, notify=None, warn=None):
-    """This link's Record, pure: the table (decide), the cancel mark, the cap (stop_at_cap).
-    ``observation``: the lookup of the predecessor (None for a first job). Settings that
-    ``resume`` gave the chain win over the prologue's own, but for a new chain."""
+    """This link's Record: decide(), then the cancel mark and the cap. ``observation``: the
+    predecessor's lookup (None: first job). Settings ``resume`` gave win over the prologue's."""
     previous, first = snapshot.record, predecessor_id is None
     observed = Job(None, None, 0) if first else observation.job
     cause, settings_from = None, "prologue"
@@ -1207,39 +1179,34 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
 
 
 def link_caps(record):
-    """Seconds a working link may run by its caps: what is left of max_walltime, what it
-    reserved from the shared budget (its time limit is lowered to fit them)."""
+    """Seconds a working link may run by its caps: max_walltime's rest, its budget reservation."""
     return [seconds for seconds in (
         None if record.max_walltime is None else record.max_walltime - record.walltime,
         record.reserved) if seconds is not None]
 
 
 def link_end(start, time_limit, caps=()):
-    """When a link started at ``start`` (epoch seconds) ends, None if nothing ends it: its time
-    limit (None: UNLIMITED) or the whole minutes of its tightest cap (clamp_time_limit)."""
+    """When (epoch seconds; None: never) a link started at ``start`` ends: at its time limit
+    (None: UNLIMITED) or the whole minutes of its tightest cap (clamp_time_limit)."""
     ends = [seconds for seconds in [time_limit] + [int(cap) // 60 * 60 for cap in caps]
             if seconds is not None]
     return None if start is None or not ends else int(start) + min(ends)
 
 
 def job_start_and_limit(environ, job_id, ask=True):
-    """(start, time limit) of the running job in epoch seconds and seconds, from Slurm's
-    SLURM_JOB_START_TIME/_END_TIME (23.02+); before, from the controller when ``ask``.
-    (None, None) when not known."""
+    """(start, time limit) of the running job in epoch seconds and seconds, or (None, None):
+    from SLURM_JOB_START_TIME/_END_TIME (23.02+), else from the controller when ``ask``."""
     start, end = environ.get("SLURM_JOB_START_TIME", ""), environ.get("SLURM_JOB_END_TIME", "")
     if is_digits(start) and is_digits(end):
         return int(start), int(end) - int(start) if int(end) > int(start) else None
     job = controller_job(job_id).job if ask else None
-    try:  # scontrol prints local time; no job (AttributeError) or no start (TypeError)
-        return int(time.mktime(time.strptime(job.start, "%Y-%m-%dT%H:%M:%S"))), job.time_limit
-    except (AttributeError, TypeError, ValueError):
-        return None, None
+    start = epoch(job.start) if job else None
+    return (start, job.time_limit) if start is not None else (None, None)
 
 
 def link_exports(record, run_dir, end=None):
-    """The RESUMABLE_CHAIN_* variables the prologue exports to the work, as {name: text};
-    ``end``: when the link ends (link_end)."""
-    caps = link_caps(record)  # --max-walltime's rest, this link's share of a budget
+    """{name: text} of the variables the prologue exports to the work; ``end``: link_end."""
+    caps = link_caps(record)
     values = {"DIR": run_dir, "JOB": record.job, "LINK": record.link,
               "RESUMING": int(record.action == "resume"), "PREDECESSOR": record.predecessor,
               "SUCCESSOR": record.successor, "WALLTIME_USED": record.walltime,
@@ -1259,7 +1226,7 @@ _checkpoints_passed = [0]  # how many checkpoints this process passed (crash-inj
 
 
 def _checkpoint():
-    """Between two steps that change state: where the crash-injection tests kill the job."""
+    """Between two steps that change state: where crash-injection tests kill the job."""
     target = os.environ.get(CRASH_ENV)
     if target:
         _checkpoints_passed[0] += 1
@@ -1330,11 +1297,9 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
     "reason": _text, "walltime": _count, "retries": _count, "max_retries": _count,
     "max_walltime": _count, "settings_from": _one_of(None, "prologue", "resume"),
     "link": _count, "successor": _job, "successor_error": _text, "successor_retries": _count,
-    "guard": _job, "guard_error": _text, "guarded_by": _job,
-    "dead_successors": _count,
-    "time_limit": _count, "budget_dir": _word, "warn": _warn_ok,
-    "notify": lambda value: value is True or _word(value),
-    "reserved": _count, "next": _next_link_ok,
+    "guard": _job, "guard_error": _text, "guarded_by": _job, "dead_successors": _count,
+    "time_limit": _count, "budget_dir": _word, "warn": _warn_ok, "reserved": _count,
+    "notify": lambda value: value is True or _word(value), "next": _next_link_ok,
     "phase": _one_of(None, "counted", "queued", "done"),
     "time": lambda value: value is None or (type(value) in (int, float) and 0 <= value < 1e11),
 }
@@ -1343,7 +1308,7 @@ EVENT_CHECKS = {"event": _one_of(*EVENTS), "job": _job, "link": _count, "reason"
 
 
 def _checked(data, checks, fields):
-    """{field: value} of a JSON object whose fields pass their checks; ValueError naming one."""
+    """{field: value} of a JSON object whose fields pass their checks; ValueError names one."""
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     values = {name: data.get(name) for name in fields}
@@ -1366,13 +1331,12 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
 
 
 def submitted_from_json(data):
-    """What a submit record holds ({field: value}, unknown keys dropped); ValueError."""
+    """{field: value} of the known fields a submit record has (older ones lack some)."""
     values = _checked(data, SUBMIT_CHECKS, SUBMIT_CHECKS)
     return {name: value for name, value in values.items() if name in data}
 
 
 def events_from_json(data):
-    """The Events an events file's JSON holds; ValueError."""
     if not isinstance(data.get("events"), list):
         raise ValueError("'events' is not a list")
     return [Event(**_checked(item, EVENT_CHECKS, Event._fields))
@@ -1380,7 +1344,7 @@ def events_from_json(data):
 
 
 def record_from_json(data):
-    """The Record a journal holds (unknown keys ignored); any wrong field is a ValueError."""
+    """The Record a journal holds (unknown keys ignored)."""
     return Record(**_checked(data, RECORD_CHECKS, RECORD_FIELDS))
 
 
@@ -1393,8 +1357,8 @@ _mounts_read = []  # /proc/mounts, parsed once per process (status of 50 chains,
 
 
 def mount_of(directory, mounts=None):
-    """(mount point, fstype, options) of the mount that holds ``directory``, or None (no mount
-    table); ``mounts``: parse_mounts' list, else /proc/mounts read once per process."""
+    """(mount point, fstype, options) of the mount holding ``directory``, or None; ``mounts``:
+    parse_mounts' list, else /proc/mounts read once per process."""
     if mounts is None and not _mounts_read:  # none: the kernel's lock, tried first
         _mounts_read.append(parse_mounts(_proc_text("", "mounts")))
     path = os.path.realpath(directory)
@@ -1445,8 +1409,7 @@ def probe_lock(directory):
 
 def foreign_write(info):
     """The write bits of an os.stat's mode that let someone else write: others', and the group's
-    unless it is the owner's private group (umask 002 sites; docs/trust-model.md): never group 0,
-    some systems' accounts have it as primary group."""
+    unless it is the owner's private group (umask 002 sites), never group 0 (some accounts' own)."""
     bits = info.st_mode & 0o022
     if not bits & 0o020 or not info.st_gid:  # the common case: nothing to look up (no pwd)
         return bits
@@ -1514,7 +1477,7 @@ def unsafe_path(path, what="run directory"):
 
 
 def check_owned_dir(path, what="run directory"):
-    """StateError for a directory the caller does not own alone or someone could swap."""
+    """StateError for a directory the caller does not own alone, or that someone could swap."""
     try:
         info = os.stat(path)
     except OSError as error:
@@ -1555,8 +1518,7 @@ def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
 
 
 def _write_new(path, text, mode):
-    """Create ``path`` holding ``text``, synced: a fresh name, created here or not at all, so
-    never through a planted symlink."""
+    """Create ``path`` holding ``text``, synced; O_EXCL: never through a planted symlink."""
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         payload = text.encode("utf-8", "surrogateescape")
@@ -1960,8 +1922,8 @@ def _same_file(descriptor, path):
 
 
 def lock_holders(descriptor):
-    """[(pid, uid)] of the processes /proc/locks shows holding (not awaiting) a lock on the open
-    file: this node's only; uid None where /proc hides the process."""
+    """[(pid, uid)] of this node's processes holding (not awaiting) a lock on the open file, as
+    /proc/locks shows them; uid None where /proc hides the process."""
     info = os.fstat(descriptor)
     inode = "%02x:%02x:%d" % (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
     return [(int(words[4]), _proc_uid(words[4])) for words in map(str.split, _proc_text(
@@ -1993,8 +1955,8 @@ def _try_lock(descriptor, path):
 
 
 def _create_held(held, holder):
-    """Create the ``.held`` lock file whole (a hard link of a complete temp file: NFS-safe): the
-    token, or None when another holder got there first."""
+    """The token of a ``.held`` lock file created whole (a hard link of a complete temporary:
+    NFS-safe), or None when another holder got there first."""
     temporary = "%s.%s" % (held, os.urandom(8).hex())
     try:
         _write_new(temporary, dump_json(holder._asdict()) + "\n", 0o644)

@@ -507,6 +507,38 @@ def test_fuzz_parsers_raise_nothing_but_value_error(parser, capsys):
         print("\nfuzz %s: %d inputs, %d accepted" % (parser, FUZZ_CASES, accepted))
 
 
+@pytest.mark.parametrize("walltime, seconds", [
+    ("90", 5400),  # a bare number in text is minutes, as sbatch reads --time
+    (90, 90),  # an int is seconds, as every number of the Python API (decide's walltime too)
+    ("5400s", 5400),
+    ("2-00", 172800),
+    (" 48:00:00 ", 172800),
+    (0, None), (-60, None), (True, None), ("0", None), ("", None), ("90m", None), (None, None),
+])
+def test_walltime_units(walltime, seconds):
+    if seconds is None:
+        with pytest.raises(ValueError, match="invalid walltime"):
+            rc.parse_walltime(walltime)
+    else:
+        assert rc.parse_walltime(walltime) == seconds
+
+
+@pytest.mark.parametrize("situation, next_submit, elapsed, restarts", [
+    ("requeued a minute after its first run ended", "2026-11-30T01:01:00", 70, 1),
+    ("an ID reused hours later", "2026-11-30T03:00:00", 40, 1),
+    ("no end time", None, 40, 1),
+])
+def test_sacct_runs_of_one_job_id_count_as_one_only_when_requeued(situation, next_submit,
+                                                                     elapsed, restarts):
+    first = rc.Job("7", "NODE_FAIL", 30, submit="2026-11-30T00:59:00",
+                   start="2026-11-30T00:59:30", end=None if next_submit is None else
+                   "2026-11-30T01:00:00")
+    second = rc.Job("7", "TIMEOUT", 40, submit=next_submit or "2026-11-30T01:01:00",
+                    start="2026-11-30T03:00:30")
+    job = rc.summarize_sacct([second, first])
+    assert (job.state, job.elapsed, job.restarts) == ("TIMEOUT", elapsed, restarts)
+
+
 def test_fuzz_decide_keeps_the_table_invariants():
     # Properties any correct table has, checked without restating the table: random states
     # (fuzzed text too), counters and caps.
