@@ -1,6 +1,5 @@
 """status (one chain and a collection), cancel, submit, resume and notifications against the fake
 Slurm commands, with the calls they make checked."""
-import collections
 import json
 import os
 import shlex
@@ -587,8 +586,7 @@ def test_a_lost_sbatch_answer_that_squeue_cannot_look_into_says_what_to_cancel(
     # (22.05): its empty answer was read as "no job created", and the held job stayed unnamed
     failed_chain(cluster, run_dir)
     cluster.update(sbatch_lost_answer=True)
-    monkeypatch.setattr("pwd.getpwuid", lambda uid: collections.namedtuple(  # one slurmctld
-        "Entry", "pw_name")("ghost"))  # cannot resolve
+    monkeypatch.setattr(rc, "_user_name", lambda: "ghost")  # one slurmctld cannot resolve
     argv = [command, run_dir] + ([write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")]
                                  if command == "submit" else [])
     status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)
