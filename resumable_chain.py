@@ -2194,7 +2194,13 @@ class Slurm(object):
     every one runs through run_slurm, the one seam tests replace."""
 
     def __init__(self, cluster=None):
-        self.cluster = cluster
+        self.cluster, self.known_name = cluster, cluster
+
+    def name(self):
+        """The cluster's name: the one bound, else this environment's ClusterName (asked once
+        per object: a sweep's tasks share one)."""
+        self.known_name = self.known_name or current_cluster()
+        return self.known_name
 
     def run(self, argv, **how):
         """run_slurm of ``argv`` pointed at the cluster (-M right after the command's name)."""
@@ -4321,7 +4327,7 @@ def read_batch_script(script):
 
 def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAULT_MAX_RETRIES,
                  max_walltime=None, force=False, python="python3", budget_dir=None,
-                 notify=None, warn=None, task=None, before_queueing=None):
+                 notify=None, warn=None, task=None, before_queueing=None, slurm=None):
     """Make SCRIPT resumable in run_dir and submit its first job, all or nothing: held until
     the live chain is cancelled (``force``) and the files are written; ``task``: a sweep's;
     ``before_queueing()`` runs right before sbatch."""
@@ -4343,7 +4349,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
                                                                            ("--hold",)))
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     one_task = [] if task is None else ["--array=%d" % task]  # the prologue adds it to links
-    created, store = make_run_dir(run_dir), chain_store(run_dir)
+    created, store, slurm = make_run_dir(run_dir), chain_store(run_dir), slurm or Slurm()
     try:  # stage the script (notify: in NOTIFY_FILE, owner only) and submit it, or undo that
         store.write_text(STAGED_SCRIPT, header + render_prologue(
             run_dir, max_retries=max_retries, max_walltime=max_walltime, script=copy_path,
@@ -4351,14 +4357,14 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
             + (finished_trap(python, run_dir) if notify else "") + body, mode=0o700)
         if before_queueing:
             before_queueing()
-        first_job, named = SLURM.submit_held(["--hold", "--no-requeue"] + one_task
+        first_job, named = slurm.submit_held(["--hold", "--no-requeue"] + one_task
                                              + sbatch_args, store.path(STAGED_SCRIPT), script_args)
     except (StateError, ValueError):
         store.remove(STAGED_SCRIPT)
         for directory in reversed(created):
             os.rmdir(directory)
         raise
-    submitted = {"first_job": first_job, "cluster": named or current_cluster(),
+    submitted = {"first_job": first_job, "cluster": named or slurm.name(),
                  "script": copy_path, "original": os.path.abspath(script),
                  "sbatch_args": sbatch_args + one_task, "script_args": list(script_args),
                  "max_retries": max_retries, "max_walltime": max_walltime,
@@ -5230,6 +5236,7 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=Non
             task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
         notes = list(filter(None, [time_limit_note(script, given, os.environ)]))
         options["before_queueing"] = lambda: [_log(notes.pop(0)) for _ in list(notes)]
+        options["slurm"] = Slurm()  # the cluster's name asked once for all the tasks
     for done, each in enumerate(tasks or ()):
         try:
             submit_command(os.path.join(run_dir, str(each)), task_args(each), script,
