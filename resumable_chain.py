@@ -30,6 +30,7 @@ import collections
 import contextlib
 import errno
 import fcntl
+import functools
 import itertools
 import json
 import os
@@ -2176,17 +2177,16 @@ def controller_answer(result):
     return ControllerAnswer(None, error, result.returncode is None or "Invalid job id" in error)
 
 
-def _user_name(names={}):
+@functools.lru_cache(maxsize=None)
+def _user_name():
     """This user's name, looked up once; StateError if the node has none for the uid: squeue
     (26.05) would show no job of a UID it cannot name, and say nothing."""
-    if not names:
-        import pwd
-        try:
-            names["me"] = pwd.getpwuid(os.getuid()).pw_name
-        except KeyError:
-            raise StateError("cannot ask squeue for your jobs: this node has no user name for "
-                             "your uid %d" % os.getuid())
-    return names["me"]
+    import pwd
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        raise StateError("cannot ask squeue for your jobs: this node has no user name for your "
+                         "uid %d" % os.getuid())
 
 
 class Slurm(object):

@@ -2,6 +2,7 @@
 Slurm commands, with the calls they make checked."""
 import json
 import os
+import pwd
 import shlex
 import signal
 import stat
@@ -577,6 +578,19 @@ def test_a_resumed_link_that_never_ran_is_replaced_or_left_by_its_guard(
     result = cluster.run_link(script, new, args=["--lr", "3e-4"], RESUMABLE_CHAIN_NAMED="1")
     assert result.returncode == 0, result.stderr
     assert read(run_dir, rc.CHAIN_FILE).split()[-1] == new  # it ran as the resumed link
+
+
+@pytest.mark.parametrize("asked", [1, 3], ids=["one squeue -u", "three"])
+def test_the_users_name_is_looked_up_once_for_every_squeue_of_their_jobs(cluster, monkeypatch,
+                                                                         asked):
+    for name, value in cluster.env().items():
+        monkeypatch.setenv(name, value)
+    lookups, real = [], pwd.getpwuid
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: lookups.append(uid) or real(uid))
+    rc._user_name.cache_clear()  # what an earlier test looked up
+    for _ in range(asked):
+        rc.SLURM.mine("%i")
+    assert len(lookups) == 1 and len(cluster.calls("squeue")) == asked
 
 
 @pytest.mark.parametrize("command", ["resume", "submit"])
