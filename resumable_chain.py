@@ -2168,6 +2168,11 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
                             "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
 
 
+def show_job(job_id):
+    """The command line asking the controller about one job."""
+    return ["scontrol", "show", "job", "-o", job_id]
+
+
 def controller_answer(result):
     """The ControllerAnswer of a ``scontrol show job -o`` SlurmResult."""
     job = parse_scontrol(result.stdout) if result.returncode == 0 else None
@@ -2235,8 +2240,7 @@ class Slurm(object):
 
     def controller(self, job_id, timeout=None):
         """The controller's ControllerAnswer on one job."""
-        return controller_answer(self.run(["scontrol", "show", "job", "-o", job_id],
-                                          timeout=timeout))
+        return controller_answer(self.run(show_job(job_id), timeout=timeout))
 
     def final(self, job_id):
         """How a job ended (or where it is): the controller's Job, else accounting's, or None."""
@@ -2438,8 +2442,8 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
     the controller, asked at once, answers while the link reads its state). The work's helpers
     (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
     job_id, predecessor_id = identify(environ)
-    asked = predecessor_id and run_slurm(["scontrol", "show", "job", "-o", predecessor_id],
-                                         first_lookup_timeout(lookup_window()), background=True)
+    asked = predecessor_id and run_slurm(show_job(predecessor_id), background=True,
+                                         timeout=first_lookup_timeout(lookup_window()))
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
     try:
         store = open_run_dir(run_dir, predecessor_id)
