@@ -2156,11 +2156,10 @@ def current_cluster():
     return slurm_settings().get("ClusterName")
 
 
-def chunks(items):
-    """``items`` in lists of at most QUERY_CHUNK: thousands of job IDs in one argument would
-    exceed the kernel's 128 KiB limit of one."""
-    items = list(items)
-    return [items[start:start + QUERY_CHUNK] for start in range(0, len(items), QUERY_CHUNK)]
+def chunks(job_ids):
+    """job_ids in lists of QUERY_CHUNK: thousands in one -j would exceed 128 KiB an argument."""
+    starts = range(0, len(job_ids), QUERY_CHUNK)
+    return [list(job_ids[start:start + QUERY_CHUNK]) for start in starts]
 
 
 ControllerAnswer = collections.namedtuple("ControllerAnswer", "job error forgotten")
@@ -2202,8 +2201,7 @@ class Slurm(object):
         self.cluster, self.known_name = cluster, cluster
 
     def name(self):
-        """The cluster's name: the one bound, else this environment's ClusterName (asked once
-        per object: a sweep's tasks share one)."""
+        """The cluster's name, asked once per object (a sweep's tasks share one)."""
         self.known_name = self.known_name or current_cluster()
         return self.known_name
 
