@@ -2240,10 +2240,10 @@ class Slurm(object):
         """The controller's ControllerAnswer on one job."""
         return controller_answer(self.run(show_job(job_id), timeout=timeout))
 
-    def final(self, job_id, timeout=None):
+    def final(self, job_id):
         """How a job ended (or where it is): the controller's Job, else accounting's, or None."""
-        job = self.controller(job_id, timeout).job
-        return job if job is not None else self.accounting([job_id], timeout)[0].get(job_id)
+        job = self.controller(job_id).job
+        return job if job is not None else self.accounting([job_id])[0].get(job_id)
 
     def mine(self, fields):
         """``squeue -h -o FIELDS`` of this user's pending jobs; StateError if squeue fails (22.05
@@ -2324,8 +2324,10 @@ SLURM = Slurm()  # this environment's cluster
 
 def job_over(job_id):
     """Whether a job of this cluster ended (True), runs (False) or nobody can say (None)."""
-    job = SLURM.final(job_id, timeout=MIN_COMMAND_TIMEOUT)
-    return None if job is None else is_final(job.state)
+    answer = SLURM.controller(job_id, timeout=MIN_COMMAND_TIMEOUT)
+    if answer.job is not None:  # forgotten (MinJobAge) only after it ended: no sacct asked,
+        return is_final(answer.job.state)  # which a site without accounting cannot answer
+    return True if answer.forgotten and "Invalid job id" in (answer.error or "") else None
 
 
 def chain_store(directory):
