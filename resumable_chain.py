@@ -30,6 +30,7 @@ import collections
 import contextlib
 import errno
 import fcntl
+import functools
 import itertools
 import json
 import os
@@ -684,11 +685,6 @@ def parse_squeue(text):
     return jobs
 
 
-def parse_runs(text):
-    """[(state, node list or None)] of a job's runs, oldest first (``sacct -D -X ...``)."""
-    return [(state, _known(nodes, UNKNOWN_NODES)) for _, state, nodes in _rows(text, 3) if state]
-
-
 def parse_guard(text, job_id):
     """The guard of job_id in ``squeue -h -o %i|%E`` output (``afterany:<job_id>``), or None."""
     return next((guard for guard, dependency in _rows(text, 2)  # an array's ID: afterany:ID_*
@@ -1199,7 +1195,7 @@ def job_start_and_limit(environ, job_id, ask=True):
     start, end = environ.get("SLURM_JOB_START_TIME", ""), environ.get("SLURM_JOB_END_TIME", "")
     if is_digits(start) and is_digits(end):
         return int(start), int(end) - int(start) if int(end) > int(start) else None
-    job = controller_job(job_id).job if ask else None
+    job = SLURM.controller(job_id).job if ask else None
     start = epoch(job.start) if job else None
     return (start, job.time_limit) if start is not None else (None, None)
 
@@ -2111,17 +2107,6 @@ def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
         event.event, event.job, why)
 
 
-def slurm_error(argv):
-    """Run a Slurm command whose output does not matter; return its error text or None."""
-    result = run_slurm(argv)
-    return None if result.returncode == 0 else last_line(result.stderr)
-
-
-def on_cluster(cluster):
-    """The option that points a Slurm command at another cluster than its environment's."""
-    return ["-M", cluster] if cluster else []
-
-
 def slurm_settings():
     """{name: value} of ``scontrol show config`` (empty if it does not answer)."""
     return parse_config(run_slurm(["scontrol", "show", "config"]).stdout)
@@ -2132,14 +2117,10 @@ def current_cluster():
     return slurm_settings().get("ClusterName")
 
 
-def sacct_jobs(job_ids, timeout=None, cluster=None):
-    """Ask accounting: ({job ID: Job summarizing every run}, error text or None)."""
-    result = run_slurm(["sacct"] + on_cluster(cluster) + [
-        "-j", ",".join(job_ids), "-X", "-D", "-P", "-n", "-o", SACCT_FIELDS], timeout=timeout)
-    if result.returncode != 0:
-        return {}, last_line(result.stderr)
-    return {job_id: summarize_sacct(records)
-            for job_id, records in parse_sacct(result.stdout).items()}, None
+def chunks(job_ids):
+    """job_ids in lists of QUERY_CHUNK: thousands in one -j would exceed 128 KiB an argument."""
+    starts = range(0, len(job_ids), QUERY_CHUNK)
+    return [list(job_ids[start:start + QUERY_CHUNK]) for start in starts]
 
 
 ControllerAnswer = collections.namedtuple("ControllerAnswer", "job error forgotten")
@@ -2147,14 +2128,9 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
                             "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
 
 
-def show_job(job_id, cluster=None):
+def show_job(job_id):
     """The command line asking the controller about one job."""
-    return ["scontrol"] + on_cluster(cluster) + ["show", "job", "-o", job_id]
-
-
-def controller_job(job_id, timeout=None, cluster=None):
-    """The controller's ControllerAnswer on one job."""
-    return controller_answer(run_slurm(show_job(job_id, cluster), timeout=timeout))
+    return ["scontrol", "show", "job", "-o", job_id]
 
 
 def controller_answer(result):
@@ -2166,69 +2142,158 @@ def controller_answer(result):
     return ControllerAnswer(None, error, result.returncode is None or "Invalid job id" in error)
 
 
+@functools.lru_cache(maxsize=None)
+def _user_name():
+    """This user's name, looked up once; StateError if the node has none for the uid: squeue
+    (26.05) would show no job of a UID it cannot name, and say nothing."""
+    import pwd
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        raise StateError("cannot ask squeue for your jobs: this node has no user name for your "
+                         "uid %d" % os.getuid())
+
+
+class Slurm(object):
+    """The Slurm commands of one cluster (None: the one this environment's commands reach);
+    every one runs through run_slurm, the one seam tests replace."""
+
+    def __init__(self, cluster=None):
+        self.cluster, self.known_name = cluster, cluster
+
+    def name(self):
+        """The cluster's name, asked once per object (a sweep's tasks share one)."""
+        self.known_name = self.known_name or current_cluster()
+        return self.known_name
+
+    def run(self, argv, **how):
+        """run_slurm of ``argv`` pointed at the cluster (-M right after the command's name)."""
+        return run_slurm(argv[:1] + ["-M", self.cluster] * bool(self.cluster) + argv[1:], **how)
+
+    def error(self, argv):
+        """Run a command whose output does not matter; return its error text or None."""
+        result = self.run(argv)
+        return None if result.returncode == 0 else last_line(result.stderr)
+
+    def jobs(self, job_ids):
+        """The Jobs squeue shows of job_ids; StateError if squeue fails."""
+        found = []
+        for chunk in chunks(job_ids):
+            result = self.run(["squeue", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(chunk)])
+            if result.returncode != 0 and "Invalid job id" not in result.stderr:
+                raise StateError("squeue failed: %s" % last_line(result.stderr))
+            found += [job for job in parse_squeue(result.stdout) if job.job_id in set(chunk)]
+        return found
+
+    def accounting(self, job_ids, timeout=None):
+        """Ask accounting: ({job ID: Job summarizing every run}, the last error text or None)."""
+        found, error = {}, None
+        for chunk in chunks(job_ids):
+            result = self.run(["sacct", "-j", ",".join(chunk), "-X", "-D", "-P", "-n", "-o",
+                               SACCT_FIELDS], timeout=timeout)
+            if result.returncode != 0:
+                error = last_line(result.stderr)
+            found.update((job_id, summarize_sacct(records)) for job_id, records in parse_sacct(
+                result.stdout if result.returncode == 0 else "").items())
+        return found, error
+
+    def controller(self, job_id, timeout=None):
+        """The controller's ControllerAnswer on one job."""
+        return controller_answer(self.run(show_job(job_id), timeout=timeout))
+
+    def final(self, job_id):
+        """How a job ended (or where it is): the controller's Job, else accounting's, or None."""
+        job = self.controller(job_id).job
+        return job if job is not None else self.accounting([job_id])[0].get(job_id)
+
+    def mine(self, fields):
+        """``squeue -h -o FIELDS`` of this user's pending jobs; StateError if squeue fails (22.05
+        says Invalid user of a name it cannot resolve, but exits 0: never read as "none")."""
+        result = self.run(["squeue", "-h", "-u", _user_name(), "-t", "PENDING", "-o", fields])
+        if result.returncode != 0 or "Invalid user" in result.stderr:
+            raise StateError("squeue failed: %s" % last_line(result.stderr))
+        return result.stdout
+
+    def dependents(self):
+        """{predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
+        dependents = {}
+        for job in parse_squeue(self.mine(SQUEUE_FORMAT)):
+            if job.predecessor:
+                dependents.setdefault(job.predecessor, []).append(job.job_id)
+        return dependents
+
+    def submit(self, options, script, script_args, cwd=None, named=False):
+        """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``cwd``: the
+        job's SLURM_SUBMIT_DIR, if it still exists and can be entered. ``named``: the job's
+        environment has NAMED_ENV, whatever it exports (named_export)."""
+        if named:
+            try:
+                header = read_batch_script(script)[0]
+            except (StateError, ValueError):
+                header = ""  # sbatch says why it cannot read the script
+            options = list(options) + named_export(options, header, os.environ)
+        return sbatch_answer(self.run(
+            ["sbatch", "--parsable"] + list(options) + [script] + list(script_args), submit=True,
+            cwd=cwd if cwd and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
+            named=named))
+
+    def submit_held(self, options, script, script_args, cwd=None, named=False):
+        """submit() of a held job, all or nothing: when sbatch fails (it may have queued the job
+        all the same), a held job running ``script`` is cancelled; StateError says what is left."""
+        try:
+            return self.submit(options, script, script_args, cwd, named)
+        except (StateError, KeyboardInterrupt) as failure:  # Ctrl-C too: the job may exist
+            error = str(failure) or "interrupted"
+            try:
+                created = parse_held_by_script(self.mine("%A|%o|%r"), os.path.abspath(script))
+            except StateError as unknown:
+                raise StateError("%s; squeue cannot tell whether it created a held job anyway "
+                                 "(%s): scancel any held job of yours running %s"
+                                 % (error, unknown, script))
+            failed = sorted(set((created and self.cancel(created) or {}).values()))
+            if failed:
+                raise StateError("%s; it created held job %s anyway, which could not be "
+                                 "cancelled (%s): scancel it" % (error, " ".join(created),
+                                                                 "; ".join(failed)))
+            raise StateError("%s%s" % (error, "; the held job %s it created anyway was cancelled"
+                                       % " ".join(created) if created else ""))
+
+    def cancel(self, job_ids):
+        """Cancel jobs of the invoking user (root says so: a job ID in a chain's files never
+        cancels another user's job): {job ID: the error said of it} (a line that names none of
+        the command's jobs is said of them all)."""
+        mine, said = ["--user=root"] if os.geteuid() == 0 else [], {}
+        for chunk in chunks(job_ids):
+            result = self.run(["scancel"] + mine + chunk)
+            for line in (result.stderr.strip() or "no output").splitlines() * (
+                    result.returncode != 0):  # None: it timed out, and may have cancelled nothing
+                named = set(word.strip(":,.") for word in line.split()) & set(chunk)
+                said.update((job, line.strip()) for job in named or chunk)
+        return said
+
+    def release(self, job_id):
+        """Release a job queued held; StateError saying how to do it by hand if Slurm refuses."""
+        error = self.error(["scontrol", "release", job_id])
+        if error:
+            raise StateError("job %s was queued held and could not be released (%s): run "
+                             "scontrol %srelease %s" % (job_id, error, "-M %s " % self.cluster
+                                                        if self.cluster else "", job_id))
+
+
+SLURM = Slurm()  # this environment's cluster
+
+
 def job_over(job_id):
     """Whether a job of this cluster ended (True), runs (False) or nobody can say (None)."""
-    answer = controller_job(job_id, timeout=MIN_COMMAND_TIMEOUT)
-    if answer.job is not None:
-        return is_final(answer.job.state)
+    answer = SLURM.controller(job_id, timeout=MIN_COMMAND_TIMEOUT)
+    if answer.job is not None:  # forgotten (MinJobAge) only after it ended: no sacct asked,
+        return is_final(answer.job.state)  # which a site without accounting cannot answer
     return True if answer.forgotten and "Invalid job id" in (answer.error or "") else None
 
 
 def chain_store(directory):
     """The StateStore of a run or budget directory, able to break a lock an ended job held."""
     return StateStore(directory, job_over=job_over)
-
-
-def queued_jobs(job_ids, cluster=None):
-    """Return the Jobs squeue shows of job_ids (QUERY_CHUNK per squeue: a command line's
-    length); StateError if squeue fails."""
-    if len(job_ids) > QUERY_CHUNK:
-        return [job for start in range(0, len(job_ids), QUERY_CHUNK)
-                for job in queued_jobs(job_ids[start:start + QUERY_CHUNK], cluster)]
-    if not job_ids:
-        return []
-    result = run_slurm(["squeue"] + on_cluster(cluster) + ["-h", "-o", SQUEUE_FORMAT, "-j",
-                                                           ",".join(job_ids)])
-    if result.returncode != 0 and "Invalid job id" not in result.stderr:
-        raise StateError("squeue failed: %s" % last_line(result.stderr))
-    wanted = set(job_ids)
-    return [job for job in parse_squeue(result.stdout) if job.job_id in wanted]
-
-
-def pending_dependents(cluster=None):
-    """Return {predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
-    dependents = {}
-    for job in parse_squeue(my_pending_jobs(SQUEUE_FORMAT, cluster)):
-        if job.predecessor:
-            dependents.setdefault(job.predecessor, []).append(job.job_id)
-    return dependents
-
-
-def ended_job(job_id):
-    """How a job ended: the controller's Job, else accounting's newest run, or None."""
-    answer = controller_job(job_id)
-    if answer.job is not None:
-        return answer.job
-    result = run_slurm(["sacct", "-j", job_id, "-D", "-X", "-P", "-n", "-o",
-                        "JobIDRaw,State,NodeList"])
-    runs = parse_runs(result.stdout) if result.returncode == 0 else []
-    return Job(job_id, runs[-1][0], nodes=runs[-1][1]) if runs else None
-
-
-def sbatch(options, script, script_args, cwd=None, cluster=None, named=False):
-    """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``cwd``: the
-    job's SLURM_SUBMIT_DIR, if it still exists and can be entered. ``named``: the job's
-    environment has NAMED_ENV, whatever it exports (named_export)."""
-    if named:
-        try:
-            header = read_batch_script(script)[0]
-        except (StateError, ValueError):
-            header = ""  # sbatch says why it cannot read the script
-        options = list(options) + named_export(options, header, os.environ)
-    return sbatch_answer(run_slurm(["sbatch", "--parsable"] + on_cluster(cluster) + list(options)
-                                   + [script] + list(script_args), submit=True, cwd=cwd if cwd
-                                   and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
-                                   named=named))
 
 
 def sbatch_answer(result):
@@ -2240,77 +2305,10 @@ def sbatch_answer(result):
     return job_id, named
 
 
-def scancel(job_ids, cluster=None):
-    """Cancel jobs of the invoking user (root says so: a job ID in a chain's files never cancels
-    another user's job), QUERY_CHUNK per scancel: {job ID: the error said of it} (a line that
-    names none of the command's jobs is said of them all)."""
-    mine, said = ["--user=root"] if os.geteuid() == 0 else [], {}
-    for start in range(0, len(job_ids), QUERY_CHUNK):
-        chunk = list(job_ids[start:start + QUERY_CHUNK])
-        result = run_slurm(["scancel"] + on_cluster(cluster) + mine + chunk)
-        for line in (result.stderr.strip() or "no output").splitlines() * (
-                result.returncode != 0):  # None: it timed out, and may have cancelled nothing
-            named = set(word.strip(":,.") for word in line.split()) & set(chunk)
-            said.update((job, line.strip()) for job in named or chunk)
-    return said
-
-
-def sbatch_held(options, script, script_args, cwd=None, cluster=None, named=False):
-    """sbatch of a held job, all or nothing: when sbatch fails (it may have queued the job all
-    the same), a held job running ``script`` is cancelled; StateError says what is left to do."""
-    try:
-        return sbatch(options, script, script_args, cwd, cluster, named)
-    except (StateError, KeyboardInterrupt) as failure:  # Ctrl-C too: the job may exist
-        error = str(failure) or "interrupted"
-        try:
-            created = parse_held_by_script(my_pending_jobs("%A|%o|%r", cluster),
-                                           os.path.abspath(script))
-        except StateError as unknown:
-            raise StateError("%s; squeue cannot tell whether it created a held job anyway (%s): "
-                             "scancel any held job of yours running %s" % (error, unknown, script))
-        failed = created and scancel(created, cluster)
-        if failed:
-            raise StateError("%s; it created held job %s anyway, which could not be cancelled "
-                             "(%s): scancel it" % (error, " ".join(created), "; ".join(
-                                 sorted(set(failed.values())))))
-        raise StateError("%s%s" % (error, "; the held job %s it created anyway was cancelled"
-                                   % " ".join(created) if created else ""))
-
-
-def my_pending_jobs(fields, cluster=None):
-    """``squeue -h -o FIELDS`` of this user's pending jobs; StateError if squeue fails (22.05
-    says Invalid user of a name it cannot resolve, but exits 0: never read as "none queued")."""
-    import pwd
-    try:
-        user = pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:  # squeue (26.05) would show no job of a UID it cannot name, and say nothing
-        raise StateError("cannot ask squeue for your jobs: this node has no user name for your "
-                         "uid %d" % os.getuid())
-    result = run_slurm(["squeue"] + on_cluster(cluster) + [
-        "-h", "-u", user, "-t", "PENDING", "-o", fields])
-    if result.returncode != 0 or "Invalid user" in result.stderr:
-        raise StateError("squeue failed: %s" % last_line(result.stderr))
-    return result.stdout
-
-
 def queued_guard(job_id):
     """The pending guard of job_id (a killed run's, a timed-out sbatch's), or None."""
     with contextlib.suppress(StateError):
-        return parse_guard(my_pending_jobs("%i|%E"), job_id)
-
-
-def release_job(job_id, cluster=None):
-    """Release a job submitted with --hold; return the error text or None."""
-    return slurm_error(["scontrol"] + on_cluster(cluster) + ["release", job_id])
-
-
-def release_or_explain(job_id, cluster=None):
-    """Release a job queued held; StateError saying how to do it by hand if Slurm refuses."""
-    error = release_job(job_id, cluster)
-    if error:
-        raise StateError("job %s was queued held and could not be released (%s): run "
-                         "scontrol %srelease %s" % (job_id, error, "-M %s " % cluster
-                                                    if cluster else "", job_id))
+        return parse_guard(SLURM.mine("%i|%E"), job_id)
 
 
 def time_limit_note(script, given, environ):
@@ -2320,8 +2318,8 @@ def time_limit_note(script, given, environ):
         return None
     name = (option_value(given, "--partition") or environ.get("SBATCH_PARTITION") or "").split(
         ",")[0]  # of several, the first one's (sbatch tries them in order)
-    result = run_slurm(["scontrol"] + on_cluster(option_value(given, "--clusters")) + [
-        "show", "partition", "-o"] + [name][:bool(name)])
+    result = Slurm(option_value(given, "--clusters")).run(["scontrol", "show", "partition", "-o"]
+                                                          + [name][:bool(name)])
     found = parse_partition(result.stdout, name) if result.returncode == 0 else None
     words = "no --time in the options or in %s: " % script
     if found and found[1] is None:
@@ -2343,15 +2341,15 @@ def first_lookup_timeout(window):
 
 
 def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic,
-                        cluster=None, asked=None):
+                        slurm=SLURM, asked=None):
     """A finished predecessor's final state: the controller's while it holds the job (the common
     case), else accounting's (every run of a requeued ID), retried for ``window`` seconds before
     NOT_VISIBLE. ``asked``: waits for ``scontrol show job``, started in the background."""
     job_id = parse_job_id(job_id, "predecessor job ID")
     window = lookup_window() if window is None else window
     deadline = clock() + window
-    controller = controller_answer(asked()) if asked else controller_job(
-        job_id, timeout=first_lookup_timeout(window), cluster=cluster)
+    controller = controller_answer(asked()) if asked else slurm.controller(
+        job_id, timeout=first_lookup_timeout(window))
     final = controller.job if controller.job and is_final(controller.job.state) else None
     if final and not final.restarts:
         return Observation(final, "scontrol", "")
@@ -2360,14 +2358,14 @@ def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monoto
         controller.job.state if controller.job else "nothing"))}
     for attempt in itertools.count():
         timeout = min(command_timeout(), max(deadline - clock(), MIN_COMMAND_TIMEOUT))
-        jobs, error = sacct_jobs([job_id], timeout=timeout, cluster=cluster)
+        jobs, error = slurm.accounting([job_id], timeout=timeout)
         job = jobs.get(job_id)
         if job and is_final(job.state):
             return Observation(job, "sacct", "")
         notes["sacct"] = ("sacct failed: %s" % error if error else
                           "sacct still shows %s" % job.state if job else "sacct has no record")
         if ask_controller:
-            controller = controller_job(job_id, timeout=timeout, cluster=cluster)
+            controller = slurm.controller(job_id, timeout=timeout)
             if controller.job and is_final(controller.job.state) and not controller.job.restarts:
                 return Observation(controller.job, "scontrol", notes["sacct"])
             ask_controller = not controller.forgotten
@@ -2493,7 +2491,7 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
         return snapshot
     if not named:
         check_no_live_chain(snapshot.record, job_id, cluster, warnings)  # live: a second chain
-        last = ended_job(snapshot.record.job)
+        last = SLURM.final(snapshot.record.job)
         if last is not None and base_state(last.state) == "COMPLETED":
             return snapshot  # the chain finished (its journal could not say so): a new one starts
     started = clock()
@@ -2621,8 +2619,7 @@ def check_no_live_chain(record, job_id, cluster, warnings):
         return
     links = [job for job in (record.job, record.successor) if job]
     try:
-        live = queued_jobs(links, cluster=None if record.cluster in (None, cluster)
-                           else record.cluster)
+        live = Slurm(None if record.cluster in (None, cluster) else record.cluster).jobs(links)
     except StateError as error:
         warnings.append("cannot check whether the previous chain (jobs %s) still runs: %s"
                         % (" ".join(links), error))
@@ -2708,7 +2705,7 @@ def draw_on_budget(budget_dir, record, observation, warnings):
             warnings.append("WARNING: cannot settle the shared budget's ended links: %s" % error)
         own = seconds = None
         if record.action in WORK_ACTIONS:
-            own = controller_job(record.job).job
+            own = SLURM.controller(record.job).job
             budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
         store.write_budget(budget)
     if record.action not in WORK_ACTIONS:
@@ -2726,10 +2723,10 @@ def settle_ended(budget, keep=(), cluster=None):
     reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
     if not reserved:
         return budget
-    live = set(job.job_id for job in queued_jobs(reserved, cluster=cluster))
+    live = set(job.job_id for job in Slurm(cluster).jobs(reserved))
     ended = [job for job in reserved if job not in live]
     if ended:
-        found, _ = sacct_jobs(ended, cluster=cluster)
+        found, _ = Slurm(cluster).accounting(ended)
         for job_id, job in found.items():
             if is_final(job.state):
                 budget = settle(budget, job_id, job.elapsed)
@@ -2744,7 +2741,7 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
         record = record._replace(phase="done")
         store.write_record(record)
         if record.guarded_by:  # the chain ends here: nothing is left to guard
-            scancel([record.guarded_by])
+            SLURM.cancel([record.guarded_by])
         event = journal_event(store, Event(EVENT_OF_ACTION[record.action], record.predecessor,
                                            record.link, record.reason, record.time), warnings)
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings, event)
@@ -2786,8 +2783,8 @@ def queue_successor(job_id, next_link, warnings):
     options = successor_options(next_link, "--dependency=afternotok:%s" % job_id,
                                 "--kill-on-invalid-dep=yes", "--no-requeue")
     try:
-        return sbatch(options, next_link.script, next_link.script_args,
-                      next_link.workdir)[0], None
+        return SLURM.submit(options, next_link.script, next_link.script_args,
+                            next_link.workdir)[0], None
     except StateError as error:
         warnings.append("WARNING: could not queue a successor of job %s (%s). Chain will NOT "
                         "continue on failure until one is queued: this job's guard, if it has one, "
@@ -2891,14 +2888,14 @@ def swap_guard(record, run_dir, environ, warnings, again=False):
         warnings.append("WARNING: could not queue a guard for job %s (%s): if it dies before "
                         "its prologue, only Slurm's requeue can start it again" % (
                             record.successor, error))
-        slurm_error(["scontrol", "update", "JobId=%s" % record.successor, "Requeue=1"])
+        SLURM.error(["scontrol", "update", "JobId=%s" % record.successor, "Requeue=1"])
     return record._replace(guard=guard, guard_error=error)
 
 
 def queued_successor(job_id):
     """(the successor a killed run or a failed sbatch queued for this job, squeue's error)."""
     try:
-        return (pending_dependents().get(job_id) or [None])[0], None
+        return (SLURM.dependents().get(job_id) or [None])[0], None
     except StateError as error:
         return None, str(error)
 
@@ -2951,7 +2948,7 @@ def finish_queueing(run_dir, environ, again=False):
         if record.successor and record.guard is None:
             record = swap_guard(record, run_dir, environ, warnings, again=again)
             if record.guard and record.guarded_by:
-                scancel([record.guarded_by])  # it may have ended already: nothing to say then
+                SLURM.cancel([record.guarded_by])  # it may have ended already: nothing to say then
             store.write_record(record)
     if record.time_limit:
         clamp_time_limit(job_id, record.time_limit, warnings)
@@ -2961,12 +2958,12 @@ def finish_queueing(run_dir, environ, again=False):
 def clamp_time_limit(job_id, seconds, warnings):
     """Lower this job's time limit to ``seconds`` (whole minutes) unless it fits already (users
     may lower it, never raise it); a refusal is warned."""
-    answer = controller_job(job_id)
+    answer = SLURM.controller(job_id)
     if answer.job is None:
         warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
                         "left of its caps" % (job_id, answer.error, seconds))
     elif answer.job.time_limit is None or answer.job.time_limit > seconds:
-        error = slurm_error(["scontrol", "update", "JobId=%s" % job_id,
+        error = SLURM.error(["scontrol", "update", "JobId=%s" % job_id,
                              "TimeLimit=%d" % (seconds // 60)])
         if error:
             warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
@@ -2983,7 +2980,7 @@ def guard_until_queued(run_dir, environ, sleep=time.sleep):
         sleep(delay)
         if shell and not os.path.isdir("/proc/" + shell):
             return None  # the link ended (the controller forgets an ended job after MinJobAge)
-        answer = controller_job(job_id)
+        answer = SLURM.controller(job_id)
         if answer.job is not None and base_state(answer.job.state) != "RUNNING":
             return None  # its end: nothing guards it (status says broken; resume continues)
         with store.locked():
@@ -3002,7 +2999,7 @@ def work_finished(run_dir, environ, now=time.time):
     ending the job (bash runs the trap with the last command's status when a signal kills it):
     (the journaled Event or None, the notify command, warnings)."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID"), chain_store(run_dir), []
-    answer = controller_job(job_id or "")
+    answer = SLURM.controller(job_id or "")
     if answer.job is None:
         return None, None, ["cannot tell whether the chain finished (%s): status will say"
                             % answer.error]
@@ -3087,7 +3084,7 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
         submitted = store.read_submitted() if record is None and not snapshot.cancelled else None
         situation = _guard_situation(snapshot, submitted, job_id)
         if situation == "ended":
-            job = ended_job(job_id)
+            job = SLURM.final(job_id)
             situation = _guard_ending(snapshot, job, trusted)
         look = GuardLook(store, record or submitted, job_id, job, environ, final, trusted)
         over, words = GUARD_SITUATIONS[situation]
@@ -3149,7 +3146,7 @@ def _guard_adopts(look):
     if not look.trusted:
         return False, (None, None, "the chain went on to job %s, which shows no successor and "
                        "no guard; looking again (the view may lag)" % record.job)
-    orphan = ended_job(record.job)
+    orphan = SLURM.final(record.job)
     if orphan is not None and is_final(orphan.state):  # no guard can come now: be it
         return _guard_ran(look._replace(job=orphan))
     guard, error = queue_guard(record.job, store.directory, (record.next or {}).get(
@@ -3170,7 +3167,7 @@ def _guard_covers(look):
     if not look.trusted:
         return False, (None, None, "%s; looking again before acting (the run directory's view "
                        "may lag)" % words)
-    successor = ended_job(record.successor)
+    successor = SLURM.final(record.successor)
     if successor is not None and is_final(successor.state):
         return _guard_died(look._replace(job=successor))
     covered = swap_guard(record, store.directory, look.environ, [], again=True)
@@ -3219,7 +3216,7 @@ def _guard_cancelled(look):
     is left to journal it: the guard does (the exit trap may have said ``finished`` already)."""
     record, job = look.state, look.job
     resumed = record.job == job.job_id  # only accounting says who cancelled a successor:
-    by = None if resumed else sacct_jobs([job.job_id])[0].get(job.job_id) or job
+    by = None if resumed else SLURM.accounting([job.job_id])[0].get(job.job_id) or job
     if resumed:
         kind, reason = "stopped", "job %s, queued by resume, was cancelled before it started: " \
             "the chain does not go on" % job.job_id
@@ -3228,7 +3225,7 @@ def _guard_cancelled(look):
             "before it started (%s): the chain stops when job %s ends" % (
                 job.job_id, record.job, _state_words(by.state), record.job)
     else:
-        predecessor = ended_job(record.job)
+        predecessor = SLURM.final(record.job)
         if predecessor is None or base_state(predecessor.state) != "COMPLETED":
             return True, (None, None, "job %s was cancelled before it started, and job %s is %s: "
                           "nothing continues it" % (job.job_id, record.job, predecessor and
@@ -3261,7 +3258,7 @@ def _guard_heals(look, field, what, *, dead):
         if not look.final:
             return False, (None, None, words + ("" if field == "job" else ", trying again"))
         if job_limit_refusal(error) and int(environ.get("SLURM_RESTART_COUNT") or 0) < \
-                GUARD_REQUEUES and not slurm_error(  # no slot frees: it holds its own
+                GUARD_REQUEUES and not SLURM.error(  # no slot frees: it holds its own
                     ["scontrol", "requeue", environ.get("SLURM_JOB_ID", "")]):  # idempotent
             return True, (None, None, words + "; your job limit: this guard tries again once "
                           "Slurm has requeued it")
@@ -3282,7 +3279,7 @@ def _guard_heals(look, field, what, *, dead):
         else:
             store.write_record(state._replace(job=successor, guarded_by=guard,
                                               dead_successors=dead))
-    error = held and release_job(successor)
+    error = held and SLURM.error(["scontrol", "release", successor])
     reason = "%s; %s%s%s" % (what, CONTINUED_WITH, successor, " (held: %s; scontrol release %s)"
                              % (error, successor) if error else "")
     event = journal_event(store, Event("healed", ended, 1 if first else state.link, reason,
@@ -3295,12 +3292,13 @@ def _sbatch_replacement(store, state):
     """sbatch of the held replacement: the first job as submit queued it (``state`` a dict), or
     the journal's next link; its ID, or StateError."""
     if isinstance(state, dict):
-        return sbatch_held(["--hold", "--no-requeue"] + state["sbatch_args"], runnable_script(
-            store, state["script"]), state["script_args"], cwd=state.get("workdir"))[0]
+        return SLURM.submit_held(["--hold", "--no-requeue"] + state["sbatch_args"],
+                                 runnable_script(store, state["script"]), state["script_args"],
+                                 cwd=state.get("workdir"))[0]
     next_link = NextLink(**state.next)
-    return sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
-                       runnable_script(store, next_link.script), next_link.script_args,
-                       cwd=next_link.workdir, named=True)[0]
+    return SLURM.submit_held(successor_options(next_link, "--hold", "--no-requeue"),
+                             runnable_script(store, next_link.script), next_link.script_args,
+                             cwd=next_link.workdir, named=True)[0]
 
 
 def _guard_gives_up(look, reason):
@@ -3510,23 +3508,16 @@ def not_a_chain(run_dir):
 
 
 def query_jobs(job_ids, cluster=None):
-    """({job ID: Job}, [what did not answer]): one sacct, then squeue for the jobs not final,
-    per QUERY_CHUNK job IDs (a collection of thousands of chains would exceed the kernel's
-    128 KiB limit of one argument, and every row would read unknown)."""
-    found, errors = {}, []
-    for start in range(0, len(job_ids), QUERY_CHUNK):
-        chunk = job_ids[start:start + QUERY_CHUNK]
-        answered, error = sacct_jobs(chunk, cluster=cluster)
-        found.update(answered)
-        errors += ["sacct: %s" % error] if error else []
-        unsettled = [job_id for job_id in chunk
-                     if job_id not in found or not is_final(found[job_id].state)]
-        try:
-            for job in queued_jobs(unsettled, cluster=cluster):
-                found[job.job_id] = job
-        except StateError as error:
-            errors.append(str(error))  # "squeue failed: ..."
-    return found, list(collections.OrderedDict.fromkeys(errors))
+    """({job ID: Job}, [what did not answer]): sacct, then squeue for the jobs not final."""
+    found, error = Slurm(cluster).accounting(job_ids)
+    errors = ["sacct: %s" % error] if error else []
+    try:
+        found.update((job.job_id, job) for job in Slurm(cluster).jobs(
+            [job_id for job_id in job_ids if job_id not in found or not is_final(
+                found[job_id].state)]))
+    except StateError as error:
+        errors.append(str(error))  # "squeue failed: ..."
+    return found, errors
 
 
 def _state_words(state):
@@ -4216,8 +4207,8 @@ def _union(job_lists):
 def _squeue_answer(links, cluster):
     """What squeue shows of the links and of this user's pending dependents: ({predecessor:
     [pending dependents]}, {job ID: base state}), read for each chain by _queued_of."""
-    dependents = pending_dependents(cluster)
-    live = queued_jobs(_union([links] + list(dependents.values())), cluster=cluster)
+    dependents = Slurm(cluster).dependents()
+    live = Slurm(cluster).jobs(_union([links] + list(dependents.values())))
     return dependents, {job.job_id: base_state(job.state) for job in live}
 
 
@@ -4247,7 +4238,7 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
             break
         for index in (0, 1):
             groups = {key: sorted(sets[index], key=int) for key, sets in queued.items()}
-            said = scancel(_union(groups.values()), cluster)
+            said = Slurm(cluster).cancel(_union(groups.values()))
             for key, group in groups.items():
                 lines = "; ".join(sorted(set(said[job] for job in group if job in said)))
                 errors[key] += ["scancel %s: %s" % (" ".join(group), lines)] * bool(lines)
@@ -4255,7 +4246,7 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
         links = {key: _union([jobs, leftover[key]]) for key, jobs in links.items()}
         time.sleep(1)
     else:
-        live = set(job.job_id for job in queued_jobs(_union(links.values()), cluster=cluster))
+        live = set(job.job_id for job in Slurm(cluster).jobs(_union(links.values())))
         leftover = {key: sorted(job for job in jobs if job in live) for key, jobs in links.items()}
     return {key: dict(cancelled=cancelled[key], leftover=leftover[key], dry_run=dry_run,
                       errors=errors[key] + [note] * bool(note and (errors[key] or leftover[key])))
@@ -4268,7 +4259,7 @@ def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
     try:
         return install()
     except (StateError, OSError, KeyboardInterrupt) as error:
-        scancel([job_id] + ([guard] if guard else []), cluster)
+        Slurm(cluster).cancel([job_id] + ([guard] if guard else []))
         raise StateError("%s; the new job %s%s was cancelled, nothing else changed" % (
             getattr(error, "strerror", None) or str(error) or "interrupted", job_id,
             " (and its guard %s)" % guard if guard else ""))
@@ -4294,7 +4285,7 @@ def read_batch_script(script):
 
 def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAULT_MAX_RETRIES,
                  max_walltime=None, force=False, python="python3", budget_dir=None,
-                 notify=None, warn=None, task=None, before_queueing=None):
+                 notify=None, warn=None, task=None, before_queueing=None, slurm=None):
     """Make SCRIPT resumable in run_dir and submit its first job, all or nothing: held until
     the live chain is cancelled (``force``) and the files are written; ``task``: a sweep's;
     ``before_queueing()`` runs right before sbatch."""
@@ -4316,7 +4307,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
                                                                            ("--hold",)))
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     one_task = [] if task is None else ["--array=%d" % task]  # the prologue adds it to links
-    created, store = make_run_dir(run_dir), chain_store(run_dir)
+    created, store, slurm = make_run_dir(run_dir), chain_store(run_dir), slurm or Slurm()
     try:  # stage the script (notify: in NOTIFY_FILE, owner only) and submit it, or undo that
         store.write_text(STAGED_SCRIPT, header + render_prologue(
             run_dir, max_retries=max_retries, max_walltime=max_walltime, script=copy_path,
@@ -4324,14 +4315,14 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
             + (finished_trap(python, run_dir) if notify else "") + body, mode=0o700)
         if before_queueing:
             before_queueing()
-        first_job, named = sbatch_held(["--hold", "--no-requeue"] + one_task + sbatch_args,
-                                       store.path(STAGED_SCRIPT), script_args)
+        first_job, named = slurm.submit_held(["--hold", "--no-requeue"] + one_task
+                                             + sbatch_args, store.path(STAGED_SCRIPT), script_args)
     except (StateError, ValueError):
         store.remove(STAGED_SCRIPT)
         for directory in reversed(created):
             os.rmdir(directory)
         raise
-    submitted = {"first_job": first_job, "cluster": named or current_cluster(),
+    submitted = {"first_job": first_job, "cluster": named or slurm.name(),
                  "script": copy_path, "original": os.path.abspath(script),
                  "sbatch_args": sbatch_args + one_task, "script_args": list(script_args),
                  "max_retries": max_retries, "max_walltime": max_walltime,
@@ -4343,7 +4334,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
         run_dir, bool(live), copy_path, submitted), named, submitted["guard"])
     if not hold:
-        release_or_explain(first_job, named)
+        Slurm(named).release(first_job)
     return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold,
             "guard": submitted["guard"], "guard_error": guard_error}
 
@@ -4397,7 +4388,7 @@ def job_limits(cluster, options):
 def _live_chain(run_dir, force):
     """The queued or running jobs of the chain in run_dir; StateError if any, unless ``force``."""
     old = open_chain(run_dir, must_exist=False)
-    live = queued_jobs(old.candidates(), cluster=cluster_to_ask(old.cluster())[0])
+    live = Slurm(cluster_to_ask(old.cluster())[0]).jobs(old.candidates())
     if live and not force:
         raise StateError("%s holds a live chain (%s): cancel it first (resumable-chain cancel %s) "
                          "or pass --force to cancel it and start anew" % (run_dir, ", ".join(
@@ -4490,9 +4481,9 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             header = ""  # sbatch says why it cannot read the script
         check_warn_fits(record.warn, script_directives(header) + list(next_link.sbatch_args),
                         record.max_walltime)
-        job, _ = sbatch_held(successor_options(next_link, "--hold", "--no-requeue"),
-                             next_link.script, next_link.script_args, cwd=next_link.workdir,
-                             cluster=target, named=True)
+        job, _ = Slurm(target).submit_held(successor_options(
+            next_link, "--hold", "--no-requeue"), next_link.script, next_link.script_args,
+            cwd=next_link.workdir, named=True)
         guard, guard_error = (None, "not on this cluster") if target else queue_guard(
             job, run_dir, next_link.job_name, os.environ, python=(submitted or {}).get("python"))
         record = record._replace(job=job, guarded_by=guard, time=int(now()))
@@ -4502,7 +4493,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             store.remove(CANCEL_FILE)
             store.write_record(record)
         cancel_if_unfinished(job, install, target, guard)
-    release_or_explain(job, target)
+    Slurm(target).release(job)
     log = announce(store, Event("resumed", job, record.link, record.reason, record.time),
                    record.notify)
     if guard_error:
@@ -4560,7 +4551,7 @@ def _resumable_record(store, snapshot, submitted, cluster):
     previous = snapshot.record
     if previous is None and snapshot.last_job is None and not submitted:
         raise not_a_chain(store.directory)
-    live = queued_jobs(live_candidates([snapshot.last_job], previous, submitted), cluster=cluster)
+    live = Slurm(cluster).jobs(live_candidates([snapshot.last_job], previous, submitted))
     if live:
         raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
                          "resumable-chain cancel %s first" % (store.directory, ", ".join(
@@ -4583,7 +4574,7 @@ def _count_last_link(store, snapshot, previous, cluster):
     """(seconds, state) of the last link if no successor counted it (resume does); else (0, None)"""
     if previous.action not in WORK_ACTIONS or previous.job != snapshot.last_job:
         return 0, None
-    found = observe_predecessor(previous.job, window=0, cluster=cluster).job
+    found = observe_predecessor(previous.job, window=0, slurm=Slurm(cluster)).job
     if found.state == NOT_VISIBLE:
         raise StateError("cannot find job %s's final state in accounting yet; try again "
                          "in a minute" % previous.job)
@@ -5192,6 +5183,7 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=Non
             task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
         notes = list(filter(None, [time_limit_note(script, given, os.environ)]))
         options["before_queueing"] = lambda: [_log(notes.pop(0)) for _ in list(notes)]
+        options["slurm"] = Slurm()  # the cluster's name asked once for all the tasks
     for done, each in enumerate(tasks or ()):
         try:
             submit_command(os.path.join(run_dir, str(each)), task_args(each), script,

@@ -390,25 +390,12 @@ def parse_sbatch_output(text):
     return rc.parse_sbatch_reply(text)[0]
 
 
-def parse_earlier_runs(text):
-    """How a requeued job's earlier runs ended: ``rc.parse_runs`` without the newest."""
-    return rc.parse_runs(text)[:-1]
-
-
 @pytest.mark.parametrize("release,held", [("22.05", "1728"), ("24.11", "197"), ("26.05", "716")])
 def test_parse_held_by_script_finds_only_the_held_job_running_that_script(release, held):
     # Recorded: a held job running job.sh, its pending dependent, a held job of another script.
     stdout = recorded(release + "/squeue-held-by-script")[2]
     assert rc.parse_held_by_script(stdout, "/tmp/rcprobe/job.sh") == [held]
     assert rc.parse_held_by_script(stdout, "/tmp/rcprobe/other.sh") == []
-
-
-@pytest.mark.parametrize("release", RELEASES)
-def test_parse_earlier_runs_tells_how_a_requeued_job_died_before(release):
-    # Recorded: a successor whose node failed during its launch, requeued, then COMPLETED.
-    assert parse_earlier_runs(recorded(release + "/sacct-requeued-at-launch")[2]) == [
-        ("NODE_FAIL", "vm")]
-    assert parse_earlier_runs("") == [] and parse_earlier_runs("7|RUNNING|vm\n") == []
 
 
 @pytest.mark.parametrize("release,state", [("22.05", "CANCELLED"), ("24.11", "CANCELLED by 0"),
@@ -474,7 +461,7 @@ def test_controller_job_reads_a_recorded_answer(monkeypatch, name, state, forgot
     _, status, stdout, stderr = recorded(name)
     monkeypatch.setattr(rc, "run_slurm", lambda argv, timeout=None: rc.SlurmResult(
         status, stdout, stderr))
-    answer = rc.controller_job("136")
+    answer = rc.SLURM.controller("136")
     assert (answer.job and answer.job.state, answer.forgotten) == (state, forgotten)
     assert (answer.error is None) == (state is not None)
 
@@ -486,12 +473,13 @@ def test_a_user_squeue_cannot_name_is_an_error_never_no_job_queued(monkeypatch):
     monkeypatch.setattr(rc, "run_slurm", lambda argv, timeout=None: rc.SlurmResult(
         status, stdout, stderr))
     with pytest.raises(rc.StateError, match="squeue failed: squeue: error: Invalid user: 12345"):
-        rc.my_pending_jobs(rc.SQUEUE_FORMAT)
+        rc.SLURM.mine(rc.SQUEUE_FORMAT)
     def no_entry(uid):
         raise KeyError(uid)
     monkeypatch.setattr("pwd.getpwuid", no_entry)
+    rc._user_name.cache_clear()  # looked up once per process: the test's no_entry is asked
     with pytest.raises(rc.StateError, match="this node has no user name for your uid"):
-        rc.pending_dependents()
+        rc.SLURM.dependents()
 
 
 @pytest.mark.parametrize("release", ["24.11", "26.05"])

@@ -119,6 +119,15 @@ def test_max_array_size_is_asked_only_for_a_sweep(cluster, tmp_path, capsys, mon
         ["show", "config"], ["release", "1000"]]  # the cluster's name only, as before
 
 
+@pytest.mark.parametrize("array", ["--array=0", "--array=0-6"], ids=["1 task", "7 tasks"])
+def test_a_sweep_asks_the_clusters_configuration_as_often_for_7_tasks_as_for_1(
+        cluster, tmp_path, capsys, monkeypatch, array):
+    """MaxArraySize, then the cluster's name once: not once per task."""
+    sweep, (status, _, err) = submit_sweep(cluster, tmp_path, capsys, monkeypatch, array)
+    assert status == 0, err
+    assert [call["argv"] for call in cluster.calls("scontrol")].count(["show", "config"]) == 2
+
+
 def run_task_link(cluster, sweep, task, job, predecessor=None):
     copy = os.path.join(sweep, str(task), "resumable-train.sbatch")
     result = cluster.run_link(copy, job, predecessor=predecessor)

@@ -1,8 +1,8 @@
 """status (one chain and a collection), cancel, submit, resume and notifications against the fake
 Slurm commands, with the calls they make checked."""
-import collections
 import json
 import os
+import pwd
 import shlex
 import signal
 import stat
@@ -610,6 +610,19 @@ def test_a_resumed_link_that_never_ran_is_replaced_or_left_by_its_guard(
     assert read(run_dir, rc.CHAIN_FILE).split()[-1] == new  # it ran as the resumed link
 
 
+@pytest.mark.parametrize("asked", [1, 3], ids=["one squeue -u", "three"])
+def test_the_users_name_is_looked_up_once_for_every_squeue_of_their_jobs(cluster, monkeypatch,
+                                                                         asked):
+    for name, value in cluster.env().items():
+        monkeypatch.setenv(name, value)
+    lookups, real = [], pwd.getpwuid
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: lookups.append(uid) or real(uid))
+    rc._user_name.cache_clear()  # what an earlier test looked up
+    for _ in range(asked):
+        rc.SLURM.mine("%i")
+    assert len(lookups) == 1 and len(cluster.calls("squeue")) == asked
+
+
 @pytest.mark.parametrize("command", ["resume", "submit"])
 def test_a_lost_sbatch_answer_that_squeue_cannot_look_into_says_what_to_cancel(
         cluster, run_dir, tmp_path, capsys, monkeypatch, command):
@@ -617,8 +630,7 @@ def test_a_lost_sbatch_answer_that_squeue_cannot_look_into_says_what_to_cancel(
     # (22.05): its empty answer was read as "no job created", and the held job stayed unnamed
     failed_chain(cluster, run_dir)
     cluster.update(sbatch_lost_answer=True)
-    monkeypatch.setattr("pwd.getpwuid", lambda uid: collections.namedtuple(  # one slurmctld
-        "Entry", "pw_name")("ghost"))  # cannot resolve
+    monkeypatch.setattr(rc, "_user_name", lambda: "ghost")  # one slurmctld cannot resolve
     argv = [command, run_dir] + ([write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")]
                                  if command == "submit" else [])
     status, out, err = run_cli(cluster, capsys, monkeypatch, *argv)

@@ -452,6 +452,21 @@ class FakeClock(object):
         self.now += seconds
 
 
+@pytest.mark.parametrize("job,state,over", [
+    ({"state": "RUNNING", "elapsed": 5}, "RUNNING", False),
+    ({"state": "TIMEOUT", "elapsed": 60}, "TIMEOUT", True),
+    ({"state": "TIMEOUT", "elapsed": 60, "in_controller": False}, "TIMEOUT", True),
+    (None, None, True),  # forgotten, and no accounting: the controller forgets only ended jobs
+], ids=["running", "ended", "forgotten, in accounting", "forgotten, not in accounting"])
+def test_how_a_job_ended_is_the_controllers_answer_then_accountings(tmp_path, monkeypatch, job,
+                                                                    state, over):
+    path = str(tmp_path / "cluster.json")
+    fake_slurm.save(path, {"jobs": {"7": job} if job else {}})
+    monkeypatch.setattr(rc, "run_slurm", fake_slurm.InProcess(path))
+    found = rc.SLURM.final("7")
+    assert (found and found.state, rc.job_over("7")) == (state, over)
+
+
 @pytest.mark.parametrize("window,visible_at,expected_state,max_calls", [
     (60, None, NOT_VISIBLE, 12),
     (60, 2.0, "TIMEOUT", 5),
