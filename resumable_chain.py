@@ -1860,9 +1860,10 @@ class StateStore(object):
                 if self._replaced(name, descriptor, kernel):
                     continue
                 if kernel != "busy":
-                    token = self._take_held(held, kind == "file")
-                    if token is not None:
-                        break
+                    if self._held_free(held):
+                        token = _create_held(held, _new_holder()) if kind == "file" else ""
+                        if token is not None:
+                            break
                     if kernel == "taken":
                         fcntl.lockf(descriptor, fcntl.LOCK_UN)  # let the .held holder finish
                 if time.monotonic() > deadline:
@@ -1880,18 +1881,14 @@ class StateStore(object):
         kind, why = self.lock_used or ("kernel", None)
         return ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if kind == "file" else []
 
-    def _take_held(self, held, create):
-        """Take (``create``) or only check the ``.held`` lock file: its token ("" when checked),
-        or None while a live holder has it."""
+    def _held_free(self, held):
+        """Whether no live holder has the ``.held`` lock file (one provably gone loses it)."""
         holder = self._read_holder(held)
         if holder is not None and not self._holder_gone(holder):
-            return None
+            return False
         if holder is not None:
-            self._drop_held(held, holder.token)  # its holder is provably gone
-        return "" if not create else _create_held(held, Holder(
-            os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"),
-            os.uname().nodename, os.getpid(), int(time.time()),
-            "%d-%d-%s" % (os.getpid(), time.time() * 1e6, os.uname().nodename)))
+            self._drop_held(held, holder.token)
+        return True
 
     def _read_holder(self, held):
         try:
@@ -1932,7 +1929,7 @@ class StateStore(object):
         if not (kernel == "taken" and os.fstat(descriptor).st_mode & 0o044 or
                 kernel == "busy" and _others_lock(descriptor)):
             return False
-        token = self._take_held(held, True)
+        token = self._held_free(held) and _create_held(held, _new_holder())
         try:
             if not token or not _same_file(descriptor, path) or _try_lock(
                     descriptor, path) != "taken" and not _others_lock(descriptor):
@@ -1991,6 +1988,13 @@ def _try_lock(descriptor, path):
         if error.errno not in (errno.EACCES, errno.EAGAIN):
             raise StateError("cannot lock %s: %s" % (path, error.strerror))
         return "busy"
+
+
+def _new_holder():
+    """This process as the Holder of a file lock, with a token of its own."""
+    host, pid, now = os.uname().nodename, os.getpid(), time.time()
+    return Holder(os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"), host,
+                  pid, int(now), "%d-%d-%s" % (pid, now * 1e6, host))
 
 
 def _create_held(held, holder):
