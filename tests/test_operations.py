@@ -265,7 +265,7 @@ def test_submit_refuses_a_live_chain_unless_forced(cluster, run_dir, running_cha
                                                    capsys, monkeypatch):
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)
-    assert status == 2 and "live chain (job 1000 RUNNING, job 1001 PENDING)" in err
+    assert status == 2 and "is live (job 1000 RUNNING, job 1001 PENDING)" in err
     assert len(cluster.calls("sbatch")) == 2
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--force",
                                "--python", sys.executable, script)
