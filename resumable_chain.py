@@ -1755,9 +1755,6 @@ class StateStore(object):
     def write_record(self, record, durable=True):
         self.write_public(JOURNAL_FILE, record._asdict(), durable=durable)
 
-    def write_counter(self, name, value, durable=True):
-        self.write_text(name, "%d\n" % value, durable=durable)
-
     def append_job(self, job_id):
         """Append a job ID with one write() so a kill leaves the old or the new file, never half."""
         try:
@@ -1803,7 +1800,7 @@ class StateStore(object):
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
             if before != after:
-                self.write_counter(name, after, durable=False)
+                self.write_text(name, "%d\n" % after, durable=False)
                 renamed = True
         last_job = snapshot.last_job
         if chain and record.action in WORK_ACTIONS and last_job != record.job:
@@ -1830,9 +1827,6 @@ class StateStore(object):
             raise StateError("no shared budget in %s: create it with resumable-chain budget %s "
                              "--max-walltime T" % (self.directory, shell_quote(self.directory)))
         return budget
-
-    def write_budget(self, budget):
-        self.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
 
     @contextlib.contextmanager
     def locked(self, wait=LOCK_WAIT_SECONDS, name=LOCK_FILE):
@@ -2750,7 +2744,7 @@ def draw_on_budget(budget_dir, record, observation, warnings):
         if record.action in WORK_ACTIONS:
             own = controller_job(record.job).job
             budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
-        store.write_budget(budget)
+        store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
     if record.action not in WORK_ACTIONS:
         return record, None
     if seconds is None:
@@ -3455,14 +3449,12 @@ def finished_trap(python, run_dir):
 
 class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
                                             "retries problems events")):
-    """What a run directory says about its chain, each file read once (read_chain). ``record``
-    is always a Record: the journal, or submit's record of a first job that has not run yet
-    (job None, the first job its successor, submit's guard its guard); ``submitted``: the submit
-    record ({}: none) for what only submit knows (the original script, python); ``problems``: the
-    StateErrors of the files that could not be read."""
+    """A run directory's chain (read_chain). ``record`` is the journal's, or read_chain's of a
+    first job that has not run; ``submitted``: the submit record ({}: none) for what only submit
+    knows; ``problems``: the StateErrors of the files that could not be read."""
 
     def candidates(self):
-        """Job IDs that may still be queued or running: newest links, journal's job, successor."""
+        """Job IDs that may still be queued or running."""
         ids = self.jobs[-2:] + [self.record.job, self.record.successor]
         return sorted(set(job for job in ids if job and is_job_id(str(job))), key=int)
 
@@ -3472,8 +3464,8 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         return sorted(set(self.candidates() + guards), key=int)
 
     def guard(self):
-        """The guard that continues the chain now: the successor's (the first job's: submit's),
-        or the running link's whose successor is not queued; None if none is recorded."""
+        """The guard that continues the chain now: the successor's, or the running link's
+        whose successor is not queued; None if none is recorded."""
         record = self.record
         return record.guard or (record.action in WORK_ACTIONS and not record.successor and
                                 record.guarded_by) or None
@@ -3485,14 +3477,14 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         return self
 
     def snapshot(self):
-        """The Snapshot a writer reads: the journal as it is (None before the first job ran)."""
         return Snapshot(self.walltime, self.retries, (self.jobs or [None])[-1],
                         self.record if self.record.job else None, self.cancelled)
 
 
 def read_chain(store):
-    """The Chain in store's directory; a file that cannot be read reads as missing and its
-    StateError is in ``problems``. The one place that reads the submit record as a journal."""
+    """The Chain in store's directory, each file read once (one that cannot be read reads as
+    missing). A first job that has not run yet is the successor of a record without a job: the
+    one place where the submit record (the first job, its guard and options) is read as one."""
     values, problems = {}, []
     for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
                       ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
@@ -3521,8 +3513,7 @@ def open_chain(run_dir, store=None):
 
 
 def chain_in(run_dir, store=None):
-    """The Chain in run_dir (read_chain: its unreadable files in ``problems``); StateError if
-    run_dir holds none."""
+    """The Chain in run_dir, its unreadable files in ``problems``; StateError if it holds none."""
     if not os.path.isdir(run_dir):  # a missing one reads as a chain of no files
         raise StateError("%s is not a directory" % run_dir)
     chain = read_chain(store or chain_store(run_dir))
@@ -3531,14 +3522,8 @@ def chain_in(run_dir, store=None):
     return chain
 
 
-def live_jobs(chain):
-    """The chain's queued or running Jobs (squeue on its cluster; StateError if it fails)."""
-    return queued_jobs(chain.candidates(), cluster=cluster_to_ask(chain.record.cluster)[0])
-
-
 def refuse_live(run_dir, live, refused):
-    """Refuse what ``refused`` says (and the way out) while the chain in run_dir is ``live``
-    (its queued or running Jobs): the one refusal of submit, resume and a second first job."""
+    """Refuse what ``refused`` says while the chain in run_dir has ``live`` (queued) Jobs."""
     if live:
         raise StateError("the chain in %s is live (%s): %s" % (run_dir, ", ".join(
             "job %s %s" % (job.job_id, job.state) for job in live), refused))
@@ -4185,7 +4170,7 @@ def set_budget(budget_dir, cap):
             if os.path.exists(store.path(BUDGET_FILE)):
                 raise  # corrupt: never silently reset what was used
             budget = Budget(cap, 0, {}, {}, current_cluster())
-        store.write_budget(budget)
+        store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
     return budget_report(budget_dir)
 
 
@@ -4464,7 +4449,8 @@ def job_limits(cluster, options):
 
 def _live_chain(run_dir, force):
     """The queued or running jobs of the chain in run_dir; StateError if any, unless ``force``."""
-    live = live_jobs(read_chain(chain_store(run_dir)).whole())
+    old = read_chain(chain_store(run_dir)).whole()
+    live = queued_jobs(old.candidates(), cluster=cluster_to_ask(old.record.cluster)[0])
     if not force:
         refuse_live(run_dir, live, "cancel it first (resumable-chain cancel %s) or pass --force "
                     "to cancel the live chain and start anew" % shell_quote(run_dir))
