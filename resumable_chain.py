@@ -2693,12 +2693,10 @@ def decide_link(store, snapshot, place, observation, options, warnings):
     own = None
     if record.budget_dir:
         record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
-    previous = snapshot.record
+    previous = snapshot.record or (record.predecessor is None and first_job_record(
+        store.read_submitted()))
     if previous and previous.successor == record.job:
         return record._replace(guarded_by=previous.guard), own
-    submitted = store.read_submitted() if record.predecessor is None else None
-    if submitted and submitted.get("first_job") == record.job:
-        return record._replace(guarded_by=submitted.get("guard")), own
     return record, own
 
 
@@ -3481,10 +3479,21 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
                         self.record if self.record.job else None, self.cancelled)
 
 
+def first_job_record(submitted):
+    """The journal of a chain whose first job has not run, read from submit's record (None if
+    none): the first job is the successor of a record without a job, submit's guard its guard."""
+    if not submitted:
+        return None
+    return Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
+                  next={name: submitted.get(name) for name in NextLink._fields}, **{
+                      name: submitted.get(name) for name in ("cluster", "max_retries",
+                                                             "max_walltime", "budget_dir",
+                                                             "notify", "warn")})
+
+
 def read_chain(store):
     """The Chain in store's directory, each file read once (one that cannot be read reads as
-    missing). A first job that has not run yet is the successor of a record without a job: the
-    one place where the submit record (the first job, its guard and options) is read as one."""
+    missing); without a journal, submit's record is read as one (first_job_record)."""
     values, problems = {}, []
     for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
                       ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
@@ -3497,11 +3506,7 @@ def read_chain(store):
             values[key] = [] if key in ("jobs", "events") else None
             problems.append(error)
     submitted = values["submitted"] = values["submitted"] or {}
-    record = values["record"] or Record(
-        successor=submitted.get("first_job"), guard=submitted.get("guard"),
-        next={name: submitted.get(name) for name in NextLink._fields} if submitted else None,
-        **{name: submitted.get(name) for name in ("max_retries", "max_walltime", "budget_dir",
-                                                  "notify", "warn")})
+    record = values["record"] or first_job_record(submitted) or Record()
     values["record"] = record._replace(cluster=record.cluster or submitted.get("cluster"))
     return Chain(store, problems=problems, **values)
 
