@@ -1755,6 +1755,9 @@ class StateStore(object):
     def write_record(self, record, durable=True):
         self.write_public(JOURNAL_FILE, record._asdict(), durable=durable)
 
+    def write_counter(self, name, value, durable=True):
+        self.write_text(name, "%d\n" % value, durable=durable)
+
     def append_job(self, job_id):
         """Append a job ID with one write() so a kill leaves the old or the new file, never half."""
         try:
@@ -1800,7 +1803,7 @@ class StateStore(object):
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
             if before != after:
-                self.write_text(name, "%d\n" % after, durable=False)
+                self.write_counter(name, after, durable=False)
                 renamed = True
         last_job = snapshot.last_job
         if chain and record.action in WORK_ACTIONS and last_job != record.job:
@@ -3451,8 +3454,7 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
     first job that has not run; ``submitted``: the submit record ({}: none) for what only submit
     knows; ``problems``: the StateErrors of the files that could not be read."""
 
-    def candidates(self):
-        """Job IDs that may still be queued or running."""
+    def candidates(self):  # job IDs that may still be queued or running
         ids = self.jobs[-2:] + [self.record.job, self.record.successor]
         return sorted(set(job for job in ids if job and is_job_id(str(job))), key=int)
 
@@ -3468,8 +3470,7 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         return record.guard or (record.action in WORK_ACTIONS and not record.successor and
                                 record.guarded_by) or None
 
-    def whole(self):
-        """The chain, or the StateError of its first file that could not be read."""
+    def whole(self):  # the chain, or the StateError of its first unreadable file
         if self.problems:
             raise self.problems[0]
         return self
@@ -3504,7 +3505,7 @@ def read_chain(store):
             values[key] = read()
         except StateError as error:
             values[key] = [] if key in ("jobs", "events") else None
-            problems.append(error)
+            problems.append(error.with_traceback(None))  # its frames hold what was read
     submitted = values["submitted"] = values["submitted"] or {}
     record = values["record"] or first_job_record(submitted) or Record()
     values["record"] = record._replace(cluster=record.cluster or submitted.get("cluster"))
@@ -3512,8 +3513,7 @@ def read_chain(store):
 
 
 def open_chain(run_dir, store=None):
-    """The Chain in run_dir, every file of it readable (StateError if not, or if none is there).
-    ``store``: the caller's (under its lock, every file read must be the caller's alone)."""
+    """The Chain in run_dir, every file readable (else StateError); ``store``: the caller's."""
     return chain_in(run_dir, store).whole()
 
 
@@ -4088,10 +4088,8 @@ def _idle(record, rows, unanswered, facts):
     links = [row for row in rows if row["link"]]
     first = next((row for row in rows if row["role"] == "first job"), None)
     if not (unanswered or links) and first and is_final(first["state"]):
-        cancelled = base_state(first["state"]) == "CANCELLED" and not first["nodes"] and (
-            first["state"] != "CANCELLED" or facts["stopped"])  # a person, on purpose
-        return "first job %s" % ("cancelled" if cancelled else "died"), dict(
-            facts, job=first["job"], state=_state_words(first["state"]))
+        return "first job %s" % ("cancelled" if _cancelled_on_purpose(first, facts) else "died"), \
+            dict(facts, job=first["job"], state=_state_words(first["state"]))
     if unanswered or not links:  # what Slurm did not say cannot make a chain look ended
         return "no answer" if unanswered else "no job", dict(facts, errors="; ".join(unanswered))
     last = links[-1]
@@ -4105,15 +4103,18 @@ def _idle(record, rows, unanswered, facts):
         facts.update(successor=successor["job"], successor_raw=successor["state"],
                      successor_state=_state_words(successor["state"]),
                      on=" on %s" % successor["nodes"] if successor["nodes"] else "")
-        if base_state(successor["state"]) == "CANCELLED" and not successor["nodes"] and (
-                successor["state"] != "CANCELLED" or facts["stopped"]):
-            # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
-            return "successor cancelled", facts
-        return "successor died", facts
+        return "successor %s" % ("cancelled" if _cancelled_on_purpose(successor, facts) else
+                                 "died"), facts
     if record.successor_error and record.job == last["job"]:
         return "job limit" if job_limit_refusal(record.successor_error) else "sbatch failed", \
             dict(facts, error=record.successor_error)
     return "no successor", facts
+
+
+def _cancelled_on_purpose(row, facts):
+    """Whether a person cancelled it before it ran (slurmd's cancel of a failed Prolog: nodes)."""
+    return base_state(row["state"]) == "CANCELLED" and not row["nodes"] and (
+        row["state"] != "CANCELLED" or bool(facts["stopped"]))
 
 
 def _submit_again(submitted, run_dir):
@@ -4321,8 +4322,7 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
 
 
 def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
-    """``install()`` for a job queued held; if it fails, cancel the job and its ``guard``:
-    nothing half-made stays."""
+    """``install()`` for a job queued held, or cancel it and its ``guard``: nothing half-made."""
     try:
         return install()
     except (StateError, OSError, KeyboardInterrupt) as error:
@@ -4491,8 +4491,8 @@ def _check_log_dirs(run_dir, options):
 
 
 def _install_chain(run_dir, force, copy_path, submitted):
-    """Under the lock: cancel the live chain (``force``), keep its files as ``*.prev``, install
-    the staged script and the submit record. Returns the jobs cancelled."""
+    """Under the lock: cancel the live chain (``force``: the jobs it returns), keep its files as
+    ``*.prev``, install the staged script and the submit record."""
     store, cancelled = chain_store(run_dir), []
     try:
         with store.locked():
