@@ -1988,7 +1988,6 @@ def _try_lock(descriptor, path):
 
 
 def _new_holder():
-    """This process as the Holder of a file lock, with a token of its own."""
     host, pid, now = os.uname().nodename, os.getpid(), time.time()
     return Holder(os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"), host,
                   pid, int(now), "%d-%d-%s" % (pid, now * 1e6, host))
@@ -3450,9 +3449,8 @@ def finished_trap(python, run_dir):
 
 class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
                                             "retries problems events")):
-    """A run directory's chain (read_chain). ``record`` is the journal's, or read_chain's of a
-    first job that has not run; ``submitted``: the submit record ({}: none) for what only submit
-    knows; ``problems``: the StateErrors of the files that could not be read."""
+    """A run directory's chain (read_chain): ``record`` never None (first_job_record), ``submitted``
+    {} without a submit record, ``problems`` the StateErrors of the files that cannot be read."""
 
     def candidates(self):  # job IDs that may still be queued or running
         ids = self.jobs[-2:] + [self.record.job, self.record.successor]
@@ -3475,14 +3473,9 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
             raise self.problems[0]
         return self
 
-    def snapshot(self):
-        return Snapshot(self.walltime, self.retries, (self.jobs or [None])[-1],
-                        self.record if self.record.job else None, self.cancelled)
-
 
 def first_job_record(submitted):
-    """The journal of a chain whose first job has not run, read from submit's record (None if
-    none): the first job is the successor of a record without a job, submit's guard its guard."""
+    """Submit's record read as the journal of a first job that has not run (None: none)."""
     if not submitted:
         return None
     return Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
@@ -4088,8 +4081,10 @@ def _idle(record, rows, unanswered, facts):
     links = [row for row in rows if row["link"]]
     first = next((row for row in rows if row["role"] == "first job"), None)
     if not (unanswered or links) and first and is_final(first["state"]):
-        return "first job %s" % ("cancelled" if _cancelled_on_purpose(first, facts) else "died"), \
-            dict(facts, job=first["job"], state=_state_words(first["state"]))
+        cancelled = base_state(first["state"]) == "CANCELLED" and not first["nodes"] and (
+            first["state"] != "CANCELLED" or facts["stopped"])  # a person, on purpose
+        return "first job %s" % ("cancelled" if cancelled else "died"), dict(
+            facts, job=first["job"], state=_state_words(first["state"]))
     if unanswered or not links:  # what Slurm did not say cannot make a chain look ended
         return "no answer" if unanswered else "no job", dict(facts, errors="; ".join(unanswered))
     last = links[-1]
@@ -4103,18 +4098,15 @@ def _idle(record, rows, unanswered, facts):
         facts.update(successor=successor["job"], successor_raw=successor["state"],
                      successor_state=_state_words(successor["state"]),
                      on=" on %s" % successor["nodes"] if successor["nodes"] else "")
-        return "successor %s" % ("cancelled" if _cancelled_on_purpose(successor, facts) else
-                                 "died"), facts
+        if base_state(successor["state"]) == "CANCELLED" and not successor["nodes"] and (
+                successor["state"] != "CANCELLED" or facts["stopped"]):
+            # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
+            return "successor cancelled", facts
+        return "successor died", facts
     if record.successor_error and record.job == last["job"]:
         return "job limit" if job_limit_refusal(record.successor_error) else "sbatch failed", \
             dict(facts, error=record.successor_error)
     return "no successor", facts
-
-
-def _cancelled_on_purpose(row, facts):
-    """Whether a person cancelled it before it ran (slurmd's cancel of a failed Prolog: nodes)."""
-    return base_state(row["state"]) == "CANCELLED" and not row["nodes"] and (
-        row["state"] != "CANCELLED" or bool(facts["stopped"]))
 
 
 def _submit_again(submitted, run_dir):
@@ -4530,7 +4522,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
     store = chain_store(run_dir)
     with store.locked():
         chain = open_chain(run_dir, store)  # a corrupt file raises: fix it first
-        snapshot = store.rolled_forward(chain.snapshot())
+        snapshot = store.rolled_forward(Snapshot(chain.walltime, chain.retries, (
+            chain.jobs or [None])[-1], chain.record.job and chain.record, chain.cancelled))
         cluster = chain.record.cluster
         target, note = cluster_to_ask(cluster)
         try:
