@@ -1683,12 +1683,13 @@ class StateStore(object):
     def snapshot(self):
         """Under the lock: read every file a writer needs, once, and roll forward the files of a
         writer killed after its journal (phase ``counted``), so every writer starts consistent."""
-        snapshot = Snapshot(walltime=self.read_counter(WALLTIME_FILE),
-                            retries=self.read_counter(RETRIES_FILE), last_job=self.last_job(),
-                            record=self.read_record(), cancelled=self.read_cancelled())
-        if snapshot.record and snapshot.record.phase == "counted":
-            snapshot = self.apply(snapshot, snapshot.record)
-        return snapshot
+        return self.rolled_forward(Snapshot(
+            walltime=self.read_counter(WALLTIME_FILE), retries=self.read_counter(RETRIES_FILE),
+            last_job=self.last_job(), record=self.read_record(), cancelled=self.read_cancelled()))
+
+    def rolled_forward(self, snapshot):
+        record = snapshot.record
+        return self.apply(snapshot, record) if record and record.phase == "counted" else snapshot
 
     # -- writing -----------------------------------------------------------
     def write_text(self, name, text, mode=0o644, durable=True):
@@ -1787,9 +1788,6 @@ class StateStore(object):
                              "--max-walltime T" % (self.directory, shell_quote(self.directory)))
         return budget
 
-    def write_budget(self, budget):
-        self.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
-
     @contextlib.contextmanager
     def locked(self, wait=LOCK_WAIT_SECONDS, name=LOCK_FILE):
         """Hold the directory's lock (waited for ``wait`` s): ``lockf``, and where kernel locks
@@ -1816,12 +1814,12 @@ class StateStore(object):
                     kind, why = "file", "lock calls refused here (%s)" % kernel
                 if self._replaced(name, descriptor, kernel):
                     continue
-                if kernel != "busy":
-                    token = self._take_held(held, kind == "file")
-                    if token is not None:
-                        break
-                    if kernel == "taken":
-                        fcntl.lockf(descriptor, fcntl.LOCK_UN)  # let the .held holder finish
+                token = kernel != "busy" and self._held_free(held) and (
+                    _create_held(held, _new_holder()) if kind == "file" else "")
+                if isinstance(token, str):  # "": a kernel lock, and no .held file is held
+                    break
+                if kernel == "taken":
+                    fcntl.lockf(descriptor, fcntl.LOCK_UN)  # let the .held holder finish
                 if time.monotonic() > deadline:
                     raise StateError(self._stuck(path, held, wait, descriptor))
                 time.sleep(0.2)
@@ -1837,18 +1835,14 @@ class StateStore(object):
         kind, why = self.lock_used or ("kernel", None)
         return ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if kind == "file" else []
 
-    def _take_held(self, held, create):
-        """Take (``create``) or only check the ``.held`` lock file: its token ("" when checked),
-        or None while a live holder has it."""
+    def _held_free(self, held):
+        """Whether no live holder has the ``.held`` lock file (one provably gone loses it)."""
         holder = self._read_holder(held)
         if holder is not None and not self._holder_gone(holder):
-            return None
+            return False
         if holder is not None:
-            self._drop_held(held, holder.token)  # its holder is provably gone
-        return "" if not create else _create_held(held, Holder(
-            os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"),
-            os.uname().nodename, os.getpid(), int(time.time()),
-            "%d-%d-%s" % (os.getpid(), time.time() * 1e6, os.uname().nodename)))
+            self._drop_held(held, holder.token)
+        return True
 
     def _read_holder(self, held):
         try:
@@ -1889,7 +1883,7 @@ class StateStore(object):
         if not (kernel == "taken" and os.fstat(descriptor).st_mode & 0o044 or
                 kernel == "busy" and _others_lock(descriptor)):
             return False
-        token = self._take_held(held, True)
+        token = self._held_free(held) and _create_held(held, _new_holder())
         try:
             if not token or not _same_file(descriptor, path) or _try_lock(
                     descriptor, path) != "taken" and not _others_lock(descriptor):
@@ -1948,6 +1942,12 @@ def _try_lock(descriptor, path):
         if error.errno not in (errno.EACCES, errno.EAGAIN):
             raise StateError("cannot lock %s: %s" % (path, error.strerror))
         return "busy"
+
+
+def _new_holder():
+    host, pid, now = os.uname().nodename, os.getpid(), time.time()
+    return Holder(os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"), host,
+                  pid, int(now), "%d-%d-%s" % (pid, now * 1e6, host))
 
 
 def _create_held(held, holder):
@@ -2490,7 +2490,7 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
     if not unnamed(snapshot, job_id, named):
         return snapshot
     if not named:
-        check_no_live_chain(snapshot.record, job_id, cluster, warnings)  # live: a second chain
+        check_no_live_chain(store, snapshot.record, job_id, cluster, warnings)  # a second chain
         last = SLURM.final(snapshot.record.job)
         if last is not None and base_state(last.state) == "COMPLETED":
             return snapshot  # the chain finished (its journal could not say so): a new one starts
@@ -2601,7 +2601,7 @@ def check_link_belongs(record, job_id, predecessor_id, run_dir):
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link
     never starts a fresh chain over an existing one), a copy of its script."""
-    check_no_live_chain(snapshot.record, job_id, cluster, warnings)
+    check_no_live_chain(store, snapshot.record, job_id, cluster, warnings)
     if snapshot.record or snapshot.last_job or snapshot.cancelled:
         store.keep_previous()
         own_guard_log(store.directory)  # its guard, queued by submit, appends to it
@@ -2612,7 +2612,7 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     return snapshot
 
 
-def check_no_live_chain(record, job_id, cluster, warnings):
+def check_no_live_chain(store, record, job_id, cluster, warnings):
     """Refuse a first job beside a chain whose links still run or wait; warn when squeue cannot
     tell (a safety net must not block a restart)."""
     if record is None or record.action not in WORK_ACTIONS:
@@ -2624,11 +2624,8 @@ def check_no_live_chain(record, job_id, cluster, warnings):
         warnings.append("cannot check whether the previous chain (jobs %s) still runs: %s"
                         % (" ".join(links), error))
         return
-    if live:
-        raise StateError("job %s would start a second chain in a directory whose chain is live "
-                         "(%s); no work, no successor (cancel it with resumable-chain cancel)"
-                         % (job_id, ", ".join("job %s %s" % (job.job_id, job.state)
-                                              for job in live)))
+    refuse_live(store.directory, live, "job %s would start a second chain; no work, no "
+                "successor (cancel it with resumable-chain cancel)" % job_id)
 
 
 def save_script(store, next_link):
@@ -2656,12 +2653,10 @@ def decide_link(store, snapshot, place, observation, options, warnings):
     own = None
     if record.budget_dir:
         record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
-    previous = snapshot.record
+    previous = snapshot.record or (record.predecessor is None and first_job_record(
+        store.read_submitted()))
     if previous and previous.successor == record.job:
         return record._replace(guarded_by=previous.guard), own
-    submitted = store.read_submitted() if record.predecessor is None else None
-    if submitted and submitted.get("first_job") == record.job:
-        return record._replace(guarded_by=submitted.get("guard")), own
     return record, own
 
 
@@ -2707,7 +2702,7 @@ def draw_on_budget(budget_dir, record, observation, warnings):
         if record.action in WORK_ACTIONS:
             own = SLURM.controller(record.job).job
             budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
-        store.write_budget(budget)
+        store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
     if record.action not in WORK_ACTIONS:
         return record, None
     if seconds is None:
@@ -3406,41 +3401,84 @@ def finished_trap(python, run_dir):
 # ---------------------------------------------------------------------------
 
 
-def live_candidates(last_links, record, submitted):
-    """Job IDs that may still be queued or running (links, journal's job and successor, first)."""
-    record = record or Record()
-    ids = list(last_links) + [record.job, record.successor, (submitted or {}).get("first_job")]
-    return sorted(set(job for job in ids if job and is_job_id(str(job))), key=int)
-
-
 class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
                                             "retries problems events")):
-    """What a run directory says about its chain; ``problems``: the files it could not read."""
+    """A run directory's chain (read_chain): ``record`` never None (first_job_record), ``submitted``
+    {} without a submit record, ``problems`` the StateErrors of the files that cannot be read."""
 
-    def candidates(self):
-        return live_candidates(self.jobs[-2:], self.record, self.submitted)
+    def candidates(self):  # job IDs that may still be queued or running
+        ids = self.jobs[-2:] + [self.record.job, self.record.successor]
+        return sorted(set(job for job in ids if job and is_job_id(str(job))), key=int)
 
     def to_cancel(self):
         """The jobs that may be queued and the guards: nothing of a cancelled chain stays."""
-        guards = [self.record.guard, self.record.guarded_by] if self.record else []
-        guards.append((self.submitted or {}).get("guard"))
-        return sorted(set(self.candidates()) | set(job for job in guards if job), key=int)
-
-    def cluster(self):
-        return recorded_cluster(self.record, self.submitted)
+        guards = [job for job in (self.record.guard, self.record.guarded_by) if job]
+        return sorted(set(self.candidates() + guards), key=int)
 
     def guard(self):
-        """The guard that continues the chain now: the successor's, the running link's whose
-        successor is not queued, or the first job's (submit); None if none is recorded."""
-        record = self.record or Record()
+        """The guard that continues the chain now: the successor's, or the running link's
+        whose successor is not queued; None if none is recorded."""
+        record = self.record
         return record.guard or (record.action in WORK_ACTIONS and not record.successor and
-                                record.guarded_by) or (
-            record.job is None and (self.submitted or {}).get("guard")) or None
+                                record.guarded_by) or None
+
+    def whole(self):  # the chain, or the StateError of its first unreadable file
+        if self.problems:
+            raise self.problems[0]
+        return self
 
 
-def recorded_cluster(record, submitted):
-    """The cluster a chain's jobs run on, as its journal or submit record says (None: not said)."""
-    return (record and record.cluster) or (submitted or {}).get("cluster")
+def first_job_record(submitted):
+    """Submit's record read as the journal of a first job that has not run (None: none)."""
+    if not submitted:
+        return None
+    return Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
+                  next={name: submitted.get(name) for name in NextLink._fields}, **{
+                      name: submitted.get(name) for name in ("cluster", "max_retries",
+                                                             "max_walltime", "budget_dir",
+                                                             "notify", "warn")})
+
+
+def read_chain(store):
+    """The Chain in store's directory, each file read once (one that cannot be read reads as
+    missing); without a journal, submit's record is read as one (first_job_record)."""
+    values, problems = {}, []
+    for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
+                      ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
+                      ("walltime", lambda: store.read_counter(WALLTIME_FILE)),
+                      ("retries", lambda: store.read_counter(RETRIES_FILE)),
+                      ("events", store.read_events)):
+        try:
+            values[key] = read()
+        except StateError as error:
+            values[key] = [] if key in ("jobs", "events") else None
+            problems.append(error.with_traceback(None))  # its frames hold what was read
+    submitted = values["submitted"] = values["submitted"] or {}
+    record = values["record"] or first_job_record(submitted) or Record()
+    values["record"] = record._replace(cluster=record.cluster or submitted.get("cluster"))
+    return Chain(store, problems=problems, **values)
+
+
+def open_chain(run_dir, store=None):
+    """The Chain in run_dir, every file readable (else StateError); ``store``: the caller's."""
+    return chain_in(run_dir, store).whole()
+
+
+def chain_in(run_dir, store=None):
+    """The Chain in run_dir, its unreadable files in ``problems``; StateError if it holds none."""
+    if not os.path.isdir(run_dir):  # a missing one reads as a chain of no files
+        raise StateError("%s is not a directory" % run_dir)
+    chain = read_chain(store or chain_store(run_dir))
+    if not (chain.jobs or chain.record.job or chain.submitted or chain.problems):
+        raise not_a_chain(run_dir)
+    return chain
+
+
+def refuse_live(run_dir, live, refused):
+    """Refuse what ``refused`` says while the chain in run_dir has ``live`` (queued) Jobs."""
+    if live:
+        raise StateError("the chain in %s is live (%s): %s" % (run_dir, ", ".join(
+            "job %s %s" % (job.job_id, job.state) for job in live), refused))
 
 
 def cluster_to_ask(recorded, here=False):
@@ -3464,31 +3502,6 @@ def announce(store, event, command):
     except StateError as error:  # e.g. someone who cannot write the directory
         return ["event %s not journaled, not notified: %s" % (event.event, error)]
     return warnings + ([notify(command, event, store.directory)] if event and command else [])
-
-
-def open_chain(run_dir, must_exist=True, strict=True, store=None):
-    """Read the chain in run_dir. ``strict``: a corrupt file raises; else it goes to problems.
-    ``store``: the caller's (under its lock, every file read must be the caller's alone)."""
-    store = store or chain_store(run_dir)
-    if must_exist and not os.path.isdir(run_dir):  # a missing one reads as a chain of no files
-        raise StateError("%s is not a directory" % run_dir)
-    values, problems = {}, []
-    for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
-                      ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
-                      ("walltime", lambda: store.read_counter(WALLTIME_FILE)),
-                      ("retries", lambda: store.read_counter(RETRIES_FILE)),
-                      ("events", store.read_events)):
-        try:
-            values[key] = read()
-        except StateError as error:
-            if strict:
-                raise
-            values[key] = [] if key in ("jobs", "events") else None
-            problems.append(str(error))
-    chain = Chain(store, problems=problems, **values)
-    if must_exist and not (chain.jobs or chain.record or chain.submitted or problems):
-        raise not_a_chain(run_dir)
-    return chain
 
 
 def not_a_chain(run_dir):
@@ -3640,16 +3653,17 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
         try:
             if time.monotonic() > deadline - STATUS_SECONDS / 2 or spent > STATUS_BYTES:
                 raise StateError(late)
-            chain = open_chain(run_dir, strict=False)
-            if chain.cluster() not in clusters:
-                here = current_cluster() if here is False and chain.cluster() else here
-                clusters[chain.cluster()] = cluster_to_ask(chain.cluster(), here)
+            chain = chain_in(run_dir)
+            cluster = chain.record.cluster
+            if cluster not in clusters:
+                here = current_cluster() if here is False and cluster else here
+                clusters[cluster] = cluster_to_ask(cluster, here)
             guards = guards_that_ran(chain.store)  # read once: for others and the guard's row
             others = _other_roles(chain, guards) if rows > COLLECTION_ROWS else {}
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
                               _status_roles(chain, rows), others, [line for line in guards if (
-                                  line[0] == (chain.record or Record()).guard)],
-                              *clusters[chain.cluster()])  # kept: O(rows), not O(files)
+                                  line[0] == chain.record.guard)],
+                              *clusters[cluster])  # kept: O(rows), not O(files)
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
                 (job, None) for job in list(plan.roles) + [chain.guard()] + list(plan.others)
                 if job)
@@ -3688,16 +3702,13 @@ def unreadable_status(run_dir, error):
 
 
 def _status_roles(chain, rows):
-    """{job ID: role} of the jobs of the verdict: newest links, first job, record's, successor."""
-    record, submitted = chain.record or Record(), chain.submitted or {}
+    """{job ID: role} of the jobs of the verdict: newest links, record's, successor (or first)."""
+    record = chain.record
     roles = collections.OrderedDict((job, "link") for job in chain.jobs[-rows:])
-    first = submitted.get("first_job")
-    if first and first not in roles and (not chain.jobs or int(first) > int(chain.jobs[-1])):
-        roles[first] = "first job"
     if record.job and record.job not in roles:
         roles[record.job] = "decided" if record.action not in WORK_ACTIONS else "resumed link"
     if record.successor and record.successor not in roles:
-        roles[record.successor] = "successor"
+        roles[record.successor] = "successor" if record.job else "first job"
     return roles
 
 
@@ -3723,7 +3734,7 @@ def guards_that_ran(store):
 def _other_roles(chain, guards):
     """{job ID: (role, note)} of the jobs the chain queued besides its links and successor:
     guards (what those that ran did), the successors they found dead, the jobs they queued."""
-    record, others = chain.record or Record(), collections.OrderedDict()
+    record, others = chain.record, collections.OrderedDict()
     for guard, guarded, what in guards:
         others[guard] = ("guard", "ran once job %s ended: %s" % (guarded, what))
         queued = what.partition(CONTINUED_WITH)[2].split(" ")[0].rstrip(";,")
@@ -3734,15 +3745,15 @@ def _other_roles(chain, guards):
         if is_job_id(queued):
             others.setdefault(queued, ("replacement" if dead else "successor", "queued by "
                                        "guard %s" % guard))
-    guard = chain.guard()  # Chain.guard's three cases (a journal's record names its job)
+    guard = chain.guard()
     if not guard:
         return others
-    if guard == record.guard:
+    if record.job is None:
+        note = "replaces job %s if it dies before its prologue" % record.successor
+    elif guard == record.guard:
         note = "continues the chain if job %s dies before its prologue" % record.successor
-    elif record.job is not None:
-        note = "queues the successor of job %s when it ends" % record.job
     else:
-        note = "replaces job %s if it dies before its prologue" % chain.submitted["first_job"]
+        note = "queues the successor of job %s when it ends" % record.job
     others.setdefault(guard, ("guard", note))
     return others
 
@@ -3752,11 +3763,9 @@ def _status_of(plan, answer, budgets, deadline=None):
     reports read so far (``budgets``: {budget dir: report or StateError}, filled in until the
     ``deadline``)."""
     chain, (known, unanswered) = plan.chain, answer
-    record, submitted = chain.record or Record(), chain.submitted or {}
+    record = chain.record
     rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN", 0), role, record)
             for job_id, role in plan.roles.items()]
-    settings = record if record.max_retries is not None else Record(
-        max_retries=submitted.get("max_retries"), max_walltime=submitted.get("max_walltime"))
     # the last link's time while the walltime file lacks it (running, or never continued)
     last = record.job if record.action in WORK_ACTIONS and chain.jobs[-1:] == [record.job] else 0
     uncounted = next((row["elapsed"] for row in rows if row["job"] == last and row["link"] and
@@ -3764,21 +3773,20 @@ def _status_of(plan, answer, budgets, deadline=None):
     used = (chain.walltime or 0) + uncounted
     guard_id = chain.guard()
     guard = guard_id and (known.get(guard_id) or Job(guard_id, "UNKNOWN"))
-    task = option_value((record.next or submitted).get("sbatch_args") or (), "--array")
+    task = option_value((record.next or {}).get("sbatch_args") or (), "--array")
     status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": plan.links,
               "walltime": chain.walltime or 0, "walltime_uncounted": uncounted,
-              "walltime_used": used, "max_walltime": settings.max_walltime,
-              "walltime_left": (max(settings.max_walltime - used, 0)
-                                if settings.max_walltime is not None else None),
-              "retries": chain.retries or 0, "max_retries": settings.max_retries,
+              "walltime_used": used, "max_walltime": record.max_walltime,
+              "walltime_left": (max(record.max_walltime - used, 0)
+                                if record.max_walltime is not None else None),
+              "retries": chain.retries or 0, "max_retries": record.max_retries,
               "successor": record.successor, "guard_error": record.guard_error,
               "guard": guard and {"job": guard.job_id, "state": guard.state},
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
-              "cancelled": chain.cancelled, "problems": list(chain.problems),
-              "budget": _budget_of(record.budget_dir or submitted.get("budget_dir"), budgets,
-                                   deadline),
-              "slurm_errors": list(unanswered), "cluster": chain.cluster(),
+              "cancelled": chain.cancelled, "problems": [str(one) for one in chain.problems],
+              "budget": _budget_of(record.budget_dir, budgets, deadline),
+              "slurm_errors": list(unanswered), "cluster": record.cluster,
               "cluster_note": plan.note, "lock": dict(zip(("kind", "why"),
                                                           probe_lock(plan.run_dir))),
               "would_not_continue": _nothing_continues(record, rows, chain),
@@ -3816,7 +3824,7 @@ def _budget_of(budget_dir, budgets, deadline=None):
 
 def _show_other_jobs(status, plan, known):
     """Add the rows of ``plan.others`` to ``status``: not for the verdict."""
-    record, rows = plan.chain.record or Record(), list(status["jobs"])
+    record, rows = plan.chain.record, list(status["jobs"])
     ran = [what for guard, _, what in plan.guards if guard == record.guard]
     shown = dict((row["job"], row) for row in rows)
     for job_id, (role, note) in plan.others.items():
@@ -4107,7 +4115,7 @@ def set_budget(budget_dir, cap):
             if os.path.exists(store.path(BUDGET_FILE)):
                 raise  # corrupt: never silently reset what was used
             budget = Budget(cap, 0, {}, {}, current_cluster())
-        store.write_budget(budget)
+        store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
     return budget_report(budget_dir)
 
 
@@ -4131,7 +4139,7 @@ def cancel_chains(run_dirs, dry_run=False):
         try:  # the path checked is the path used (no "x/.." detour)
             chain = open_chain(os.path.abspath(run_dir))
             check_owned_dir(chain.store.directory)  # a dry run or an ended chain: to its owner
-            groups.setdefault(chain.cluster(), collections.OrderedDict())[run_dir] = chain
+            groups.setdefault(chain.record.cluster, collections.OrderedDict())[run_dir] = chain
         except (StateError, ValueError) as error:
             results[run_dir] = error
     here = any(groups) and current_cluster()
@@ -4153,19 +4161,18 @@ def _cancel_group(chains, ask, dry_run, results):
         try:
             if dry_run:  # it reads as the cancel it previews: a file others could write is refused
                 store, store.acting = chain_store(store.directory), True
-                marked[run_dir] = open_chain(store.directory, store=store)
+                marked[run_dir] = open_chain(store.directory, store)
                 continue
             with store.locked():  # marked first: a link that starts meanwhile stops
                 marked[run_dir] = chain = _write_mark(store)
-                command = (chain.record and chain.record.notify) or (
-                    chain.submitted or {}).get("notify")  # the journal's first
+                command = chain.record.notify
                 commands[run_dir] = store.read_notify() if command is True else command
         except (StateError, ValueError) as error:
             results[run_dir] = error
     for run_dir, result in _cancel_jobs({run_dir: chain.to_cancel() for run_dir, chain in
                                          marked.items()}, *ask, dry_run=dry_run).items():
         chain = chains[run_dir]
-        last = (chain.jobs or [(chain.submitted or {}).get("first_job")])[-1]  # or the first
+        last = (chain.jobs or [chain.record.successor])[-1]  # or the first job
         results[run_dir] = dict(result, log=announce(chain.store, Event(
             "stopped", last, len(chain.jobs), "cancelled with the cancel command (jobs "
             "%s)" % " ".join(result["cancelled"]), int(time.time())), commands[run_dir])
@@ -4185,7 +4192,7 @@ def _ended_chains(chains, cluster, dry_run):
                                                     for path in idle])):
         chain, word = chains[run_dir], status["verdict_word"]
         scancelled = word == "stopped" and not chain.cancelled and \
-            (chain.record or Record()).action in WORK_ACTIONS
+            chain.record.action in WORK_ACTIONS
         if word in ("finished", "stopped", "failed") and not scancelled:
             ended[run_dir] = dict(cancelled=[], leftover=[], dry_run=dry_run, errors=[], log=[],
                                   ended="already %s (%s): nothing to cancel" % (
@@ -4195,7 +4202,7 @@ def _ended_chains(chains, cluster, dry_run):
 
 def _write_mark(store):
     """Under the lock: mark the chain in store cancelled; its Chain, as read under the lock."""
-    chain = open_chain(store.directory, must_exist=False, store=store)  # checked: the lock's
+    chain = open_chain(store.directory, store)  # checked: the lock's
     store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
     return chain
 
@@ -4254,8 +4261,7 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
 
 
 def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
-    """``install()`` for a job queued held; if it fails, cancel the job and its ``guard``:
-    nothing half-made stays."""
+    """``install()`` for a job queued held, or cancel it and its ``guard``: nothing half-made."""
     try:
         return install()
     except (StateError, OSError, KeyboardInterrupt) as error:
@@ -4387,12 +4393,11 @@ def job_limits(cluster, options):
 
 def _live_chain(run_dir, force):
     """The queued or running jobs of the chain in run_dir; StateError if any, unless ``force``."""
-    old = open_chain(run_dir, must_exist=False)
-    live = Slurm(cluster_to_ask(old.cluster())[0]).jobs(old.candidates())
-    if live and not force:
-        raise StateError("%s holds a live chain (%s): cancel it first (resumable-chain cancel %s) "
-                         "or pass --force to cancel it and start anew" % (run_dir, ", ".join(
-                             "job %s %s" % (job.job_id, job.state) for job in live), run_dir))
+    old = read_chain(chain_store(run_dir)).whole()
+    live = Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(old.candidates())
+    if not force:
+        refuse_live(run_dir, live, "cancel it first (resumable-chain cancel %s) or pass --force "
+                    "to cancel the live chain and start anew" % shell_quote(run_dir))
     return live
 
 
@@ -4425,14 +4430,15 @@ def _check_log_dirs(run_dir, options):
 
 
 def _install_chain(run_dir, force, copy_path, submitted):
-    """Under the lock: cancel the live chain (``force``), keep its files as ``*.prev``, install
-    the staged script and the submit record. Returns the jobs cancelled."""
+    """Under the lock: cancel the live chain (``force``: the jobs it returns), keep its files as
+    ``*.prev``, install the staged script and the submit record."""
     store, cancelled = chain_store(run_dir), []
     try:
         with store.locked():
             if force:
                 chain = _write_mark(store)
-                result = _cancel_jobs({0: chain.to_cancel()}, *cluster_to_ask(chain.cluster()))[0]
+                result = _cancel_jobs({0: chain.to_cancel()}, *cluster_to_ask(
+                    chain.record.cluster))[0]
                 if result["leftover"]:
                     raise StateError("--force: could not cancel the live chain (still there: %s; "
                                      "it is marked cancelled, so its links stop when they start)"
@@ -4462,17 +4468,18 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         raise not_a_chain(run_dir)
     store = chain_store(run_dir)
     with store.locked():
-        snapshot = store.snapshot()  # a corrupt file raises: fix it first
-        submitted = store.read_submitted()
-        cluster = recorded_cluster(snapshot.record, submitted)
+        chain = open_chain(run_dir, store)  # a corrupt file raises: fix it first
+        snapshot = store.rolled_forward(Snapshot(chain.walltime, chain.retries, (
+            chain.jobs or [None])[-1], chain.record.job and chain.record, chain.cancelled))
+        cluster = chain.record.cluster
         target, note = cluster_to_ask(cluster)
         try:
-            previous = _resumable_record(store, snapshot, submitted, target)
+            previous = _resumable_record(chain, target)
         except StateError as error:
             raise StateError("%s (%s)" % (error, note)) if note else error
         counted, state = _count_last_link(store, snapshot, previous, target)
         next_link = _recorded_next_link(store, previous, given)
-        _check_copy_is_current(submitted, next_link.script)
+        _check_copy_is_current(chain.submitted, next_link.script)
         record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
             cluster=cluster, next=next_link._asdict())
         try:  # the script's #SBATCH --time limits the links too (as submit reads it)
@@ -4485,7 +4492,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             next_link, "--hold", "--no-requeue"), next_link.script, next_link.script_args,
             cwd=next_link.workdir, named=True)
         guard, guard_error = (None, "not on this cluster") if target else queue_guard(
-            job, run_dir, next_link.job_name, os.environ, python=(submitted or {}).get("python"))
+            job, run_dir, next_link.job_name, os.environ, python=chain.submitted.get("python"))
         record = record._replace(job=job, guarded_by=guard, time=int(now()))
 
         def install():
@@ -4506,7 +4513,7 @@ def _check_copy_is_current(submitted, script):
     """StateError when the script given to submit was edited after submit's copy, which the
     links run: "fix the script, then resume" would run the unfixed copy again (a failed chain
     fails again, one job per retry). The same text rewritten is no change."""
-    original, copy = (submitted or {}).get("original"), (submitted or {}).get("script")
+    original, copy = submitted.get("original"), submitted.get("script")
     try:
         if copy != script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
             return
@@ -4546,27 +4553,20 @@ def _resumed_record(snapshot, previous, last_link, options):
                   link=link_number(chain_length(snapshot), "resume"), **kept)
 
 
-def _resumable_record(store, snapshot, submitted, cluster):
+def _resumable_record(chain, cluster):
     """The journal's last record, if the chain it describes can be resumed; StateError if not."""
-    previous = snapshot.record
-    if previous is None and snapshot.last_job is None and not submitted:
-        raise not_a_chain(store.directory)
-    live = Slurm(cluster).jobs(live_candidates([snapshot.last_job], previous, submitted))
-    if live:
-        raise StateError("the chain in %s is live (%s): nothing to resume; wait for it or run "
-                         "resumable-chain cancel %s first" % (store.directory, ", ".join(
-                             "job %s %s" % (job.job_id, job.state) for job in live),
-                             shell_quote(store.directory)))
-    if previous is None and snapshot.last_job is None:  # as status says
+    previous, directory = chain.record, chain.store.directory
+    refuse_live(directory, Slurm(cluster).jobs(chain.candidates()), "nothing to resume; "
+                "wait for it or run resumable-chain cancel %s first" % shell_quote(directory))
+    if previous.job is None and not chain.jobs:  # as status says
         raise StateError("nothing to resume in %s: %s" % (
-            store.directory, _submit_again(submitted, store.directory)))
-    if previous is None:
+            directory, _submit_again(chain.submitted, directory)))
+    if previous.job is None:
         raise StateError("%s has no journal (%s): use submit to start a new chain"
-                         % (store.directory, JOURNAL_FILE))
+                         % (directory, JOURNAL_FILE))
     if previous.action == "complete":
         raise StateError("the chain in %s finished (job %s found its predecessor COMPLETED): "
-                         "nothing to resume; submit starts a new run"
-                         % (store.directory, previous.job))
+                         "nothing to resume; submit starts a new run" % (directory, previous.job))
     return previous
 
 

@@ -265,7 +265,7 @@ def test_submit_refuses_a_live_chain_unless_forced(cluster, run_dir, running_cha
                                                    capsys, monkeypatch):
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)
-    assert status == 2 and "live chain (job 1000 RUNNING, job 1001 PENDING)" in err
+    assert status == 2 and "is live (job 1000 RUNNING, job 1001 PENDING)" in err
     assert len(cluster.calls("sbatch")) == 2
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--force",
                                "--python", sys.executable, script)
@@ -1912,3 +1912,47 @@ def test_a_submit_whose_sbatch_hangs_after_queueing_cancels_the_held_job(cluster
     out, err = process.communicate(timeout=60)
     assert (process.returncode, out, err) == (2, "", "resumable-chain: error: %s\n" % words)
     assert cluster.job(1000)["state"].startswith("CANCELLED") and not os.path.exists(run_dir)
+
+
+@pytest.mark.parametrize("operation", ["submit", "resume", "a second first job"])
+def test_a_live_chain_is_refused_in_the_same_words(operation, cluster, run_dir, running_chain,
+                                                  tmp_path, capsys, monkeypatch):
+    if operation == "a second first job":
+        result = cluster.run_link(running_chain, 8000)
+        status, err = result.returncode, result.stderr
+    else:
+        script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+        status, _, err = run_cli(cluster, capsys, monkeypatch, operation, run_dir,
+                                 *[script] * (operation == "submit"))
+    assert status == 2 and "the chain in %s is live (job 1000 RUNNING, job 1001 PENDING): " % (
+        run_dir) in err, err
+
+
+SUBMITTED = {"first_job": "100", "guard": "900000", "cluster": "c1", "max_retries": 3,
+             "max_walltime": 7200, "script": "/r/resumable-job.sh", "sbatch_args": ["-p", "x"]}
+
+
+@pytest.mark.parametrize("submitted, journal, record, candidates, to_cancel, guard", [
+    pytest.param(SUBMITTED, None, dict(job=None, successor="100", guard="900000", cluster="c1",
+                                       max_retries=3, max_walltime=7200),
+                 ["100"], ["100", "900000"], "900000", id="the first job has not run"),
+    pytest.param(SUBMITTED, rc.Record(job="100", action="start", guarded_by="900000", link=1),
+                 dict(job="100", successor=None, guard=None, cluster="c1"),
+                 ["100"], ["100", "900000"], "900000", id="its journal names no cluster"),
+    pytest.param(None, rc.Record(job="1000", action="resume", successor="1001", guard="900001",
+                                 cluster="c2", link=2),
+                 dict(job="1000", successor="1001", cluster="c2"),
+                 ["1000", "1001"], ["1000", "1001", "900001"], "900001", id="no submit record"),
+])
+def test_a_chain_reads_the_submit_record_as_the_journal_of_a_first_job(
+        submitted, journal, record, candidates, to_cancel, guard, run_dir):
+    os.makedirs(run_dir)
+    store = rc.StateStore(run_dir)
+    if submitted:
+        store.write_public(rc.SUBMIT_FILE, submitted)
+    if journal:
+        store.write_record(journal)
+    chain = rc.open_chain(run_dir)
+    assert {name: getattr(chain.record, name) for name in record} == record
+    assert chain.candidates() == candidates and chain.to_cancel() == to_cancel
+    assert chain.guard() == guard and chain.submitted == (submitted or {})
