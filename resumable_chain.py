@@ -4942,9 +4942,9 @@ COMMAND = "resumable-chain"  # as main() found it run; what messages say is prin
 def command_name(argv0):
     """The console script by name when PATH finds it; else this file run by python3 (a file
     copied as the Quick start says is on no PATH), by its absolute path, quoted for the shell."""
-    import shutil
     if os.path.basename(argv0) != "resumable-chain":  # by path, python3 -m, a link's python -c
         return "python3 " + shell_quote(module_path())
+    import shutil  # not before: it imports zlib, bz2 and lzma, 2 ms of every link
     found = shutil.which("resumable-chain")
     same = found and os.path.realpath(found) == os.path.realpath(argv0)
     return "resumable-chain" if same else shell_quote(os.path.abspath(argv0))

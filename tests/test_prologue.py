@@ -774,7 +774,7 @@ def test_c_locale_and_a_non_ascii_run_directory_on_the_oldest_python(tmp_path):
 
 # The command line's modules: a link must not pay for them (tempfile alone imports random).
 COMMAND_LINE_ONLY = {"argparse", "gettext", "tempfile", "random", "shlex", "copy", "calendar",
-                     "pwd", "_strptime"}
+                     "pwd", "_strptime", "shutil", "lzma", "bz2"}
 
 
 def test_the_in_job_step_imports_none_of_the_command_lines_modules(cluster, run_dir):
