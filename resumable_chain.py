@@ -33,6 +33,7 @@ import fcntl
 import itertools
 import json
 import os
+import select
 import signal
 import stat
 import subprocess
@@ -2437,13 +2438,13 @@ LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's
 
 
 def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
-             notify=None, warn=None):
+             notify=None, warn=None, lookup=None):
     """Everything a job's prologue does, its steps in order (each defined below, in this order;
-    the controller, asked at once, answers while the link reads its state). The work's helpers
-    (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
+    the controller, asked before Python started (``lookup``) or at once, answers while the link
+    reads its state). The work's helpers (the background step, the warning timer) start from
+    prologue_command. Returns an Outcome."""
     job_id, predecessor_id = identify(environ)
-    asked = predecessor_id and run_slurm(show_job(predecessor_id), background=True,
-                                         timeout=first_lookup_timeout(lookup_window()))
+    asked = predecessor_id and ask_predecessor(predecessor_id, lookup)
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
     try:
         store = open_run_dir(run_dir, predecessor_id)
@@ -2465,6 +2466,35 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
     finally:
         if asked:
             asked()  # reaped even when the link did not need it
+
+
+def ask_predecessor(job_id, lookup=None):
+    """A waiter (as run_slurm's ``background``) for ``scontrol show job`` of the predecessor:
+    the prologue's answer read from the pipe ``lookup`` if it is about this job, else asked now."""
+    timeout = first_lookup_timeout(lookup_window())
+    answer = lookup and _read_lookup(lookup, job_id, timeout)
+    return (lambda: answer) if answer else run_slurm(show_job(job_id), background=True,
+                                                     timeout=timeout)
+
+
+def _read_lookup(lookup, job_id, timeout):
+    """The SlurmResult of the prologue's lookup (its PID, then what scontrol printed) once it
+    ended; killed as run_slurm would after ``timeout``; None: no answer about ``job_id``."""
+    deadline, text = time.monotonic() + timeout, b""
+    with contextlib.suppress(OSError, ValueError), open(lookup, "rb", 0) as pipe:
+        while select.select([pipe], [], [], max(deadline - time.monotonic(), 0))[0]:
+            chunk = pipe.read(1 << 16)
+            if not chunk:  # scontrol -o: a line per job; errors are the other lines
+                lines = text.decode("utf-8", "replace").splitlines(True)[1:]
+                out = "".join(line for line in lines if line.startswith("JobId="))
+                job = parse_scontrol(out)
+                if lines and (job.job_id == job_id if job else not out):
+                    return SlurmResult(0, out, "") if out else SlurmResult(1, "", "".join(lines))
+                return None
+            text += chunk
+        os.kill(int(text.partition(b"\n")[0]), signal.SIGKILL)
+        return SlurmResult(None, "", "scontrol timed out after %g s" % timeout)
+    return None
 
 
 def identify(environ):
@@ -3363,6 +3393,13 @@ def _guard_gives_up(store, record, reason):
 
 PROLOGUE_TEMPLATE = """\
 # >>> resumable_chain {version}: decide, record and queue the successor before any work >>>
+resumable_chain_lookup() {{  # the predecessor's state, asked as Python starts (ask_predecessor)
+    echo "$BASHPID"  # then what scontrol prints, in the environment run_slurm would give it
+    [[ ${{SLURM_JOB_DEPENDENCY-}} =~ ^afternotok:([1-9][0-9]{{0,9}})$ ]] || return 0
+    for name in "${{!SLURM_@}}" "${{!SACCT_@}}" "${{!SQUEUE_@}}" "${{!SALLOC_@}}" "${{!SRUN_@}}" \\
+        "${{!SBATCH_@}}" RESUMABLE_CHAIN_NAMED; do [ "$name" = SLURM_CONF ] || unset "$name"; done
+    LC_ALL=C exec scontrol show job -o "${{BASH_REMATCH[1]}}" </dev/null 2>&1
+}}
 for _ in 1 2; do  # a step killed by a signal runs once more: it is idempotent
     resumable_chain_status=0
     # shellcheck disable=SC2016  # single quotes keep paths and arguments literal on purpose
@@ -3372,7 +3409,7 @@ done
 if [ "$resumable_chain_status" -eq {done} ]; then exit 0; fi
 if [ "$resumable_chain_status" -ne 0 ]; then exit "$resumable_chain_status"; fi
 eval "$resumable_chain_env"  # RESUMABLE_CHAIN_DIR, _LINK, _RESUMING, _WALLTIME_LEFT, ...
-unset resumable_chain_status resumable_chain_env
+unset resumable_chain_status resumable_chain_env resumable_chain_lookup
 {finished}# <<< resumable_chain <<<
 """
 # With a notify command: when the job exits 0 after its work, the chain finished; its successor
@@ -3430,7 +3467,7 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     command = " ".join(shell_quote(argument) for argument in argv)
     if script is None:
         command += ' --script="$0"'  # the running batch script (Slurm's spool copy)
-    command += ' -- ${1+"$@"}'
+    command += ' --lookup=<(resumable_chain_lookup) -- ${1+"$@"}'
     return PROLOGUE_TEMPLATE.format(version=__version__, command=command, done=EXIT_DONE,
                                     finished="" if notify is None else finished_trap(
                                         python, run_dir))
@@ -5479,8 +5516,8 @@ def _unrecognized_hint(message, command):
 # newest module file: the words stay readable (docs/compatibility.md).
 STEPS = {
     "prologue": (prologue_command, "[--max-retries=N] [--max-walltime=T] [--sbatch-arg=ARG...] "
-                 "[--budget-dir=B] [--notify=CMD] [--warn=SIG@S] --script=PATH DIR "
-                 "[-- SCRIPT_ARGS...]"),
+                 "[--budget-dir=B] [--notify=CMD] [--warn=SIG@S] [--lookup=PIPE] --script=PATH "
+                 "DIR [-- SCRIPT_ARGS...]"),
     "finished": (finished_command, "DIR"),
     "while-working": (while_working_command, "DIR [--again]"),
     "guard": (guard_command, "DIR JOB [--after=LINK] [SBATCH_NAME=VALUE...]"),

@@ -391,7 +391,7 @@ def answer(command, argv, path, now=None, environ=None):
     now = time.time() if now is None else now
     with open(path + ".calls", "a") as calls:
         calls.write(json.dumps({"command": command, "argv": argv, "cwd": os.getcwd(),
-                                "time": now, "env": {
+                                "time": now, "own_session": os.getsid(0) == os.getpid(), "env": {
                                     k: v for k, v in (environ or {}).items()
                                     if k.startswith(("SLURM_", "SBATCH_", "SACCT_", "SQUEUE_"))
                                     or k in ("LC_ALL", "RESUMABLE_CHAIN_NAMED")}}) + "\n")
