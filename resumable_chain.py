@@ -2440,11 +2440,13 @@ LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's
 def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
              notify=None, warn=None, lookup=None):
     """Everything a job's prologue does, its steps in order (each defined below, in this order;
-    the controller, asked before Python started (``lookup``) or at once, answers while the link
-    reads its state). The work's helpers (the background step, the warning timer) start from
-    prologue_command. Returns an Outcome."""
+    the controller, asked as Python started (``lookup``) or now, answers while the link reads its
+    state). The work's helpers start from prologue_command. Returns an Outcome."""
     job_id, predecessor_id = identify(environ)
-    asked = predecessor_id and ask_predecessor(predecessor_id, lookup)
+    timeout = first_lookup_timeout(lookup_window())
+    answer = predecessor_id and lookup and _read_lookup(lookup, predecessor_id, timeout)
+    asked = predecessor_id and ((lambda: answer) if answer else run_slurm(
+        show_job(predecessor_id), background=True, timeout=timeout))
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
     try:
         store = open_run_dir(run_dir, predecessor_id)
@@ -2468,18 +2470,9 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
             asked()  # reaped even when the link did not need it
 
 
-def ask_predecessor(job_id, lookup=None):
-    """A waiter (as run_slurm's ``background``) for ``scontrol show job`` of the predecessor:
-    the prologue's answer read from the pipe ``lookup`` if it is about this job, else asked now."""
-    timeout = first_lookup_timeout(lookup_window())
-    answer = lookup and _read_lookup(lookup, job_id, timeout)
-    return (lambda: answer) if answer else run_slurm(show_job(job_id), background=True,
-                                                     timeout=timeout)
-
-
 def _read_lookup(lookup, job_id, timeout):
     """The SlurmResult of the prologue's lookup (its PID, then what scontrol printed) once it
-    ended; killed as run_slurm would after ``timeout``; None: no answer about ``job_id``."""
+    ended, killed as run_slurm would after ``timeout``; None: none about ``job_id`` (ask)."""
     deadline, text = time.monotonic() + timeout, b""
     with contextlib.suppress(OSError, ValueError), open(lookup, "rb", 0) as pipe:
         while select.select([pipe], [], [], max(deadline - time.monotonic(), 0))[0]:
@@ -2494,7 +2487,6 @@ def _read_lookup(lookup, job_id, timeout):
             text += chunk
         os.kill(int(text.partition(b"\n")[0]), signal.SIGKILL)
         return SlurmResult(None, "", "scontrol timed out after %g s" % timeout)
-    return None
 
 
 def identify(environ):
@@ -3393,7 +3385,7 @@ def _guard_gives_up(store, record, reason):
 
 PROLOGUE_TEMPLATE = """\
 # >>> resumable_chain {version}: decide, record and queue the successor before any work >>>
-resumable_chain_lookup() {{  # the predecessor's state, asked as Python starts (ask_predecessor)
+resumable_chain_lookup() {{  # the predecessor's state, asked as Python starts (run_link)
     echo "$BASHPID"  # then what scontrol prints, in the environment run_slurm would give it
     [[ ${{SLURM_JOB_DEPENDENCY-}} =~ ^afternotok:([1-9][0-9]{{0,9}})$ ]] || return 0
     for name in "${{!SLURM_@}}" "${{!SACCT_@}}" "${{!SQUEUE_@}}" "${{!SALLOC_@}}" "${{!SRUN_@}}" \\
