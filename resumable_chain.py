@@ -2383,14 +2383,14 @@ def first_lookup_timeout(window):
 
 
 def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic,
-                        cluster=None, asked=None):
+                        cluster=None, answer=None):
     """A finished predecessor's final state: the controller's while it holds the job (the common
     case), else accounting's (every run of a requeued ID), retried for ``window`` seconds before
-    NOT_VISIBLE. ``asked``: waits for ``scontrol show job``, started in the background."""
+    NOT_VISIBLE. ``answer``: scontrol's, that the prologue asked for (_read_lookup)."""
     job_id = parse_job_id(job_id, "predecessor job ID")
     window = lookup_window() if window is None else window
     deadline = clock() + window
-    controller = controller_answer(asked()) if asked else controller_job(
+    controller = controller_answer(answer) if answer else controller_job(
         job_id, timeout=first_lookup_timeout(window), cluster=cluster)
     final = controller.job if controller.job and is_final(controller.job.state) else None
     if final and not final.restarts:
@@ -2440,34 +2440,28 @@ LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's
 def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
              notify=None, warn=None, lookup=None):
     """Everything a job's prologue does, its steps in order (each defined below, in this order;
-    the controller, asked as Python started (``lookup``) or now, answers while the link reads its
-    state). The work's helpers start from prologue_command. Returns an Outcome."""
+    the controller, asked as Python started, answered on the pipe ``lookup``). The work's helpers
+    (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
     job_id, predecessor_id = identify(environ)
-    timeout = first_lookup_timeout(lookup_window())
-    answer = predecessor_id and lookup and _read_lookup(lookup, predecessor_id, timeout)
-    asked = predecessor_id and ((lambda: answer) if answer else run_slurm(
-        show_job(predecessor_id), background=True, timeout=timeout))
+    answer = predecessor_id and lookup and _read_lookup(
+        lookup, predecessor_id, first_lookup_timeout(lookup_window()))
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
-    try:
-        store = open_run_dir(run_dir, predecessor_id)
-        with store.locked():
-            warnings = store.lock_note()
-            snapshot, cluster = find_place(store, job_id, predecessor_id, environ, warnings)
-            if snapshot.record and snapshot.record.job == job_id:
-                return _run_again(store, snapshot, next_link, environ, warnings)
-            snapshot, predecessor_id = settle_place(store, snapshot, job_id, predecessor_id,
-                                                    warnings)
-            if predecessor_id is None:
-                snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
-            observation = predecessor_id and observe_predecessor(predecessor_id, asked=asked)
-            record, own = decide_link(store, snapshot, (job_id, predecessor_id, cluster),
-                                      observation or None, options, warnings)
-            store.commit(snapshot, record)
-            return _finish_link(store, record, observation or None, next_link, environ,
-                                warnings, own=own)
-    finally:
-        if asked:
-            asked()  # reaped even when the link did not need it
+    store = open_run_dir(run_dir, predecessor_id)
+    with store.locked():
+        warnings = store.lock_note()
+        snapshot, cluster = find_place(store, job_id, predecessor_id, environ, warnings)
+        if snapshot.record and snapshot.record.job == job_id:
+            return _run_again(store, snapshot, next_link, environ, warnings)
+        snapshot, predecessor_id = settle_place(store, snapshot, job_id, predecessor_id,
+                                                warnings)
+        if predecessor_id is None:
+            snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
+        observation = predecessor_id and observe_predecessor(predecessor_id, answer=answer)
+        record, own = decide_link(store, snapshot, (job_id, predecessor_id, cluster),
+                                  observation or None, options, warnings)
+        store.commit(snapshot, record)
+        return _finish_link(store, record, observation or None, next_link, environ, warnings,
+                            own=own)
 
 
 def _read_lookup(lookup, job_id, timeout):
