@@ -34,6 +34,7 @@ import functools
 import itertools
 import json
 import os
+import select
 import signal
 import stat
 import subprocess
@@ -2044,32 +2045,25 @@ def slurm_environment(environ, submit=False, named=False):
     return environment
 
 
-def run_slurm(argv, timeout=None, submit=False, cwd=None, background=False, named=False):
+def run_slurm(argv, timeout=None, submit=False, cwd=None, named=False):
     """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
     SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
     _checkpoint()
     return run_command(argv, timeout or command_timeout() * (
         SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), slurm_environment(
-        os.environ, submit, named), cwd, background)
+        os.environ, submit, named), cwd)
 
 
-def run_command(argv, timeout, environment, cwd=None, background=False):
+def run_command(argv, timeout, environment, cwd=None):
     """Run a command in a session of its own (a timeout kills all it started); returncode None:
-    timed out, 127: cannot run; never raises. ``background``: a function that waits for it."""
+    timed out, 127: cannot run; never raises."""
     try:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
                                    env=environment)
     except OSError as error:
-        result = SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
-        return (lambda: result) if background else result
-    results = []
-
-    def wait():
-        if not results:
-            results.append(_wait_for(process, argv[0], timeout))
-        return results[0]
-    return wait if background else wait()
+        return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
+    return _wait_for(process, argv[0], timeout)
 
 
 def _wait_for(process, name, timeout):
@@ -2341,14 +2335,14 @@ def first_lookup_timeout(window):
 
 
 def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic,
-                        slurm=SLURM, asked=None):
+                        slurm=SLURM, answer=None):
     """A finished predecessor's final state: the controller's while it holds the job (the common
     case), else accounting's (every run of a requeued ID), retried for ``window`` seconds before
-    NOT_VISIBLE. ``asked``: waits for ``scontrol show job``, started in the background."""
+    NOT_VISIBLE. ``answer``: scontrol's, that the prologue asked for (_read_lookup)."""
     job_id = parse_job_id(job_id, "predecessor job ID")
     window = lookup_window() if window is None else window
     deadline = clock() + window
-    controller = controller_answer(asked()) if asked else slurm.controller(
+    controller = controller_answer(answer) if answer else slurm.controller(
         job_id, timeout=first_lookup_timeout(window))
     final = controller.job if controller.job and is_final(controller.job.state) else None
     if final and not final.restarts:
@@ -2396,34 +2390,49 @@ LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's
 
 
 def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
-             notify=None, warn=None):
+             notify=None, warn=None, lookup=None):
     """Everything a job's prologue does, its steps in order (each defined below, in this order;
-    the controller, asked at once, answers while the link reads its state). The work's helpers
+    the controller, asked as Python started, answered on the pipe ``lookup``). The work's helpers
     (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
     job_id, predecessor_id = identify(environ)
-    asked = predecessor_id and run_slurm(show_job(predecessor_id), background=True,
-                                         timeout=first_lookup_timeout(lookup_window()))
+    answer = predecessor_id and lookup and _read_lookup(
+        lookup, predecessor_id, first_lookup_timeout(lookup_window()))
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
-    try:
-        store = open_run_dir(run_dir, predecessor_id)
-        with store.locked():
-            warnings = store.lock_note()
-            snapshot, cluster = find_place(store, job_id, predecessor_id, environ, warnings)
-            if snapshot.record and snapshot.record.job == job_id:
-                return _run_again(store, snapshot, next_link, environ, warnings)
-            snapshot, predecessor_id = settle_place(store, snapshot, job_id, predecessor_id,
-                                                    warnings)
-            if predecessor_id is None:
-                snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
-            observation = predecessor_id and observe_predecessor(predecessor_id, asked=asked)
-            record, own = decide_link(store, snapshot, (job_id, predecessor_id, cluster),
-                                      observation or None, options, warnings)
-            store.commit(snapshot, record)
-            return _finish_link(store, record, observation or None, next_link, environ,
-                                warnings, own=own)
-    finally:
-        if asked:
-            asked()  # reaped even when the link did not need it
+    store = open_run_dir(run_dir, predecessor_id)
+    with store.locked():
+        warnings = store.lock_note()
+        snapshot, cluster = find_place(store, job_id, predecessor_id, environ, warnings)
+        if snapshot.record and snapshot.record.job == job_id:
+            return _run_again(store, snapshot, next_link, environ, warnings)
+        snapshot, predecessor_id = settle_place(store, snapshot, job_id, predecessor_id,
+                                                warnings)
+        if predecessor_id is None:
+            snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
+        observation = predecessor_id and observe_predecessor(predecessor_id, answer=answer)
+        record, own = decide_link(store, snapshot, (job_id, predecessor_id, cluster),
+                                  observation or None, options, warnings)
+        store.commit(snapshot, record)
+        return _finish_link(store, record, observation or None, next_link, environ, warnings,
+                            own=own)
+
+
+def _read_lookup(lookup, job_id, timeout):
+    """The SlurmResult of the prologue's lookup (its PID, then what scontrol printed) once it
+    ended, killed as run_slurm would after ``timeout``; None: none about ``job_id`` (ask)."""
+    deadline, text = time.monotonic() + timeout, b""
+    with contextlib.suppress(OSError, ValueError), open(lookup, "rb", 0) as pipe:
+        while select.select([pipe], [], [], max(deadline - time.monotonic(), 0))[0]:
+            chunk = pipe.read(1 << 16)
+            if not chunk:  # scontrol -o: a line per job; errors are the other lines
+                lines = text.decode("utf-8", "replace").splitlines(True)[1:]
+                out = "".join(line for line in lines if line.startswith("JobId="))
+                job = parse_scontrol(out)
+                if lines and (job.job_id == job_id if job else not out):
+                    return SlurmResult(0, out, "") if out else SlurmResult(1, "", "".join(lines))
+                return None
+            text += chunk
+        os.kill(int(text.partition(b"\n")[0]), signal.SIGKILL)
+        return SlurmResult(None, "", "scontrol timed out after %g s" % timeout)
 
 
 def identify(environ):
@@ -3315,6 +3324,13 @@ def _guard_gives_up(look, reason):
 
 PROLOGUE_TEMPLATE = """\
 # >>> resumable_chain {version}: decide, record and queue the successor before any work >>>
+resumable_chain_lookup() {{  # the predecessor's state, asked as Python starts (run_link)
+    echo "$BASHPID"  # then what scontrol prints, in the environment run_slurm would give it
+    [[ ${{SLURM_JOB_DEPENDENCY-}} =~ ^afternotok:([1-9][0-9]{{0,9}})$ ]] || return 0
+    for name in "${{!SLURM_@}}" "${{!SACCT_@}}" "${{!SQUEUE_@}}" "${{!SALLOC_@}}" "${{!SRUN_@}}" \\
+        "${{!SBATCH_@}}" RESUMABLE_CHAIN_NAMED; do [ "$name" = SLURM_CONF ] || unset "$name"; done
+    LC_ALL=C exec scontrol show job -o "${{BASH_REMATCH[1]}}" </dev/null 2>&1
+}}
 for _ in 1 2; do  # a step killed by a signal runs once more: it is idempotent
     resumable_chain_status=0
     # shellcheck disable=SC2016  # single quotes keep paths and arguments literal on purpose
@@ -3324,7 +3340,7 @@ done
 if [ "$resumable_chain_status" -eq {done} ]; then exit 0; fi
 if [ "$resumable_chain_status" -ne 0 ]; then exit "$resumable_chain_status"; fi
 eval "$resumable_chain_env"  # RESUMABLE_CHAIN_DIR, _LINK, _RESUMING, _WALLTIME_LEFT, ...
-unset resumable_chain_status resumable_chain_env
+unset resumable_chain_status resumable_chain_env resumable_chain_lookup
 {finished}# <<< resumable_chain <<<
 """
 # With a notify command: when the job exits 0 after its work, the chain finished; its successor
@@ -3379,7 +3395,7 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     command = " ".join(shell_quote(argument) for argument in argv)
     if script is None:
         command += ' --script="$0"'  # the running batch script (Slurm's spool copy)
-    command += ' -- ${1+"$@"}'
+    command += ' --lookup=<(resumable_chain_lookup) -- ${1+"$@"}'
     return PROLOGUE_TEMPLATE.format(version=__version__, command=command, done=EXIT_DONE,
                                     finished="" if notify is None else finished_trap(
                                         python, run_dir))
@@ -4882,9 +4898,9 @@ COMMAND = "resumable-chain"  # as main() found it run; what messages say is prin
 def command_name(argv0):
     """The console script by name when PATH finds it; else this file run by python3 (a file
     copied as the Quick start says is on no PATH), by its absolute path, quoted for the shell."""
-    import shutil
     if os.path.basename(argv0) != "resumable-chain":  # by path, python3 -m, a link's python -c
         return "python3 " + shell_quote(module_path())
+    import shutil  # not before: it imports zlib, bz2 and lzma, 2 ms of every link
     found = shutil.which("resumable-chain")
     same = found and os.path.realpath(found) == os.path.realpath(argv0)
     return "resumable-chain" if same else shell_quote(os.path.abspath(argv0))
@@ -5414,8 +5430,8 @@ def _unrecognized_hint(message, command):
 # newest module file: the words stay readable (docs/compatibility.md).
 STEPS = {
     "prologue": (prologue_command, "[--max-retries=N] [--max-walltime=T] [--sbatch-arg=ARG...] "
-                 "[--budget-dir=B] [--notify=CMD] [--warn=SIG@S] --script=PATH DIR "
-                 "[-- SCRIPT_ARGS...]"),
+                 "[--budget-dir=B] [--notify=CMD] [--warn=SIG@S] [--lookup=PIPE] --script=PATH "
+                 "DIR [-- SCRIPT_ARGS...]"),
     "finished": (finished_command, "DIR"),
     "while-working": (while_working_command, "DIR [--again]"),
     "guard": (guard_command, "DIR JOB [--after=LINK] [SBATCH_NAME=VALUE...]"),

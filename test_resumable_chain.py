@@ -289,17 +289,8 @@ def test_run_slurm_kills_the_whole_command_on_timeout(tmp_path):
     assert time.monotonic() - started < 5 and not marker.exists()
 
 
-def test_run_slurm_in_background_runs_beside_the_caller_and_answers_once(tmp_path):
-    # A link asks Slurm two questions at once: the first command can only finish once the
-    # second has run, so it times out if starting it in the background waited for it.
-    flag = shlex.quote(str(tmp_path / "second-ran"))
-    first = rc.run_slurm(["bash", "-c", "while [ ! -e %s ]; do sleep 0.01; done; echo one"
-                          % flag], timeout=10, background=True)
-    second = rc.run_slurm(["bash", "-c", "touch %s; echo two >&2; exit 4" % flag], timeout=10,
-                          background=True)
-    assert first() == rc.SlurmResult(0, "one\n", "") and first() is first()
-    assert second() == rc.SlurmResult(4, "", "two\n")
-    assert rc.run_slurm(["/nonexistent/scontrol"], background=True)().returncode == 127
+def test_run_slurm_of_a_missing_command_is_status_127():
+    assert rc.run_slurm(["/nonexistent/scontrol"]).returncode == 127
 
 
 def test_run_slurm_works_with_a_thousand_open_files(tmp_path):

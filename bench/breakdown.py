@@ -39,6 +39,7 @@ _timed(_subprocess.Popen, "communicate", lambda args: "wait for " + os.path.base
     args[0].args[0]))
 _timed(os, "fsync", lambda args: "fsync of a directory" if os.path.isdir(
     "/proc/self/fd/%d" % args[0]) else "fsync of a file")
+_timed(m, "_read_lookup", "wait for the prologue's scontrol (what Python's start did not cover)")
 _timed(m, "lock_kind", "the lock's kind (/proc/mounts)")
 _timed(m, "check_owned_dir", "the run directory's owner")
 _timed(m.StateStore, "snapshot", "reads of the state files")

@@ -510,9 +510,9 @@ def main(argv=None):
               "prologue; `module loaded` is the prologue's interpreter with the module's standard "
               "library imports (json, subprocess, ...) and the module loaded, doing nothing: the "
               "floor of this module without private modules. Before its work ours adds two Slurm "
-              "commands (the predecessor's lookup while the state files are read, the "
-              "successor's sbatch) and starts its background step, which queues the "
-              "successor's guard and cancels the link's own while the work runs. "
+              "commands (the predecessor's lookup, which the prologue's shell starts as "
+              "Python starts, and the successor's sbatch) and starts its background step, "
+              "which queues the successor's guard and cancels the link's own while the work runs. "
               "Target: ours at most 2.0x the baseline.", ""]
 
     lags = (0, 1) if options.smoke else LAGS

@@ -391,7 +391,7 @@ def answer(command, argv, path, now=None, environ=None):
     now = time.time() if now is None else now
     with open(path + ".calls", "a") as calls:
         calls.write(json.dumps({"command": command, "argv": argv, "cwd": os.getcwd(),
-                                "time": now, "env": {
+                                "time": now, "own_session": os.getsid(0) == os.getpid(), "env": {
                                     k: v for k, v in (environ or {}).items()
                                     if k.startswith(("SLURM_", "SBATCH_", "SACCT_", "SQUEUE_"))
                                     or k in ("LC_ALL", "RESUMABLE_CHAIN_NAMED")}}) + "\n")
@@ -423,12 +423,12 @@ class InProcess(object):
     def __init__(self, path, clock=time.time, after_submit=None):
         self.path, self.clock, self.after_submit = path, clock, after_submit
 
-    def __call__(self, argv, timeout=None, submit=False, cwd=None, background=False, named=False):
+    def __call__(self, argv, timeout=None, submit=False, cwd=None, named=False):
         status, out, err = answer(argv[0], list(argv[1:]), self.path, self.clock())
         if argv[0] == "sbatch" and status == 0 and self.after_submit:
             self.after_submit()
         result = Result(status, out, err)
-        return (lambda: result) if background else result  # answered already: nothing to wait for
+        return result
 
     def jobs(self):
         return load(self.path)["jobs"]

@@ -216,8 +216,7 @@ class History(object):
         cluster["jobs"][job_id].update(fields)
         fake_slurm.save(self.path, cluster)
 
-    def run_slurm(self, argv, timeout=None, submit=False, cwd=None, background=False,
-                  named=False):
+    def run_slurm(self, argv, timeout=None, submit=False, cwd=None, named=False):
         """The seam: the fake, with the sbatch faults of this moment; a job sbatch queued
         ``named`` gets NAMED_ENV in its environment (sbatch exports it)."""
         if argv[0] == "sbatch" and self.sbatch_failures:
@@ -233,7 +232,7 @@ class History(object):
             result = self.slurm(argv, timeout, submit, cwd)
             if named and result.returncode == 0:
                 self.update(result.stdout.strip(), named=True)
-        return (lambda: result) if background else result
+        return result
 
     def capture(self):
         """Keep the run directory's state as this step left it, for lagging views."""

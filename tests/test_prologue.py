@@ -216,6 +216,47 @@ def test_controller_first_accounting_when_it_must(cluster, run_dir, situation, c
     assert "from %s" % source in result.stderr
 
 
+EARLY_LOOKUPS = [
+    # (situation, what the controller shows, the dependency, by the module, sacct calls)
+    ("the controller knows it: the prologue asked", {}, "afternotok:100", False, 0),
+    ("forgotten (MinJobAge): the prologue asked, then accounting", {"in_controller": False},
+     "afternotok:100", False, 1),
+    ("a dependency the prologue does not read: the step asks", {}, "afternotok:100(unfulfilled)",
+     True, 0),
+]
+
+
+@pytest.mark.parametrize("situation,controller,dependency,by_module,sacct_calls", EARLY_LOOKUPS,
+                         ids=[case[0] for case in EARLY_LOOKUPS])
+def test_the_predecessor_is_asked_for_once_as_python_starts(cluster, run_dir, situation,
+                                                             controller, dependency, by_module,
+                                                             sacct_calls):
+    # The prologue starts scontrol before Python (about 4 ms of each link): the same question,
+    # in the environment run_slurm gives; run_slurm runs each command in a session of its own.
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 73)
+    cluster.set_job(100, **controller)
+    result = cluster.run_link(script, successor, SLURM_JOB_DEPENDENCY=dependency,
+                              SLURM_CONF="/etc/slurm/slurm.conf", SLURM_MEM_PER_NODE="123",
+                              SACCT_FORMAT="JobID", SBATCH_PARTITION="gpu",
+                              RESUMABLE_CHAIN_NAMED="1", SLURM_TIME_FORMAT="relative")
+    assert result.returncode == 0, result.stderr
+    assert read(run_dir, rc.WALLTIME_FILE) == "73\n"
+    [call] = [call for call in cluster.calls("scontrol") if call["argv"][0] == "show"]
+    assert (call["argv"], call["own_session"]) == (["show", "job", "-o", "100"], by_module)
+    assert call["env"] == {"SLURM_CONF": "/etc/slurm/slurm.conf", "LC_ALL": "C"}
+    assert len(cluster.calls("sacct")) == sacct_calls
+
+
+def test_a_hanging_early_lookup_is_killed_at_its_timeout(tmp_path):
+    hanging = subprocess.Popen([BASH, "-c", 'echo "$BASHPID"; exec sleep 60'],
+                               stdout=subprocess.PIPE)
+    started = time.time()
+    answer = rc._read_lookup("/dev/fd/%d" % hanging.stdout.fileno(), "100", 0.5)
+    assert answer == (None, "", "scontrol timed out after 0.5 s")
+    assert hanging.wait(timeout=5) == -9 and time.time() - started < 5
+
+
 @pytest.mark.parametrize("outage", ["sacct_down", "hidden"])
 def test_not_visible_resumes_without_a_retry(cluster, run_dir, outage):
     script, successor = start_chain(cluster, run_dir)
@@ -789,7 +830,7 @@ def test_c_locale_and_a_non_ascii_run_directory_on_the_oldest_python(tmp_path):
 
 # The command line's modules: a link must not pay for them (tempfile alone imports random).
 COMMAND_LINE_ONLY = {"argparse", "gettext", "tempfile", "random", "shlex", "copy", "calendar",
-                     "pwd", "_strptime"}
+                     "pwd", "_strptime", "shutil", "lzma", "bz2"}
 
 
 def test_the_in_job_step_imports_none_of_the_command_lines_modules(cluster, run_dir):
