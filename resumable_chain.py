@@ -1801,7 +1801,7 @@ class StateStore(object):
                 if self._replaced(name, descriptor, kernel):
                     continue
                 token = kernel != "busy" and self._held_free(held) and (
-                    _create_held(held, _new_holder()) if kind == "file" else "")
+                    _create_held(held) if kind == "file" else "")
                 if isinstance(token, str):  # "": a kernel lock, and no .held file is held
                     break
                 if kernel == "taken":
@@ -1866,7 +1866,7 @@ class StateStore(object):
         if not (kernel == "taken" and os.fstat(descriptor).st_mode & 0o044 or
                 kernel == "busy" and _others_lock(descriptor)):
             return False
-        token = self._held_free(held) and _create_held(held, _new_holder())
+        token = self._held_free(held) and _create_held(held)
         try:
             if not token or not _same_file(descriptor, path) or _try_lock(
                     descriptor, path) != "taken" and not _others_lock(descriptor):
@@ -1927,15 +1927,13 @@ def _try_lock(descriptor, path):
         return "busy"
 
 
-def _new_holder():
-    host, pid, now = os.uname().nodename, os.getpid(), time.time()
-    return Holder(os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"), host,
-                  pid, int(now), "%d-%d-%s" % (pid, now * 1e6, host))
-
-
-def _create_held(held, holder):
-    """The token of a ``.held`` lock file created whole (a hard link of a complete temporary:
-    NFS-safe), or None when another holder got there first."""
+def _create_held(held, holder=None):
+    """The token of a ``.held`` lock file naming ``holder`` (default: this process) created whole
+    (a hard link of a complete temporary: NFS-safe), or None when another holder got there first."""
+    if holder is None:
+        host, pid, now = os.uname().nodename, os.getpid(), time.time()
+        holder = Holder(os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"),
+                        host, pid, int(now), "%d-%d-%s" % (pid, now * 1e6, host))
     temporary = "%s.%s" % (held, os.urandom(8).hex())
     try:
         _write_new(temporary, dump_json(holder._asdict()) + "\n", 0o644)
