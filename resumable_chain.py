@@ -1327,12 +1327,6 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
 }
 
 
-def submitted_from_json(data):
-    """{field: value} of the known fields a submit record has (older ones lack some)."""
-    values = _checked(data, SUBMIT_CHECKS, SUBMIT_CHECKS)
-    return {name: value for name, value in values.items() if name in data}
-
-
 def events_from_json(data):
     if not isinstance(data.get("events"), list):
         raise ValueError("'events' is not a list")
@@ -1340,8 +1334,7 @@ def events_from_json(data):
             for item in data["events"][-MAX_EVENTS:]]
 
 
-def record_from_json(data):
-    """The Record a journal holds (unknown keys ignored)."""
+def record_from_json(data):  # unknown keys ignored
     return Record(**_checked(data, RECORD_CHECKS, RECORD_FIELDS))
 
 
@@ -1354,8 +1347,7 @@ _mounts_read = []  # /proc/mounts, parsed once per process (status of 50 chains,
 
 
 def mount_of(directory, mounts=None):
-    """(mount point, fstype, options) of the mount holding ``directory``, or None; ``mounts``:
-    parse_mounts' list, else /proc/mounts read once per process."""
+    """(mount point, fstype, options) of the mount holding ``directory``, or None."""
     if mounts is None and not _mounts_read:  # none: the kernel's lock, tried first
         _mounts_read.append(parse_mounts(_proc_text("", "mounts")))
     path = os.path.realpath(directory)
@@ -1527,8 +1519,7 @@ def _write_new(path, text, mode):
 
 
 def _open_fresh(path, flags, mode):
-    """os.open, retried for up to VIEW_WAIT_SECONDS while the file handle is stale (ESTALE:
-    another NFS client renamed a new version over it)."""
+    """os.open, retried for VIEW_WAIT_SECONDS while ESTALE (an NFS client renamed over it)."""
     started = time.monotonic()
     while True:
         try:
@@ -1581,7 +1572,6 @@ class StateStore(object):
                           "(nothing was changed, no work ran)" % (self.path(name), shown, expected))
 
     def read_counter(self, name):
-        """An integer counter file's value, or None if missing."""
         raw = self.read_bytes(name, most=COUNTER_BYTES)
         if raw is None:
             return None
@@ -1637,15 +1627,15 @@ class StateStore(object):
         return record
 
     def read_submitted(self):
-        """What ``submit`` recorded (a dict), or None."""
-        return self.read_json(SUBMIT_FILE, "submit record", submitted_from_json)
+        """What ``submit`` recorded: the known fields it has (older ones lack some), or None."""
+        return self.read_json(SUBMIT_FILE, "submit record", lambda data: {
+            name: value for name, value in _checked(data, SUBMIT_CHECKS, SUBMIT_CHECKS).items()
+            if name in data})
 
     def read_notify(self):
-        """The chain's notify command (NOTIFY_FILE), or None."""
         if self.notify_on_file is None:
             self.notify_on_file = self.read_json(NOTIFY_FILE, "notify command", lambda data: (
-                data.get("notify") if isinstance(data.get("notify"), str)
-                and RECORD_CHECKS["notify"](data.get("notify")) else None)) or ""
+                data.get("notify") if _word(data.get("notify")) else None)) or ""
         return self.notify_on_file or None
 
     def write_public(self, name, data, durable=True):
@@ -1660,8 +1650,7 @@ class StateStore(object):
         self.write_text(name, dump_json(data) + "\n", mode=0o600 if exports_values(data) else 0o644,
                         durable=durable)
 
-    def read_events(self):
-        """The journaled Events, oldest first."""
+    def read_events(self):  # oldest first
         return self.read_json(EVENTS_FILE, "events file", events_from_json) or []
 
     def add_event(self, event):
@@ -1676,8 +1665,7 @@ class StateStore(object):
             {"events": [old._asdict() for old in events + [event]]}) + "\n")
         return True
 
-    def read_cancelled(self):
-        """When the chain was cancelled (the mark's text), or None."""
+    def read_cancelled(self):  # the mark's text: when the chain was cancelled
         raw = self.read_bytes(CANCEL_FILE, most=200)
         return None if raw is None else (raw[:200].decode("utf-8", "replace").strip() or "yes")
 
@@ -1753,10 +1741,9 @@ class StateStore(object):
             os.unlink(self.path(name))
 
     def apply(self, snapshot, record, chain=True):
-        """Write a decided Record into the user-visible files, only what differs (idempotent);
-        the snapshot as now on disk. ``chain=False``: not the chain file (a resumed link). One
-        directory fsync for the files it renamed: till then the journal, synced first, rolls
-        them forward after a crash."""
+        """Write a decided Record into the files, only what differs (idempotent); the snapshot
+        as now on disk. ``chain=False``: not the chain file (a resumed link). One directory
+        fsync for the files it renamed: till then the synced journal rolls them forward."""
         renamed = False
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
@@ -1782,7 +1769,6 @@ class StateStore(object):
         return self.apply(snapshot, record)
 
     def read_budget(self):
-        """The shared Budget kept in this directory; StateError if missing or corrupt."""
         budget = self.read_json(BUDGET_FILE, "budget", parse_budget)
         if budget is None:
             raise StateError("no shared budget in %s: create it with resumable-chain budget %s "
@@ -1816,7 +1802,7 @@ class StateStore(object):
                 if self._replaced(name, descriptor, kernel):
                     continue
                 token = kernel != "busy" and self._held_free(held) and (
-                    _create_held(held, _new_holder()) if kind == "file" else "")
+                    _create_held(held) if kind == "file" else "")
                 if isinstance(token, str):  # "": a kernel lock, and no .held file is held
                     break
                 if kernel == "taken":
@@ -1831,18 +1817,24 @@ class StateStore(object):
                 self._drop_held(held, token)
             os.close(descriptor)
 
-    def lock_note(self):
-        """The log line that says a file lock is in use (none for the kernel's record lock)."""
+    def lock_note(self):  # the log line of a file lock (none for the kernel's record lock)
         kind, why = self.lock_used or ("kernel", None)
         return ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if kind == "file" else []
 
     def _held_free(self, held):
-        """Whether no live holder has the ``.held`` lock file (one provably gone loses it)."""
+        """Whether no live holder has the ``.held`` lock file: one provably gone (its process
+        here, or its job, ended) loses it."""
         holder = self._read_holder(held)
-        if holder is not None and not self._holder_gone(holder):
+        if holder is None:
+            return True
+        if holder.host == os.uname().nodename and isinstance(holder.pid, int):
+            gone = not os.path.exists("/proc/%d" % holder.pid)
+        else:
+            gone = holder.job and self.job_over and holder.cluster in (
+                None, os.environ.get("SLURM_CLUSTER_NAME")) and self.job_over(str(holder.job))
+        if gone is not True:
             return False
-        if holder is not None:
-            self._drop_held(held, holder.token)
+        self._drop_held(held, holder.token)
         return True
 
     def _read_holder(self, held):
@@ -1854,15 +1846,6 @@ class StateStore(object):
             return None
         except (OSError, ValueError, AttributeError):  # half written: a live holder
             return Holder(None, None, None, None, None, None)
-
-    def _holder_gone(self, holder):
-        """Whether a file lock's holder is provably gone: its process here, or its job, ended."""
-        if holder.host == os.uname().nodename and isinstance(holder.pid, int):
-            return not os.path.exists("/proc/%d" % holder.pid)
-        if holder.job and self.job_over and holder.cluster in (
-                None, os.environ.get("SLURM_CLUSTER_NAME")):
-            return self.job_over(str(holder.job)) is True
-        return False
 
     def _drop_held(self, held, token):
         """Remove the ``.held`` lock file if it is still the one with ``token``."""
@@ -1884,7 +1867,7 @@ class StateStore(object):
         if not (kernel == "taken" and os.fstat(descriptor).st_mode & 0o044 or
                 kernel == "busy" and _others_lock(descriptor)):
             return False
-        token = self._held_free(held) and _create_held(held, _new_holder())
+        token = self._held_free(held) and _create_held(held)
         try:
             if not token or not _same_file(descriptor, path) or _try_lock(
                     descriptor, path) != "taken" and not _others_lock(descriptor):
@@ -1945,15 +1928,13 @@ def _try_lock(descriptor, path):
         return "busy"
 
 
-def _new_holder():
-    host, pid, now = os.uname().nodename, os.getpid(), time.time()
-    return Holder(os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"), host,
-                  pid, int(now), "%d-%d-%s" % (pid, now * 1e6, host))
-
-
-def _create_held(held, holder):
-    """The token of a ``.held`` lock file created whole (a hard link of a complete temporary:
-    NFS-safe), or None when another holder got there first."""
+def _create_held(held, holder=None):
+    """The token of a ``.held`` lock file naming ``holder`` (default: this process) created whole
+    (a hard link of a complete temporary: NFS-safe), or None when another holder got there first."""
+    if holder is None:
+        host, pid, now = os.uname().nodename, os.getpid(), time.time()
+        holder = Holder(os.environ.get("SLURM_CLUSTER_NAME"), os.environ.get("SLURM_JOB_ID"),
+                        host, pid, int(now), "%d-%d-%s" % (pid, now * 1e6, host))
     temporary = "%s.%s" % (held, os.urandom(8).hex())
     try:
         _write_new(temporary, dump_json(holder._asdict()) + "\n", 0o644)
