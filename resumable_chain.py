@@ -4441,8 +4441,8 @@ def _install_chain(run_dir, force, copy_path, submitted):
 
 def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
                  sbatch_args=None, notify=None, warn=None):
-    """Queue one link that continues a chain that ended, keeping its history and walltime; the
-    options given replace the recorded ones from it on."""
+    """Queue a link continuing an ended chain (history and walltime kept; options given replace
+    the recorded ones from it on)."""
     run_dir = os.path.abspath(run_dir)
     given = check_sbatch_args(sbatch_args or ())
     options = {"max_retries": None if max_retries is None else check_max_retries(max_retries),
@@ -4457,8 +4457,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         chain = open_chain(run_dir, store)  # a corrupt file raises: fix it first
         snapshot = store.rolled_forward(Snapshot(chain.walltime, chain.retries, (
             chain.jobs or [None])[-1], chain.record.job and chain.record, chain.cancelled))
-        cluster = chain.record.cluster
-        target, note = cluster_to_ask(cluster)
+        target, note = cluster_to_ask(chain.record.cluster)
         try:
             previous = _resumable_record(chain, target)
         except StateError as error:
@@ -4467,7 +4466,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         next_link = _recorded_next_link(store, previous, given)
         _check_copy_is_current(chain.submitted, next_link.script)
         record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
-            cluster=cluster, next=next_link._asdict())
+            cluster=chain.record.cluster, next=next_link._asdict())
         try:  # the script's #SBATCH --time limits the links too (as submit reads it)
             header = read_batch_script(next_link.script)[0]
         except StateError:
@@ -4496,9 +4495,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
 
 
 def _check_copy_is_current(submitted, script):
-    """StateError when the script given to submit was edited after submit's copy, which the
-    links run: "fix the script, then resume" would run the unfixed copy again (a failed chain
-    fails again, one job per retry). The same text rewritten is no change."""
+    """StateError if submit's script was edited after submit's copy, which the links run: a failed
+    chain would fail again, one job per retry. The same text rewritten is no change."""
     original, copy = submitted.get("original"), submitted.get("script")
     try:
         if copy != script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
@@ -4516,8 +4514,8 @@ def _check_copy_is_current(submitted, script):
 
 
 def _resumed_record(snapshot, previous, last_link, options):
-    """The journal record of a resumed link but its job, cluster and next link; ``last_link``:
-    (seconds counted now, its state); ``options`` given (None: as recorded). Retries restart."""
+    """A resumed link's record but job, cluster and next link; ``last_link``: (seconds counted,
+    state); ``options`` given (None: as recorded). Retries restart."""
     counted, state = last_link
     ended = ("the chain %s (job %s)" % (EVENT_OF_ACTION[previous.action], previous.job)
              if previous.action in EVENT_OF_ACTION else "job %s ended" % previous.job
@@ -4540,7 +4538,7 @@ def _resumed_record(snapshot, previous, last_link, options):
 
 
 def _resumable_record(chain, cluster):
-    """The journal's last record, if the chain it describes can be resumed; StateError if not."""
+    """The journal's last record if the chain can be resumed; StateError if not."""
     previous, directory = chain.record, chain.store.directory
     refuse_live(directory, Slurm(cluster).jobs(chain.candidates()), "nothing to resume; "
                 "wait for it or run resumable-chain cancel %s first" % shell_quote(directory))
@@ -4557,7 +4555,7 @@ def _resumable_record(chain, cluster):
 
 
 def _count_last_link(store, snapshot, previous, cluster):
-    """(seconds, state) of the last link if no successor counted it (resume does); else (0, None)"""
+    """(seconds, state) of the last link if no successor counted it; else (0, None)"""
     if previous.action not in WORK_ACTIONS or previous.job != snapshot.last_job:
         return 0, None
     found = observe_predecessor(previous.job, window=0, slurm=Slurm(cluster)).job
@@ -4571,7 +4569,7 @@ def _count_last_link(store, snapshot, previous, cluster):
 
 
 def _recorded_next_link(store, previous, given):
-    """How the chain's links are queued, as its journal recorded it, with sbatch options given."""
+    """The journal's NextLink, with the sbatch options given."""
     spec = previous.next or {}
     if not spec.get("script"):
         raise StateError("the chain did not record how to queue its next link; use submit to "
