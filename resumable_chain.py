@@ -4152,8 +4152,21 @@ def cancel_chains(run_dirs, dry_run=False):
 
 
 def _cancel_group(chains, ask, dry_run, results):
-    """cancel_chains of ``chains`` ({run_dir: Chain}) on one cluster (cluster_to_ask's ``ask``)."""
-    results.update(_ended_chains(chains, ask[0], dry_run))
+    """cancel_chains of ``chains`` ({run_dir: Chain}) on one cluster (cluster_to_ask's ``ask``).
+    Left as they are: those with nothing queued and an ending verdict (not scancelled ones, which
+    the mark ends, nor broken ones: an earlier guard may still run)."""
+    answer = _squeue_answer(_union(chain.candidates() for chain in chains.values()), ask[0])
+    idle = [path for path, chain in chains.items() if not any(_queued_of(chain.candidates(),
+                                                                         *answer))]
+    for run_dir, status in zip(idle, chains_status([chains[path].store.directory
+                                                    for path in idle])):
+        chain, word = chains[run_dir], status["verdict_word"]
+        scancelled = word == "stopped" and not chain.cancelled and \
+            chain.record.action in WORK_ACTIONS
+        if word in ("finished", "stopped", "failed") and not scancelled:
+            results[run_dir] = dict(cancelled=[], leftover=[], dry_run=dry_run, errors=[], log=[],
+                                    ended="already %s (%s): nothing to cancel" % (
+                                        word, status["verdict"].partition(": ")[2]))
     marked, commands = {}, {}
     for run_dir in [run_dir for run_dir in chains if run_dir not in results]:
         store = chains[run_dir].store
@@ -4176,25 +4189,6 @@ def _cancel_group(chains, ask, dry_run, results):
             "stopped", last, len(chain.jobs), "cancelled with the cancel command (jobs "
             "%s)" % " ".join(result["cancelled"]), int(time.time())), commands[run_dir])
             if result["cancelled"] else [])
-
-
-def _ended_chains(chains, cluster, dry_run):
-    """{run_dir: cancel's result} of the ``chains`` with nothing queued and an ending verdict
-    (not scancelled ones, which the mark ends, nor broken ones: an earlier guard may still run)."""
-    answer = _squeue_answer(_union(chain.candidates() for chain in chains.values()), cluster)
-    idle = [path for path, chain in chains.items() if not any(_queued_of(chain.candidates(),
-                                                                         *answer))]
-    ended = {}
-    for run_dir, status in zip(idle, chains_status([chains[path].store.directory
-                                                    for path in idle])):
-        chain, word = chains[run_dir], status["verdict_word"]
-        scancelled = word == "stopped" and not chain.cancelled and \
-            chain.record.action in WORK_ACTIONS
-        if word in ("finished", "stopped", "failed") and not scancelled:
-            ended[run_dir] = dict(cancelled=[], leftover=[], dry_run=dry_run, errors=[], log=[],
-                                  ended="already %s (%s): nothing to cancel" % (
-                                      word, status["verdict"].partition(": ")[2]))
-    return ended
 
 
 def _write_mark(store):
