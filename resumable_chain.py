@@ -4129,8 +4129,8 @@ def _raised(result):
 
 
 def cancel_chains(run_dirs, dry_run=False):
-    """cancel_chain of each run directory: {run_dir: its result, or the error that refused it},
-    in a few Slurm commands for all (a chain at a time, 1,000 took 23 minutes)."""
+    """{run_dir: cancel_chain's result or error}, in a few Slurm commands for all (a chain at a
+    time, 1,000 took 23 minutes)."""
     results, groups = {}, collections.OrderedDict()
     for run_dir in run_dirs:
         try:  # the path checked is the path used (no "x/.." detour)
@@ -4149,9 +4149,21 @@ def cancel_chains(run_dirs, dry_run=False):
 
 
 def _cancel_group(chains, ask, dry_run, results):
-    """cancel_chains of ``chains`` ({run_dir: Chain}) on one cluster (cluster_to_ask's ``ask``):
-    the ended left as they are, the others marked under their locks, then their jobs cancelled."""
-    results.update(_ended_chains(chains, ask[0], dry_run))
+    """cancel_chains of ``chains`` ({run_dir: Chain}) on one cluster (cluster_to_ask's ``ask``).
+    Left as they are: those with nothing queued and an ending verdict (not scancelled ones, which
+    the mark ends, nor broken ones: an earlier guard may still run)."""
+    answer = _squeue_answer(_union(chain.candidates() for chain in chains.values()), ask[0])
+    idle = [path for path, chain in chains.items() if not any(_queued_of(chain.candidates(),
+                                                                         *answer))]
+    for run_dir, status in zip(idle, chains_status([chains[path].store.directory
+                                                    for path in idle])):
+        chain, word = chains[run_dir], status["verdict_word"]
+        scancelled = word == "stopped" and not chain.cancelled and \
+            chain.record.action in WORK_ACTIONS
+        if word in ("finished", "stopped", "failed") and not scancelled:
+            results[run_dir] = dict(cancelled=[], leftover=[], dry_run=dry_run, errors=[], log=[],
+                                    ended="already %s (%s): nothing to cancel" % (
+                                        word, status["verdict"].partition(": ")[2]))
     marked, commands = {}, {}
     for run_dir in [run_dir for run_dir in chains if run_dir not in results]:
         store = chains[run_dir].store
@@ -4176,30 +4188,9 @@ def _cancel_group(chains, ask, dry_run, results):
             if result["cancelled"] else [])
 
 
-def _ended_chains(chains, cluster, dry_run):
-    """{run_dir: cancel's result} of the ``chains`` that ended: nothing of them is queued or
-    running and status's verdict is an end (a chain a person scancelled is not: the mark ends
-    it; nor is a broken one: a guard of an earlier link may still be running, and the mark
-    stops it). One squeue answer and one status for all."""
-    answer = _squeue_answer(_union(chain.candidates() for chain in chains.values()), cluster)
-    idle = [path for path, chain in chains.items() if not any(_queued_of(chain.candidates(),
-                                                                         *answer))]
-    ended = {}
-    for run_dir, status in zip(idle, chains_status([chains[path].store.directory
-                                                    for path in idle])):
-        chain, word = chains[run_dir], status["verdict_word"]
-        scancelled = word == "stopped" and not chain.cancelled and \
-            chain.record.action in WORK_ACTIONS
-        if word in ("finished", "stopped", "failed") and not scancelled:
-            ended[run_dir] = dict(cancelled=[], leftover=[], dry_run=dry_run, errors=[], log=[],
-                                  ended="already %s (%s): nothing to cancel" % (
-                                      word, status["verdict"].partition(": ")[2]))
-    return ended
-
-
 def _write_mark(store):
-    """Under the lock: mark the chain in store cancelled; its Chain, as read under the lock."""
-    chain = open_chain(store.directory, store)  # checked: the lock's
+    """Under the lock: mark the chain cancelled; its Chain, as read under the lock."""
+    chain = open_chain(store.directory, store)
     store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
     return chain
 
@@ -4209,8 +4200,7 @@ def _union(job_lists):
 
 
 def _squeue_answer(links, cluster):
-    """What squeue shows of the links and of this user's pending dependents: ({predecessor:
-    [pending dependents]}, {job ID: base state}), read for each chain by _queued_of."""
+    """({predecessor: [this user's pending dependents]}, {job ID: base state}) of the links."""
     dependents = Slurm(cluster).dependents()
     live = Slurm(cluster).jobs(_union([links] + list(dependents.values())))
     return dependents, {job.job_id: base_state(job.state) for job in live}
@@ -4230,9 +4220,8 @@ def _queued_of(links, dependents, live):
 
 
 def _cancel_jobs(links, cluster, note, dry_run=False):
-    """{key: result} of the chains whose jobs are {key: links}, with one squeue answer a round
-    for all: their pending successors cancelled first (a cancelled link releases them), then
-    their running links, each in one scancel for all."""
+    """{key: result} of the chains whose jobs are {key: links}, one squeue a round for all:
+    pending successors first (a cancelled link releases them), then running links."""
     cancelled, errors = {key: [] for key in links}, {key: [] for key in links}
     for _round in range(CANCEL_ROUNDS):
         answer = _squeue_answer(_union(links.values()), cluster)
@@ -4269,7 +4258,7 @@ def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
 
 
 def read_batch_script(script):
-    """Return (header, body) of a batch script that can be chained; StateError otherwise."""
+    """(header, body) of a batch script that can be chained; StateError otherwise."""
     try:
         with open(script, "rb") as handle:
             text = handle.read().decode("utf-8")
@@ -4289,9 +4278,8 @@ def read_batch_script(script):
 def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAULT_MAX_RETRIES,
                  max_walltime=None, force=False, python="python3", budget_dir=None,
                  notify=None, warn=None, task=None, before_queueing=None, slurm=None):
-    """Make SCRIPT resumable in run_dir and submit its first job, all or nothing: held until
-    the live chain is cancelled (``force``) and the files are written; ``task``: a sweep's;
-    ``before_queueing()`` runs right before sbatch."""
+    """Make SCRIPT resumable in run_dir and submit its first job held until all is written, or
+    nothing; ``task``: a sweep's; ``before_queueing()`` runs right before sbatch."""
     header, body = read_batch_script(script)
     if PROLOGUE_TEMPLATE.split("{", 1)[0] in header + body:  # right after #SBATCH lines too
         raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "
@@ -4343,11 +4331,10 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
 
 
 def sweep_options(run_dir, header, sbatch_args):
-    """(the tasks of the array the options or the script's #SBATCH ``header`` ask for, or None;
-    the options of task i's chain: no --array, its jobs named ``i_<name>``, after the sweep if
-    nothing names it: squeue shows a name's first 8 characters, the task first, and the guards
-    follow, ``g:i_<name>``). ValueError before anything is queued for what sbatch refuses, or
-    a throttle."""
+    """(the tasks of the --array asked for, or None; task i's options: no --array, jobs named
+    ``i_<name>``, name: the sweep's; squeue shows 8 characters, so the task first, guards
+    ``g:i_<name>``). Refused before anything is queued: what sbatch refuses, a throttle, and
+    a sweep beyond this user's submit limits (StateError if sacctmgr or squeue fails)."""
     given = script_directives(header) + sbatch_args
     spec = option_value(given, "--array") or ""
     if not spec:
@@ -4364,16 +4351,8 @@ def sweep_options(run_dir, header, sbatch_args):
         raise ValueError("--array=%s: the throttle %%%d would not hold: each later link of a task "
                          "is a job of its own, which it does not count; use a QOS limit such as "
                          "MaxJobsPerUser, or no throttle" % (spec, throttle))
-    beyond = "limits" in config.get("AccountingStorageEnforce", "").split(",") and \
-        sweep_beyond_limit(len(tasks), *job_limits(config.get("ClusterName"), given))
-    if beyond:
-        raise StateError("--array=%s: %s; nothing submitted" % (spec, beyond))
-    return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
-
-
-def job_limits(cluster, options):
-    """(submit_limits of this user for a job with ``options``, the user's jobs queued): what a
-    sweep may add. StateError if sacctmgr or squeue does not answer."""
+    if "limits" not in config.get("AccountingStorageEnforce", "").split(","):
+        return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
     user = uid_name(os.getuid())
     answers = [run_slurm(argv) for argv in (
         ["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
@@ -4384,8 +4363,12 @@ def job_limits(cluster, options):
     if failed:
         raise StateError("cannot read your job limits (%s): nothing submitted" % last_line(
             failed.stderr))
-    return submit_limits(answers[0].stdout, answers[1].stdout, cluster, option_value(
-        options, "--account"), option_value(options, "--qos")), len(_rows(answers[2].stdout, 1))
+    beyond = sweep_beyond_limit(len(tasks), submit_limits(
+        answers[0].stdout, answers[1].stdout, config.get("ClusterName"), option_value(
+            given, "--account"), option_value(given, "--qos")), len(_rows(answers[2].stdout, 1)))
+    if beyond:
+        raise StateError("--array=%s: %s; nothing submitted" % (spec, beyond))
+    return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
 
 
 def _live_chain(run_dir, force):
@@ -4399,23 +4382,15 @@ def _live_chain(run_dir, force):
 
 
 def _chain_defaults(run_dir, script, header, sbatch_args):
-    """sbatch_args with --output, --chdir and --job-name for the chain, unless given."""
+    """sbatch_args with --output, --chdir and --job-name for the chain, unless given; StateError
+    for an --output or --error directory that does not exist: Slurm would fail every link at
+    its launch (FAILED 0:53)."""
     given = option_names(script_directives(header) + sbatch_args)
     if "--output" not in given:
         sbatch_args = ["--output=" + output_pattern(run_dir, "slurm-%j.out")] + sbatch_args
     if "--chdir" not in given:  # the links work in the run directory, not where submit ran
         sbatch_args = ["--chdir=" + run_dir] + sbatch_args
-    _check_log_dirs(run_dir, script_directives(header) + sbatch_args)
-    if "--job-name" not in given:  # sbatch would name it after our copy; squeue shows 8
-        # characters: the chain's name tells the same script's chains apart
-        sbatch_args = ["--job-name=" + (os.path.basename(run_dir) or os.path.basename(script))
-                       ] + sbatch_args
-    return sbatch_args
-
-
-def _check_log_dirs(run_dir, options):
-    """StateError for an --output or --error file whose directory does not exist (relative to
-    the links' working directory): Slurm would fail every link at its launch (FAILED 0:53)."""
+    options = script_directives(header) + sbatch_args
     for name in ("--output", "--error"):
         path = option_value(options, name)
         folder = os.path.normpath(os.path.dirname(os.path.join(os.path.abspath(option_value(
@@ -4424,10 +4399,15 @@ def _check_log_dirs(run_dir, options):
             raise StateError("%s=%s: its directory %s does not exist, and Slurm would fail every "
                              "link at its launch; create it first (mkdir -p %s)"
                              % (name, path, folder, shell_quote(folder)))
+    if "--job-name" not in given:  # sbatch would name it after our copy; squeue shows 8
+        # characters: the chain's name tells the same script's chains apart
+        sbatch_args = ["--job-name=" + (os.path.basename(run_dir) or os.path.basename(script))
+                       ] + sbatch_args
+    return sbatch_args
 
 
 def _install_chain(run_dir, force, copy_path, submitted):
-    """Under the lock: cancel the live chain (``force``: the jobs it returns), keep its files as
+    """Under the lock: cancel the live chain if ``force`` (its jobs returned), keep its files as
     ``*.prev``, install the staged script and the submit record."""
     store, cancelled = chain_store(run_dir), []
     try:
@@ -4452,8 +4432,8 @@ def _install_chain(run_dir, force, copy_path, submitted):
 
 def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
                  sbatch_args=None, notify=None, warn=None):
-    """Queue one link that continues a chain that ended, keeping its history and walltime; the
-    options given replace the recorded ones from it on."""
+    """Queue a link continuing an ended chain (history and walltime kept; options given replace
+    the recorded ones from it on)."""
     run_dir = os.path.abspath(run_dir)
     given = check_sbatch_args(sbatch_args or ())
     options = {"max_retries": None if max_retries is None else check_max_retries(max_retries),
@@ -4468,8 +4448,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         chain = open_chain(run_dir, store)  # a corrupt file raises: fix it first
         snapshot = store.rolled_forward(Snapshot(chain.walltime, chain.retries, (
             chain.jobs or [None])[-1], chain.record.job and chain.record, chain.cancelled))
-        cluster = chain.record.cluster
-        target, note = cluster_to_ask(cluster)
+        target, note = cluster_to_ask(chain.record.cluster)
         try:
             previous = _resumable_record(chain, target)
         except StateError as error:
@@ -4478,7 +4457,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         next_link = _recorded_next_link(store, previous, given)
         _check_copy_is_current(chain.submitted, next_link.script)
         record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
-            cluster=cluster, next=next_link._asdict())
+            cluster=chain.record.cluster, next=next_link._asdict())
         try:  # the script's #SBATCH --time limits the links too (as submit reads it)
             header = read_batch_script(next_link.script)[0]
         except StateError:
@@ -4507,9 +4486,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
 
 
 def _check_copy_is_current(submitted, script):
-    """StateError when the script given to submit was edited after submit's copy, which the
-    links run: "fix the script, then resume" would run the unfixed copy again (a failed chain
-    fails again, one job per retry). The same text rewritten is no change."""
+    """StateError if submit's script was edited after submit's copy, which the links run: a failed
+    chain would fail again, one job per retry. The same text rewritten is no change."""
     original, copy = submitted.get("original"), submitted.get("script")
     try:
         if copy != script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
@@ -4527,8 +4505,8 @@ def _check_copy_is_current(submitted, script):
 
 
 def _resumed_record(snapshot, previous, last_link, options):
-    """The journal record of a resumed link but its job, cluster and next link; ``last_link``:
-    (seconds counted now, its state); ``options`` given (None: as recorded). Retries restart."""
+    """A resumed link's record but job, cluster and next link; ``last_link``: (seconds counted,
+    state); ``options`` given (None: as recorded). Retries restart."""
     counted, state = last_link
     ended = ("the chain %s (job %s)" % (EVENT_OF_ACTION[previous.action], previous.job)
              if previous.action in EVENT_OF_ACTION else "job %s ended" % previous.job
@@ -4551,7 +4529,7 @@ def _resumed_record(snapshot, previous, last_link, options):
 
 
 def _resumable_record(chain, cluster):
-    """The journal's last record, if the chain it describes can be resumed; StateError if not."""
+    """The journal's last record if the chain can be resumed; StateError if not."""
     previous, directory = chain.record, chain.store.directory
     refuse_live(directory, Slurm(cluster).jobs(chain.candidates()), "nothing to resume; "
                 "wait for it or run resumable-chain cancel %s first" % shell_quote(directory))
@@ -4568,7 +4546,7 @@ def _resumable_record(chain, cluster):
 
 
 def _count_last_link(store, snapshot, previous, cluster):
-    """(seconds, state) of the last link if no successor counted it (resume does); else (0, None)"""
+    """(seconds, state) of the last link if no successor counted it; else (0, None)"""
     if previous.action not in WORK_ACTIONS or previous.job != snapshot.last_job:
         return 0, None
     found = observe_predecessor(previous.job, window=0, slurm=Slurm(cluster)).job
@@ -4582,7 +4560,7 @@ def _count_last_link(store, snapshot, previous, cluster):
 
 
 def _recorded_next_link(store, previous, given):
-    """How the chain's links are queued, as its journal recorded it, with sbatch options given."""
+    """The journal's NextLink, with the sbatch options given."""
     spec = previous.next or {}
     if not spec.get("script"):
         raise StateError("the chain did not record how to queue its next link; use submit to "
