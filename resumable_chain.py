@@ -40,31 +40,10 @@ import subprocess
 import time
 
 __version__ = "0.7.0"
-__all__ = [
-    "NOT_VISIBLE",
-    "STOP_CAUSES",
-    "RECORD_FIELDS",
-    "Record",
-    "ACTIONS",
-    "Decision",
-    "Settings",
-    "StateError",
-    "decide",
-    "parse_walltime",
-    "parse_resumable",
-    "render_prologue",
-    "chain_status",
-    "chains_status",
-    "chain_dirs",
-    "EVENTS",
-    "Event",
-    "cancel_chain",
-    "submit_chain",
-    "resume_chain",
-    "budget_report",
-    "set_budget",
-    "main",
-]
+__all__ = ["NOT_VISIBLE", "STOP_CAUSES", "RECORD_FIELDS", "Record", "ACTIONS", "Decision",
+           "Settings", "StateError", "decide", "parse_walltime", "parse_resumable",
+           "render_prologue", "chain_status", "chains_status", "chain_dirs", "EVENTS", "Event",
+           "cancel_chain", "submit_chain", "resume_chain", "budget_report", "set_budget", "main"]
 
 # ---------------------------------------------------------------------------
 # 1. Tables
@@ -100,9 +79,7 @@ DEFAULT_LOOKUP_SECONDS = 60  # how long a missing predecessor is looked for
 LOOKUP_BACKOFF = (0.5, 1, 1.5, 2, 3, 4, 6, 8, 10, 12)  # pauses between sacct tries
 COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout override
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
-# sbatch's timeout in queries': a rate-limited sbatch sleeps 1, 2, 3 s... between tries, so 180 s
-# is 18 tries, not 10 (docs/performance.md)
-SBATCH_TIMEOUT_FACTOR = 3
+SBATCH_TIMEOUT_FACTOR = 3  # rate-limited sbatch sleeps 1, 2, 3 s...: 180 s is 18 tries, not 10
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file: read by its tail
@@ -116,15 +93,12 @@ LOCAL_FILESYSTEMS = frozenset(("ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f
 LOCK_ENV = "RESUMABLE_CHAIN_LOCK"  # "kernel" or "file": force one kind of lock
 LOCK_KINDS = ("kernel", "file")
 HELD_SUFFIX = ".held"  # the file lock: <lock file>.held, created exclusively, names its holder
-# A lock call's errno on a mount without kernel locks (Lustre noflock: ENOSYS; NFS without lockd:
-# ENOLCK): the file lock takes over.
+# errno of a lock call without kernel locks, the file lock's cue (Lustre noflock; NFS, no lockd)
 NO_KERNEL_LOCK = frozenset((errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL))
-# Mounts whose kernel locks are missing or local to one node, by fstype: the mount options that
-# say so (None: always; BeeGFS global locks are a client setting, off by default, not shown).
-NODE_LOCAL_LOCKS = {"lustre": ("localflock", "noflock"),
-                    "nfs": ("nolock", "local_lock=posix", "local_lock=all"),
-                    "nfs4": ("nolock", "local_lock=posix", "local_lock=all"),
-                    "beegfs": None}
+# fstype: the mount options saying its kernel locks are missing or node-local (None: always;
+# BeeGFS global locks are a client setting, off by default, not shown)
+NODE_LOCAL_LOCKS = dict.fromkeys(("nfs", "nfs4"), ("nolock", "local_lock=posix", "local_lock=all"))
+NODE_LOCAL_LOCKS.update(lustre=("localflock", "noflock"), beegfs=None)
 CRASH_ENV = "RESUMABLE_CHAIN_TEST_KILL_AT"  # tests only: SIGKILL self at the Nth checkpoint
 REQUEUE_GAP_SECONDS = 120  # a record ending this close to the next submit is the same job, requeued
 STATUS_ROWS = 1000  # status shows at most this many of the newest links
@@ -145,9 +119,7 @@ EXIT_TRAP_MARKS = (signal.SIGXFSZ, signal.SIGVTALRM, signal.SIGSYS)
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_TRIES_SECONDS = 240  # how long a guard keeps looking and trying sbatch
 GUARD_REQUEUES = 30  # a guard your job limit refuses requeues itself (some 4 h), then gives up
-# A guard's time limit: its tries, a lagging view's wait and the lock's, so that it is never
-# killed between its sbatch and its journal entry.
-GUARD_MINUTES = 10
+GUARD_MINUTES = 10  # its tries, a lagging view's wait, the lock's: never killed before it journals
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
 GUARD_PREFIX = "g:"  # before a guard's link's name: squeue cuts names at 8 characters
 GUARD_LOG = ".resumable_chain.guard.log"  # what the guards did, a line each, for a person
@@ -261,16 +233,15 @@ status = m.main(sys.argv[1:])
 sys.stdout.flush(), sys.stderr.flush()
 os._exit(status)  # no teardown: after the prologue's fork it would copy every page it touches"""
 
-# Why squeue says a pending job is held by Slurm or an admin (a person must release it), as its
-# %r prints it (scontrol's Reason= writes the last one with underscores; 22.05 and 26.05).
+# squeue's %r of a job held by Slurm or an admin: a person must release it (22.05, 26.05;
+# scontrol's Reason= writes the last one with underscores)
 HELD_BY_SLURM = {
     "JobHeldAdmin": "an admin held it, or Slurm did after its node Prolog failed",
     "JobHoldMaxRequeue": "Slurm requeued it MaxBatchRequeue times after launch failures",
     "launch failed requeued held": "its launch failed (node Prolog) and Slurm held it",
 }
 
-# Why a pending job never starts until a person changes it or Slurm's configuration, by the
-# reason squeue prints (22.05 and 26.05; sources and what is left out: docs/slurm-releases.md).
+# squeue's reasons (22.05, 26.05; docs/slurm-releases.md) of a job that waits for a person to act
 NEVER_STARTS = {
     "BadConstraints": "no node can satisfy its request (CPUs, memory, GRES, features)",
     "PartitionConfig": "its partition's configuration does not allow its request",
@@ -287,8 +258,7 @@ NEVER_STARTS = {
     "BurstBufferOperation": "its burst buffer operation failed",
 }
 def never_starts(reason):
-    """Why a job pending for ``reason`` (squeue's) never starts by itself, or None: NEVER_STARTS,
-    or any per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit, QOSMinCpu...)."""
+    """Why a job pending for ``reason`` never starts itself: NEVER_STARTS, a per-job limit; None."""
     reason = reason or ""
     if reason.startswith(("QOS", "Assoc")) and (
             "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin")):
@@ -320,9 +290,8 @@ def _option_names(text):
     return frozenset(["--" + name for name, _ in pairs] + list(shorts)), shorts
 
 
-# sbatch's options in Slurm 22.05, 24.11 and 26.05 (tests/slurm_outputs/<release>/sbatch-options
-# .txt): those whose value may be the next word (``-p debug``), then the others (flags, values only
-# after '='); ``account/A``: -A is short for --account.
+# sbatch's options (22.05, 24.11, 26.05: tests/slurm_outputs/*/sbatch-options.txt) whose value may
+# be the next word (-p debug), then the others (values only after '='); account/A: -A is --account
 SBATCH_VALUE_OPTIONS, _VALUE_SHORT_NAMES = _option_names(
     "account/A acctg-freq array/a autocomplete batch bb bbf begin/b chdir/D cluster "
     "cluster-constraint clusters/M comment constraint/C container container-id container-type "
@@ -363,8 +332,7 @@ Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, a
 
 Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
                                     "predecessor submit reason exit_code nodes")
-Job.__doc__ = """One job as any Slurm command shows it: state as printed ("CANCELLED by 0"),
-seconds, Slurm's timestamps and ExitCode ("75:0"); None where the command does not say."""
+Job.__doc__ = 'A job as Slurm shows it: state "CANCELLED by 0", seconds, times, ExitCode "75:0".'
 Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
 # The journal's fields, in order (docs/state-files.md says what each holds).
@@ -387,8 +355,7 @@ NextLink.__doc__ = "How a link's successor is queued (the script, its options an
 NextLink.__new__.__defaults__ = ((), (), None, None)
 
 Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs cluster")
-Budget.__doc__ = """A walltime budget shared by chains, in seconds: settled_jobs counts each ended
-job once, reservations hold links that may still run."""
+Budget.__doc__ = "Shared walltime (s): settled_jobs ended (each once); reservations may still run."
 Budget.__new__.__defaults__ = (None,)
 
 
@@ -1106,8 +1073,7 @@ def settle(budget, job_id, elapsed):
 
 
 Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
-Snapshot.__doc__ = """The run directory's state, read once under the lock: the counters, the chain
-file's last job, the journal's Record, the cancel mark's text (each None when missing)."""
+Snapshot.__doc__ = "The run directory read once, locked; cancelled: the mark's text; None: missing."
 
 
 def chain_length(snapshot):
