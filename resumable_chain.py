@@ -146,16 +146,14 @@ NO_PROGRESS = "no progress"  # RESUME_EXIT within NO_PROGRESS_SECONDS: a retry (
 NO_PROGRESS_SECONDS = 60  # a link that asks to resume sooner made no progress
 RESUME_EXIT = 75  # EX_TEMPFAIL; the work learns it as RESUMABLE_CHAIN_EXIT_RESUME
 STOP_EXIT = 76  # the work learns it as RESUMABLE_CHAIN_EXIT_STOP
-# What the work's exit status means when Slurm says FAILED (a signal's death is neither).
-WORK_EXIT_MEANING = {RESUME_EXIT: RESUME_ASKED, STOP_EXIT: STOP_ASKED}
+WORK_EXIT_MEANING = {RESUME_EXIT: RESUME_ASKED, STOP_EXIT: STOP_ASKED}  # if FAILED, by exit status
 STATE_MEANING = dict(
     [("COMPLETED", COMPLETE), ("CANCELLED", STOP)]
     + [(state, INTERRUPTED) for state in ("TIMEOUT", "PREEMPTED", "NODE_FAIL")]
     + [(state, RETRY) for state in ("FAILED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")]
-    + [(state, LAG) for state in (
-        "PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED", "REQUEUE_FED",
-        "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT",
-        "RESV_DEL_HOLD")])
+    + [(state, LAG) for state in "PENDING RUNNING SUSPENDED COMPLETING CONFIGURING REQUEUED "
+       "REQUEUE_FED REQUEUE_HOLD RESIZING SIGNALING STAGE_OUT STOPPED SPECIAL_EXIT "
+       "RESV_DEL_HOLD".split()])
 LIVE_STATES = frozenset(state for state, meaning in STATE_MEANING.items() if meaning == LAG)
 
 # Why a chain ended, as data on its record (``cause``), and what status says of it: the verdict's
@@ -335,7 +333,6 @@ Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit r
 Job.__doc__ = 'A job as Slurm shows it: state "CANCELLED by 0", seconds, times, ExitCode "75:0".'
 Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
-# The journal's fields, in order (docs/state-files.md says what each holds).
 RECORD_FIELDS = (
     "job", "cluster", "predecessor", "predecessor_state", "predecessor_elapsed",
     "predecessor_exit_code", "source", "action", "cause", "reason", "walltime", "retries",
@@ -386,7 +383,6 @@ def is_digits(text, longest=None):
 
 
 def is_job_id(text):
-    """Whether text is a plain Slurm job ID (1 to 4294967295, no leading zero)."""
     return is_digits(text, 10) and text[0] != "0" and int(text) < 2 ** 32
 
 
@@ -406,7 +402,6 @@ def parse_duration(text):
 
 
 def format_duration(seconds):
-    """Render seconds as Slurm's [D-]HH:MM:SS."""
     days, rest = divmod(int(seconds), 86400)
     text = "%02d:%02d:%02d" % (rest // 3600, rest // 60 % 60, rest % 60)
     return "%d-%s" % (days, text) if days else text
@@ -491,8 +486,7 @@ def parse_dependency(text):
 
 
 def parse_array(text, max_array_size):
-    """(sorted task IDs, throttle or None) of an ``--array`` value as slurmctld's
-    slurm_parse_array_tok reads it (``%0``: none); None if empty; ValueError if it refuses it."""
+    """(sorted task IDs, throttle or None: %0 too) of --array as slurm_parse_array_tok reads it."""
     if not text:
         return None
     indexes, _, throttle = text.partition("%")
@@ -633,13 +627,11 @@ def parse_scontrol(text):
 
 
 def _rows(text, width):
-    """The lines of ``width`` "|"-split fields, a job ID first, of squeue or sacct output."""
     rows = [line.strip().split("|") for line in (text or "").splitlines()]
     return [fields for fields in rows if len(fields) == width and is_job_id(fields[0])]
 
 
 def parse_squeue(text):
-    """The Jobs of ``squeue -h -o SQUEUE_FORMAT`` output."""
     jobs = []
     for job_id, state, elapsed, start, limit, dependency, reason in _rows(text, 7):
         try:
@@ -699,8 +691,7 @@ def submit_limits(assoc_text, qos_text, cluster, account=None, qos=None):
 
 
 def sweep_beyond_limit(tasks, limits, queued):
-    """Why a sweep of ``tasks`` tasks cannot fit under its least job limit (``limits`` of
-    submit_limits) beside the user's ``queued`` jobs, in a line; None if it fits."""
+    """Why ``tasks`` tasks can't fit their least job limit beside ``queued`` jobs, or None."""
     most, whose = limits[0] if limits else (None, None)
     if most is None or tasks * JOBS_PER_TASK <= most - queued:
         return None
@@ -822,7 +813,6 @@ def option_names(arguments):
 
 
 def without_options(arguments, names):
-    """sbatch arguments without the options named (and their values)."""
     return [word for name, words in option_groups(arguments, strict=False)
             if name not in names for word in words]
 
@@ -839,7 +829,6 @@ def split_batch_script(text):
 
 
 def script_directives(header):
-    """Return the sbatch options of a script header's #SBATCH lines, as arguments."""
     import shlex
     options = []
     for line in header.splitlines():
@@ -965,8 +954,7 @@ def shell_quote(text):
 
 
 def visible(text):
-    """Text with control and format characters (but newline and tab) escaped, so that no state
-    file drives the terminal of whoever looks at it."""
+    """Text with control and format characters (but newline, tab) escaped: no file drives a tty."""
     import unicodedata
     return "".join(
         char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
@@ -1034,8 +1022,7 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
 
 
 def stop_at_cap(decision, walltime, max_walltime):
-    """A stop instead of a link that could not get Slurm's 1-minute minimum time limit (its
-    limit is clamped to what is left of ``max_walltime``)."""
+    """A stop if what is left of max_walltime (a link's limit) is under Slurm's 1-minute minimum."""
     if (decision.action in WORK_ACTIONS and max_walltime is not None
             and max_walltime - walltime < MIN_TIME_LIMIT):
         return Decision("stop", decision.retries, "only %d s of max_walltime %d s remain, less "
