@@ -333,13 +333,11 @@ Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit r
 Job.__doc__ = 'A job as Slurm shows it: state "CANCELLED by 0", seconds, times, ExitCode "75:0".'
 Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
-RECORD_FIELDS = (
-    "job", "cluster", "predecessor", "predecessor_state", "predecessor_elapsed",
-    "predecessor_exit_code", "source", "action", "cause", "reason", "walltime", "retries",
-    "max_retries", "max_walltime", "settings_from", "link", "successor", "successor_error",
-    "successor_retries", "guard", "guard_error", "guarded_by", "dead_successors", "time_limit",
-    "warn", "budget_dir", "notify", "reserved", "next", "phase", "time",
-)
+RECORD_FIELDS = tuple((
+    "job cluster predecessor predecessor_state predecessor_elapsed predecessor_exit_code source "
+    "action cause reason walltime retries max_retries max_walltime settings_from link successor "
+    "successor_error successor_retries guard guard_error guarded_by dead_successors time_limit "
+    "warn budget_dir notify reserved next phase time").split())
 Record = collections.namedtuple("Record", list(RECORD_FIELDS))
 Record.__doc__ = "The journal: the last decision in a run directory (docs/state-files.md)."
 Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
@@ -878,8 +876,7 @@ def warn_signal(text):
 
 
 def check_warn_fits(warn, sbatch_args, max_walltime=None):
-    """ValueError when a warning can never come before a link ends (link_end): not shorter than
-    the --time of ``sbatch_args`` or the whole minutes of ``max_walltime``."""
+    """ValueError if ``warn`` comes no sooner than a link's end (link_end: --time, max_walltime)."""
     longest = link_end(0, parse_duration(option_value(sbatch_args, "--time")) or None,
                        [max_walltime] if max_walltime else [])
     if warn and longest and warn_signal(warn)[1] >= longest:
@@ -1099,8 +1096,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
             (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
     elapsed = observed.elapsed
     walltime = 0 if first else (snapshot.walltime or 0) + elapsed
-    # A warned work that checkpoints and exits 75 made progress, however soon the warning came
-    # (a short or lowered time limit): only an unwarned exit 75 within a minute is a loop.
+    # Exit 75 after the warning is progress, however soon it came (a short or lowered time limit)
     limit = observed.time_limit or (previous.time_limit if previous is not None else None)
     warned = warn and limit and elapsed >= limit - warn_signal(warn)[1]
     progress = None if warned else elapsed
@@ -1110,9 +1106,8 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     if decision.action not in WORK_ACTIONS:
         cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code, progress)]
     elif snapshot.cancelled and not first:
-        decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
-                                   "the cancel command (%s): stopping"
-                                   % snapshot.cancelled), "cancel"
+        decision, cause = Decision("stop", decision.retries, "the chain was cancelled with the "
+                                   "cancel command (%s): stopping" % snapshot.cancelled), "cancel"
     capped = stop_at_cap(decision, walltime, settings.max_walltime)
     if capped is not decision:
         decision, cause = capped, "max_walltime"
