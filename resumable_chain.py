@@ -766,7 +766,6 @@ def option_values(arguments, option):
 
 
 def option_value(arguments, option):
-    """The value sbatch takes for an option (the last given), or None."""
     return (option_values(arguments, option) or [None])[-1]
 
 
@@ -806,7 +805,6 @@ def spelled_out(name, word):
 
 
 def option_names(arguments):
-    """The long names of the options sbatch arguments set (a #SBATCH line's words too)."""
     return set(name for name, _ in option_groups(arguments, strict=False))
 
 
@@ -886,7 +884,6 @@ def check_warn_fits(warn, sbatch_args, max_walltime=None):
 
 
 def check_path(value, name):
-    """A path's text (a pathlib.Path's too); ValueError unless a non-empty string without NUL."""
     value = os.fspath(value) if hasattr(value, "__fspath__") else value
     if not isinstance(value, str) or not value or "\0" in value:
         raise ValueError("%s must be a non-empty path, got %r" % (name, value))
@@ -914,7 +911,6 @@ def parse_mounts(text):
 
 
 def parse_budget(data):
-    """The Budget a budget file's JSON holds; ValueError if it is not one."""
     def seconds(value):
         return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNTER
 
