@@ -41,31 +41,10 @@ import subprocess
 import time
 
 __version__ = "0.7.0"
-__all__ = [
-    "NOT_VISIBLE",
-    "STOP_CAUSES",
-    "RECORD_FIELDS",
-    "Record",
-    "ACTIONS",
-    "Decision",
-    "Settings",
-    "StateError",
-    "decide",
-    "parse_walltime",
-    "parse_resumable",
-    "render_prologue",
-    "chain_status",
-    "chains_status",
-    "chain_dirs",
-    "EVENTS",
-    "Event",
-    "cancel_chain",
-    "submit_chain",
-    "resume_chain",
-    "budget_report",
-    "set_budget",
-    "main",
-]
+__all__ = ["NOT_VISIBLE", "STOP_CAUSES", "RECORD_FIELDS", "Record", "ACTIONS", "Decision",
+           "Settings", "StateError", "decide", "parse_walltime", "parse_resumable",
+           "render_prologue", "chain_status", "chains_status", "chain_dirs", "EVENTS", "Event",
+           "cancel_chain", "submit_chain", "resume_chain", "budget_report", "set_budget", "main"]
 
 # ---------------------------------------------------------------------------
 # 1. Tables
@@ -101,9 +80,7 @@ DEFAULT_LOOKUP_SECONDS = 60  # how long a missing predecessor is looked for
 LOOKUP_BACKOFF = (0.5, 1, 1.5, 2, 3, 4, 6, 8, 10, 12)  # pauses between sacct tries
 COMMAND_TIMEOUT_ENV = "RESUMABLE_CHAIN_COMMAND_TIMEOUT"  # per-command timeout override
 DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is killed
-# sbatch's timeout in queries': a rate-limited sbatch sleeps 1, 2, 3 s... between tries, so 180 s
-# is 18 tries, not 10 (docs/performance.md)
-SBATCH_TIMEOUT_FACTOR = 3
+SBATCH_TIMEOUT_FACTOR = 3  # rate-limited sbatch sleeps 1, 2, 3 s...: 180 s is 18 tries, not 10
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
 MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file: read by its tail
@@ -117,15 +94,12 @@ LOCAL_FILESYSTEMS = frozenset(("ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f
 LOCK_ENV = "RESUMABLE_CHAIN_LOCK"  # "kernel" or "file": force one kind of lock
 LOCK_KINDS = ("kernel", "file")
 HELD_SUFFIX = ".held"  # the file lock: <lock file>.held, created exclusively, names its holder
-# A lock call's errno on a mount without kernel locks (Lustre noflock: ENOSYS; NFS without lockd:
-# ENOLCK): the file lock takes over.
+# errno of a lock call without kernel locks, the file lock's cue (Lustre noflock; NFS, no lockd)
 NO_KERNEL_LOCK = frozenset((errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL))
-# Mounts whose kernel locks are missing or local to one node, by fstype: the mount options that
-# say so (None: always; BeeGFS global locks are a client setting, off by default, not shown).
-NODE_LOCAL_LOCKS = {"lustre": ("localflock", "noflock"),
-                    "nfs": ("nolock", "local_lock=posix", "local_lock=all"),
-                    "nfs4": ("nolock", "local_lock=posix", "local_lock=all"),
-                    "beegfs": None}
+# fstype: the mount options saying its kernel locks are missing or node-local (None: always;
+# BeeGFS global locks are a client setting, off by default, not shown)
+NODE_LOCAL_LOCKS = dict.fromkeys(("nfs", "nfs4"), ("nolock", "local_lock=posix", "local_lock=all"))
+NODE_LOCAL_LOCKS.update(lustre=("localflock", "noflock"), beegfs=None)
 CRASH_ENV = "RESUMABLE_CHAIN_TEST_KILL_AT"  # tests only: SIGKILL self at the Nth checkpoint
 REQUEUE_GAP_SECONDS = 120  # a record ending this close to the next submit is the same job, requeued
 STATUS_ROWS = 1000  # status shows at most this many of the newest links
@@ -146,9 +120,7 @@ EXIT_TRAP_MARKS = (signal.SIGXFSZ, signal.SIGVTALRM, signal.SIGSYS)
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_TRIES_SECONDS = 240  # how long a guard keeps looking and trying sbatch
 GUARD_REQUEUES = 30  # a guard your job limit refuses requeues itself (some 4 h), then gives up
-# A guard's time limit: its tries, a lagging view's wait and the lock's, so that it is never
-# killed between its sbatch and its journal entry.
-GUARD_MINUTES = 10
+GUARD_MINUTES = 10  # its tries, a lagging view's wait, the lock's: never killed before it journals
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
 GUARD_PREFIX = "g:"  # before a guard's link's name: squeue cuts names at 8 characters
 GUARD_LOG = ".resumable_chain.guard.log"  # what the guards did, a line each, for a person
@@ -175,16 +147,14 @@ NO_PROGRESS = "no progress"  # RESUME_EXIT within NO_PROGRESS_SECONDS: a retry (
 NO_PROGRESS_SECONDS = 60  # a link that asks to resume sooner made no progress
 RESUME_EXIT = 75  # EX_TEMPFAIL; the work learns it as RESUMABLE_CHAIN_EXIT_RESUME
 STOP_EXIT = 76  # the work learns it as RESUMABLE_CHAIN_EXIT_STOP
-# What the work's exit status means when Slurm says FAILED (a signal's death is neither).
-WORK_EXIT_MEANING = {RESUME_EXIT: RESUME_ASKED, STOP_EXIT: STOP_ASKED}
+WORK_EXIT_MEANING = {RESUME_EXIT: RESUME_ASKED, STOP_EXIT: STOP_ASKED}  # if FAILED, by exit status
 STATE_MEANING = dict(
     [("COMPLETED", COMPLETE), ("CANCELLED", STOP)]
     + [(state, INTERRUPTED) for state in ("TIMEOUT", "PREEMPTED", "NODE_FAIL")]
     + [(state, RETRY) for state in ("FAILED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")]
-    + [(state, LAG) for state in (
-        "PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "REQUEUED", "REQUEUE_FED",
-        "REQUEUE_HOLD", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT",
-        "RESV_DEL_HOLD")])
+    + [(state, LAG) for state in "PENDING RUNNING SUSPENDED COMPLETING CONFIGURING REQUEUED "
+       "REQUEUE_FED REQUEUE_HOLD RESIZING SIGNALING STAGE_OUT STOPPED SPECIAL_EXIT "
+       "RESV_DEL_HOLD".split()])
 LIVE_STATES = frozenset(state for state, meaning in STATE_MEANING.items() if meaning == LAG)
 
 # Why a chain ended, as data on its record (``cause``), and what status says of it: the verdict's
@@ -262,16 +232,15 @@ status = m.main(sys.argv[1:])
 sys.stdout.flush(), sys.stderr.flush()
 os._exit(status)  # no teardown: after the prologue's fork it would copy every page it touches"""
 
-# Why squeue says a pending job is held by Slurm or an admin (a person must release it), as its
-# %r prints it (scontrol's Reason= writes the last one with underscores; 22.05 and 26.05).
+# squeue's %r of a job held by Slurm or an admin: a person must release it (22.05, 26.05;
+# scontrol's Reason= writes the last one with underscores)
 HELD_BY_SLURM = {
     "JobHeldAdmin": "an admin held it, or Slurm did after its node Prolog failed",
     "JobHoldMaxRequeue": "Slurm requeued it MaxBatchRequeue times after launch failures",
     "launch failed requeued held": "its launch failed (node Prolog) and Slurm held it",
 }
 
-# Why a pending job never starts until a person changes it or Slurm's configuration, by the
-# reason squeue prints (22.05 and 26.05; sources and what is left out: docs/slurm-releases.md).
+# squeue's reasons (22.05, 26.05; docs/slurm-releases.md) of a job that waits for a person to act
 NEVER_STARTS = {
     "BadConstraints": "no node can satisfy its request (CPUs, memory, GRES, features)",
     "PartitionConfig": "its partition's configuration does not allow its request",
@@ -288,8 +257,7 @@ NEVER_STARTS = {
     "BurstBufferOperation": "its burst buffer operation failed",
 }
 def never_starts(reason):
-    """Why a job pending for ``reason`` (squeue's) never starts by itself, or None: NEVER_STARTS,
-    or any per-job limit of a QOS or association (QOSMaxWallDurationPerJobLimit, QOSMinCpu...)."""
+    """Why a job pending for ``reason`` never starts itself: NEVER_STARTS, a per-job limit; None."""
     reason = reason or ""
     if reason.startswith(("QOS", "Assoc")) and (
             "PerJob" in reason or reason.endswith("PerNode") or reason.startswith("QOSMin")):
@@ -321,9 +289,8 @@ def _option_names(text):
     return frozenset(["--" + name for name, _ in pairs] + list(shorts)), shorts
 
 
-# sbatch's options in Slurm 22.05, 24.11 and 26.05 (tests/slurm_outputs/<release>/sbatch-options
-# .txt): those whose value may be the next word (``-p debug``), then the others (flags, values only
-# after '='); ``account/A``: -A is short for --account.
+# sbatch's options (22.05, 24.11, 26.05: tests/slurm_outputs/*/sbatch-options.txt) whose value may
+# be the next word (-p debug), then the others (values only after '='); account/A: -A is --account
 SBATCH_VALUE_OPTIONS, _VALUE_SHORT_NAMES = _option_names(
     "account/A acctg-freq array/a autocomplete batch bb bbf begin/b chdir/D cluster "
     "cluster-constraint clusters/M comment constraint/C container container-id container-type "
@@ -364,18 +331,14 @@ Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, a
 
 Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
                                     "predecessor submit reason exit_code nodes")
-Job.__doc__ = """One job as any Slurm command shows it: state as printed ("CANCELLED by 0"),
-seconds, Slurm's timestamps and ExitCode ("75:0"); None where the command does not say."""
+Job.__doc__ = 'A job as Slurm shows it: state "CANCELLED by 0", seconds, times, ExitCode "75:0".'
 Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
-# The journal's fields, in order (docs/state-files.md says what each holds).
-RECORD_FIELDS = (
-    "job", "cluster", "predecessor", "predecessor_state", "predecessor_elapsed",
-    "predecessor_exit_code", "source", "action", "cause", "reason", "walltime", "retries",
-    "max_retries", "max_walltime", "settings_from", "link", "successor", "successor_error",
-    "successor_retries", "guard", "guard_error", "guarded_by", "dead_successors", "time_limit",
-    "warn", "budget_dir", "notify", "reserved", "next", "phase", "time",
-)
+RECORD_FIELDS = tuple((
+    "job cluster predecessor predecessor_state predecessor_elapsed predecessor_exit_code source "
+    "action cause reason walltime retries max_retries max_walltime settings_from link successor "
+    "successor_error successor_retries guard guard_error guarded_by dead_successors time_limit "
+    "warn budget_dir notify reserved next phase time").split())
 Record = collections.namedtuple("Record", list(RECORD_FIELDS))
 Record.__doc__ = "The journal: the last decision in a run directory (docs/state-files.md)."
 Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
@@ -388,8 +351,7 @@ NextLink.__doc__ = "How a link's successor is queued (the script, its options an
 NextLink.__new__.__defaults__ = ((), (), None, None)
 
 Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs cluster")
-Budget.__doc__ = """A walltime budget shared by chains, in seconds: settled_jobs counts each ended
-job once, reservations hold links that may still run."""
+Budget.__doc__ = "Shared walltime (s): settled_jobs ended (each once); reservations may still run."
 Budget.__new__.__defaults__ = (None,)
 
 
@@ -420,7 +382,6 @@ def is_digits(text, longest=None):
 
 
 def is_job_id(text):
-    """Whether text is a plain Slurm job ID (1 to 4294967295, no leading zero)."""
     return is_digits(text, 10) and text[0] != "0" and int(text) < 2 ** 32
 
 
@@ -440,7 +401,6 @@ def parse_duration(text):
 
 
 def format_duration(seconds):
-    """Render seconds as Slurm's [D-]HH:MM:SS."""
     days, rest = divmod(int(seconds), 86400)
     text = "%02d:%02d:%02d" % (rest // 3600, rest // 60 % 60, rest % 60)
     return "%d-%s" % (days, text) if days else text
@@ -525,8 +485,7 @@ def parse_dependency(text):
 
 
 def parse_array(text, max_array_size):
-    """(sorted task IDs, throttle or None) of an ``--array`` value as slurmctld's
-    slurm_parse_array_tok reads it (``%0``: none); None if empty; ValueError if it refuses it."""
+    """(sorted task IDs, throttle or None: %0 too) of --array as slurm_parse_array_tok reads it."""
     if not text:
         return None
     indexes, _, throttle = text.partition("%")
@@ -667,13 +626,11 @@ def parse_scontrol(text):
 
 
 def _rows(text, width):
-    """The lines of ``width`` "|"-split fields, a job ID first, of squeue or sacct output."""
     rows = [line.strip().split("|") for line in (text or "").splitlines()]
     return [fields for fields in rows if len(fields) == width and is_job_id(fields[0])]
 
 
 def parse_squeue(text):
-    """The Jobs of ``squeue -h -o SQUEUE_FORMAT`` output."""
     jobs = []
     for job_id, state, elapsed, start, limit, dependency, reason in _rows(text, 7):
         try:
@@ -733,8 +690,7 @@ def submit_limits(assoc_text, qos_text, cluster, account=None, qos=None):
 
 
 def sweep_beyond_limit(tasks, limits, queued):
-    """Why a sweep of ``tasks`` tasks cannot fit under its least job limit (``limits`` of
-    submit_limits) beside the user's ``queued`` jobs, in a line; None if it fits."""
+    """Why ``tasks`` tasks can't fit their least job limit beside ``queued`` jobs, or None."""
     most, whose = limits[0] if limits else (None, None)
     if most is None or tasks * JOBS_PER_TASK <= most - queued:
         return None
@@ -811,7 +767,6 @@ def option_values(arguments, option):
 
 
 def option_value(arguments, option):
-    """The value sbatch takes for an option (the last given), or None."""
     return (option_values(arguments, option) or [None])[-1]
 
 
@@ -851,12 +806,10 @@ def spelled_out(name, word):
 
 
 def option_names(arguments):
-    """The long names of the options sbatch arguments set (a #SBATCH line's words too)."""
     return set(name for name, _ in option_groups(arguments, strict=False))
 
 
 def without_options(arguments, names):
-    """sbatch arguments without the options named (and their values)."""
     return [word for name, words in option_groups(arguments, strict=False)
             if name not in names for word in words]
 
@@ -873,7 +826,6 @@ def split_batch_script(text):
 
 
 def script_directives(header):
-    """Return the sbatch options of a script header's #SBATCH lines, as arguments."""
     import shlex
     options = []
     for line in header.splitlines():
@@ -923,8 +875,7 @@ def warn_signal(text):
 
 
 def check_warn_fits(warn, sbatch_args, max_walltime=None):
-    """ValueError when a warning can never come before a link ends (link_end): not shorter than
-    the --time of ``sbatch_args`` or the whole minutes of ``max_walltime``."""
+    """ValueError if ``warn`` comes no sooner than a link's end (link_end: --time, max_walltime)."""
     longest = link_end(0, parse_duration(option_value(sbatch_args, "--time")) or None,
                        [max_walltime] if max_walltime else [])
     if warn and longest and warn_signal(warn)[1] >= longest:
@@ -934,7 +885,6 @@ def check_warn_fits(warn, sbatch_args, max_walltime=None):
 
 
 def check_path(value, name):
-    """A path's text (a pathlib.Path's too); ValueError unless a non-empty string without NUL."""
     value = os.fspath(value) if hasattr(value, "__fspath__") else value
     if not isinstance(value, str) or not value or "\0" in value:
         raise ValueError("%s must be a non-empty path, got %r" % (name, value))
@@ -962,7 +912,6 @@ def parse_mounts(text):
 
 
 def parse_budget(data):
-    """The Budget a budget file's JSON holds; ValueError if it is not one."""
     def seconds(value):
         return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNTER
 
@@ -999,8 +948,7 @@ def shell_quote(text):
 
 
 def visible(text):
-    """Text with control and format characters (but newline and tab) escaped, so that no state
-    file drives the terminal of whoever looks at it."""
+    """Text with control and format characters (but newline, tab) escaped: no file drives a tty."""
     import unicodedata
     return "".join(
         char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
@@ -1068,8 +1016,7 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
 
 
 def stop_at_cap(decision, walltime, max_walltime):
-    """A stop instead of a link that could not get Slurm's 1-minute minimum time limit (its
-    limit is clamped to what is left of ``max_walltime``)."""
+    """A stop if what is left of max_walltime (a link's limit) is under Slurm's 1-minute minimum."""
     if (decision.action in WORK_ACTIONS and max_walltime is not None
             and max_walltime - walltime < MIN_TIME_LIMIT):
         return Decision("stop", decision.retries, "only %d s of max_walltime %d s remain, less "
@@ -1107,8 +1054,7 @@ def settle(budget, job_id, elapsed):
 
 
 Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
-Snapshot.__doc__ = """The run directory's state, read once under the lock: the counters, the chain
-file's last job, the journal's Record, the cancel mark's text (each None when missing)."""
+Snapshot.__doc__ = "The run directory read once, locked; cancelled: the mark's text; None: missing."
 
 
 def chain_length(snapshot):
@@ -1147,8 +1093,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
             (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
     elapsed = observed.elapsed
     walltime = 0 if first else (snapshot.walltime or 0) + elapsed
-    # A warned work that checkpoints and exits 75 made progress, however soon the warning came
-    # (a short or lowered time limit): only an unwarned exit 75 within a minute is a loop.
+    # Exit 75 after the warning is progress, however soon it came (a short or lowered time limit)
     limit = observed.time_limit or (previous.time_limit if previous is not None else None)
     warned = warn and limit and elapsed >= limit - warn_signal(warn)[1]
     progress = None if warned else elapsed
@@ -1158,9 +1103,8 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     if decision.action not in WORK_ACTIONS:
         cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code, progress)]
     elif snapshot.cancelled and not first:
-        decision, cause = Decision("stop", decision.retries, "the chain was cancelled with "
-                                   "the cancel command (%s): stopping"
-                                   % snapshot.cancelled), "cancel"
+        decision, cause = Decision("stop", decision.retries, "the chain was cancelled with the "
+                                   "cancel command (%s): stopping" % snapshot.cancelled), "cancel"
     capped = stop_at_cap(decision, walltime, settings.max_walltime)
     if capped is not decision:
         decision, cause = capped, "max_walltime"
