@@ -2129,12 +2129,10 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
 
 
 def show_job(job_id):
-    """The command line asking the controller about one job."""
     return ["scontrol", "show", "job", "-o", job_id]
 
 
-def controller_answer(result):
-    """The ControllerAnswer of a ``scontrol show job -o`` SlurmResult."""
+def controller_answer(result):  # of ``scontrol show job -o``
     job = parse_scontrol(result.stdout) if result.returncode == 0 else None
     if job is not None:
         return ControllerAnswer(job, None, False)
@@ -2144,8 +2142,7 @@ def controller_answer(result):
 
 @functools.lru_cache(maxsize=None)
 def _user_name():
-    """This user's name, looked up once; StateError if the node has none for the uid: squeue
-    (26.05) would show no job of a UID it cannot name, and say nothing."""
+    """This user's name; StateError if none for the uid (26.05's squeue hides its jobs silently)."""
     import pwd
     try:
         return pwd.getpwuid(os.getuid()).pw_name
@@ -2166,12 +2163,10 @@ class Slurm(object):
         self.known_name = self.known_name or current_cluster()
         return self.known_name
 
-    def run(self, argv, **how):
-        """run_slurm of ``argv`` pointed at the cluster (-M right after the command's name)."""
+    def run(self, argv, **how):  # -M right after the command's name
         return run_slurm(argv[:1] + ["-M", self.cluster] * bool(self.cluster) + argv[1:], **how)
 
-    def error(self, argv):
-        """Run a command whose output does not matter; return its error text or None."""
+    def error(self, argv):  # a command whose output does not matter: its error text or None
         result = self.run(argv)
         return None if result.returncode == 0 else last_line(result.stderr)
 
@@ -2198,7 +2193,6 @@ class Slurm(object):
         return found, error
 
     def controller(self, job_id, timeout=None):
-        """The controller's ControllerAnswer on one job."""
         return controller_answer(self.run(show_job(job_id), timeout=timeout))
 
     def final(self, job_id):
@@ -2223,9 +2217,8 @@ class Slurm(object):
         return dependents
 
     def submit(self, options, script, script_args, cwd=None, named=False):
-        """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``cwd``: the
-        job's SLURM_SUBMIT_DIR, if it still exists and can be entered. ``named``: the job's
-        environment has NAMED_ENV, whatever it exports (named_export)."""
+        """(job ID, the cluster sbatch named or None); StateError. ``cwd``: SLURM_SUBMIT_DIR if
+        it can be entered; ``named``: the job's environment has NAMED_ENV (named_export)."""
         if named:
             try:
                 header = read_batch_script(script)[0]
@@ -2259,9 +2252,8 @@ class Slurm(object):
                                        % " ".join(created) if created else ""))
 
     def cancel(self, job_ids):
-        """Cancel jobs of the invoking user (root says so: a job ID in a chain's files never
-        cancels another user's job): {job ID: the error said of it} (a line that names none of
-        the command's jobs is said of them all)."""
+        """{job ID: error said of it} of cancelling this user's jobs (root says so: a chain's files
+        never cancel another's job); a line that names none of the jobs is said of them all."""
         mine, said = ["--user=root"] if os.geteuid() == 0 else [], {}
         for chunk in chunks(job_ids):
             result = self.run(["scancel"] + mine + chunk)
@@ -2306,14 +2298,14 @@ def sbatch_answer(result):
 
 
 def queued_guard(job_id):
-    """The pending guard of job_id (a killed run's, a timed-out sbatch's), or None."""
+    """job_id's pending guard (a killed run's, a timed-out sbatch's), or None."""
     with contextlib.suppress(StateError):
         return parse_guard(SLURM.mine("%i|%E"), job_id)
 
 
 def time_limit_note(script, given, environ):
-    """A warning that no --time limits the links (of a script with the sbatch options
-    ``given``), or None; StateError where nothing would end a link: its partition has no limit."""
+    """A warning that no --time in ``given`` or the script limits the links, or None; StateError
+    where nothing would end a link: its partition has no limit."""
     if option_value(given, "--time") or environ.get("SBATCH_TIMELIMIT"):
         return None
     name = (option_value(given, "--partition") or environ.get("SBATCH_PARTITION") or "").split(
@@ -3410,14 +3402,13 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         ids = self.jobs[-2:] + [self.record.job, self.record.successor]
         return sorted(set(job for job in ids if job and is_job_id(str(job))), key=int)
 
-    def to_cancel(self):
-        """The jobs that may be queued and the guards: nothing of a cancelled chain stays."""
+    def to_cancel(self):  # the jobs that may be queued and the guards: nothing of it stays
         guards = [job for job in (self.record.guard, self.record.guarded_by) if job]
         return sorted(set(self.candidates() + guards), key=int)
 
     def guard(self):
-        """The guard that continues the chain now: the successor's, or the running link's
-        whose successor is not queued; None if none is recorded."""
+        """The guard continuing the chain now: the successor's, or the running link's whose
+        successor is not queued (None: none recorded)."""
         record = self.record
         return record.guard or (record.action in WORK_ACTIONS and not record.successor and
                                 record.guarded_by) or None
@@ -3440,8 +3431,7 @@ def first_job_record(submitted):
 
 
 def read_chain(store):
-    """The Chain in store's directory, each file read once (one that cannot be read reads as
-    missing); without a journal, submit's record is read as one (first_job_record)."""
+    """The Chain in store's directory, each file read once (an unreadable one reads as missing)."""
     values, problems = {}, []
     for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
                       ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
@@ -3482,8 +3472,7 @@ def refuse_live(run_dir, live, refused):
 
 
 def cluster_to_ask(recorded, here=False):
-    """(cluster to name with -M, note naming both) for a chain on ``recorded``, or (None, None);
-    ``here``: the cluster this shell reaches, if already asked."""
+    """(cluster for -M, note naming both) or (None, None); ``here``: this shell's, if asked."""
     if not recorded:  # a chain that names no cluster: this shell's, asked without -M
         return None, None
     here = current_cluster() if here is False else here
@@ -3505,8 +3494,8 @@ def announce(store, event, command):
 
 
 def not_a_chain(run_dir):
-    """The error for a directory without a chain, naming the chains below it (a sweep's tasks
-    after submit --array): commands that act take each chain by name."""
+    """The error for a directory without a chain, naming the chains below it (a sweep's tasks):
+    commands that act take each chain by name."""
     try:
         below = [os.path.relpath(path, run_dir) for path in _chains_below(run_dir, CHAIN_DEPTH)]
     except OSError:
@@ -3548,10 +3537,9 @@ def holds_chain(path):
 
 
 def chain_dirs(paths):
-    """The run directories ``paths`` name: a chain's, or the chains below it, down to
-    CHAIN_DEPTH levels (a sweep's tasks in runs/sweep/<task>), by name; never into a chain,
-    a hidden directory, a symlink (a symlink that is a chain is one) or a directory the caller
-    cannot list (a colleague's, lost+found)."""
+    """The run directories ``paths`` name: a chain's, or the chains CHAIN_DEPTH levels below it
+    (runs/sweep/<task>); never into a chain, a hidden directory, a symlink (unless a chain) or a
+    directory the caller cannot list (a colleague's, lost+found)."""
     found, seen = [], {}  # realpath: index in found
     for path in paths:
         if holds_chain(path):
@@ -3577,8 +3565,8 @@ def chain_dirs(paths):
 
 
 def _chains_below(path, depth, top=True):
-    """The chains below path, by name; OSError if path (the top) cannot be listed. scandir's
-    entries know a directory and a symlink without a stat (a parent of big trees on Lustre)."""
+    """The chains below path; OSError if the top cannot be listed. scandir knows a directory and
+    a symlink without a stat (a parent of big trees on Lustre)."""
     try:
         entries = sorted(os.scandir(path), key=lambda entry: (  # a sweep's tasks: 2 < 10
             not is_digits(entry.name, 12), int(entry.name) if is_digits(entry.name, 12) else 0,
@@ -3641,10 +3629,9 @@ def _reading_cost(run_dir):
 
 
 def chains_status(run_dirs, rows=COLLECTION_ROWS):
-    """The status of each chain in run_dirs (``rows``: how many newest links each shows), from
-    one scontrol show config, one sacct and at most one squeue per cluster and one report per
-    budget, all within STATUS_SECONDS (state files name the clusters and budgets: a colleague's
-    could name thousands)."""
+    """The status of each chain (``rows`` newest links each) from one scontrol show config, one
+    sacct, at most one squeue per cluster and one report per budget, within STATUS_SECONDS (a
+    colleague's state files could name thousands of clusters and budgets)."""
     clusters, budgets, plans, wanted = {}, {}, {}, collections.OrderedDict()
     deadline, here, spent = time.monotonic() + STATUS_SECONDS, False, 0
     late = "not read: status ran out of its %d s or %d MiB" % (STATUS_SECONDS, STATUS_BYTES >> 20)
@@ -3686,7 +3673,6 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
 
 
 def unreadable_status(run_dir, error):
-    """The status of a chain that could not be read safely: verdict ``unknown``, and why."""
     problem = str(error) if isinstance(error, StateError) else (
         "cannot read the chain safely (%s: %s)" % (type(error).__name__, error))
     status = dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
@@ -3713,8 +3699,7 @@ def _status_roles(chain, rows):
 
 
 def guards_that_ran(store):
-    """[(guard, the job it guarded, what it did)] of the guards that ran, oldest first, from
-    the last MiB of GUARD_LOG (guard_command's lines; [] when it cannot be read)."""
+    """[(guard, job it guarded, what it did)], oldest first, from GUARD_LOG's last MiB or []."""
     try:
         if foreign_write(os.stat(store.path(GUARD_LOG))):
             return []  # others could have written its lines (own_guard_log): not the guards'
@@ -3732,8 +3717,7 @@ def guards_that_ran(store):
 
 
 def _other_roles(chain, guards):
-    """{job ID: (role, note)} of the jobs the chain queued besides its links and successor:
-    guards (what those that ran did), the successors they found dead, the jobs they queued."""
+    """{job ID: (role, note)} of guards (what they did), dead successors and what guards queued."""
     record, others = chain.record, collections.OrderedDict()
     for guard, guarded, what in guards:
         others[guard] = ("guard", "ran once job %s ended: %s" % (guarded, what))
@@ -3759,9 +3743,8 @@ def _other_roles(chain, guards):
 
 
 def _status_of(plan, answer, budgets, deadline=None):
-    """The status of one chain from Slurm's ``answer`` (({job ID: Job}, errors)) and the budget
-    reports read so far (``budgets``: {budget dir: report or StateError}, filled in until the
-    ``deadline``)."""
+    """One chain's status from ``answer`` ({job ID: Job}, errors) and ``budgets`` ({dir: report
+    or StateError}, filled in until the ``deadline``)."""
     chain, (known, unanswered) = plan.chain, answer
     record = chain.record
     rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN", 0), role, record)
@@ -3810,7 +3793,7 @@ def _status_of(plan, answer, budgets, deadline=None):
 
 
 def _budget_of(budget_dir, budgets, deadline=None):
-    """The report of the budget in budget_dir (None: none) or its StateError, cached in budgets."""
+    """budget_dir's report (None: none) or its StateError, cached in budgets."""
     if budget_dir and budget_dir not in budgets and deadline and time.monotonic() > deadline:
         return StateError("budget %s not read: status ran out of its %d s"
                           % (budget_dir, STATUS_SECONDS))
@@ -3823,7 +3806,6 @@ def _budget_of(budget_dir, budgets, deadline=None):
 
 
 def _show_other_jobs(status, plan, known):
-    """Add the rows of ``plan.others`` to ``status``: not for the verdict."""
     record, rows = plan.chain.record, list(status["jobs"])
     ran = [what for guard, _, what in plan.guards if guard == record.guard]
     shown = dict((row["job"], row) for row in rows)
@@ -3880,8 +3862,7 @@ LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "not a failure: no retry
 
 
 def _how_link_ended(job, record):
-    """"exit 75: not a failure: no retry counted": how a link ended and what the table says of
-    it (what the next link then did, e.g. stop at a cap, is its own row; a record's, fail)."""
+    """"exit 75: not a failure: no retry counted" (what the next link did is its own row)."""
     meaning = state_meaning(job.state, job.exit_code, job.elapsed)
     words = LINK_ENDS.get(meaning, "")
     if record.action == "fail" and job.job_id == record.predecessor:  # no retry was left
@@ -3913,9 +3894,8 @@ def _nothing_continues(record, rows, chain):
     return "its successor %s ended %s" % (record.successor, _state_words(successor["state"]))
 
 
-# status's verdicts by situation: (word, verdict, what to do next, whether ``status --check``
-# fails), filled in with str.format from the chain's facts (``resume``: the command that
-# continues it). A chain that its last record ended has its cause's verdict (STOP_CAUSES).
+# status's verdicts by situation: (word, verdict, next, whether ``status --check`` fails), filled
+# in from the chain's facts. A chain its last record ended has its cause's (STOP_CAUSES).
 VERDICTS = {
     "unreadable": ("unknown", "cannot read the chain's state ({problem})",
                    "fix or delete the named file (if only its owner may read it, ask them), "
@@ -3975,7 +3955,6 @@ Verdict = collections.namedtuple("Verdict", "word text next fails")
 
 
 def _verdict_of(situation, facts):
-    """The Verdict of a situation of VERDICTS, filled in with ``facts``."""
     word, detail, then, fails = VERDICTS[situation]
     text = "%s: %s" % (word, detail.format(**facts))
     return Verdict(word, text, then and then.format(**facts), fails)
@@ -4057,7 +4036,6 @@ def _idle(record, rows, unanswered, facts):
 
 
 def _submit_again(submitted, run_dir):
-    """The command that submits again a chain whose first job never ran (nothing to resume)."""
     if not submitted or not submitted.get("original"):
         return "submit a new chain (resumable-chain submit DIR ... SCRIPT)"
     words = ["resumable-chain", "submit", run_dir, "--force",
@@ -4076,8 +4054,7 @@ def _submit_again(submitted, run_dir):
 
 
 def _ended_verdict(record, rows, resume):
-    """The Verdict of a chain whose last record ended it, by its cause."""
-    # sacct says who cancelled the predecessor (the controller, which the link asked, does not)
+    """The Verdict of a chain its last record ended; sacct says who cancelled the predecessor."""
     predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
     cause = record.cause
     if cause not in STOP_CAUSES or (cause == "cancelled" and not predecessor):
