@@ -3577,21 +3577,17 @@ def _chains_below(path, depth, top=True):
         return []  # not the caller's to look into: no chain of theirs is there
     found = []
     for entry in entries:
-        if entry.name.startswith(".") or not _is_dir(entry):
+        try:  # False when it cannot be stat'ed (a link into a directory one may not search)
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if entry.name.startswith(".") or not is_dir:
             continue
         if holds_chain(entry.path):
             found.append(entry.path)
         elif depth > 1 and not os.path.islink(entry.path):
             found += _chains_below(entry.path, depth - 1, top=False)
     return found
-
-
-def _is_dir(entry):
-    """Whether a scandir entry is a directory or a symlink to one; False when it cannot be
-    stat'ed (a link into a directory the caller may not search)."""
-    with contextlib.suppress(OSError):
-        return entry.is_dir()
-    return False
 
 
 def chain_status(run_dir):
@@ -3610,22 +3606,19 @@ def _reading_order(run_dirs):
     """[(bytes status reads, run_dir)] in the order status reads them: the caller's, then each
     owner's smallest, each owner's next smallest...: no one's chains, however many or big (hard
     links cost no space), push another's out of the time or memory bound."""
-    ranks, keyed = collections.Counter(), []
-    for size, owner, run_dir in sorted(map(_reading_cost, run_dirs)):
+    costs, ranks, keyed = [], collections.Counter(), []
+    for run_dir in run_dirs:  # (bytes status reads at most, owner, run_dir)
+        paths = [os.path.join(run_dir, name) for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE,
+                                                           EVENTS_FILE, GUARD_LOG)]
+        try:
+            costs.append((sum(min(os.stat(path).st_size, MAX_STATE_BYTES) for path in paths
+                              if os.path.exists(path)), os.stat(run_dir).st_uid, run_dir))
+        except OSError:
+            costs.append((0, -1, run_dir))
+    for size, owner, run_dir in sorted(costs):
         keyed.append((owner != os.getuid(), ranks[owner], size, run_dir))
         ranks[owner] += 1
     return [key[-2:] for key in sorted(keyed)]
-
-
-def _reading_cost(run_dir):
-    """(bytes of state status reads at most, owner) of run_dir, run_dir."""
-    paths = [os.path.join(run_dir, name) for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE,
-                                                       EVENTS_FILE, GUARD_LOG)]
-    try:
-        return sum(min(os.stat(path).st_size, MAX_STATE_BYTES) for path in paths
-                   if os.path.exists(path)), os.stat(run_dir).st_uid, run_dir
-    except OSError:
-        return 0, -1, run_dir
 
 
 def chains_status(run_dirs, rows=COLLECTION_ROWS):
@@ -3972,8 +3965,17 @@ def _verdict(record, rows, status, chain):
     if status["cancelled"] and not live:
         return _verdict_of("cancelled" if record.job is not None else "cancelled unstarted", dict(
             facts, cancelled=status["cancelled"]))
-    if record.action in ("complete", "fail", "stop"):
-        return _ended_verdict(record, rows, facts["resume"])
+    if record.action in ("complete", "fail", "stop"):  # by its cause
+        # sacct says who cancelled the predecessor (the controller, which the link asked, does not)
+        predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
+        cause = record.cause
+        if cause not in STOP_CAUSES or (cause == "cancelled" and not predecessor):
+            cause = None  # a cause of a newer version, or who cancelled is unknown
+        words = dict(record._asdict(), resume=facts["resume"], cancelled_by=_state_words(
+            predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
+                record.budget_dir or "DIR"))
+        word, text, then = STOP_CAUSES[cause]
+        return Verdict(word, text.format(**words), then and then.format(**words), word == "failed")
     if running:
         row = running[-1]
         left = (" (%s of its time limit left)" % format_duration(row["time_left"])
@@ -4051,19 +4053,6 @@ def _submit_again(submitted, run_dir):
     words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
     cd = "cd %s && " % shell_quote(submitted["workdir"]) if submitted.get("workdir") else ""
     return "its first job never ran: " + cd + " ".join(shell_quote(word) for word in words)
-
-
-def _ended_verdict(record, rows, resume):
-    """The Verdict of a chain its last record ended; sacct says who cancelled the predecessor."""
-    predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
-    cause = record.cause
-    if cause not in STOP_CAUSES or (cause == "cancelled" and not predecessor):
-        cause = None  # a cause of a newer version, or who cancelled is unknown
-    words = dict(record._asdict(), resume=resume, cancelled_by=_state_words(
-        predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
-            record.budget_dir or "DIR"))
-    word, text, then = STOP_CAUSES[cause]
-    return Verdict(word, text.format(**words), then and then.format(**words), word == "failed")
 
 
 def budget_report(budget_dir):
