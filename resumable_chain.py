@@ -2152,8 +2152,7 @@ def _user_name():
 
 
 class Slurm(object):
-    """The Slurm commands of one cluster (None: the one this environment's commands reach);
-    every one runs through run_slurm, the one seam tests replace."""
+    """One cluster's Slurm commands (None: this environment's), all through run_slurm, the seam."""
 
     def __init__(self, cluster=None):
         self.cluster, self.known_name = cluster, cluster
@@ -2304,8 +2303,7 @@ def queued_guard(job_id):
 
 
 def time_limit_note(script, given, environ):
-    """A warning that no --time in ``given`` or the script limits the links, or None; StateError
-    where nothing would end a link: its partition has no limit."""
+    """A warning that no --time limits the links, or None; StateError if the partition has none."""
     if option_value(given, "--time") or environ.get("SBATCH_TIMELIMIT"):
         return None
     name = (option_value(given, "--partition") or environ.get("SBATCH_PARTITION") or "").split(
@@ -3407,8 +3405,7 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         return sorted(set(self.candidates() + guards), key=int)
 
     def guard(self):
-        """The guard continuing the chain now: the successor's, or the running link's whose
-        successor is not queued (None: none recorded)."""
+        """The successor's guard, or the running link's whose successor is not queued, or None."""
         record = self.record
         return record.guard or (record.action in WORK_ACTIONS and not record.successor and
                                 record.guarded_by) or None
@@ -3473,10 +3470,8 @@ def refuse_live(run_dir, live, refused):
 
 def cluster_to_ask(recorded, here=False):
     """(cluster for -M, note naming both) or (None, None); ``here``: this shell's, if asked."""
-    if not recorded:  # a chain that names no cluster: this shell's, asked without -M
-        return None, None
-    here = current_cluster() if here is False else here
-    if here == recorded:
+    here = current_cluster() if recorded and here is False else here
+    if not recorded or here == recorded:  # no cluster named: this shell's, asked without -M
         return None, None
     return recorded, ("the chain runs on cluster %s; this shell's Slurm commands reach cluster "
                       "%s, so they ask with -M %s" % (recorded, here or "(unknown)", recorded))
@@ -3494,8 +3489,7 @@ def announce(store, event, command):
 
 
 def not_a_chain(run_dir):
-    """The error for a directory without a chain, naming the chains below it (a sweep's tasks):
-    commands that act take each chain by name."""
+    """The error for a directory without a chain, naming the chains below it (a sweep's tasks)."""
     try:
         below = [os.path.relpath(path, run_dir) for path in _chains_below(run_dir, CHAIN_DEPTH)]
     except OSError:
@@ -3596,9 +3590,9 @@ def chain_status(run_dir):
 
 
 # What status keeps of a chain till Slurm answers: its links shown (``links``: how many), ``roles``
-# ({job ID: role}) the verdict's jobs, ``others`` ({job ID: (role, note)}) rows to see, ``guards``
-# guards_that_ran's lines of the journal's guard, cluster_to_ask's.
-StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles others guards "
+# ({job ID: role}) the verdict's jobs, ``others`` ({job ID: (role, note)}) rows to see, ``ran``
+# what the journal's guard did (guards_that_ran), cluster_to_ask's.
+StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles others ran "
                                                   "cluster note")
 
 
@@ -3641,8 +3635,8 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             guards = guards_that_ran(chain.store)  # read once: for others and the guard's row
             others = _other_roles(chain, guards) if rows > COLLECTION_ROWS else {}
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
-                              _status_roles(chain, rows), others, [line for line in guards if (
-                                  line[0] == chain.record.guard)],
+                              _status_roles(chain, rows), others, [what for guard, _, what in guards
+                                                                   if guard == chain.record.guard],
                               *clusters[cluster])  # kept: O(rows), not O(files)
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
                 (job, None) for job in list(plan.roles) + [chain.guard()] + list(plan.others)
@@ -3799,8 +3793,7 @@ def _budget_of(budget_dir, budgets, deadline=None):
 
 
 def _show_other_jobs(status, plan, known):
-    record, rows = plan.chain.record, list(status["jobs"])
-    ran = [what for guard, _, what in plan.guards if guard == record.guard]
+    record, rows, ran = plan.chain.record, list(status["jobs"]), plan.ran
     shown = dict((row["job"], row) for row in rows)
     for job_id, (role, note) in plan.others.items():
         if job_id in shown:  # a link or successor that a guard queued: say so (a link stays one)
