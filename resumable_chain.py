@@ -4019,11 +4019,10 @@ def _idle(record, rows, unanswered, facts):
         facts.update(successor=successor["job"], successor_raw=successor["state"],
                      successor_state=_state_words(successor["state"]),
                      on=" on %s" % successor["nodes"] if successor["nodes"] else "")
-        if base_state(successor["state"]) == "CANCELLED" and not successor["nodes"] and (
-                successor["state"] != "CANCELLED" or facts["stopped"]):
-            # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
-            return "successor cancelled", facts
-        return "successor died", facts
+        # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
+        cancelled = base_state(successor["state"]) == "CANCELLED" and not successor["nodes"] and (
+            successor["state"] != "CANCELLED" or facts["stopped"])
+        return "successor %s" % ("cancelled" if cancelled else "died"), facts
     if record.successor_error and record.job == last["job"]:
         return "job limit" if job_limit_refusal(record.successor_error) else "sbatch failed", \
             dict(facts, error=record.successor_error)
