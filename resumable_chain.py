@@ -3717,15 +3717,12 @@ def _other_roles(chain, guards):
             others.setdefault(queued, ("replacement" if dead else "successor", "queued by "
                                        "guard %s" % guard))
     guard = chain.guard()
-    if not guard:
-        return others
-    if record.job is None:
-        note = "replaces job %s if it dies before its prologue" % record.successor
-    elif guard == record.guard:
-        note = "continues the chain if job %s dies before its prologue" % record.successor
-    else:
-        note = "queues the successor of job %s when it ends" % record.job
-    others.setdefault(guard, ("guard", note))
+    if guard:
+        others.setdefault(guard, ("guard", "replaces job %s if it dies before its prologue"
+                                  % record.successor if record.job is None else
+                                  "continues the chain if job %s dies before its prologue"
+                                  % record.successor if guard == record.guard else
+                                  "queues the successor of job %s when it ends" % record.job))
     return others
 
 
