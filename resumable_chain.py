@@ -3825,15 +3825,13 @@ def _status_row(job, role, record):
     if state == "PENDING" and never_starts(job.reason):
         note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
                                                         never_starts(job.reason))
-    row = {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
-           "nodes": job.nodes, "exit_code": job.exit_code,
-           "end": job.end if is_final(job.state) else None, "role": role, "reason": job.reason,
-           "link": role == "link", "note": note, "time_limit": None, "time_left": None}
-    if state in LIVE_STATES and state != "PENDING":
-        row["time_limit"] = job.time_limit
-        if job.time_limit is not None:
-            row["time_left"] = max(job.time_limit - job.elapsed, 0)
-    return row
+    running = state in LIVE_STATES and state != "PENDING"
+    return {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
+            "nodes": job.nodes, "exit_code": job.exit_code,
+            "end": job.end if is_final(job.state) else None, "role": role, "reason": job.reason,
+            "link": role == "link", "note": note, "time_limit": job.time_limit if running else None,
+            "time_left": max(job.time_limit - job.elapsed, 0)
+            if running and job.time_limit is not None else None}
 
 
 # What a link's end meant for the chain, by what its state means (state_meaning).
