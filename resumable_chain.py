@@ -3421,10 +3421,9 @@ def first_job_record(submitted):
     if not submitted:
         return None
     return Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
-                  next={name: submitted.get(name) for name in NextLink._fields}, **{
-                      name: submitted.get(name) for name in ("cluster", "max_retries",
-                                                             "max_walltime", "budget_dir",
-                                                             "notify", "warn")})
+                  next={name: submitted.get(name) for name in NextLink._fields},
+                  **{name: submitted.get(name) for name in (
+                      "cluster", "max_retries", "max_walltime", "budget_dir", "notify", "warn")})
 
 
 def read_chain(store):
