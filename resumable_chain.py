@@ -3596,9 +3596,8 @@ StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles oth
 
 
 def _reading_order(run_dirs):
-    """[(bytes status reads, run_dir)] in the order status reads them: the caller's, then each
-    owner's smallest, each owner's next smallest...: no one's chains, however many or big (hard
-    links cost no space), push another's out of the time or memory bound."""
+    """[(bytes status reads, run_dir)]: the caller's, then each owner's smallest, next smallest...:
+    no one's chains, however many or big (hard links cost no space), push another's past a bound."""
     costs, ranks, keyed = [], collections.Counter(), []
     for run_dir in run_dirs:  # (bytes status reads at most, owner, run_dir)
         paths = [os.path.join(run_dir, name) for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE,
