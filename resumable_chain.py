@@ -2048,12 +2048,10 @@ ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and
 
 
 def show_job(job_id):
-    """The command line asking the controller about one job."""
     return ["scontrol", "show", "job", "-o", job_id]
 
 
-def controller_answer(result):
-    """The ControllerAnswer of a ``scontrol show job -o`` SlurmResult."""
+def controller_answer(result):  # of ``scontrol show job -o``
     job = parse_scontrol(result.stdout) if result.returncode == 0 else None
     if job is not None:
         return ControllerAnswer(job, None, False)
@@ -2063,8 +2061,7 @@ def controller_answer(result):
 
 @functools.lru_cache(maxsize=None)
 def _user_name():
-    """This user's name, looked up once; StateError if the node has none for the uid: squeue
-    (26.05) would show no job of a UID it cannot name, and say nothing."""
+    """This user's name; StateError if none for the uid (26.05's squeue hides its jobs silently)."""
     import pwd
     try:
         return pwd.getpwuid(os.getuid()).pw_name
@@ -2074,8 +2071,7 @@ def _user_name():
 
 
 class Slurm(object):
-    """The Slurm commands of one cluster (None: the one this environment's commands reach);
-    every one runs through run_slurm, the one seam tests replace."""
+    """One cluster's Slurm commands (None: this environment's), all through run_slurm, the seam."""
 
     def __init__(self, cluster=None):
         self.cluster, self.known_name = cluster, cluster
@@ -2085,12 +2081,10 @@ class Slurm(object):
         self.known_name = self.known_name or current_cluster()
         return self.known_name
 
-    def run(self, argv, **how):
-        """run_slurm of ``argv`` pointed at the cluster (-M right after the command's name)."""
+    def run(self, argv, **how):  # -M right after the command's name
         return run_slurm(argv[:1] + ["-M", self.cluster] * bool(self.cluster) + argv[1:], **how)
 
-    def error(self, argv):
-        """Run a command whose output does not matter; return its error text or None."""
+    def error(self, argv):  # a command whose output does not matter: its error text or None
         result = self.run(argv)
         return None if result.returncode == 0 else last_line(result.stderr)
 
@@ -2117,7 +2111,6 @@ class Slurm(object):
         return found, error
 
     def controller(self, job_id, timeout=None):
-        """The controller's ControllerAnswer on one job."""
         return controller_answer(self.run(show_job(job_id), timeout=timeout))
 
     def final(self, job_id):
@@ -2142,9 +2135,8 @@ class Slurm(object):
         return dependents
 
     def submit(self, options, script, script_args, cwd=None, named=False):
-        """Submit a batch job: (its ID, the cluster sbatch named or None); StateError. ``cwd``: the
-        job's SLURM_SUBMIT_DIR, if it still exists and can be entered. ``named``: the job's
-        environment has NAMED_ENV, whatever it exports (named_export)."""
+        """(job ID, the cluster sbatch named or None); StateError. ``cwd``: SLURM_SUBMIT_DIR if
+        it can be entered; ``named``: the job's environment has NAMED_ENV (named_export)."""
         if named:
             try:
                 header = read_batch_script(script)[0]
@@ -2178,9 +2170,8 @@ class Slurm(object):
                                        % " ".join(created) if created else ""))
 
     def cancel(self, job_ids):
-        """Cancel jobs of the invoking user (root says so: a job ID in a chain's files never
-        cancels another user's job): {job ID: the error said of it} (a line that names none of
-        the command's jobs is said of them all)."""
+        """{job ID: error said of it} of cancelling this user's jobs (root says so: a chain's files
+        never cancel another's job); a line that names none of the jobs is said of them all."""
         mine, said = ["--user=root"] if os.geteuid() == 0 else [], {}
         for chunk in chunks(job_ids):
             result = self.run(["scancel"] + mine + chunk)
@@ -2225,14 +2216,13 @@ def sbatch_answer(result):
 
 
 def queued_guard(job_id):
-    """The pending guard of job_id (a killed run's, a timed-out sbatch's), or None."""
+    """job_id's pending guard (a killed run's, a timed-out sbatch's), or None."""
     with contextlib.suppress(StateError):
         return parse_guard(SLURM.mine("%i|%E"), job_id)
 
 
 def time_limit_note(script, given, environ):
-    """A warning that no --time limits the links (of a script with the sbatch options
-    ``given``), or None; StateError where nothing would end a link: its partition has no limit."""
+    """A warning that no --time limits the links, or None; StateError if the partition has none."""
     if option_value(given, "--time") or environ.get("SBATCH_TIMELIMIT"):
         return None
     name = (option_value(given, "--partition") or environ.get("SBATCH_PARTITION") or "").split(
@@ -3351,14 +3341,12 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         ids = self.jobs[-2:] + [self.record.job, self.record.successor]
         return sorted(set(job for job in ids if job and is_job_id(str(job))), key=int)
 
-    def to_cancel(self):
-        """The jobs that may be queued and the guards: nothing of a cancelled chain stays."""
+    def to_cancel(self):  # the jobs that may be queued and the guards: nothing of it stays
         guards = [job for job in (self.record.guard, self.record.guarded_by) if job]
         return sorted(set(self.candidates() + guards), key=int)
 
     def guard(self):
-        """The guard that continues the chain now: the successor's, or the running link's
-        whose successor is not queued; None if none is recorded."""
+        """The successor's guard, or the running link's whose successor is not queued, or None."""
         record = self.record
         return record.guard or (record.action in WORK_ACTIONS and not record.successor and
                                 record.guarded_by) or None
@@ -3374,15 +3362,13 @@ def first_job_record(submitted):
     if not submitted:
         return None
     return Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
-                  next={name: submitted.get(name) for name in NextLink._fields}, **{
-                      name: submitted.get(name) for name in ("cluster", "max_retries",
-                                                             "max_walltime", "budget_dir",
-                                                             "notify", "warn")})
+                  next={name: submitted.get(name) for name in NextLink._fields},
+                  **{name: submitted.get(name) for name in (
+                      "cluster", "max_retries", "max_walltime", "budget_dir", "notify", "warn")})
 
 
 def read_chain(store):
-    """The Chain in store's directory, each file read once (one that cannot be read reads as
-    missing); without a journal, submit's record is read as one (first_job_record)."""
+    """The Chain in store's directory, each file read once (an unreadable one reads as missing)."""
     values, problems = {}, []
     for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
                       ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
@@ -3423,12 +3409,9 @@ def refuse_live(run_dir, live, refused):
 
 
 def cluster_to_ask(recorded, here=False):
-    """(cluster to name with -M, note naming both) for a chain on ``recorded``, or (None, None);
-    ``here``: the cluster this shell reaches, if already asked."""
-    if not recorded:  # a chain that names no cluster: this shell's, asked without -M
-        return None, None
-    here = current_cluster() if here is False else here
-    if here == recorded:
+    """(cluster for -M, note naming both) or (None, None); ``here``: this shell's, if asked."""
+    here = current_cluster() if recorded and here is False else here
+    if not recorded or here == recorded:  # no cluster named: this shell's, asked without -M
         return None, None
     return recorded, ("the chain runs on cluster %s; this shell's Slurm commands reach cluster "
                       "%s, so they ask with -M %s" % (recorded, here or "(unknown)", recorded))
@@ -3446,8 +3429,7 @@ def announce(store, event, command):
 
 
 def not_a_chain(run_dir):
-    """The error for a directory without a chain, naming the chains below it (a sweep's tasks
-    after submit --array): commands that act take each chain by name."""
+    """The error for a directory without a chain, naming the chains below it (a sweep's tasks)."""
     try:
         below = [os.path.relpath(path, run_dir) for path in _chains_below(run_dir, CHAIN_DEPTH)]
     except OSError:
@@ -3489,10 +3471,9 @@ def holds_chain(path):
 
 
 def chain_dirs(paths):
-    """The run directories ``paths`` name: a chain's, or the chains below it, down to
-    CHAIN_DEPTH levels (a sweep's tasks in runs/sweep/<task>), by name; never into a chain,
-    a hidden directory, a symlink (a symlink that is a chain is one) or a directory the caller
-    cannot list (a colleague's, lost+found)."""
+    """The run directories ``paths`` name: a chain's, or the chains CHAIN_DEPTH levels below it
+    (runs/sweep/<task>); never into a chain, a hidden directory, a symlink (unless a chain) or a
+    directory the caller cannot list (a colleague's, lost+found)."""
     found, seen = [], {}  # realpath: index in found
     for path in paths:
         if holds_chain(path):
@@ -3518,8 +3499,8 @@ def chain_dirs(paths):
 
 
 def _chains_below(path, depth, top=True):
-    """The chains below path, by name; OSError if path (the top) cannot be listed. scandir's
-    entries know a directory and a symlink without a stat (a parent of big trees on Lustre)."""
+    """The chains below path; OSError if the top cannot be listed. scandir knows a directory and
+    a symlink without a stat (a parent of big trees on Lustre)."""
     try:
         entries = sorted(os.scandir(path), key=lambda entry: (  # a sweep's tasks: 2 < 10
             not is_digits(entry.name, 12), int(entry.name) if is_digits(entry.name, 12) else 0,
@@ -3530,7 +3511,11 @@ def _chains_below(path, depth, top=True):
         return []  # not the caller's to look into: no chain of theirs is there
     found = []
     for entry in entries:
-        if entry.name.startswith(".") or not _is_dir(entry):
+        try:  # False when it cannot be stat'ed (a link into a directory one may not search)
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if entry.name.startswith(".") or not is_dir:
             continue
         if holds_chain(entry.path):
             found.append(entry.path)
@@ -3539,53 +3524,40 @@ def _chains_below(path, depth, top=True):
     return found
 
 
-def _is_dir(entry):
-    """Whether a scandir entry is a directory or a symlink to one; False when it cannot be
-    stat'ed (a link into a directory the caller may not search)."""
-    with contextlib.suppress(OSError):
-        return entry.is_dir()
-    return False
-
-
 def chain_status(run_dir):
     """The status of the chain in run_dir as a dict (what ``status --json`` prints)."""
     return chains_status([run_dir], rows=STATUS_ROWS)[0]
 
 
 # What status keeps of a chain till Slurm answers: its links shown (``links``: how many), ``roles``
-# ({job ID: role}) the verdict's jobs, ``others`` ({job ID: (role, note)}) rows to see, ``guards``
-# guards_that_ran's lines of the journal's guard, cluster_to_ask's.
-StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles others guards "
+# ({job ID: role}) the verdict's jobs, ``others`` ({job ID: (role, note)}) rows to see, ``ran``
+# what the journal's guard did (guards_that_ran), cluster_to_ask's.
+StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles others ran "
                                                   "cluster note")
 
 
 def _reading_order(run_dirs):
-    """[(bytes status reads, run_dir)] in the order status reads them: the caller's, then each
-    owner's smallest, each owner's next smallest...: no one's chains, however many or big (hard
-    links cost no space), push another's out of the time or memory bound."""
-    ranks, keyed = collections.Counter(), []
-    for size, owner, run_dir in sorted(map(_reading_cost, run_dirs)):
+    """[(bytes status reads, run_dir)]: the caller's, then each owner's smallest, next smallest...:
+    no one's chains, however many or big (hard links cost no space), push another's past a bound."""
+    costs, ranks, keyed = [], collections.Counter(), []
+    for run_dir in run_dirs:  # (bytes status reads at most, owner, run_dir)
+        paths = [os.path.join(run_dir, name) for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE,
+                                                           EVENTS_FILE, GUARD_LOG)]
+        try:
+            costs.append((sum(min(os.stat(path).st_size, MAX_STATE_BYTES) for path in paths
+                              if os.path.exists(path)), os.stat(run_dir).st_uid, run_dir))
+        except OSError:
+            costs.append((0, -1, run_dir))
+    for size, owner, run_dir in sorted(costs):
         keyed.append((owner != os.getuid(), ranks[owner], size, run_dir))
         ranks[owner] += 1
     return [key[-2:] for key in sorted(keyed)]
 
 
-def _reading_cost(run_dir):
-    """(bytes of state status reads at most, owner) of run_dir, run_dir."""
-    paths = [os.path.join(run_dir, name) for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE,
-                                                       EVENTS_FILE, GUARD_LOG)]
-    try:
-        return sum(min(os.stat(path).st_size, MAX_STATE_BYTES) for path in paths
-                   if os.path.exists(path)), os.stat(run_dir).st_uid, run_dir
-    except OSError:
-        return 0, -1, run_dir
-
-
 def chains_status(run_dirs, rows=COLLECTION_ROWS):
-    """The status of each chain in run_dirs (``rows``: how many newest links each shows), from
-    one scontrol show config, one sacct and at most one squeue per cluster and one report per
-    budget, all within STATUS_SECONDS (state files name the clusters and budgets: a colleague's
-    could name thousands)."""
+    """The status of each chain (``rows`` newest links each) from one scontrol show config, one
+    sacct, at most one squeue per cluster and one report per budget, within STATUS_SECONDS (a
+    colleague's state files could name thousands of clusters and budgets)."""
     clusters, budgets, plans, wanted = {}, {}, {}, collections.OrderedDict()
     deadline, here, spent = time.monotonic() + STATUS_SECONDS, False, 0
     late = "not read: status ran out of its %d s or %d MiB" % (STATUS_SECONDS, STATUS_BYTES >> 20)
@@ -3602,8 +3574,8 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             guards = guards_that_ran(chain.store)  # read once: for others and the guard's row
             others = _other_roles(chain, guards) if rows > COLLECTION_ROWS else {}
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
-                              _status_roles(chain, rows), others, [line for line in guards if (
-                                  line[0] == chain.record.guard)],
+                              _status_roles(chain, rows), others, [what for guard, _, what in guards
+                                                                   if guard == chain.record.guard],
                               *clusters[cluster])  # kept: O(rows), not O(files)
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
                 (job, None) for job in list(plan.roles) + [chain.guard()] + list(plan.others)
@@ -3627,7 +3599,6 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
 
 
 def unreadable_status(run_dir, error):
-    """The status of a chain that could not be read safely: verdict ``unknown``, and why."""
     problem = str(error) if isinstance(error, StateError) else (
         "cannot read the chain safely (%s: %s)" % (type(error).__name__, error))
     status = dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
@@ -3654,8 +3625,7 @@ def _status_roles(chain, rows):
 
 
 def guards_that_ran(store):
-    """[(guard, the job it guarded, what it did)] of the guards that ran, oldest first, from
-    the last MiB of GUARD_LOG (guard_command's lines; [] when it cannot be read)."""
+    """[(guard, job it guarded, what it did)], oldest first, from GUARD_LOG's last MiB or []."""
     try:
         if foreign_write(os.stat(store.path(GUARD_LOG))):
             return []  # others could have written its lines (own_guard_log): not the guards'
@@ -3673,8 +3643,7 @@ def guards_that_ran(store):
 
 
 def _other_roles(chain, guards):
-    """{job ID: (role, note)} of the jobs the chain queued besides its links and successor:
-    guards (what those that ran did), the successors they found dead, the jobs they queued."""
+    """{job ID: (role, note)} of guards (what they did), dead successors and what guards queued."""
     record, others = chain.record, collections.OrderedDict()
     for guard, guarded, what in guards:
         others[guard] = ("guard", "ran once job %s ended: %s" % (guarded, what))
@@ -3687,22 +3656,18 @@ def _other_roles(chain, guards):
             others.setdefault(queued, ("replacement" if dead else "successor", "queued by "
                                        "guard %s" % guard))
     guard = chain.guard()
-    if not guard:
-        return others
-    if record.job is None:
-        note = "replaces job %s if it dies before its prologue" % record.successor
-    elif guard == record.guard:
-        note = "continues the chain if job %s dies before its prologue" % record.successor
-    else:
-        note = "queues the successor of job %s when it ends" % record.job
-    others.setdefault(guard, ("guard", note))
+    if guard:
+        others.setdefault(guard, ("guard", "replaces job %s if it dies before its prologue"
+                                  % record.successor if record.job is None else
+                                  "continues the chain if job %s dies before its prologue"
+                                  % record.successor if guard == record.guard else
+                                  "queues the successor of job %s when it ends" % record.job))
     return others
 
 
 def _status_of(plan, answer, budgets, deadline=None):
-    """The status of one chain from Slurm's ``answer`` (({job ID: Job}, errors)) and the budget
-    reports read so far (``budgets``: {budget dir: report or StateError}, filled in until the
-    ``deadline``)."""
+    """One chain's status from ``answer`` ({job ID: Job}, errors) and ``budgets`` ({dir: report
+    or StateError}, filled in until the ``deadline``)."""
     chain, (known, unanswered) = plan.chain, answer
     record = chain.record
     rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN", 0), role, record)
@@ -3751,7 +3716,7 @@ def _status_of(plan, answer, budgets, deadline=None):
 
 
 def _budget_of(budget_dir, budgets, deadline=None):
-    """The report of the budget in budget_dir (None: none) or its StateError, cached in budgets."""
+    """budget_dir's report (None: none) or its StateError, cached in budgets."""
     if budget_dir and budget_dir not in budgets and deadline and time.monotonic() > deadline:
         return StateError("budget %s not read: status ran out of its %d s"
                           % (budget_dir, STATUS_SECONDS))
@@ -3764,9 +3729,7 @@ def _budget_of(budget_dir, budgets, deadline=None):
 
 
 def _show_other_jobs(status, plan, known):
-    """Add the rows of ``plan.others`` to ``status``: not for the verdict."""
-    record, rows = plan.chain.record, list(status["jobs"])
-    ran = [what for guard, _, what in plan.guards if guard == record.guard]
+    record, rows, ran = plan.chain.record, list(status["jobs"]), plan.ran
     shown = dict((row["job"], row) for row in rows)
     for job_id, (role, note) in plan.others.items():
         if job_id in shown:  # a link or successor that a guard queued: say so (a link stays one)
@@ -3801,15 +3764,13 @@ def _status_row(job, role, record):
     if state == "PENDING" and never_starts(job.reason):
         note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
                                                         never_starts(job.reason))
-    row = {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
-           "nodes": job.nodes, "exit_code": job.exit_code,
-           "end": job.end if is_final(job.state) else None, "role": role, "reason": job.reason,
-           "link": role == "link", "note": note, "time_limit": None, "time_left": None}
-    if state in LIVE_STATES and state != "PENDING":
-        row["time_limit"] = job.time_limit
-        if job.time_limit is not None:
-            row["time_left"] = max(job.time_limit - job.elapsed, 0)
-    return row
+    running = state in LIVE_STATES and state != "PENDING"
+    return {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
+            "nodes": job.nodes, "exit_code": job.exit_code,
+            "end": job.end if is_final(job.state) else None, "role": role, "reason": job.reason,
+            "link": role == "link", "note": note, "time_limit": job.time_limit if running else None,
+            "time_left": max(job.time_limit - job.elapsed, 0)
+            if running and job.time_limit is not None else None}
 
 
 # What a link's end meant for the chain, by what its state means (state_meaning).
@@ -3821,8 +3782,7 @@ LINK_ENDS = {COMPLETE: "the work is done", INTERRUPTED: "not a failure: no retry
 
 
 def _how_link_ended(job, record):
-    """"exit 75: not a failure: no retry counted": how a link ended and what the table says of
-    it (what the next link then did, e.g. stop at a cap, is its own row; a record's, fail)."""
+    """"exit 75: not a failure: no retry counted" (what the next link did is its own row)."""
     meaning = state_meaning(job.state, job.exit_code, job.elapsed)
     words = LINK_ENDS.get(meaning, "")
     if record.action == "fail" and job.job_id == record.predecessor:  # no retry was left
@@ -3854,9 +3814,8 @@ def _nothing_continues(record, rows, chain):
     return "its successor %s ended %s" % (record.successor, _state_words(successor["state"]))
 
 
-# status's verdicts by situation: (word, verdict, what to do next, whether ``status --check``
-# fails), filled in with str.format from the chain's facts (``resume``: the command that
-# continues it). A chain that its last record ended has its cause's verdict (STOP_CAUSES).
+# status's verdicts by situation: (word, verdict, next, whether ``status --check`` fails), filled
+# in from the chain's facts. A chain its last record ended has its cause's (STOP_CAUSES).
 VERDICTS = {
     "unreadable": ("unknown", "cannot read the chain's state ({problem})",
                    "fix or delete the named file (if only its owner may read it, ask them), "
@@ -3916,7 +3875,6 @@ Verdict = collections.namedtuple("Verdict", "word text next fails")
 
 
 def _verdict_of(situation, facts):
-    """The Verdict of a situation of VERDICTS, filled in with ``facts``."""
     word, detail, then, fails = VERDICTS[situation]
     text = "%s: %s" % (word, detail.format(**facts))
     return Verdict(word, text, then and then.format(**facts), fails)
@@ -3934,8 +3892,17 @@ def _verdict(record, rows, status, chain):
     if status["cancelled"] and not live:
         return _verdict_of("cancelled" if record.job is not None else "cancelled unstarted", dict(
             facts, cancelled=status["cancelled"]))
-    if record.action in ("complete", "fail", "stop"):
-        return _ended_verdict(record, rows, facts["resume"])
+    if record.action in ("complete", "fail", "stop"):  # by its cause
+        # sacct says who cancelled the predecessor (the controller, which the link asked, does not)
+        predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
+        cause = record.cause
+        if cause not in STOP_CAUSES or (cause == "cancelled" and not predecessor):
+            cause = None  # a cause of a newer version, or who cancelled is unknown
+        words = dict(record._asdict(), resume=facts["resume"], cancelled_by=_state_words(
+            predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
+                record.budget_dir or "DIR"))
+        word, text, then = STOP_CAUSES[cause]
+        return Verdict(word, text.format(**words), then and then.format(**words), word == "failed")
     if running:
         row = running[-1]
         left = (" (%s of its time limit left)" % format_duration(row["time_left"])
@@ -3986,11 +3953,10 @@ def _idle(record, rows, unanswered, facts):
         facts.update(successor=successor["job"], successor_raw=successor["state"],
                      successor_state=_state_words(successor["state"]),
                      on=" on %s" % successor["nodes"] if successor["nodes"] else "")
-        if base_state(successor["state"]) == "CANCELLED" and not successor["nodes"] and (
-                successor["state"] != "CANCELLED" or facts["stopped"]):
-            # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
-            return "successor cancelled", facts
-        return "successor died", facts
+        # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
+        cancelled = base_state(successor["state"]) == "CANCELLED" and not successor["nodes"] and (
+            successor["state"] != "CANCELLED" or facts["stopped"])
+        return "successor %s" % ("cancelled" if cancelled else "died"), facts
     if record.successor_error and record.job == last["job"]:
         return "job limit" if job_limit_refusal(record.successor_error) else "sbatch failed", \
             dict(facts, error=record.successor_error)
@@ -3998,7 +3964,6 @@ def _idle(record, rows, unanswered, facts):
 
 
 def _submit_again(submitted, run_dir):
-    """The command that submits again a chain whose first job never ran (nothing to resume)."""
     if not submitted or not submitted.get("original"):
         return "submit a new chain (resumable-chain submit DIR ... SCRIPT)"
     words = ["resumable-chain", "submit", run_dir, "--force",
@@ -4014,20 +3979,6 @@ def _submit_again(submitted, run_dir):
     words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
     cd = "cd %s && " % shell_quote(submitted["workdir"]) if submitted.get("workdir") else ""
     return "its first job never ran: " + cd + " ".join(shell_quote(word) for word in words)
-
-
-def _ended_verdict(record, rows, resume):
-    """The Verdict of a chain whose last record ended it, by its cause."""
-    # sacct says who cancelled the predecessor (the controller, which the link asked, does not)
-    predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
-    cause = record.cause
-    if cause not in STOP_CAUSES or (cause == "cancelled" and not predecessor):
-        cause = None  # a cause of a newer version, or who cancelled is unknown
-    words = dict(record._asdict(), resume=resume, cancelled_by=_state_words(
-        predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
-            record.budget_dir or "DIR"))
-    word, text, then = STOP_CAUSES[cause]
-    return Verdict(word, text.format(**words), then and then.format(**words), word == "failed")
 
 
 def budget_report(budget_dir):
