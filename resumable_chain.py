@@ -1184,7 +1184,7 @@ def link_caps(record):
 
 def link_end(start, time_limit, caps=()):
     """When (epoch seconds; None: never) a link started at ``start`` ends: at its time limit
-    (None: UNLIMITED) or the whole minutes of its tightest cap (clamp_time_limit)."""
+    (None: UNLIMITED) or the whole minutes of its tightest cap (finish_queueing)."""
     ends = [seconds for seconds in [time_limit] + [int(cap) // 60 * 60 for cap in caps]
             if seconds is not None]
     return None if start is None or not ends else int(start) + min(ends)
@@ -2703,8 +2703,7 @@ def draw_on_budget(budget_dir, record, observation, warnings):
 
 
 def settle_ended(budget, keep=(), cluster=None):
-    """Settle the reservations of ended links (but ``keep``) with their elapsed time (one squeue,
-    one sacct); one not final in accounting yet stays reserved. ``cluster``: the budget's."""
+    """Settle ended links' reservations (but ``keep``'s); one not final in accounting stays."""
     reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
     if not reserved:
         return budget
@@ -2808,9 +2807,8 @@ def _unguarded(record, run_dir, environ, warnings, again):
 
 
 def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, python=None):
-    """Queue the guard of ``job_id`` (``after``: the link that queued it; ``python``: the compute
-    nodes'): (its ID, None) or (None, sbatch's error); ``again``: an earlier run may have. No
-    SBATCH_* defaults (SBATCH_GRES: its links get theirs from its command line). Requeueable:
+    """(guard ID, None) or (None, sbatch's error); ``again``: an earlier run may have queued it.
+    No SBATCH_* defaults (SBATCH_GRES: its links get theirs from its command line). Requeueable:
     nothing guards a guard (chaos runs lost chains so); its step is idempotent."""
     guard = again and queued_guard(job_id)
     if guard:
@@ -2859,14 +2857,13 @@ def module_path():
 
 
 def step_command(*words, python=None):
-    """The command line that runs this module's ``words`` in a job, the way the prologue does
-    (``python``: the interpreter it names, else this one)."""
+    """The command that runs this module's ``words`` in a job, as the prologue does."""
     return [python or sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
 
 
 def swap_guard(record, run_dir, environ, warnings, again=False):
-    """The record with its successor's guard (``guard``, ``guard_error``); without one, Slurm
-    requeues the successor if its launch fails (the one case a guard cannot cover)."""
+    """Queue the successor's guard; without one, Slurm requeues the successor if its launch
+    fails (the one case a guard cannot cover)."""
     guard, error = queue_guard(record.successor, run_dir, (record.next or {}).get("job_name"),
                                environ, after=record.job, again=again)
     if error:
@@ -2878,7 +2875,7 @@ def swap_guard(record, run_dir, environ, warnings, again=False):
 
 
 def queued_successor(job_id):
-    """(the successor a killed run or a failed sbatch queued for this job, squeue's error)."""
+    """(the successor a killed run or a failed sbatch queued, squeue's error)."""
     try:
         return (SLURM.dependents().get(job_id) or [None])[0], None
     except StateError as error:
@@ -2886,7 +2883,6 @@ def queued_successor(job_id):
 
 
 def describe_link(outcome):
-    """The one log line a link writes about its decision."""
     record, observation = outcome.record, outcome.observation
     source, note = (observation.source, observation.note) if observation else (None, "")
     if record.predecessor is None:
@@ -2912,8 +2908,7 @@ def describe_link(outcome):
 
 
 def journal_event(store, event, warnings):
-    """Journal a chain event under the caller's lock: the event if new, else None. A broken
-    events file costs the notification, never the chain."""
+    """The event if new, else None. A broken events file costs the notification, not the chain."""
     try:
         return event if store.add_event(event) else None
     except StateError as error:
@@ -2922,9 +2917,8 @@ def journal_event(store, event, warnings):
 
 
 def finish_queueing(run_dir, environ, again=False):
-    """The background step beside a working link's work: the successor's guard, then the cancel
-    of this link's own (until then that one covers it, ``_guard_covers``); then this link's time
-    limit. ``again``: a rerun. (the record, or None if the chain went on; warnings)."""
+    """The background step beside the work: the successor's guard, then the cancel of this
+    link's own (until then that one covers it, ``_guard_covers``); then the time limit."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir), []
     with store.locked():
         record = store.read_record()
@@ -2935,29 +2929,24 @@ def finish_queueing(run_dir, environ, again=False):
             if record.guard and record.guarded_by:
                 SLURM.cancel([record.guarded_by])  # it may have ended already: nothing to say then
             store.write_record(record)
-    if record.time_limit:
-        clamp_time_limit(job_id, record.time_limit, warnings)
-    return record, warnings
-
-
-def clamp_time_limit(job_id, seconds, warnings):
-    """Lower this job's time limit to ``seconds`` (whole minutes) unless it fits already (users
-    may lower it, never raise it); a refusal is warned."""
-    answer = SLURM.controller(job_id)
+    if not record.time_limit:
+        return record, warnings
+    seconds, answer = record.time_limit, SLURM.controller(job_id)
     if answer.job is None:
         warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
                         "left of its caps" % (job_id, answer.error, seconds))
     elif answer.job.time_limit is None or answer.job.time_limit > seconds:
-        error = SLURM.error(["scontrol", "update", "JobId=%s" % job_id,
+        error = SLURM.error(["scontrol", "update", "JobId=%s" % job_id,  # users may only lower it
                              "TimeLimit=%d" % (seconds // 60)])
         if error:
             warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
                             % (job_id, seconds // 60, error))
+    return record, warnings
 
 
 def guard_until_queued(run_dir, environ, sleep=time.sleep):
     """A link with neither a successor nor a guard (both sbatch failed: an outage) tries to queue
-    its own guard every RETRY_DELAYS while it runs: the guard's ID, or None."""
+    its own guard while it runs."""
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
     shell = environ.get("SLURM_TASK_PID")  # the batch shell, if this /proc shows it (namespaces)
     shell = shell if is_digits(shell) and os.path.isdir("/proc/" + shell) else None
@@ -2980,9 +2969,8 @@ def guard_until_queued(run_dir, environ, sleep=time.sleep):
 
 
 def work_finished(run_dir, environ, now=time.time):
-    """The exit trap's step, after the script exited 0: the chain finished, unless Slurm is
-    ending the job (bash runs the trap with the last command's status when a signal kills it):
-    (the journaled Event or None, the notify command, warnings)."""
+    """After the script exited 0: the chain finished, unless Slurm is ending the job (bash runs
+    the trap with the last command's status when a signal kills it)."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID"), chain_store(run_dir), []
     answer = SLURM.controller(job_id or "")
     if answer.job is None:
@@ -3017,9 +3005,8 @@ def runnable_script(store, script):
 
 
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
-    """The guard's step (``guard DIR JOB``) once JOB ended: if the chain still waits on JOB,
-    continue it (_guard_once), trying again within GUARD_TRIES_SECONDS. ``after``: the link
-    that queued JOB, waited for in the journal as a link does. (Event or None, notify, words)."""
+    """Once JOB ended: if the chain still waits on it, continue it, trying again within
+    GUARD_TRIES_SECONDS. ``after``: the link that queued JOB, waited for in the journal."""
     store, started = chain_store(run_dir), clock()
     deadline = started + GUARD_TRIES_SECONDS
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
@@ -3059,8 +3046,8 @@ GuardLook = collections.namedtuple("GuardLook", "store state job_id job environ 
 
 
 def _guard_once(store, job_id, environ, final, after=None, looked=0):
-    """One look under the lock, ``looked`` s after the first: (over, (event, command, words)) as
-    its GUARD_SITUATIONS row says; its view is trusted once ``view_wait`` old, or if ``final``."""
+    """One look under the lock: (over, (event, command, words)); its view is trusted once
+    ``view_wait`` old, or if ``final``."""
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
     trusted = final or looked >= view_wait(store.directory)
     with store.locked():
@@ -3085,7 +3072,7 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
 
 
 def _guard_situation(snapshot, submitted, job_id):
-    """The guard's situation (GUARD_SITUATIONS) from the journal; pure."""
+    """The guard's situation from the journal; pure."""
     record = snapshot.record
     if snapshot.cancelled:  # resumable-chain cancel: nothing continues the chain
         return "chain cancelled"
@@ -3104,8 +3091,7 @@ def _guard_situation(snapshot, submitted, job_id):
 
 
 def _guard_ending(snapshot, job, trusted):
-    """The guard's situation once the chain waits on its job, which ended as ``job`` says (None:
-    nobody knows); the first job's when the journal is empty. Pure."""
+    """The guard's situation once the chain waits on ``job`` (None: nobody knows it); pure."""
     record = snapshot.record
     if job is None:
         return "first job lost" if record is None else "lost"
@@ -3125,8 +3111,8 @@ def _guard_ending(snapshot, job, trusted):
 
 
 def _guard_adopts(look):
-    """The chain went on to a link with neither a successor nor a guard (both sbatch failed in
-    its prologue): queue that link's guard; once that link has ended, act as its guard would."""
+    """The chain went on to a link with neither a successor nor a guard: queue that link's
+    guard; once that link has ended, act as its guard would."""
     store, record, final = look.store, look.state, look.final
     if not look.trusted:
         return False, (None, None, "the chain went on to job %s, which shows no successor and "
@@ -3145,8 +3131,7 @@ def _guard_adopts(look):
 
 
 def _guard_covers(look):
-    """The guarded link queued its successor but ended before the successor had a guard: be
-    that guard (a successor that died already is replaced now)."""
+    """The link ended before its successor had a guard: be that guard."""
     store, record, final = look.store, look.state, look.final
     words = "job %s ended before its successor %s had a guard" % (record.job, record.successor)
     if not look.trusted:
@@ -3168,7 +3153,6 @@ def _guard_covers(look):
 
 
 def _guard_ran(look):
-    """The guarded link ran its prologue but ended before it queued its successor."""
     record, job = look.state, look.job
     if base_state(job.state) == "COMPLETED":
         return True, (None, None, "job %s COMPLETED: the work is done" % job.job_id)
@@ -3177,8 +3161,7 @@ def _guard_ran(look):
 
 
 def _guard_died(look):
-    """The chain's first job, the guarded successor, or the link resume queued died before its
-    prologue: replaced up to max_retries + 1 times in a row (the first death is free, as a node
+    """Replaced up to max_retries + 1 times in a row (the first death is free, as a node
     failure is)."""
     state, job = look.state, look.job
     first = isinstance(state, dict)
@@ -3196,9 +3179,8 @@ def _guard_died(look):
 
 
 def _guard_cancelled(look):
-    """The guarded successor (or the link resume queued) was cancelled before it started: by
-    Slurm, as its predecessor completed (the chain finished), or by a person (it stops). No link
-    is left to journal it: the guard does (the exit trap may have said ``finished`` already)."""
+    """Cancelled before it started: by Slurm, as its predecessor completed (the chain
+    finished), or by a person (it stops). No link is left to journal it: the guard does."""
     record, job = look.state, look.job
     resumed = record.job == job.job_id  # only accounting says who cancelled a successor:
     by = None if resumed else SLURM.accounting([job.job_id])[0].get(job.job_id) or job
@@ -3222,11 +3204,10 @@ def _guard_cancelled(look):
 
 
 def _guard_heals(look, field, what, *, dead):
-    """The one healer: queue the link in place of the guard's job (``what`` says why) and its
-    guard, record both in ``field`` (submit's ``first_job``, the journal's ``job`` or
-    ``successor``), release it, journal ``healed``. Held and without dependency (Slurm refuses
-    one on a forgotten job), released once recorded: never two. A successor a failed sbatch of
-    the ended link created after all is recorded instead."""
+    """Queue the link in place of the guard's job and its guard, record both in ``field``,
+    release it, journal ``healed``. Held and without dependency (Slurm refuses one on a forgotten
+    job), released once recorded: never two. A successor a failed sbatch created after all is
+    recorded instead."""
     store, state, environ, ended = look.store, look.state, look.environ, look.job.job_id
     first, warnings = field == "first_job", []
     successor, error = queued_successor(ended) if field == "successor" and state.job == ended \
@@ -3274,8 +3255,7 @@ def _guard_heals(look, field, what, *, dead):
 
 
 def _sbatch_replacement(store, state):
-    """sbatch of the held replacement: the first job as submit queued it (``state`` a dict), or
-    the journal's next link; its ID, or StateError."""
+    """The held replacement: the first job as submit queued it (``state`` a dict), or the next."""
     if isinstance(state, dict):
         return SLURM.submit_held(["--hold", "--no-requeue"] + state["sbatch_args"],
                                  runnable_script(store, state["script"]), state["script_args"],
@@ -3287,7 +3267,8 @@ def _sbatch_replacement(store, state):
 
 
 def _guard_gives_up(look, reason):
-    """Journal that the chain needs a person (``broken``): (event, command, words)."""
+    """Journal that the chain needs a person (``broken``)."""
+
     if isinstance(look.state, dict):  # its first job died: nothing to resume
         job, link, notify = look.job_id, 1, look.store.read_notify()
         reason += "; submit again"
@@ -3342,12 +3323,11 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
 
     It runs this module's in-job step and exits the job when the chain ends (0 for complete or
     stop, 1 for fail, 2 for bad state); otherwise it exports RESUMABLE_CHAIN_* variables to the
-    work. ``budget_dir`` names a walltime budget shared with other chains (``resumable-chain
-    budget``); it must exist. ``notify`` is a shell command run for each chain event (finished,
-    stopped, failed, broken, healed, resumed); with it the snippet sets an EXIT trap that
-    reports a finished chain when the job exits 0. Works with and without ``set -euo
-    pipefail``. Creates the run directory. ``warn`` (``SIG@SECONDS``): the work gets SIG that
-    long before its link ends (start_warner).
+    work. Creates the run directory. ``budget_dir``: a walltime budget shared with other chains
+    (``resumable-chain budget``), which must exist. ``notify``: a shell command run for each
+    chain event; with it, an EXIT trap reports a finished chain when the job exits 0. ``warn``
+    (``SIG@SECONDS``): the work gets SIG that long before its link ends. Works with and without
+    ``set -euo pipefail``.
     """
     run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
