@@ -2847,8 +2847,7 @@ def own_guard_log(run_dir):
 
 
 def output_pattern(directory, name):
-    """--output naming ``name`` (it may hold %j) in ``directory``, whose own % Slurm must not
-    expand (``runs/%x`` is the job's name: the log lands elsewhere, or the job FAILED 0:53)."""
+    """``directory``'s % escaped (``runs/%x`` would be the job's name, or the job FAILED 0:53)."""
     return os.path.join(directory.replace("%", "%%"), name)
 
 
@@ -2862,8 +2861,7 @@ def step_command(*words, python=None):
 
 
 def swap_guard(record, run_dir, environ, warnings, again=False):
-    """Queue the successor's guard; without one, Slurm requeues the successor if its launch
-    fails (the one case a guard cannot cover)."""
+    """Queue the successor's guard; without one, Slurm requeues it if its launch fails."""
     guard, error = queue_guard(record.successor, run_dir, (record.next or {}).get("job_name"),
                                environ, after=record.job, again=again)
     if error:
@@ -2945,8 +2943,7 @@ def finish_queueing(run_dir, environ, again=False):
 
 
 def guard_until_queued(run_dir, environ, sleep=time.sleep):
-    """A link with neither a successor nor a guard (both sbatch failed: an outage) tries to queue
-    its own guard while it runs."""
+    """Neither successor nor guard (both sbatch failed: an outage): queue a guard while it runs."""
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
     shell = environ.get("SLURM_TASK_PID")  # the batch shell, if this /proc shows it (namespaces)
     shell = shell if is_digits(shell) and os.path.isdir("/proc/" + shell) else None
@@ -3046,8 +3043,7 @@ GuardLook = collections.namedtuple("GuardLook", "store state job_id job environ 
 
 
 def _guard_once(store, job_id, environ, final, after=None, looked=0):
-    """One look under the lock: (over, (event, command, words)); its view is trusted once
-    ``view_wait`` old, or if ``final``."""
+    """One look under the lock: (over, (event, command, words))."""
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
     trusted = final or looked >= view_wait(store.directory)
     with store.locked():
@@ -3111,8 +3107,7 @@ def _guard_ending(snapshot, job, trusted):
 
 
 def _guard_adopts(look):
-    """The chain went on to a link with neither a successor nor a guard: queue that link's
-    guard; once that link has ended, act as its guard would."""
+    """The chain went on to a link without successor or guard: queue its guard, or be it."""
     store, record, final = look.store, look.state, look.final
     if not look.trusted:
         return False, (None, None, "the chain went on to job %s, which shows no successor and "
@@ -3161,8 +3156,7 @@ def _guard_ran(look):
 
 
 def _guard_died(look):
-    """Replaced up to max_retries + 1 times in a row (the first death is free, as a node
-    failure is)."""
+    """Replaced up to max_retries + 1 times in a row (the first death is free, as a node's)."""
     state, job = look.state, look.job
     first = isinstance(state, dict)
     field = "first_job" if first else "job" if state.job == job.job_id else "successor"
@@ -3268,7 +3262,6 @@ def _sbatch_replacement(store, state):
 
 def _guard_gives_up(look, reason):
     """Journal that the chain needs a person (``broken``)."""
-
     if isinstance(look.state, dict):  # its first job died: nothing to resume
         job, link, notify = look.job_id, 1, look.store.read_notify()
         reason += "; submit again"
@@ -4667,8 +4660,8 @@ def split_resume_argv(argv):
 
 
 def _split_options(command, words):
-    """(DIRs and the command's options, sbatch options, the index of the first word after the
-    DIRs that is neither), order kept; options read as sbatch reads them, ours spelled out."""
+    """(DIRs and our options, sbatch options, the index of the first word after the DIRs that
+    is neither); options read as sbatch reads them, ours spelled out."""
     options = usage_options(USER_COMMANDS[command].usage)
     own_values = frozenset(name for name in options if options[name])
     ours, sbatch_args, index, run_dirs = [], [], 0, []
@@ -4689,8 +4682,7 @@ def _split_options(command, words):
 
 
 def _build_parser():
-    """The user's commands' parser, from USER_COMMANDS. An option not given is left out
-    (argparse.SUPPRESS): the command's function has its default."""
+    """An option not given is left out (argparse.SUPPRESS): its function has its default."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -4726,7 +4718,6 @@ def _build_parser():
 
 
 def format_status(status):
-    """The text ``status`` prints."""
     lines = ["chain in %s: %d link(s) ran" % (status["run_dir"], status["links"])]
     lines += _status_warnings(status, "")
     rows = [("JOBID", "ROLE", "STATE", "ELAPSED", "START", "END", "NOTE")]
@@ -4769,7 +4760,7 @@ def format_status(status):
 
 
 def _guard_line(status):
-    """[the guard line] while the chain goes on: what it covers, as its row says; or why none."""
+    """[the guard line] while the chain goes on; or why none."""
     guard = status["guard"]
     if status["verdict_word"] not in ("running", "waiting") or not (guard or status["guard_error"]):
         return []
@@ -4783,14 +4774,13 @@ def _guard_line(status):
 
 
 def _status_warnings(status, shown):
-    """What a status warns of: its problems (for the chain ``shown``), then Slurm's."""
     return (["WARNING%s: %s" % (shown and " " + shown, problem) for problem in status["problems"]]
             + ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
             + (["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []))
 
 
 def _live_job(status):
-    """A collection row's live job: the running one, else the pending one; its time left or why."""
+    """The running job, else the pending one: its time left or why."""
     live = [row for row in status["jobs"] if base_state(row["state"]) in LIVE_STATES]
     running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if not live:
@@ -4803,8 +4793,7 @@ def _live_job(status):
 
 
 def format_collection(statuses):
-    """``status``'s table of several chains: a row each, then what needs a person or is unread
-    (wrapped at 100 columns), then each next step, with the chain's directory as shown."""
+    """A row per chain, then what needs a person or is unread, then each next step."""
     import textwrap
     table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB")]
     notes, steps = [], []
@@ -4843,7 +4832,7 @@ def _pretty_json(value):
 
 
 def _each_text(value, change):
-    """``value`` (dicts, lists, strings...) with ``change`` applied to every string in it."""
+    """``value`` with ``change`` applied to every string in it."""
     if isinstance(value, str):
         return change(value)
     if isinstance(value, dict):
@@ -4880,7 +4869,7 @@ def _log(*messages):
 
 
 def _say(text):
-    """Write text for a person: what came from state files is shown, never obeyed."""
+    """What came from state files is shown, never obeyed."""
     _write(as_run(visible(text)))
 
 
@@ -4965,16 +4954,14 @@ def start_while_working(run_dir, outcome):
             os._exit(status)
 
 
-# The warning before a link ends (--warn SIG@S). Slurm's own --signal cannot do it: it is fixed
-# at submit time, so it does not know a limit the link lowers later (--max-walltime, a budget),
-# and its B: form signals only the batch shell, its plain form only srun steps. So the link
-# starts a timer in a session of its own (not signalled with the work, not waited for by the
-# prologue's $(...)) that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID)
-# and its descendants, whatever their process group, that catch the signal (wants_signal): a
-# work without a handler is not killed by a USR1 it did not ask for, nor a shell with an EXIT
-# trap (the prologue's with --notify): bash catches every signal to run that trap and die, which
-# SigCgt cannot tell from a trap of the signal. The timer exits when the batch shell is gone
-# (proctrack/linuxproc does not follow a process in its own session).
+# The warning before a link ends (--warn SIG@S). Slurm's --signal is fixed at submit time (it
+# misses a limit the link lowers later), its B: form signals only the batch shell, its plain form
+# only srun steps. So the link starts a timer in a session of its own (not signalled with the
+# work, not waited for by the prologue's $(...)) that signals the batch shell and its descendants,
+# whatever their process group, that catch the signal (wants_signal): a work without a handler is
+# not killed by a USR1 it did not ask for, nor a shell with an EXIT trap (bash catches every
+# signal to run that trap, which SigCgt cannot tell from a trap of the signal). The timer exits
+# when the batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
 
 
 def start_warner(warn, end, limit, environ):
@@ -4996,7 +4983,7 @@ def start_warner(warn, end, limit, environ):
 
 
 def parse_proc_stat(text):
-    """(pid, parent pid) from the text of /proc/PID/stat; None if it is not one."""
+    """(pid, parent pid) from /proc/PID/stat's text; None if it is not one."""
     head, _, tail = (text or "").rpartition(")")  # the command name may hold ) and spaces
     fields, pid = tail.split(), head.split(" (")[0].strip()
     if len(fields) < 2 or not is_digits(pid) or not is_digits(fields[1]):
@@ -5005,7 +4992,7 @@ def parse_proc_stat(text):
 
 
 def catches(status_text, signum):
-    """True if /proc/PID/status's SigCgt says the process has a handler for ``signum``."""
+    """Whether /proc/PID/status's SigCgt shows a handler for ``signum``."""
     masks = [line[7:] for line in (status_text or "").splitlines() if line.startswith("SigCgt:")]
     try:
         return bool(int(masks[0].strip(), 16) >> (signum - 1) & 1)
@@ -5014,10 +5001,9 @@ def catches(status_text, signum):
 
 
 def wants_signal(program, status_text, signum):
-    """Whether a process of the work gets the warning: srun always (it forwards the signal to
-    its steps' tasks; 22.05's srun waits for signals in a thread with them blocked, so its
-    SigCgt does not show them: seen), a shell that traps it (not SIGINT, its own) without an
-    EXIT trap (EXIT_TRAP_MARKS), any other process if it has a handler; pure."""
+    """srun always (it forwards the signal; 22.05's srun waits for signals in a thread with them
+    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its
+    own) without an EXIT trap, any other process if it has a handler; pure."""
     if program in SHELLS and (signum == signal.SIGINT or all(
             catches(status_text, mark) for mark in EXIT_TRAP_MARKS)):
         return False
@@ -5025,7 +5011,7 @@ def wants_signal(program, status_text, signum):
 
 
 def work_processes(parents, root):
-    """``root`` and every descendant of it, from {pid: parent pid}; pure."""
+    """``root`` and its descendants, from {pid: parent pid}; pure."""
     found = [root]
     for pid in found:  # the list grows as the children of each pid in it are found
         found += [child for child, parent in parents.items()
@@ -5050,7 +5036,7 @@ def _program(pid):
 
 
 def signal_work(shell, signum):
-    """Send ``signum`` to the batch shell and its descendants that want it; return their pids."""
+    """Signal the batch shell and its descendants that want it; return their pids."""
     parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat"))
                                  for name in os.listdir("/proc") if is_digits(name))))
     sent = []
@@ -5088,8 +5074,7 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
 
 
 def while_working_command(run_dir, again=False):
-    """``while-working DIR [--again]``: the background step a working link starts as its work
-    starts (``finish_queueing``)."""
+    """The background step a working link starts as its work starts (finish_queueing)."""
     run_dir = os.path.abspath(run_dir)
     record, warnings = finish_queueing(run_dir, os.environ, again=again)
     _log(*warnings)
@@ -5111,8 +5096,8 @@ def finished_command(run_dir):
 
 
 def guard_command(run_dir, job, *defaults, after=None):
-    """The step of the guard that LINK queued for JOB, its successor. SBATCH_NAME=VALUE: the
-    user's SBATCH_* variables; the guard is queued without them, its links get them back."""
+    """The step of the guard of JOB. SBATCH_NAME=VALUE: the user's SBATCH_* variables; the guard
+    is queued without them, its links get them back."""
     if not all(map(is_job_id, [job] if after is None else [job, after])) or not all(
             word.startswith("SBATCH_") and "=" in word for word in defaults):
         raise ValueError("guard: give DIR, the JOB it guards, --after=LINK and SBATCH_NAME=VALUE "
@@ -5201,8 +5186,8 @@ def status_command(paths, json=False, check=False):
 
 
 def _each_chain(run_dirs, operation):
-    """Run ``operation(run_dir, log)`` -> (exit status, line) for each chain and print its line
-    (after the directory when there are several: an error does not stop the rest); the worst."""
+    """Print each chain's line of ``operation(run_dir, log)`` -> (exit status, line), after its
+    directory when there are several (an error does not stop the rest); the worst status."""
     if len(run_dirs) == 1:
         status, line = operation(run_dirs[0], _log)
         _say(line + "\n")
@@ -5341,7 +5326,7 @@ USER_COMMANDS = {
 
 
 def run_user_command(argv):
-    """Run a user's command: argparse reads its DIRs and options, its split() the rest."""
+    """argparse reads the command's DIRs and options, its split() the rest."""
     parser = _build_parser()
     command = USER_COMMANDS.get(argv[0]) if argv else None
     dashes = argv.index("--") if "--" in argv else len(argv)
@@ -5375,8 +5360,7 @@ def did_you_mean(name, names):
 
 
 def _unrecognized_hint(message, command):
-    """argparse's error with what its "unrecognized arguments: WORDS" misses: the command's
-    option that was meant, and for render where sbatch options go."""
+    """argparse's "unrecognized arguments" with the option meant, for render where sbatch's go."""
     words = message.partition("unrecognized arguments: ")[2].rpartition(" (see --help)")[0]
     hint = "".join(did_you_mean(word.partition("=")[0], usage_options(USER_COMMANDS[command].usage))
                    for word in words.split() if word.startswith("--"))
