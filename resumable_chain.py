@@ -5347,7 +5347,14 @@ def run_user_command(argv):
     try:
         options = vars(parser.parse_args(argv[:1] + ours))
     except StateError as error:  # the top-level parser's (unrecognized words) names no command
-        raise StateError(_unrecognized_hint(named(error), argv[0]))
+        message = named(error)  # with the option meant, and for render where sbatch's go
+        words = message.partition("unrecognized arguments: ")[2].rpartition(" (see --help)")[0]
+        hint = "".join(did_you_mean(word.partition("=")[0], usage_options(command.usage))
+                       for word in words.split() if word.startswith("--"))
+        if argv[0] == "render" and words and not hint:
+            hint = "; sbatch options for every successor go after --: resumable-chain render " \
+                "DIR [OPTIONS] -- %s" % words
+        raise StateError(message.replace(" (see --help)", hint + " (see --help)"))
     run_dir, _ = options.pop("run_dir"), options.pop("command")
     return command.run(run_dir, *rest, **options)
 
@@ -5358,16 +5365,6 @@ def did_you_mean(name, names):
     close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.8)
     return " (did you mean %s?)" % close[0] if close else ""
 
-
-def _unrecognized_hint(message, command):
-    """argparse's "unrecognized arguments" with the option meant, for render where sbatch's go."""
-    words = message.partition("unrecognized arguments: ")[2].rpartition(" (see --help)")[0]
-    hint = "".join(did_you_mean(word.partition("=")[0], usage_options(USER_COMMANDS[command].usage))
-                   for word in words.split() if word.startswith("--"))
-    if command == "render" and words and not hint:
-        hint = "; sbatch options for every successor go after --: resumable-chain render DIR " \
-            "[OPTIONS] -- %s" % words
-    return message.replace(" (see --help)", hint + " (see --help)")
 
 
 # The in-job steps' functions and words, as the rendered prologue, its exit trap, the background
