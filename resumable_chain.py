@@ -3298,10 +3298,9 @@ eval "$resumable_chain_env"  # RESUMABLE_CHAIN_DIR, _LINK, _RESUMING, _WALLTIME_
 unset resumable_chain_status resumable_chain_env resumable_chain_lookup
 {finished}# <<< resumable_chain <<<
 """
-# With a notify command: when the job exits 0 after its work, the chain finished; its successor
-# is cancelled by Slurm before it runs, so only this job can say so (bash keeps the exit status).
-# If Slurm records the job TIMEOUT all the same (its work ended just past the time limit), the
-# successor runs, finds the journaled event and ends the chain without work (_work_done_before).
+# With a notify command: when the job exits 0 after its work, the chain finished; Slurm cancels
+# its successor before it runs, so only this job can say so. If Slurm records the job TIMEOUT all
+# the same, the successor runs, finds the journaled event and ends the chain (_work_done_before).
 FINISHED_TRAP = """\
 # shellcheck disable=SC2016  # single quotes keep paths literal on purpose
 resumable_chain_finished() {{ if [ "$?" -eq 0 ]; then {command} || true; fi; }}
