@@ -2807,9 +2807,8 @@ def _unguarded(record, run_dir, environ, warnings, again):
 
 
 def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, python=None):
-    """(guard ID, None) or (None, sbatch's error); ``again``: an earlier run may have queued it.
-    No SBATCH_* defaults (SBATCH_GRES: its links get theirs from its command line). Requeueable:
-    nothing guards a guard (chaos runs lost chains so); its step is idempotent."""
+    """(guard ID, None) or (None, sbatch's error). No SBATCH_* (SBATCH_GRES: its links get theirs
+    from its command line). Requeueable: nothing guards a guard (chaos runs lost chains so)."""
     guard = again and queued_guard(job_id)
     if guard:
         return guard, None
@@ -3002,8 +3001,7 @@ def runnable_script(store, script):
 
 
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
-    """Once JOB ended: if the chain still waits on it, continue it, trying again within
-    GUARD_TRIES_SECONDS. ``after``: the link that queued JOB, waited for in the journal."""
+    """JOB ended: continue the chain if it waits on JOB (``after``: the link that queued it)."""
     store, started = chain_store(run_dir), clock()
     deadline = started + GUARD_TRIES_SECONDS
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
@@ -3014,10 +3012,9 @@ def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic
         sleep(delay)
 
 
-# The guard's situations, from the journal (_guard_situation), then from how JOB ended
-# (_guard_ending): (whether this look is its last: True, False, "trusted": once its view is old
-# enough to be current, "final": its last look gives up; its words), or (None, what a function
-# of _guard_once's table does, which waits for a trusted view unless no newer view can undo it).
+# The guard's situations (_guard_situation, then _guard_ending): (whether this look is its last:
+# True, False, "trusted": once its view is old enough, "final": its last look gives up; words),
+# or (None, what _guard_once's function does, waiting for a trusted view unless none can undo it).
 GUARD_SITUATIONS = {
     "chain cancelled": ("trusted", "nothing to guard: the chain was cancelled{lag}"),
     "not named": ("trusted", "nothing to guard: the chain does not name job {job}{lag}"),
@@ -3198,10 +3195,9 @@ def _guard_cancelled(look):
 
 
 def _guard_heals(look, field, what, *, dead):
-    """Queue the link in place of the guard's job and its guard, record both in ``field``,
-    release it, journal ``healed``. Held and without dependency (Slurm refuses one on a forgotten
-    job), released once recorded: never two. A successor a failed sbatch created after all is
-    recorded instead."""
+    """Queue the link in place of the guard's job and its guard, record both in ``field``, release
+    it, journal ``healed``. Held and without dependency (Slurm refuses one on a forgotten job),
+    released once recorded: never two. A successor a failed sbatch created after all is kept."""
     store, state, environ, ended = look.store, look.state, look.environ, look.job.job_id
     first, warnings = field == "first_job", []
     successor, error = queued_successor(ended) if field == "successor" and state.job == ended \
