@@ -5361,7 +5361,6 @@ def did_you_mean(name, names):
     return " (did you mean %s?)" % close[0] if close else ""
 
 
-
 # The in-job steps' functions and words, as the rendered prologue, its exit trap, the background
 # step, the warning timer and a guard write them. A job queued by an older release runs the
 # newest module file: the words stay readable (docs/compatibility.md).
