@@ -1128,7 +1128,7 @@ def link_caps(record):
 
 def link_end(start, time_limit, caps=()):
     """When (epoch seconds; None: never) a link started at ``start`` ends: at its time limit
-    (None: UNLIMITED) or the whole minutes of its tightest cap (clamp_time_limit)."""
+    (None: UNLIMITED) or the whole minutes of its tightest cap (finish_queueing)."""
     ends = [seconds for seconds in [time_limit] + [int(cap) // 60 * 60 for cap in caps]
             if seconds is not None]
     return None if start is None or not ends else int(start) + min(ends)
@@ -2637,8 +2637,7 @@ def draw_on_budget(budget_dir, record, observation, warnings):
 
 
 def settle_ended(budget, keep=(), cluster=None):
-    """Settle the reservations of ended links (but ``keep``) with their elapsed time (one squeue,
-    one sacct); one not final in accounting yet stays reserved. ``cluster``: the budget's."""
+    """Settle ended links' reservations (but ``keep``'s); one not final in accounting stays."""
     reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
     if not reserved:
         return budget
@@ -2742,10 +2741,8 @@ def _unguarded(record, run_dir, environ, warnings, again):
 
 
 def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, python=None):
-    """Queue the guard of ``job_id`` (``after``: the link that queued it; ``python``: the compute
-    nodes'): (its ID, None) or (None, sbatch's error); ``again``: an earlier run may have. No
-    SBATCH_* defaults (SBATCH_GRES: its links get theirs from its command line). Requeueable:
-    nothing guards a guard (chaos runs lost chains so); its step is idempotent."""
+    """(guard ID, None) or (None, sbatch's error). No SBATCH_* (SBATCH_GRES: its links get theirs
+    from its command line). Requeueable: nothing guards a guard (chaos runs lost chains so)."""
     guard = again and queued_guard(job_id)
     if guard:
         return guard, None
@@ -2783,8 +2780,7 @@ def own_guard_log(run_dir):
 
 
 def output_pattern(directory, name):
-    """--output naming ``name`` (it may hold %j) in ``directory``, whose own % Slurm must not
-    expand (``runs/%x`` is the job's name: the log lands elsewhere, or the job FAILED 0:53)."""
+    """``directory``'s % escaped (``runs/%x`` would be the job's name, or the job FAILED 0:53)."""
     return os.path.join(directory.replace("%", "%%"), name)
 
 
@@ -2793,14 +2789,12 @@ def module_path():
 
 
 def step_command(*words, python=None):
-    """The command line that runs this module's ``words`` in a job, the way the prologue does
-    (``python``: the interpreter it names, else this one)."""
+    """The command that runs this module's ``words`` in a job, as the prologue does."""
     return [python or sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
 
 
 def swap_guard(record, run_dir, environ, warnings, again=False):
-    """The record with its successor's guard (``guard``, ``guard_error``); without one, Slurm
-    requeues the successor if its launch fails (the one case a guard cannot cover)."""
+    """Queue the successor's guard; without one, Slurm requeues it if its launch fails."""
     guard, error = queue_guard(record.successor, run_dir, (record.next or {}).get("job_name"),
                                environ, after=record.job, again=again)
     if error:
@@ -2812,7 +2806,7 @@ def swap_guard(record, run_dir, environ, warnings, again=False):
 
 
 def queued_successor(job_id):
-    """(the successor a killed run or a failed sbatch queued for this job, squeue's error)."""
+    """(the successor a killed run or a failed sbatch queued, squeue's error)."""
     try:
         return (SLURM.dependents().get(job_id) or [None])[0], None
     except StateError as error:
@@ -2820,7 +2814,6 @@ def queued_successor(job_id):
 
 
 def describe_link(outcome):
-    """The one log line a link writes about its decision."""
     record, observation = outcome.record, outcome.observation
     source, note = (observation.source, observation.note) if observation else (None, "")
     if record.predecessor is None:
@@ -2846,8 +2839,7 @@ def describe_link(outcome):
 
 
 def journal_event(store, event, warnings):
-    """Journal a chain event under the caller's lock: the event if new, else None. A broken
-    events file costs the notification, never the chain."""
+    """The event if new, else None. A broken events file costs the notification, not the chain."""
     try:
         return event if store.add_event(event) else None
     except StateError as error:
@@ -2856,9 +2848,8 @@ def journal_event(store, event, warnings):
 
 
 def finish_queueing(run_dir, environ, again=False):
-    """The background step beside a working link's work: the successor's guard, then the cancel
-    of this link's own (until then that one covers it, ``_guard_covers``); then this link's time
-    limit. ``again``: a rerun. (the record, or None if the chain went on; warnings)."""
+    """The background step beside the work: the successor's guard, then the cancel of this
+    link's own (until then that one covers it, ``_guard_covers``); then the time limit."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir), []
     with store.locked():
         record = store.read_record()
@@ -2869,29 +2860,23 @@ def finish_queueing(run_dir, environ, again=False):
             if record.guard and record.guarded_by:
                 SLURM.cancel([record.guarded_by])  # it may have ended already: nothing to say then
             store.write_record(record)
-    if record.time_limit:
-        clamp_time_limit(job_id, record.time_limit, warnings)
-    return record, warnings
-
-
-def clamp_time_limit(job_id, seconds, warnings):
-    """Lower this job's time limit to ``seconds`` (whole minutes) unless it fits already (users
-    may lower it, never raise it); a refusal is warned."""
-    answer = SLURM.controller(job_id)
+    if not record.time_limit:
+        return record, warnings
+    seconds, answer = record.time_limit, SLURM.controller(job_id)
     if answer.job is None:
         warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
                         "left of its caps" % (job_id, answer.error, seconds))
     elif answer.job.time_limit is None or answer.job.time_limit > seconds:
-        error = SLURM.error(["scontrol", "update", "JobId=%s" % job_id,
+        error = SLURM.error(["scontrol", "update", "JobId=%s" % job_id,  # users may only lower it
                              "TimeLimit=%d" % (seconds // 60)])
         if error:
             warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
                             % (job_id, seconds // 60, error))
+    return record, warnings
 
 
 def guard_until_queued(run_dir, environ, sleep=time.sleep):
-    """A link with neither a successor nor a guard (both sbatch failed: an outage) tries to queue
-    its own guard every RETRY_DELAYS while it runs: the guard's ID, or None."""
+    """Neither successor nor guard (both sbatch failed: an outage): queue a guard while it runs."""
     job_id, store = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir)
     shell = environ.get("SLURM_TASK_PID")  # the batch shell, if this /proc shows it (namespaces)
     shell = shell if is_digits(shell) and os.path.isdir("/proc/" + shell) else None
@@ -2914,9 +2899,8 @@ def guard_until_queued(run_dir, environ, sleep=time.sleep):
 
 
 def work_finished(run_dir, environ, now=time.time):
-    """The exit trap's step, after the script exited 0: the chain finished, unless Slurm is
-    ending the job (bash runs the trap with the last command's status when a signal kills it):
-    (the journaled Event or None, the notify command, warnings)."""
+    """After the script exited 0: the chain finished, unless Slurm is ending the job (bash runs
+    the trap with the last command's status when a signal kills it)."""
     job_id, store, warnings = environ.get("SLURM_JOB_ID"), chain_store(run_dir), []
     answer = SLURM.controller(job_id or "")
     if answer.job is None:
@@ -2951,9 +2935,7 @@ def runnable_script(store, script):
 
 
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
-    """The guard's step (``guard DIR JOB``) once JOB ended: if the chain still waits on JOB,
-    continue it (_guard_once), trying again within GUARD_TRIES_SECONDS. ``after``: the link
-    that queued JOB, waited for in the journal as a link does. (Event or None, notify, words)."""
+    """JOB ended: continue the chain if it waits on JOB (``after``: the link that queued it)."""
     store, started = chain_store(run_dir), clock()
     deadline = started + GUARD_TRIES_SECONDS
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
@@ -2964,10 +2946,9 @@ def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic
         sleep(delay)
 
 
-# The guard's situations, from the journal (_guard_situation), then from how JOB ended
-# (_guard_ending): (whether this look is its last: True, False, "trusted": once its view is old
-# enough to be current, "final": its last look gives up; its words), or (None, what a function
-# of _guard_once's table does, which waits for a trusted view unless no newer view can undo it).
+# The guard's situations (_guard_situation, then _guard_ending): (whether this look is its last:
+# True, False, "trusted": once its view is old enough, "final": its last look gives up; words),
+# or (None, what _guard_once's function does, waiting for a trusted view unless none can undo it).
 GUARD_SITUATIONS = {
     "chain cancelled": ("trusted", "nothing to guard: the chain was cancelled{lag}"),
     "not named": ("trusted", "nothing to guard: the chain does not name job {job}{lag}"),
@@ -2993,8 +2974,7 @@ GuardLook = collections.namedtuple("GuardLook", "store state job_id job environ 
 
 
 def _guard_once(store, job_id, environ, final, after=None, looked=0):
-    """One look under the lock, ``looked`` s after the first: (over, (event, command, words)) as
-    its GUARD_SITUATIONS row says; its view is trusted once ``view_wait`` old, or if ``final``."""
+    """One look under the lock: (over, (event, command, words))."""
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
     trusted = final or looked >= view_wait(store.directory)
     with store.locked():
@@ -3019,7 +2999,7 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
 
 
 def _guard_situation(snapshot, submitted, job_id):
-    """The guard's situation (GUARD_SITUATIONS) from the journal; pure."""
+    """The guard's situation from the journal; pure."""
     record = snapshot.record
     if snapshot.cancelled:  # resumable-chain cancel: nothing continues the chain
         return "chain cancelled"
@@ -3038,8 +3018,7 @@ def _guard_situation(snapshot, submitted, job_id):
 
 
 def _guard_ending(snapshot, job, trusted):
-    """The guard's situation once the chain waits on its job, which ended as ``job`` says (None:
-    nobody knows); the first job's when the journal is empty. Pure."""
+    """The guard's situation once the chain waits on ``job`` (None: nobody knows it); pure."""
     record = snapshot.record
     if job is None:
         return "first job lost" if record is None else "lost"
@@ -3059,8 +3038,7 @@ def _guard_ending(snapshot, job, trusted):
 
 
 def _guard_adopts(look):
-    """The chain went on to a link with neither a successor nor a guard (both sbatch failed in
-    its prologue): queue that link's guard; once that link has ended, act as its guard would."""
+    """The chain went on to a link without successor or guard: queue its guard, or be it."""
     store, record, final = look.store, look.state, look.final
     if not look.trusted:
         return False, (None, None, "the chain went on to job %s, which shows no successor and "
@@ -3079,8 +3057,7 @@ def _guard_adopts(look):
 
 
 def _guard_covers(look):
-    """The guarded link queued its successor but ended before the successor had a guard: be
-    that guard (a successor that died already is replaced now)."""
+    """The link ended before its successor had a guard: be that guard."""
     store, record, final = look.store, look.state, look.final
     words = "job %s ended before its successor %s had a guard" % (record.job, record.successor)
     if not look.trusted:
@@ -3102,7 +3079,6 @@ def _guard_covers(look):
 
 
 def _guard_ran(look):
-    """The guarded link ran its prologue but ended before it queued its successor."""
     record, job = look.state, look.job
     if base_state(job.state) == "COMPLETED":
         return True, (None, None, "job %s COMPLETED: the work is done" % job.job_id)
@@ -3111,9 +3087,7 @@ def _guard_ran(look):
 
 
 def _guard_died(look):
-    """The chain's first job, the guarded successor, or the link resume queued died before its
-    prologue: replaced up to max_retries + 1 times in a row (the first death is free, as a node
-    failure is)."""
+    """Replaced up to max_retries + 1 times in a row (the first death is free, as a node's)."""
     state, job = look.state, look.job
     first = isinstance(state, dict)
     field = "first_job" if first else "job" if state.job == job.job_id else "successor"
@@ -3130,9 +3104,8 @@ def _guard_died(look):
 
 
 def _guard_cancelled(look):
-    """The guarded successor (or the link resume queued) was cancelled before it started: by
-    Slurm, as its predecessor completed (the chain finished), or by a person (it stops). No link
-    is left to journal it: the guard does (the exit trap may have said ``finished`` already)."""
+    """Cancelled before it started: by Slurm, as its predecessor completed (the chain
+    finished), or by a person (it stops). No link is left to journal it: the guard does."""
     record, job = look.state, look.job
     resumed = record.job == job.job_id  # only accounting says who cancelled a successor:
     by = None if resumed else SLURM.accounting([job.job_id])[0].get(job.job_id) or job
@@ -3156,11 +3129,9 @@ def _guard_cancelled(look):
 
 
 def _guard_heals(look, field, what, *, dead):
-    """The one healer: queue the link in place of the guard's job (``what`` says why) and its
-    guard, record both in ``field`` (submit's ``first_job``, the journal's ``job`` or
-    ``successor``), release it, journal ``healed``. Held and without dependency (Slurm refuses
-    one on a forgotten job), released once recorded: never two. A successor a failed sbatch of
-    the ended link created after all is recorded instead."""
+    """Queue the link in place of the guard's job and its guard, record both in ``field``, release
+    it, journal ``healed``. Held and without dependency (Slurm refuses one on a forgotten job),
+    released once recorded: never two. A successor a failed sbatch created after all is kept."""
     store, state, environ, ended = look.store, look.state, look.environ, look.job.job_id
     first, warnings = field == "first_job", []
     successor, error = queued_successor(ended) if field == "successor" and state.job == ended \
@@ -3208,8 +3179,7 @@ def _guard_heals(look, field, what, *, dead):
 
 
 def _sbatch_replacement(store, state):
-    """sbatch of the held replacement: the first job as submit queued it (``state`` a dict), or
-    the journal's next link; its ID, or StateError."""
+    """The held replacement: the first job as submit queued it (``state`` a dict), or the next."""
     if isinstance(state, dict):
         return SLURM.submit_held(["--hold", "--no-requeue"] + state["sbatch_args"],
                                  runnable_script(store, state["script"]), state["script_args"],
@@ -3221,7 +3191,7 @@ def _sbatch_replacement(store, state):
 
 
 def _guard_gives_up(look, reason):
-    """Journal that the chain needs a person (``broken``): (event, command, words)."""
+    """Journal that the chain needs a person (``broken``)."""
     if isinstance(look.state, dict):  # its first job died: nothing to resume
         job, link, notify = look.job_id, 1, look.store.read_notify()
         reason += "; submit again"
@@ -3258,10 +3228,9 @@ eval "$resumable_chain_env"  # RESUMABLE_CHAIN_DIR, _LINK, _RESUMING, _WALLTIME_
 unset resumable_chain_status resumable_chain_env resumable_chain_lookup
 {finished}# <<< resumable_chain <<<
 """
-# With a notify command: when the job exits 0 after its work, the chain finished; its successor
-# is cancelled by Slurm before it runs, so only this job can say so (bash keeps the exit status).
-# If Slurm records the job TIMEOUT all the same (its work ended just past the time limit), the
-# successor runs, finds the journaled event and ends the chain without work (_work_done_before).
+# With a notify command: when the job exits 0 after its work, the chain finished; Slurm cancels
+# its successor before it runs, so only this job can say so. If Slurm records the job TIMEOUT all
+# the same, the successor runs, finds the journaled event and ends the chain (_work_done_before).
 FINISHED_TRAP = """\
 # shellcheck disable=SC2016  # single quotes keep paths literal on purpose
 resumable_chain_finished() {{ if [ "$?" -eq 0 ]; then {command} || true; fi; }}
@@ -3276,12 +3245,11 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
 
     It runs this module's in-job step and exits the job when the chain ends (0 for complete or
     stop, 1 for fail, 2 for bad state); otherwise it exports RESUMABLE_CHAIN_* variables to the
-    work. ``budget_dir`` names a walltime budget shared with other chains (``resumable-chain
-    budget``); it must exist. ``notify`` is a shell command run for each chain event (finished,
-    stopped, failed, broken, healed, resumed); with it the snippet sets an EXIT trap that
-    reports a finished chain when the job exits 0. Works with and without ``set -euo
-    pipefail``. Creates the run directory. ``warn`` (``SIG@SECONDS``): the work gets SIG that
-    long before its link ends (start_warner).
+    work. Creates the run directory. ``budget_dir``: a walltime budget shared with other chains
+    (``resumable-chain budget``), which must exist. ``notify``: a shell command run for each
+    chain event; with it, an EXIT trap reports a finished chain when the job exits 0. ``warn``
+    (``SIG@SECONDS``): the work gets SIG that long before its link ends. Works with and without
+    ``set -euo pipefail``.
     """
     run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -4560,8 +4528,8 @@ def split_resume_argv(argv):
 
 
 def _split_options(command, words):
-    """(DIRs and the command's options, sbatch options, the index of the first word after the
-    DIRs that is neither), order kept; options read as sbatch reads them, ours spelled out."""
+    """(DIRs and our options, sbatch options, the index of the first word after the DIRs that
+    is neither); options read as sbatch reads them, ours spelled out."""
     options = usage_options(USER_COMMANDS[command].usage)
     own_values = frozenset(name for name in options if options[name])
     ours, sbatch_args, index, run_dirs = [], [], 0, []
@@ -4582,8 +4550,7 @@ def _split_options(command, words):
 
 
 def _build_parser():
-    """The user's commands' parser, from USER_COMMANDS. An option not given is left out
-    (argparse.SUPPRESS): the command's function has its default."""
+    """An option not given is left out (argparse.SUPPRESS): its function has its default."""
     import argparse
 
     class Parser(argparse.ArgumentParser):
@@ -4619,7 +4586,6 @@ def _build_parser():
 
 
 def format_status(status):
-    """The text ``status`` prints."""
     lines = ["chain in %s: %d link(s) ran" % (status["run_dir"], status["links"])]
     lines += _status_warnings(status, "")
     rows = [("JOBID", "ROLE", "STATE", "ELAPSED", "START", "END", "NOTE")]
@@ -4662,7 +4628,7 @@ def format_status(status):
 
 
 def _guard_line(status):
-    """[the guard line] while the chain goes on: what it covers, as its row says; or why none."""
+    """[the guard line] while the chain goes on; or why none."""
     guard = status["guard"]
     if status["verdict_word"] not in ("running", "waiting") or not (guard or status["guard_error"]):
         return []
@@ -4676,14 +4642,13 @@ def _guard_line(status):
 
 
 def _status_warnings(status, shown):
-    """What a status warns of: its problems (for the chain ``shown``), then Slurm's."""
     return (["WARNING%s: %s" % (shown and " " + shown, problem) for problem in status["problems"]]
             + ["WARNING: Slurm did not answer: %s" % error for error in status["slurm_errors"]]
             + (["NOTE: %s" % status["cluster_note"]] if status["cluster_note"] else []))
 
 
 def _live_job(status):
-    """A collection row's live job: the running one, else the pending one; its time left or why."""
+    """The running job, else the pending one: its time left or why."""
     live = [row for row in status["jobs"] if base_state(row["state"]) in LIVE_STATES]
     running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if not live:
@@ -4696,8 +4661,7 @@ def _live_job(status):
 
 
 def format_collection(statuses):
-    """``status``'s table of several chains: a row each, then what needs a person or is unread
-    (wrapped at 100 columns), then each next step, with the chain's directory as shown."""
+    """A row per chain, then what needs a person or is unread, then each next step."""
     import textwrap
     table = [("DIR", "VERDICT", "LINKS", "WALLTIME/CAP", "RETRIES", "LIVE JOB")]
     notes, steps = [], []
@@ -4736,7 +4700,7 @@ def _pretty_json(value):
 
 
 def _each_text(value, change):
-    """``value`` (dicts, lists, strings...) with ``change`` applied to every string in it."""
+    """``value`` with ``change`` applied to every string in it."""
     if isinstance(value, str):
         return change(value)
     if isinstance(value, dict):
@@ -4773,7 +4737,7 @@ def _log(*messages):
 
 
 def _say(text):
-    """Write text for a person: what came from state files is shown, never obeyed."""
+    """What came from state files is shown, never obeyed."""
     _write(as_run(visible(text)))
 
 
@@ -4858,16 +4822,14 @@ def start_while_working(run_dir, outcome):
             os._exit(status)
 
 
-# The warning before a link ends (--warn SIG@S). Slurm's own --signal cannot do it: it is fixed
-# at submit time, so it does not know a limit the link lowers later (--max-walltime, a budget),
-# and its B: form signals only the batch shell, its plain form only srun steps. So the link
-# starts a timer in a session of its own (not signalled with the work, not waited for by the
-# prologue's $(...)) that sleeps until the moment, then signals the batch shell (SLURM_TASK_PID)
-# and its descendants, whatever their process group, that catch the signal (wants_signal): a
-# work without a handler is not killed by a USR1 it did not ask for, nor a shell with an EXIT
-# trap (the prologue's with --notify): bash catches every signal to run that trap and die, which
-# SigCgt cannot tell from a trap of the signal. The timer exits when the batch shell is gone
-# (proctrack/linuxproc does not follow a process in its own session).
+# The warning before a link ends (--warn SIG@S). Slurm's --signal is fixed at submit time (it
+# misses a limit the link lowers later), its B: form signals only the batch shell, its plain form
+# only srun steps. So the link starts a timer in a session of its own (not signalled with the
+# work, not waited for by the prologue's $(...)) that signals the batch shell and its descendants,
+# whatever their process group, that catch the signal (wants_signal): a work without a handler is
+# not killed by a USR1 it did not ask for, nor a shell with an EXIT trap (bash catches every
+# signal to run that trap, which SigCgt cannot tell from a trap of the signal). The timer exits
+# when the batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
 
 
 def start_warner(warn, end, limit, environ):
@@ -4889,7 +4851,7 @@ def start_warner(warn, end, limit, environ):
 
 
 def parse_proc_stat(text):
-    """(pid, parent pid) from the text of /proc/PID/stat; None if it is not one."""
+    """(pid, parent pid) from /proc/PID/stat's text; None if it is not one."""
     head, _, tail = (text or "").rpartition(")")  # the command name may hold ) and spaces
     fields, pid = tail.split(), head.split(" (")[0].strip()
     if len(fields) < 2 or not is_digits(pid) or not is_digits(fields[1]):
@@ -4898,7 +4860,7 @@ def parse_proc_stat(text):
 
 
 def catches(status_text, signum):
-    """True if /proc/PID/status's SigCgt says the process has a handler for ``signum``."""
+    """Whether /proc/PID/status's SigCgt shows a handler for ``signum``."""
     masks = [line[7:] for line in (status_text or "").splitlines() if line.startswith("SigCgt:")]
     try:
         return bool(int(masks[0].strip(), 16) >> (signum - 1) & 1)
@@ -4907,10 +4869,9 @@ def catches(status_text, signum):
 
 
 def wants_signal(program, status_text, signum):
-    """Whether a process of the work gets the warning: srun always (it forwards the signal to
-    its steps' tasks; 22.05's srun waits for signals in a thread with them blocked, so its
-    SigCgt does not show them: seen), a shell that traps it (not SIGINT, its own) without an
-    EXIT trap (EXIT_TRAP_MARKS), any other process if it has a handler; pure."""
+    """srun always (it forwards the signal; 22.05's srun waits for signals in a thread with them
+    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its
+    own) without an EXIT trap, any other process if it has a handler; pure."""
     if program in SHELLS and (signum == signal.SIGINT or all(
             catches(status_text, mark) for mark in EXIT_TRAP_MARKS)):
         return False
@@ -4918,7 +4879,7 @@ def wants_signal(program, status_text, signum):
 
 
 def work_processes(parents, root):
-    """``root`` and every descendant of it, from {pid: parent pid}; pure."""
+    """``root`` and its descendants, from {pid: parent pid}; pure."""
     found = [root]
     for pid in found:  # the list grows as the children of each pid in it are found
         found += [child for child, parent in parents.items()
@@ -4943,7 +4904,7 @@ def _program(pid):
 
 
 def signal_work(shell, signum):
-    """Send ``signum`` to the batch shell and its descendants that want it; return their pids."""
+    """Signal the batch shell and its descendants that want it; return their pids."""
     parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat"))
                                  for name in os.listdir("/proc") if is_digits(name))))
     sent = []
@@ -4981,8 +4942,7 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
 
 
 def while_working_command(run_dir, again=False):
-    """``while-working DIR [--again]``: the background step a working link starts as its work
-    starts (``finish_queueing``)."""
+    """The background step a working link starts as its work starts (finish_queueing)."""
     run_dir = os.path.abspath(run_dir)
     record, warnings = finish_queueing(run_dir, os.environ, again=again)
     _log(*warnings)
@@ -5004,8 +4964,8 @@ def finished_command(run_dir):
 
 
 def guard_command(run_dir, job, *defaults, after=None):
-    """The step of the guard that LINK queued for JOB, its successor. SBATCH_NAME=VALUE: the
-    user's SBATCH_* variables; the guard is queued without them, its links get them back."""
+    """The step of the guard of JOB. SBATCH_NAME=VALUE: the user's SBATCH_* variables; the guard
+    is queued without them, its links get them back."""
     if not all(map(is_job_id, [job] if after is None else [job, after])) or not all(
             word.startswith("SBATCH_") and "=" in word for word in defaults):
         raise ValueError("guard: give DIR, the JOB it guards, --after=LINK and SBATCH_NAME=VALUE "
@@ -5094,8 +5054,8 @@ def status_command(paths, json=False, check=False):
 
 
 def _each_chain(run_dirs, operation):
-    """Run ``operation(run_dir, log)`` -> (exit status, line) for each chain and print its line
-    (after the directory when there are several: an error does not stop the rest); the worst."""
+    """Print each chain's line of ``operation(run_dir, log)`` -> (exit status, line), after its
+    directory when there are several (an error does not stop the rest); the worst status."""
     if len(run_dirs) == 1:
         status, line = operation(run_dirs[0], _log)
         _say(line + "\n")
@@ -5234,7 +5194,7 @@ USER_COMMANDS = {
 
 
 def run_user_command(argv):
-    """Run a user's command: argparse reads its DIRs and options, its split() the rest."""
+    """argparse reads the command's DIRs and options, its split() the rest."""
     parser = _build_parser()
     command = USER_COMMANDS.get(argv[0]) if argv else None
     dashes = argv.index("--") if "--" in argv else len(argv)
@@ -5255,7 +5215,14 @@ def run_user_command(argv):
     try:
         options = vars(parser.parse_args(argv[:1] + ours))
     except StateError as error:  # the top-level parser's (unrecognized words) names no command
-        raise StateError(_unrecognized_hint(named(error), argv[0]))
+        message = named(error)  # with the option meant, and for render where sbatch's go
+        words = message.partition("unrecognized arguments: ")[2].rpartition(" (see --help)")[0]
+        hint = "".join(did_you_mean(word.partition("=")[0], usage_options(command.usage))
+                       for word in words.split() if word.startswith("--"))
+        if argv[0] == "render" and words and not hint:
+            hint = "; sbatch options for every successor go after --: resumable-chain render " \
+                "DIR [OPTIONS] -- %s" % words
+        raise StateError(message.replace(" (see --help)", hint + " (see --help)"))
     run_dir, _ = options.pop("run_dir"), options.pop("command")
     return command.run(run_dir, *rest, **options)
 
@@ -5265,18 +5232,6 @@ def did_you_mean(name, names):
     import difflib
     close = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.8)
     return " (did you mean %s?)" % close[0] if close else ""
-
-
-def _unrecognized_hint(message, command):
-    """argparse's error with what its "unrecognized arguments: WORDS" misses: the command's
-    option that was meant, and for render where sbatch options go."""
-    words = message.partition("unrecognized arguments: ")[2].rpartition(" (see --help)")[0]
-    hint = "".join(did_you_mean(word.partition("=")[0], usage_options(USER_COMMANDS[command].usage))
-                   for word in words.split() if word.startswith("--"))
-    if command == "render" and words and not hint:
-        hint = "; sbatch options for every successor go after --: resumable-chain render DIR " \
-            "[OPTIONS] -- %s" % words
-    return message.replace(" (see --help)", hint + " (see --help)")
 
 
 # The in-job steps' functions and words, as the rendered prologue, its exit trap, the background
