@@ -4469,6 +4469,7 @@ OPTIONS = {
     "--json": (bool, "print one JSON object (a list for several chains)"),
     "--check": (bool, "exit 1 when a chain needs a person (failed, broken, would not continue)"),
     "--dry-run": (bool, "only print what would be done"),
+    "--lookup": (str, "the pipe the prologue's lookup of the predecessor answers on"),
     "resume --max-retries": (None, RETRIES_HELP + CHAINS_OWN),
     "resume --max-walltime": (None, "a new cap on the accumulated walltime" + CHAINS_OWN),
     "resume --notify": (None, "a new notify command for this link and every later one"
