@@ -17,6 +17,11 @@ its prologue. Only a chain's owner acts on it (docs/trust-model.md).
 Vendor it (``render_prologue(run_dir, max_walltime="48:00:00")`` returns the
 snippet for a job script; ``decide()``, ``parse_resumable()``) or run it as a
 command (render, submit, status, cancel, resume, budget) with Python 3.6+ and Slurm.
+
+Contents: 1. Tables; 2. Slurm; 3. A link starts; 4. The run directory; 5. The decision;
+  6. The successor; 7. The work starts; 8. Arrays; 9. Budget (--budget-dir);
+  10. Notify (--notify); 11. Warn (--warn SIG@S); 12. The background step and the guard;
+  13. Render; 14. Operations; 15. Command line.
 """
 
 import sys
@@ -47,7 +52,7 @@ __all__ = ["NOT_VISIBLE", "STOP_CAUSES", "RECORD_FIELDS", "Record", "ACTIONS", "
            "cancel_chain", "submit_chain", "resume_chain", "budget_report", "set_budget", "main"]
 
 # ---------------------------------------------------------------------------
-# 1. Tables
+# 1. Tables: constants, records and errors every section uses
 # ---------------------------------------------------------------------------
 
 NOT_VISIBLE = "NOT_VISIBLE"  # the predecessor could not be found in sacct or scontrol
@@ -256,6 +261,8 @@ NEVER_STARTS = {
     "DependencyNeverSatisfied": "its dependency can never be satisfied",
     "BurstBufferOperation": "its burst buffer operation failed",
 }
+
+
 def never_starts(reason):
     """Why a job pending for ``reason`` never starts itself: NEVER_STARTS, a per-job limit; None."""
     reason = reason or ""
@@ -326,6 +333,14 @@ class StateError(Exception):
     """An expected failure: bad input, corrupt state, Slurm refusing. One line for the user."""
 
 
+class Refused(StateError):
+    """A planted file: a symlink, a FIFO or directory, or one someone else may write."""
+
+
+class Missing(StateError):
+    """No such file: told by the failed open itself (a look afterwards races a new writer)."""
+
+
 Decision = collections.namedtuple("Decision", "action retries reason")
 Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, and why."
 
@@ -354,23 +369,397 @@ Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs
 Budget.__doc__ = "Shared walltime (s): settled_jobs ended (each once); reservations may still run."
 Budget.__new__.__defaults__ = (None,)
 
+SlurmResult = collections.namedtuple("SlurmResult", "returncode stdout stderr")
 
-class Settings(dict):
-    """A validated ``resumable:`` setting: a dict to unpack into render_prologue, or attributes."""
+ControllerAnswer = collections.namedtuple("ControllerAnswer", "job error forgotten")
+ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and whether it has "
+                            "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
 
-    __slots__ = ()
-    KEYS = ("max_retries", "max_walltime")  # the only keys a resumable: mapping may have
+Observation = collections.namedtuple("Observation", "job source note")
+Observation.__doc__ = ("What the lookup found: the predecessor's Job (state NOT_VISIBLE when not "
+                       "found), which command said so, and a note on how it was found.")
 
-    def __init__(self, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None):
-        dict.__init__(self, max_retries=max_retries, max_walltime=max_walltime)
+Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
+Snapshot.__doc__ = "The run directory read once, locked; cancelled: the mark's text; None: missing."
 
-    max_retries = property(lambda self: self["max_retries"])
-    max_walltime = property(lambda self: self["max_walltime"])
+Holder = collections.namedtuple("Holder", "cluster job host pid time token")
+Holder.__doc__ = ("Who holds a file lock (its JSON content): Slurm cluster and job (None outside "
+                  "a job), host, pid, since when (epoch seconds), and a token of its own.")
+
+Outcome = collections.namedtuple("Outcome", "status record observation warnings event")
+Outcome.__doc__ = ("What a link did: exit status, its Record, the lookup, warnings for the log, "
+                   "and the chain event it journaled (None: none, or journaled before).")
+Outcome.__new__.__defaults__ = (None,)
+
+LinkOptions = collections.namedtuple("LinkOptions", "settings next_link now budget_dir notify warn")
+LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's arguments)."
+
+
+class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
+                                            "retries problems events")):
+    """A run directory's chain (read_chain): ``record`` never None (first_job_record), ``submitted``
+    {} without a submit record, ``problems`` the StateErrors of the files that cannot be read."""
+
+    def candidates(self):  # job IDs that may still be queued or running
+        ids = self.jobs[-2:] + [self.record.job, self.record.successor]
+        return sorted(set(job for job in ids if job and is_job_id(str(job))), key=int)
+
+    def to_cancel(self):  # the jobs that may be queued and the guards: nothing of it stays
+        guards = [job for job in (self.record.guard, self.record.guarded_by) if job]
+        return sorted(set(self.candidates() + guards), key=int)
+
+    def guard(self):
+        """The successor's guard, or the running link's whose successor is not queued, or None."""
+        record = self.record
+        return record.guard or (record.action in WORK_ACTIONS and not record.successor and
+                                record.guarded_by) or None
+
+    def whole(self):  # the chain, or the StateError of its first unreadable file
+        if self.problems:
+            raise self.problems[0]
+        return self
+
+
+def first_job_record(submitted):
+    """Submit's record read as the journal of a first job that has not run (None: none)."""
+    if not submitted:
+        return None
+    return Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
+                  next={name: submitted.get(name) for name in NextLink._fields},
+                  **{name: submitted.get(name) for name in (
+                      "cluster", "max_retries", "max_walltime", "budget_dir", "notify", "warn")})
+
+
+def read_chain(store):
+    """The Chain in store's directory, each file read once (an unreadable one reads as missing)."""
+    values, problems = {}, []
+    for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
+                      ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
+                      ("walltime", lambda: store.read_counter(WALLTIME_FILE)),
+                      ("retries", lambda: store.read_counter(RETRIES_FILE)),
+                      ("events", store.read_events)):
+        try:
+            values[key] = read()
+        except StateError as error:
+            values[key] = [] if key in ("jobs", "events") else None
+            problems.append(error.with_traceback(None))  # its frames hold what was read
+    submitted = values["submitted"] = values["submitted"] or {}
+    record = values["record"] or first_job_record(submitted) or Record()
+    values["record"] = record._replace(cluster=record.cluster or submitted.get("cluster"))
+    return Chain(store, problems=problems, **values)
 
 
 # ---------------------------------------------------------------------------
-# 2. Parsing and validation (pure)
+# 2. Slurm: the one seam every command goes through, and the layer bound to a cluster
 # ---------------------------------------------------------------------------
+
+
+def run_slurm(argv, timeout=None, submit=False, cwd=None, named=False):
+    """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
+    SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
+    _checkpoint()
+    return run_command(argv, timeout or command_timeout() * (
+        SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), slurm_environment(
+        os.environ, submit, named), cwd)
+
+
+def slurm_environment(environ, submit=False, named=False):
+    """The environment for a Slurm command: no stale allocation or output-format variables;
+    ``named``: sbatch of a job the journal names before it starts (NAMED_ENV)."""
+    dropped = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_", NAMED_ENV) + (
+        () if submit else ("SBATCH_",))
+    environment = {name: value for name, value in environ.items()
+                   if name == "SLURM_CONF" or not name.startswith(dropped)}
+    if named:
+        environment[NAMED_ENV] = "1"
+    if not submit:
+        environment["LC_ALL"] = "C"
+    return environment
+
+
+def run_command(argv, timeout, environment, cwd=None):
+    """Run a command in a session of its own (a timeout kills all it started); returncode None:
+    timed out, 127: cannot run; never raises."""
+    try:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
+                                   env=environment)
+    except OSError as error:
+        return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
+    return _wait_for(process, argv[0], timeout)
+
+
+def _wait_for(process, name, timeout):
+    with process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt) as error:  # Ctrl-C: in a session
+            with contextlib.suppress(OSError):  # of its own it would go on (sbatch would queue
+                os.killpg(process.pid, signal.SIGKILL)  # a job no one knows); or it ended
+            process.wait()
+            if isinstance(error, KeyboardInterrupt):
+                raise
+            return SlurmResult(None, "", "%s timed out after %g s" % (name, timeout))
+    return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
+                       stderr.decode("utf-8", "replace"))
+
+
+def slurm_settings():
+    """{name: value} of ``scontrol show config`` (empty if it does not answer)."""
+    return parse_config(run_slurm(["scontrol", "show", "config"]).stdout)
+
+
+def current_cluster():
+    """The cluster this environment's Slurm commands reach (ClusterName), or None."""
+    return slurm_settings().get("ClusterName")
+
+
+def chunks(job_ids):
+    """job_ids in lists of QUERY_CHUNK: thousands in one -j would exceed 128 KiB an argument."""
+    starts = range(0, len(job_ids), QUERY_CHUNK)
+    return [list(job_ids[start:start + QUERY_CHUNK]) for start in starts]
+
+
+@functools.lru_cache(maxsize=None)
+def _user_name():
+    """This user's name; StateError if none for the uid (26.05's squeue hides its jobs silently)."""
+    import pwd
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        raise StateError("cannot ask squeue for your jobs: this node has no user name for your "
+                         "uid %d" % os.getuid())
+
+
+class Slurm(object):
+    """One cluster's Slurm commands (None: this environment's), all through run_slurm, the seam."""
+
+    def __init__(self, cluster=None):
+        self.cluster, self.known_name = cluster, cluster
+
+    def name(self):
+        """The cluster's name, asked once per object (a sweep's tasks share one)."""
+        self.known_name = self.known_name or current_cluster()
+        return self.known_name
+
+    def run(self, argv, **how):  # -M right after the command's name
+        return run_slurm(argv[:1] + ["-M", self.cluster] * bool(self.cluster) + argv[1:], **how)
+
+    def error(self, argv):  # a command whose output does not matter: its error text or None
+        result = self.run(argv)
+        return None if result.returncode == 0 else last_line(result.stderr)
+
+    def jobs(self, job_ids):
+        """The Jobs squeue shows of job_ids; StateError if squeue fails."""
+        found = []
+        for chunk in chunks(job_ids):
+            result = self.run(["squeue", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(chunk)])
+            if result.returncode != 0 and "Invalid job id" not in result.stderr:
+                raise StateError("squeue failed: %s" % last_line(result.stderr))
+            found += [job for job in parse_squeue(result.stdout) if job.job_id in set(chunk)]
+        return found
+
+    def accounting(self, job_ids, timeout=None):
+        """Ask accounting: ({job ID: Job summarizing every run}, the last error text or None)."""
+        found, error = {}, None
+        for chunk in chunks(job_ids):
+            result = self.run(["sacct", "-j", ",".join(chunk), "-X", "-D", "-P", "-n", "-o",
+                               SACCT_FIELDS], timeout=timeout)
+            if result.returncode != 0:
+                error = last_line(result.stderr)
+            found.update((job_id, summarize_sacct(records)) for job_id, records in parse_sacct(
+                result.stdout if result.returncode == 0 else "").items())
+        return found, error
+
+    def controller(self, job_id, timeout=None):
+        return controller_answer(self.run(show_job(job_id), timeout=timeout))
+
+    def final(self, job_id):
+        """How a job ended (or where it is): the controller's Job, else accounting's, or None."""
+        job = self.controller(job_id).job
+        return job if job is not None else self.accounting([job_id])[0].get(job_id)
+
+    def mine(self, fields):
+        """``squeue -h -o FIELDS`` of this user's pending jobs; StateError if squeue fails (22.05
+        says Invalid user of a name it cannot resolve, but exits 0: never read as "none")."""
+        result = self.run(["squeue", "-h", "-u", _user_name(), "-t", "PENDING", "-o", fields])
+        if result.returncode != 0 or "Invalid user" in result.stderr:
+            raise StateError("squeue failed: %s" % last_line(result.stderr))
+        return result.stdout
+
+    def dependents(self):
+        """{predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
+        dependents = {}
+        for job in parse_squeue(self.mine(SQUEUE_FORMAT)):
+            if job.predecessor:
+                dependents.setdefault(job.predecessor, []).append(job.job_id)
+        return dependents
+
+    def submit(self, options, script, script_args, cwd=None, named=False):
+        """(job ID, the cluster sbatch named or None); StateError. ``cwd``: SLURM_SUBMIT_DIR if
+        it can be entered; ``named``: the job's environment has NAMED_ENV (named_export)."""
+        if named:
+            try:
+                header = read_batch_script(script)[0]
+            except (StateError, ValueError):
+                header = ""  # sbatch says why it cannot read the script
+            options = list(options) + named_export(options, header, os.environ)
+        return sbatch_answer(self.run(
+            ["sbatch", "--parsable"] + list(options) + [script] + list(script_args), submit=True,
+            cwd=cwd if cwd and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
+            named=named))
+
+    def submit_held(self, options, script, script_args, cwd=None, named=False):
+        """submit() of a held job, all or nothing: when sbatch fails (it may have queued the job
+        all the same), a held job running ``script`` is cancelled; StateError says what is left."""
+        try:
+            return self.submit(options, script, script_args, cwd, named)
+        except (StateError, KeyboardInterrupt) as failure:  # Ctrl-C too: the job may exist
+            error = str(failure) or "interrupted"
+            try:
+                created = parse_held_by_script(self.mine("%A|%o|%r"), os.path.abspath(script))
+            except StateError as unknown:
+                raise StateError("%s; squeue cannot tell whether it created a held job anyway "
+                                 "(%s): scancel any held job of yours running %s"
+                                 % (error, unknown, script))
+            failed = sorted(set((created and self.cancel(created) or {}).values()))
+            if failed:
+                raise StateError("%s; it created held job %s anyway, which could not be "
+                                 "cancelled (%s): scancel it" % (error, " ".join(created),
+                                                                 "; ".join(failed)))
+            raise StateError("%s%s" % (error, "; the held job %s it created anyway was cancelled"
+                                       % " ".join(created) if created else ""))
+
+    def cancel(self, job_ids):
+        """{job ID: error said of it} of cancelling this user's jobs (root says so: a chain's files
+        never cancel another's job); a line that names none of the jobs is said of them all."""
+        mine, said = ["--user=root"] if os.geteuid() == 0 else [], {}
+        for chunk in chunks(job_ids):
+            result = self.run(["scancel"] + mine + chunk)
+            for line in (result.stderr.strip() or "no output").splitlines() * (
+                    result.returncode != 0):  # None: it timed out, and may have cancelled nothing
+                named = set(word.strip(":,.") for word in line.split()) & set(chunk)
+                said.update((job, line.strip()) for job in named or chunk)
+        return said
+
+    def release(self, job_id):
+        """Release a job queued held; StateError saying how to do it by hand if Slurm refuses."""
+        error = self.error(["scontrol", "release", job_id])
+        if error:
+            raise StateError("job %s was queued held and could not be released (%s): run "
+                             "scontrol %srelease %s" % (job_id, error, "-M %s " % self.cluster
+                                                        if self.cluster else "", job_id))
+
+
+SLURM = Slurm()  # this environment's cluster
+
+
+# ---------------------------------------------------------------------------
+# 3. A link starts: main, the in-job step's words, the prologue step, who the link is, its
+#    predecessor asked at once (run_link lists a link's steps in the order they happen; the
+#    sections below follow it)
+# ---------------------------------------------------------------------------
+
+COMMAND = "resumable-chain"  # as main() found it run; what messages say is printed so (as_run)
+
+
+def main(argv=None):
+    """Run the command line; return the exit status."""
+    global COMMAND
+    argv, COMMAND = list(sys.argv[1:] if argv is None else argv), command_name(sys.argv[0])
+    try:
+        return run_step(argv[0], argv[1:]) if argv[:1] and argv[0] in STEPS else \
+            run_user_command(argv)
+    except SystemExit as exit_request:  # --help and --version
+        return exit_request.code if isinstance(exit_request.code, int) else 0
+    except (StateError, ValueError) as error:
+        _log("error: %s" % error)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _log("interrupted")
+        return 130
+
+
+def command_name(argv0):
+    """The console script by name when PATH finds it; else this file run by python3 (a file
+    copied as the Quick start says is on no PATH), by its absolute path, quoted for the shell."""
+    if os.path.basename(argv0) != "resumable-chain":  # by path, python3 -m, a link's python -c
+        return "python3 " + shell_quote(module_path())
+    import shutil  # not before: it imports zlib, bz2 and lzma, 2 ms of every link
+    found = shutil.which("resumable-chain")
+    same = found and os.path.realpath(found) == os.path.realpath(argv0)
+    return "resumable-chain" if same else shell_quote(os.path.abspath(argv0))
+
+
+def module_path():
+    return os.path.realpath(__file__)
+
+
+def shell_quote(text):
+    """shlex.quote, without importing shlex in the job."""
+    if text and all(char in SHELL_SAFE for char in text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
+def run_step(step, argv):
+    """Run an in-job step; with --help, show its usage and docstring."""
+    function, usage = STEPS[step]
+    if argv[:1] in (["-h"], ["--help"]):
+        _write("usage: resumable-chain %s %s\n\n%s\n" % (
+            step, usage, (function.__doc__ or "").replace("\n    ", "\n").strip()))
+        return 0
+    positional, options = read_step_words(step, argv)
+    return function(*positional, **options)
+
+
+def read_step_words(step, argv):
+    """(positional words, {keyword: value}) of an in-job step's words, read as its usage in
+    STEPS says (a repeated ``--NAME=ARG...`` gives a list named in the plural); ValueError."""
+    usage = STEPS[step][1]
+    before, _, after = usage.partition(" [-- ")
+    wanted = usage_options(before)
+    named = [word.strip("[]") for word in before.split() if not word.lstrip("[").startswith("-")]
+    dashes = argv.index("--") if after and "--" in argv else len(argv)
+    positional, options = [], {after.strip("]. ").lower(): argv[dashes + 1:]} if after else {}
+    for word in argv[:dashes]:
+        name, equals, value = word.partition("=")
+        keyword, metavar = name[2:].replace("-", "_"), wanted.get(name)
+        if not word.startswith("-"):
+            positional.append(word)
+        elif metavar is None or bool(equals) != bool(metavar):
+            raise ValueError("%s: unknown option %r (a link runs this by itself: %s)"
+                             % (step, word, usage))
+        elif metavar.endswith("..."):
+            options.setdefault(keyword + "s", []).append(value)
+        else:
+            options[keyword] = OPTIONS.get(name, (str,))[0](value) if metavar else True
+    several = named[-1].endswith("...")
+    missing = [name for name in wanted if "[" + name not in usage
+               and name[2:].replace("-", "_") not in options]
+    if missing or len(positional) < len(named) - several or (
+            not several and len(positional) > len(named)):
+        raise ValueError("%s: usage: resumable-chain %s %s (a link runs this by itself)"
+                         % (step, step, usage))
+    return positional, options
+
+
+def usage_options(usage):
+    """{--NAME: its metavar, "" for a flag}, in order, of a usage line that writes them
+    ``[--NAME]``, ``[--NAME META]``, ``[--NAME=META]`` or ``--NAME=META``."""
+    words, options = usage.split(), collections.OrderedDict()
+    for index, word in enumerate(words):
+        name, _, metavar = word.strip("[]").partition("=")
+        if name.startswith("--") and name != "--":
+            if word.startswith("[") and not word.endswith("]"):
+                metavar = words[index + 1].rstrip("]")
+            options[name] = metavar
+    return options
+
+
+def retries_from_text(text):
+    """A command line's max_retries: digits only, then the one rule of check_max_retries."""
+    return check_max_retries(int(text) if is_digits(text, 13) else text)
 
 
 def is_digits(text, longest=None):
@@ -381,43 +770,6 @@ def is_digits(text, longest=None):
             and all("0" <= char <= "9" for char in text))
 
 
-def is_job_id(text):
-    return is_digits(text, 10) and text[0] != "0" and int(text) < 2 ** 32
-
-
-def parse_duration(text):
-    """Seconds of a Slurm duration (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; zero allowed), or None."""
-    if not isinstance(text, str):
-        return None
-    days, dash, clock = text.strip().rpartition("-")
-    parts = clock.split(":")
-    if dash and not is_digits(days) or len(parts) > 3 or not all(map(is_digits, parts)):
-        return None
-    numbers = [int(part) for part in parts] + [0, 0]
-    if not dash and len(parts) < 3:  # M and M:S start at minutes; D-H... and H:M:S at hours
-        numbers.insert(0, 0)
-    hours, minutes, seconds = numbers[:3]
-    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
-
-
-def format_duration(seconds):
-    days, rest = divmod(int(seconds), 86400)
-    text = "%02d:%02d:%02d" % (rest // 3600, rest // 60 % 60, rest % 60)
-    return "%d-%s" % (days, text) if days else text
-
-
-def parse_walltime(text):
-    """Seconds of a positive walltime; ValueError otherwise. Text is read as sbatch reads --time
-    (a bare "90" is minutes) or "5400s"; an int is seconds, as every number of the Python API."""
-    word = text.strip() if isinstance(text, str) else ""
-    seconds = (text if isinstance(text, int) and not isinstance(text, bool) and text > 0
-               else int(word[:-1]) if word[-1:] == "s" and is_digits(word[:-1], 12)
-               else parse_duration(word))
-    if not seconds:
-        raise ValueError("invalid walltime %r: use a positive %s" % (text, DURATION_FORMS))
-    return seconds
-
-
 def check_max_retries(value, name="max_retries"):
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRIES_LIMIT:
         raise ValueError("%s must be a whole number from 0 to %d, got %r"
@@ -425,312 +777,93 @@ def check_max_retries(value, name="max_retries"):
     return value
 
 
-def check_max_walltime(value, name="max_walltime"):
-    """max_walltime in seconds (parse_walltime; None: no cap) that a Slurm time limit can hold."""
-    if value is None:
-        return None
-    try:
-        seconds = parse_walltime(value)
-    except ValueError as error:
-        raise ValueError("%s: %s" % (name, error))
-    if seconds < MIN_TIME_LIMIT:
-        raise ValueError("%s %r is %d s: under Slurm's 1-minute minimum time limit no link "
-                         "could ever run; use at least 60 s (1:00)" % (name, value, seconds))
-    if seconds > MAX_TIME_LIMIT:
-        raise ValueError("%s %r is more than Slurm can represent (at most %s, %d minutes); "
-                         "leave it out for no cap" % (name, value, format_duration(
-                             MAX_TIME_LIMIT), MAX_TIME_LIMIT // 60))
-    return seconds
+def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
+                     sbatch_args=(), script_args=(), budget_dir=None, **notify_and_warn):
+    """The in-job step that the rendered prologue runs (see render): decide from the
+    predecessor's final state, record it in DIR and queue the successor. Prints the
+    RESUMABLE_CHAIN_* exports for the work on stdout. Exit 0: run the work; 3: the chain is done
+    (exit 0 without work); 1: max_retries exceeded; 2: bad input or state.
+
+    example (inside a batch job):
+      python3 resumable_chain.py prologue --max-retries=3 --script="$0" runs/gpqa -- "$@"
+    """
+    run_dir = os.path.abspath(task_run_dir(run_dir, os.environ))
+    lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
+    _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
+    # Not strict: render checked the options, and a running chain must not stop over a table.
+    task = os.environ.get("SLURM_ARRAY_TASK_ID")  # an array task's links: one-task arrays
+    sbatch_args = check_sbatch_args(sbatch_args, strict=False) + (
+        ["--array=" + task] if task else [])
+    next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
+                         os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd())  # every link's
+    outcome = run_link(run_dir, Settings(max_retries, max_walltime), next_link, os.environ,
+                       budget_dir=budget_dir and os.path.abspath(budget_dir), **notify_and_warn)
+    _log(*outcome.warnings)
+    if outcome.status == EXIT_WORK:
+        outcome, start, limit = fit_own_limit(outcome, os.environ)
+    _log(describe_link(outcome))
+    if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
+        _log(notify(outcome.record.notify, outcome.event, run_dir))
+    if outcome.status == EXIT_WORK:
+        record = outcome.record
+        end = link_end(start, limit, link_caps(record))
+        if record.warn:
+            _log(start_warner(record.warn, end, limit, os.environ))
+        start_while_working(run_dir, outcome)
+        _write("unset %s\n" % NAMED_ENV + "".join(  # not passed on to jobs the work queues
+            "export %s=%s\n" % (name, shell_quote(value)) for name, value in
+            link_exports(record, run_dir, end).items()))
+    return outcome.status
 
 
-def parse_resumable(value):
-    """Validate a driver's ``resumable:`` setting (False/None: off; True: defaults; a mapping of
-    Settings.KEYS): Settings or None; ValueError naming the key and what is allowed."""
-    if value is None or value is False:
-        return None
-    if value is True:
-        return Settings()
-    if not hasattr(value, "keys"):
-        raise ValueError("resumable must be true, false or a mapping with max_retries "
-                         "and max_walltime, got %r" % (value,))
-    unknown = sorted(str(key) for key in value.keys() if key not in Settings.KEYS)
-    if unknown:
-        raise ValueError("resumable: unknown key %s; allowed keys: max_retries, max_walltime"
-                         % ", ".join(repr(key) for key in unknown))
-    return Settings(check_max_retries(value.get("max_retries", DEFAULT_MAX_RETRIES),
-                                      "resumable.max_retries"),
-                    check_max_walltime(value.get("max_walltime"), "resumable.max_walltime"))
-
-
-def parse_job_id(text, what="job ID"):
-    if is_job_id(text):
-        return text
-    raise ValueError("malformed %s %r: expected a plain number such as 12345" % (what, text))
-
-
-def parse_dependency(text):
-    """Return the predecessor ID named by ``afternotok:<id>`` in SLURM_JOB_DEPENDENCY, or None."""
-    predecessors = []
-    for clause in (text or "").replace("?", ",").split(","):
-        kind, _, ids = clause.strip().partition(":")
-        if kind.strip().lower() == "afternotok":
-            for job_id in ids.split(":"):
-                # squeue: 14_* (an array's ID: its tasks); 14_2 (the task keeping the array's ID)
-                predecessors.append(parse_job_id(job_id.split("(")[0].strip().split("_")[0],
-                                                 "afternotok job ID in SLURM_JOB_DEPENDENCY"))
-    if len(set(predecessors)) > 1:
-        raise ValueError("SLURM_JOB_DEPENDENCY %r names several afternotok jobs; a chain link "
-                         "has exactly one predecessor" % (text,))
-    return predecessors[0] if predecessors else None
-
-
-def parse_array(text, max_array_size):
-    """(sorted task IDs, throttle or None: %0 too) of --array as slurm_parse_array_tok reads it."""
+def _positive_env_number(name, default, allow_zero=False):
+    text = os.environ.get(name, "").strip()
     if not text:
-        return None
-    indexes, _, throttle = text.partition("%")
-    tasks = set()
-    for token in indexes.split(","):
-        first, dash, rest = token.strip("[]").partition("-")
-        last, colon, step = (rest if dash else first).partition(":")  # no dash: first keeps any ":"
-        step = step if colon else "1"
-        if not all(is_digits(number, 9) for number in (first, last, step)) or \
-                not int(first) <= int(last) < max_array_size or \
-                colon and not 0 < int(step) < max_array_size:
-            raise ValueError("--array=%s: %r is not an index sbatch takes (I, I-J or I-J:STEP, "
-                             "each below MaxArraySize %d; e.g. 0-99 or 1,3,5-9:2)"
-                             % (text, token, max_array_size))
-        tasks.update(range(int(first), int(last) + 1, int(step)))
-    digits = throttle.split("%")[0]
-    if throttle and not is_digits(digits, 9):
-        raise ValueError("--array=%s: the throttle %%%s is not a count" % (text, throttle))
-    return sorted(tasks), int(digits) or None if throttle else None
-
-
-def array_spec(tasks):
-    """``[0, 1, 2, 5]`` -> ``"0-2,5"``: sorted task IDs as --array takes them."""
-    runs = []
-    for task in tasks:
-        if runs and runs[-1][1] == task - 1:
-            runs[-1][1] = task
-        else:
-            runs.append([task, task])
-    return ",".join(str(first) if first == last else "%d-%d" % (first, last)
-                    for first, last in runs)
-
-
-def first_line(text):
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[0] if lines else "no output"
-
-
-def last_line(text):
-    """A Slurm error's telling line: the last (others are often plugin noise) but getopt's hint."""
-    lines = [line.strip() for line in (text or "").splitlines()
-             if line.strip() and not line.strip().startswith('Try "')]
-    return lines[-1] if lines else "no output"
-
-
-def base_state(state):
-    """``"CANCELLED by 0"`` or a truncated ``"CANCELLED+"`` -> ``"CANCELLED"``."""
-    words = str(state).strip().split()
-    return words[0].rstrip("+").upper() if words else ""
-
-
-def is_final(state):
-    return base_state(state) not in LIVE_STATES
-
-
-def _known(text, unknown=UNKNOWN_TIMES):
-    text = (text or "").strip()
-    return None if text in unknown else text
-
-
-def exit_status(exit_code):
-    """Slurm's ExitCode ``"75:0"`` (or 75) -> 75; None for a death by signal (``"0:15"``)."""
-    text = "" if exit_code is None or isinstance(exit_code, bool) else str(exit_code).strip()
-    status, colon, signal_number = text.partition(":")
-    return int(status) if is_digits(status, 3) and (not colon or signal_number == "0") else None
-
-
-def parse_sbatch_reply(text):
-    """(job ID, cluster or None) of sbatch --parsable's ``ID[;cluster]``, or (None, None)."""
-    job_id, _, cluster = first_line(text).partition(";")
-    if not is_job_id(job_id) or any(char.isspace() for char in cluster):
-        return None, None
-    return job_id, cluster or None
-
-
-def parse_sacct(text):
-    """{job ID: [Job, ...]} of ``sacct -P -n -o SACCT_FIELDS`` output; steps, bad lines skipped."""
-    names = SACCT_FIELDS.split(",")
-    records = collections.OrderedDict()
-    for line in (text or "").splitlines():
-        values = [value.strip() for value in line.split("|")]
-        field = dict(zip(names, values))
-        job_id, state = field.get("JobIDRaw") or field.get("JobID", ""), field.get("State", "")
-        if not is_job_id(job_id) or not state or is_digits(state[0]):
-            continue
-        elapsed = field.get("ElapsedRaw", "")
-        records.setdefault(job_id, []).append(Job(
-            job_id, state, int(elapsed) if is_digits(elapsed, 12) else 0,
-            start=_known(field.get("Start")), end=_known(field.get("End")),
-            submit=_known(field.get("Submit")), exit_code=field.get("ExitCode") or None,
-            nodes=_known(field.get("NodeList"), UNKNOWN_NODES)))
-    return records
-
-
-def summarize_sacct(records):
-    """One Job of all the records of a job ID (``sacct -D``): the newest, with the elapsed time
-    of the runs that ended when the next was submitted (a requeue; not an ID reused later)."""
-    if not records:
-        return None
-    ordered = sorted(records, key=lambda job: (job.submit or "", job.start or "9999"))
-    total = ordered[-1].elapsed
-    for earlier, later in zip(reversed(ordered[:-1]), reversed(ordered[1:])):
-        ended, submitted = epoch(earlier.end), epoch(later.submit)
-        if None in (ended, submitted) or abs(submitted - ended) > REQUEUE_GAP_SECONDS:
-            break
-        total += earlier.elapsed
-    return ordered[-1]._replace(elapsed=total, restarts=len(ordered) - 1)
-
-
-def epoch(text):
-    """Epoch seconds of a time as Slurm prints it (local: ``2026-12-03T16:46:25``), or None."""
+        return default
     try:
-        return int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
-    except (TypeError, ValueError, OverflowError):
-        return None
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not (value > 0 or (allow_zero and value == 0)) or value > 86400:
+        raise StateError("%s=%r is not a number of seconds (0 to 86400)" % (name, text))
+    return value
 
 
-def parse_scontrol(text):
-    """The Job ``scontrol show job -o`` describes, or None; one that never started has run 0 s
-    (22.05 shows a bogus RunTime for a job cancelled by its dependency)."""
-    fields = {}
-    for word in (text or "").split("\nJobId=")[0].split():  # an array's ID: its tasks follow
-        name, _, value = word.partition("=")
-        if value:  # the last one wins, as Slurm prints the real field last
-            fields[name] = value
-    if "JobState" not in fields:
-        return None
-    start = _known(fields.get("StartTime"))
-    never_started = "StartTime" in fields and start is None
-    restarts = fields.get("Restarts", "")
-    return Job(fields.get("JobId", ""), fields["JobState"],
-               0 if never_started else parse_duration(fields.get("RunTime")) or 0,
-               start=start, end=_known(fields.get("EndTime")),
-               time_limit=parse_duration(fields.get("TimeLimit")),
-               restarts=int(restarts) if is_digits(restarts, 9) else None,
-               exit_code=fields.get("ExitCode"),
-               nodes=_known(fields.get("NodeList"), UNKNOWN_NODES))
+def command_timeout():
+    return _positive_env_number(COMMAND_TIMEOUT_ENV, DEFAULT_COMMAND_TIMEOUT)
 
 
-def _rows(text, width):
-    rows = [line.strip().split("|") for line in (text or "").splitlines()]
-    return [fields for fields in rows if len(fields) == width and is_job_id(fields[0])]
+def lookup_window():
+    return _positive_env_number(LOOKUP_SECONDS_ENV, DEFAULT_LOOKUP_SECONDS, allow_zero=True)
 
 
-def parse_squeue(text):
-    jobs = []
-    for job_id, state, elapsed, start, limit, dependency, reason in _rows(text, 7):
-        try:
-            predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
-        except ValueError:
-            predecessor = None
-        jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known(start),
-                        time_limit=parse_duration(limit), predecessor=predecessor,
-                        reason=None if reason in ("", "None", "(null)") else reason))
-    return jobs
+def view_wait(directory):
+    """Seconds a view of ``directory`` may lag: VIEW_WAIT_ENV if set, else none on a local
+    filesystem (a guard there must act before a fault ends it too), else VIEW_WAIT_SECONDS."""
+    if os.environ.get(VIEW_WAIT_ENV, "").strip():
+        return _positive_env_number(VIEW_WAIT_ENV, VIEW_WAIT_SECONDS, allow_zero=True)
+    mount = mount_of(directory)
+    return 0 if mount and mount[1] in LOCAL_FILESYSTEMS else VIEW_WAIT_SECONDS
 
 
-def parse_guard(text, job_id):
-    """The guard of job_id in ``squeue -h -o %i|%E`` output (``afterany:<job_id>``), or None."""
-    return next((guard for guard, dependency in _rows(text, 2)  # an array's ID: afterany:ID_*
-                 if dependency.split("(")[0].rstrip("_*") == "afterany:%s" % job_id), None)
-
-
-def parse_held_by_script(text, script):
-    """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %A|%o|%r``)."""
-    return [job_id for job_id, command, reason in _rows(text, 3)
-            if command == script and reason == "JobHeldUser"]
-
-
-def parse_partition(text, name=None):
-    """(name, seconds a job without --time gets: DefaultTime, else MaxTime, else None) of
-    partition ``name`` (else the default) in ``scontrol show partition -o``; None if absent."""
-    for line in (text or "").splitlines():
-        fields = dict(word.partition("=")[::2] for word in line.split())
-        if fields.get("PartitionName") == name if name else fields.get("Default") == "YES":
-            return fields.get("PartitionName"), parse_duration(fields.get(
-                "DefaultTime", "")) or parse_duration(fields.get("MaxTime", ""))
-    return None
-
-
-def parse_config(text):
-    """{name: value} of ``scontrol show config`` (``AccountingStorageEnforce = limits``)."""
-    pairs = (line.partition("=")[::2] for line in (text or "").splitlines())
-    return {key.strip(): value.strip() for key, value in pairs if value.strip()}
-
-
-def submit_limits(assoc_text, qos_text, cluster, account=None, qos=None):
-    """[(jobs, whose)]: MaxSubmitJobs of the user's associations on ``cluster`` (``account``'s if
-    named; sacctmgr ``format=cluster,account,user,maxsubmit,defaultqos``) and MaxSubmitJobsPerUser
-    of their QOS (``qos``, else each one's default, else normal; ``format=name,maxsubmitpu``)."""
-    limits, names = [], {qos} if qos else set()
-    for fields in (line.split("|") for line in (assoc_text or "").splitlines()):
-        if len(fields) != 5 or fields[0] != cluster or account and fields[1] != account:
-            continue
-        if is_digits(fields[3], 9):
-            limits.append((int(fields[3]), "MaxSubmitJobs of association %s" % fields[1]))
-        names.add(qos or fields[4] or "normal")
-    for fields in (line.split("|") for line in (qos_text or "").splitlines()):
-        if len(fields) == 2 and fields[0] in names and is_digits(fields[1], 9):
-            limits.append((int(fields[1]), "MaxSubmitJobsPerUser of QOS %s" % fields[0]))
-    return sorted(limits)
-
-
-def sweep_beyond_limit(tasks, limits, queued):
-    """Why ``tasks`` tasks can't fit their least job limit beside ``queued`` jobs, or None."""
-    most, whose = limits[0] if limits else (None, None)
-    if most is None or tasks * JOBS_PER_TASK <= most - queued:
-        return None
-    return ("%d tasks need up to %d jobs queued at once (%d per task: its link, the link's "
-            "successor and the successor's guard), and your %s is %d with %d of your jobs "
-            "queued: at most %d tasks fit" % (tasks, tasks * JOBS_PER_TASK, JOBS_PER_TASK, whose,
-                                              most, queued, max(most - queued, 0) // JOBS_PER_TASK))
-
-
-def job_limit_refusal(error):
-    """Whether Slurm's error text is sbatch's refusal by a job limit (also by a size or time
-    limit, which a chain's first job passed): an outage until a job of the user ends."""
-    return JOB_LIMIT_REFUSAL in (error or "")
-
-
-def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
-                   other_options=SBATCH_OTHER_OPTIONS):
-    """(full name, whether the next word is its value), as sbatch's getopt_long reads ``--part``;
-    ValueError if unknown or ambiguous, but a site plugin's ``--name=value`` (sbatch judges it)."""
-    if not word.startswith("--"):
-        if word[:2] in value_options or word[:2] in other_options:
-            return word[:2], len(word) == 2 and word[:2] in value_options
-        raise ValueError("unknown option %s: sbatch (22.05, 24.11, 26.05) has no such short "
-                         "option" % word[:2])
-    name, equals, _ = word.partition("=")
-    if name == "--":  # every long option would match: say what it is instead
-        raise ValueError("unexpected '--': write sbatch options as they are, with no '--' before "
-                         "them")
-    matches = [name] if name in value_options or name in other_options else sorted(
-        full for full in value_options | other_options if full.startswith(name))
-    if len(matches) > 1:
-        raise ValueError("ambiguous option %s: it could be %s" % (name, ", ".join(matches)))
-    if not matches:
-        if equals:
-            return name, False
-        raise ValueError("unknown option %s%s: neither sbatch (22.05, 24.11, 26.05) nor "
-                         "resumable-chain has it (a site plugin's option can be written %s=VALUE "
-                         "or go in the script's #SBATCH lines)" % (
-                             name, did_you_mean(name, value_options | other_options), name))
-    return matches[0], not equals and matches[0] in value_options
+def check_sbatch_args(sbatch_args, allowed=(), strict=True):
+    """sbatch arguments with long names written in full; ValueError for REFUSED_SBATCH_OPTIONS
+    (but ``allowed``) and, ``strict``, what option_groups refuses."""
+    if isinstance(sbatch_args, str) or len(sbatch_args) > MAX_WORDS:
+        raise ValueError("sbatch_args must be a list of at most %d arguments, not %.60r"
+                         % (MAX_WORDS, sbatch_args))
+    groups = option_groups(sbatch_args, strict)
+    for name, words in groups:
+        if name in REFUSED_SBATCH_OPTIONS and name not in allowed:
+            raise ValueError("sbatch option %r is not allowed in a chain: %s"
+                             % (words[0], REFUSED_SBATCH_OPTIONS[name]))
+    for name in ("--time", "--time-min") if strict else ():  # else every successor fails
+        for value in option_values(sbatch_args, name):
+            if value.upper() not in ("-1", "INFINITE", "UNLIMITED") and parse_duration(
+                    value[:-1] + "-0" if value[-1:] == "-" else value) is None:  # D- is D days
+                raise ValueError("invalid %s %r: sbatch takes M, M:S, H:M:S, D-H, D-H:M, D-H:M:S "
+                                 "or UNLIMITED (e.g. %s=4:00:00)" % (name, value, name))
+    return [word for _, words in groups for word in words]
 
 
 def option_groups(arguments, strict=True):
@@ -759,173 +892,172 @@ def option_groups(arguments, strict=True):
     return [(name, words) for name, words, _ in groups]
 
 
-def option_values(arguments, option):
-    """The values ``arguments`` give an option (long name), in order: sbatch takes the last."""
-    return [words[1] if len(words) == 2 else words[0].partition("=")[2]
-            if words[0].startswith("--") else words[0][2:]
-            for name, words in option_groups(arguments, strict=False) if name == option]
+class Settings(dict):
+    """A validated ``resumable:`` setting: a dict to unpack into render_prologue, or attributes."""
+
+    __slots__ = ()
+    KEYS = ("max_retries", "max_walltime")  # the only keys a resumable: mapping may have
+
+    def __init__(self, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None):
+        dict.__init__(self, max_retries=max_retries, max_walltime=max_walltime)
+
+    max_retries = property(lambda self: self["max_retries"])
+    max_walltime = property(lambda self: self["max_walltime"])
 
 
-def option_value(arguments, option):
-    return (option_values(arguments, option) or [None])[-1]
+def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
+             notify=None, warn=None, lookup=None):
+    """Everything a job's prologue does, its steps in order (each defined below, in this order;
+    the controller, asked as Python started, answered on the pipe ``lookup``). The work's helpers
+    (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
+    job_id, predecessor_id = identify(environ)
+    answer = predecessor_id and lookup and _read_lookup(
+        lookup, predecessor_id, first_lookup_timeout(lookup_window()))
+    options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
+    store = open_run_dir(run_dir, predecessor_id)
+    with store.locked():
+        warnings = store.lock_note()
+        snapshot, cluster = find_place(store, job_id, predecessor_id, environ, warnings)
+        if snapshot.record and snapshot.record.job == job_id:
+            return _run_again(store, snapshot, next_link, environ, warnings)
+        snapshot, predecessor_id = settle_place(store, snapshot, job_id, predecessor_id,
+                                                warnings)
+        if predecessor_id is None:
+            snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
+        observation = predecessor_id and observe_predecessor(predecessor_id, answer=answer)
+        record, own = decide_link(store, snapshot, (job_id, predecessor_id, cluster),
+                                  observation or None, options, warnings)
+        store.commit(snapshot, record)
+        return _finish_link(store, record, observation or None, next_link, environ, warnings,
+                            own=own)
 
 
-def named_export(options, header, environ):
-    """sbatch options that carry NAMED_ENV into a job that gets less than the whole environment
-    (``--export`` of the command line, else SBATCH_EXPORT, else of the ``header``), else []."""
-    spec = option_value(options, "--export") or environ.get("SBATCH_EXPORT") or option_value(
-        script_directives(header), "--export")
-    if not spec or spec.split(",")[0].upper() == "ALL":
-        return []
-    return ["--export=%s,%s=1" % (spec, NAMED_ENV)]
+def _read_lookup(lookup, job_id, timeout):
+    """The SlurmResult of the prologue's lookup (its PID, then what scontrol printed) once it
+    ended, killed as run_slurm would after ``timeout``; None: none about ``job_id`` (ask)."""
+    deadline, text = time.monotonic() + timeout, b""
+    with contextlib.suppress(OSError, ValueError), open(lookup, "rb", 0) as pipe:
+        while select.select([pipe], [], [], max(deadline - time.monotonic(), 0))[0]:
+            chunk = pipe.read(1 << 16)
+            if not chunk:  # scontrol -o: a line per job; errors are the other lines
+                lines = text.decode("utf-8", "replace").splitlines(True)[1:]
+                out = "".join(line for line in lines if line.startswith("JobId="))
+                job = parse_scontrol(out)
+                if lines and (job.job_id == job_id if job else not out):
+                    return SlurmResult(0, out, "") if out else SlurmResult(1, "", "".join(lines))
+                return None
+            text += chunk
+        os.kill(int(text.partition(b"\n")[0]), signal.SIGKILL)
+        return SlurmResult(None, "", "scontrol timed out after %g s" % timeout)
 
 
-def check_sbatch_args(sbatch_args, allowed=(), strict=True):
-    """sbatch arguments with long names written in full; ValueError for REFUSED_SBATCH_OPTIONS
-    (but ``allowed``) and, ``strict``, what option_groups refuses."""
-    if isinstance(sbatch_args, str) or len(sbatch_args) > MAX_WORDS:
-        raise ValueError("sbatch_args must be a list of at most %d arguments, not %.60r"
-                         % (MAX_WORDS, sbatch_args))
-    groups = option_groups(sbatch_args, strict)
-    for name, words in groups:
-        if name in REFUSED_SBATCH_OPTIONS and name not in allowed:
-            raise ValueError("sbatch option %r is not allowed in a chain: %s"
-                             % (words[0], REFUSED_SBATCH_OPTIONS[name]))
-    for name in ("--time", "--time-min") if strict else ():  # else every successor fails
-        for value in option_values(sbatch_args, name):
-            if value.upper() not in ("-1", "INFINITE", "UNLIMITED") and parse_duration(
-                    value[:-1] + "-0" if value[-1:] == "-" else value) is None:  # D- is D days
-                raise ValueError("invalid %s %r: sbatch takes M, M:S, H:M:S, D-H, D-H:M, D-H:M:S "
-                                 "or UNLIMITED (e.g. %s=4:00:00)" % (name, value, name))
-    return [word for _, words in groups for word in words]
-
-
-def spelled_out(name, word):
-    """A long option as written (``--part=debug``) with its full name (``--partition=debug``)."""
-    return name + "".join(word.partition("=")[1:]) if name.startswith("--") else word
-
-
-def option_names(arguments):
-    return set(name for name, _ in option_groups(arguments, strict=False))
-
-
-def without_options(arguments, names):
-    return [word for name, words in option_groups(arguments, strict=False)
-            if name not in names for word in words]
-
-
-def split_batch_script(text):
-    """Return (header, body): the #! line with the #SBATCH/comment block, and the rest."""
-    lines = text.splitlines(True)
-    if not lines or not lines[0].startswith("#!"):
-        raise ValueError("not a batch script: it must start with a #! line such as #!/bin/bash")
-    end = 1
-    while end < len(lines) and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
-        end += 1
-    return "".join(lines[:end]), "".join(lines[end:])
-
-
-def script_directives(header):
-    import shlex
-    options = []
-    for line in header.splitlines():
-        words = line.strip().split(None, 1)
-        if len(words) == 2 and words[0] == "#SBATCH":
-            with contextlib.suppress(ValueError):  # sbatch ignores what it cannot parse too
-                options += shlex.split(words[1], comments=True)
-    return options
-
-
-def retries_from_text(text):
-    """A command line's max_retries: digits only, then the one rule of check_max_retries."""
-    return check_max_retries(int(text) if is_digits(text, 13) else text)
-
-
-def check_notify(command):
-    """Return a notify command (or None) if it can be run with /bin/sh -c; ValueError if not."""
-    if command is not None and (not isinstance(command, str) or not command.strip()
-                                or "\0" in command):
-        raise ValueError("notify must be a shell command such as 'mail -s chain me@site', got %r"
-                         % (command,))
-    return command
-
-
-def check_warn(text):
-    """``SIG@SECONDS`` (as Slurm's --signal: ``USR1@120``, ``SIGUSR1@120``, ``10@120``) spelled
-    canonically, or None; ValueError for a signal the work cannot catch or no positive SECONDS."""
-    if text is None:
+def parse_scontrol(text):
+    """The Job ``scontrol show job -o`` describes, or None; one that never started has run 0 s
+    (22.05 shows a bogus RunTime for a job cancelled by its dependency)."""
+    fields = {}
+    for word in (text or "").split("\nJobId=")[0].split():  # an array's ID: its tasks follow
+        name, _, value = word.partition("=")
+        if value:  # the last one wins, as Slurm prints the real field last
+            fields[name] = value
+    if "JobState" not in fields:
         return None
-    word, _, seconds = str(text).partition("@")  # no @: no seconds
-    word = word.strip().upper()
-    named = signal.Signals.__members__.get(word if word.startswith("SIG") else "SIG" + word)
-    number = int(word) if is_digits(word, 2) else named and int(named)
-    names = dict((int(value), value.name) for value in signal.Signals)
-    if number not in names or number in (signal.SIGKILL, signal.SIGSTOP) or not is_digits(
-            seconds, 6) or int(seconds) < 1:
-        raise ValueError("warn must be SIG@SECONDS with a signal the work can catch and a "
-                         "positive number of seconds before the link ends, such as USR1@120, "
-                         "got %r" % (text,))
-    return "%s@%d" % (names[number][3:], int(seconds))
+    start = _known(fields.get("StartTime"))
+    never_started = "StartTime" in fields and start is None
+    restarts = fields.get("Restarts", "")
+    return Job(fields.get("JobId", ""), fields["JobState"],
+               0 if never_started else parse_duration(fields.get("RunTime")) or 0,
+               start=start, end=_known(fields.get("EndTime")),
+               time_limit=parse_duration(fields.get("TimeLimit")),
+               restarts=int(restarts) if is_digits(restarts, 9) else None,
+               exit_code=fields.get("ExitCode"),
+               nodes=_known(fields.get("NodeList"), UNKNOWN_NODES))
 
 
-def warn_signal(text):
-    """(signal number, seconds) of a check_warn() text."""
-    word, _, seconds = check_warn(text).partition("@")
-    return int(getattr(signal, "SIG" + word)), int(seconds)
+def _known(text, unknown=UNKNOWN_TIMES):
+    text = (text or "").strip()
+    return None if text in unknown else text
 
 
-def check_warn_fits(warn, sbatch_args, max_walltime=None):
-    """ValueError if ``warn`` comes no sooner than a link's end (link_end: --time, max_walltime)."""
-    longest = link_end(0, parse_duration(option_value(sbatch_args, "--time")) or None,
-                       [max_walltime] if max_walltime else [])
-    if warn and longest and warn_signal(warn)[1] >= longest:
-        raise ValueError("--warn %s can never come before a link ends: its --time or "
-                         "--max-walltime ends it after %s; give it fewer seconds"
-                         % (warn, format_duration(longest)))
+def parse_duration(text):
+    """Seconds of a Slurm duration (M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; zero allowed), or None."""
+    if not isinstance(text, str):
+        return None
+    days, dash, clock = text.strip().rpartition("-")
+    parts = clock.split(":")
+    if dash and not is_digits(days) or len(parts) > 3 or not all(map(is_digits, parts)):
+        return None
+    numbers = [int(part) for part in parts] + [0, 0]
+    if not dash and len(parts) < 3:  # M and M:S start at minutes; D-H... and H:M:S at hours
+        numbers.insert(0, 0)
+    hours, minutes, seconds = numbers[:3]
+    return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
-def check_path(value, name):
-    value = os.fspath(value) if hasattr(value, "__fspath__") else value
-    if not isinstance(value, str) or not value or "\0" in value:
-        raise ValueError("%s must be a non-empty path, got %r" % (name, value))
-    return value
+def identify(environ):
+    """(this job's ID, its predecessor's ID or None) from the job's environment."""
+    job_id = environ.get("SLURM_JOB_ID")
+    if not job_id:
+        raise StateError("not inside a Slurm batch job (SLURM_JOB_ID is not set); nothing done")
+    job_id = parse_job_id(job_id, "SLURM_JOB_ID")
+    return job_id, parse_dependency(environ.get("SLURM_JOB_DEPENDENCY"))
 
 
-def exports_values(record):
-    """Whether a record's sbatch options give variables values (--export=NAME=value)."""
-    return any("=" in value for value in option_values(
-        (record.get("sbatch_args") or []) + ((record.get("next") or {}).get("sbatch_args") or []),
-        "--export"))
+def parse_job_id(text, what="job ID"):
+    if is_job_id(text):
+        return text
+    raise ValueError("malformed %s %r: expected a plain number such as 12345" % (what, text))
 
 
-def parse_mounts(text):
-    """[(mount point, fstype, [options])] of /proc/mounts text (``\\040`` is a space)."""
-    mounts = []
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) >= 4:
-            point = fields[1]
-            for code in ("\\040", "\\011", "\\012", "\\134"):
-                point = point.replace(code, chr(int(code[1:], 8)))
-            mounts.append((point, fields[2], fields[3].split(",")))
-    return mounts
+def is_job_id(text):
+    return is_digits(text, 10) and text[0] != "0" and int(text) < 2 ** 32
 
 
-def parse_budget(data):
-    def seconds(value):
-        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNTER
+def parse_dependency(text):
+    """Return the predecessor ID named by ``afternotok:<id>`` in SLURM_JOB_DEPENDENCY, or None."""
+    predecessors = []
+    for clause in (text or "").replace("?", ",").split(","):
+        kind, _, ids = clause.strip().partition(":")
+        if kind.strip().lower() == "afternotok":
+            for job_id in ids.split(":"):
+                # squeue: 14_* (an array's ID: its tasks); 14_2 (the task keeping the array's ID)
+                predecessors.append(parse_job_id(job_id.split("(")[0].strip().split("_")[0],
+                                                 "afternotok job ID in SLURM_JOB_DEPENDENCY"))
+    if len(set(predecessors)) > 1:
+        raise ValueError("SLURM_JOB_DEPENDENCY %r names several afternotok jobs; a chain link "
+                         "has exactly one predecessor" % (text,))
+    return predecessors[0] if predecessors else None
 
-    def table(value):
-        return isinstance(value, dict) and all(
-            is_job_id(str(key)) and seconds(item) for key, item in value.items())
 
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    budget = Budget(*(data.get(name) for name in Budget._fields))
-    if not (seconds(budget.cap) and seconds(budget.settled) and table(budget.reservations)
-            and table(budget.settled_jobs) and isinstance(budget.cluster, (str, type(None)))):
-        raise ValueError("cap, settled, reservations or settled_jobs missing or malformed")
-    return budget
+def show_job(job_id):
+    return ["scontrol", "show", "job", "-o", job_id]
+
+
+def first_lookup_timeout(window):
+    return min(command_timeout(), max(window, MIN_COMMAND_TIMEOUT))
+
+
+_checkpoints_passed = [0]  # how many checkpoints this process passed (crash-injection tests)
+
+
+# ---------------------------------------------------------------------------
+# 4. The run directory: its store, files read and checked, its path and its lock; the link's
+#    place in its chain
+# ---------------------------------------------------------------------------
+
+
+def open_run_dir(run_dir, predecessor_id):
+    """The run directory's store: a first job makes the directory, a later link needs it."""
+    if predecessor_id is None:
+        make_run_dir(run_dir)
+    elif not os.path.isdir(run_dir):
+        raise StateError("run directory %s is missing: the chain's state is lost; no work, no "
+                         "successor (resubmit to start a new chain)" % run_dir)
+    return chain_store(run_dir)
+
+
+def chain_store(directory):
+    """The StateStore of a run or budget directory, able to break a lock an ended job held."""
+    return StateStore(directory, job_over=job_over)
 
 
 def load_json(text):
@@ -935,256 +1067,23 @@ def load_json(text):
     return json.loads(text, parse_constant=refuse)
 
 
-def dump_json(value):
-    """The state files' JSON: one line, keys sorted (the same bytes for the same value)."""
-    return json.dumps(value, sort_keys=True, allow_nan=False)
+def record_from_json(data):  # unknown keys ignored
+    return Record(**_checked(data, RECORD_CHECKS, RECORD_FIELDS))
 
 
-def shell_quote(text):
-    """shlex.quote, without importing shlex in the job."""
-    if text and all(char in SHELL_SAFE for char in text):
-        return text
-    return "'" + text.replace("'", "'\"'\"'") + "'"
+def _checked(data, checks, fields):
+    """{field: value} of a JSON object whose fields pass their checks; ValueError names one."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    values = {name: data.get(name) for name in fields}
+    for name, value in values.items():
+        if not checks[name](value):
+            raise ValueError("field %r cannot be %s" % (name, json.dumps(value)[:40]))
+    return values
 
 
-def visible(text):
-    """Text with control and format characters (but newline, tab) escaped: no file drives a tty."""
-    import unicodedata
-    return "".join(
-        char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
-        else "\\x%02x" % ord(char) if ord(char) < 0x100 else "\\u%04x" % ord(char)
-        for char in text)
-
-
-def uid_name(uid):
-    """``0`` -> ``root``: who ``CANCELLED by <uid>`` was (the uid itself if unknown here)."""
-    import pwd
-    try:
-        return pwd.getpwuid(int(uid)).pw_name
-    except (KeyError, ValueError, OverflowError, TypeError):  # TypeError: None, not known
-        return "uid %s" % uid
-
-
-# ---------------------------------------------------------------------------
-# 3. Decision (pure)
-# ---------------------------------------------------------------------------
-
-
-def state_meaning(state, exit_code=None, elapsed=None):
-    """STATE_MEANING of a final state; if FAILED, as the work's exit status and run time say."""
-    meaning = STATE_MEANING.get(base_state(state), RETRY)
-    if base_state(state) == "FAILED":
-        meaning = WORK_EXIT_MEANING.get(exit_status(exit_code), meaning)
-    if meaning == RESUME_ASKED and elapsed is not None and elapsed < NO_PROGRESS_SECONDS:
-        return NO_PROGRESS
-    return meaning
-
-
-def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
-           exit_code=None, elapsed=None):
-    """The Decision of a job whose predecessor ended in ``state`` (None: first job; NOT_VISIBLE:
-    not found) with ExitCode ``"75:0"`` (or 75) after ``elapsed`` s; ``walltime`` includes it."""
-    if state is None:
-        return Decision("start", 0, "first job of the chain: starting fresh")
-    if state == NOT_VISIBLE:
-        return Decision("resume", retries, "predecessor's final state not visible in "
-                        "accounting: resuming without counting a retry")
-    meaning = state_meaning(state, exit_code, elapsed)
-    if meaning in (RESUME_ASKED, STOP_ASKED, NO_PROGRESS):
-        state = "%s with exit %d%s" % (state, exit_status(exit_code), meaning == NO_PROGRESS and
-                                       " after only %s s (no progress: counted as a retry)"
-                                       % elapsed or "")
-    if meaning == LAG:
-        return Decision("resume", retries, "predecessor still shows %s (accounting lag): "
-                        "resuming without counting a retry" % state)
-    if meaning == COMPLETE:
-        return Decision("complete", retries, "predecessor COMPLETED: the work is done")
-    if meaning in (STOP, STOP_ASKED):
-        return Decision("stop", retries, "predecessor %s: stopping the chain" % state)
-    if meaning in (INTERRUPTED, RESUME_ASKED):
-        if max_walltime is not None and walltime >= max_walltime:
-            return Decision("stop", retries, "predecessor %s and accumulated walltime %d s "
-                            "reached max_walltime %d s: stopping the chain"
-                            % (state, walltime, max_walltime))
-        return Decision("resume", retries, "predecessor %s: resuming (not counted as a retry)"
-                        % state)
-    if retries + 1 > max_retries:
-        return Decision("fail", retries + 1, "predecessor %s: retry %d exceeds max_retries %d: "
-                        "failing the chain" % (state, retries + 1, max_retries))
-    return Decision("resume", retries + 1, "predecessor %s: retry %d of %d"
-                    % (state, retries + 1, max_retries))
-
-
-def stop_at_cap(decision, walltime, max_walltime):
-    """A stop if what is left of max_walltime (a link's limit) is under Slurm's 1-minute minimum."""
-    if (decision.action in WORK_ACTIONS and max_walltime is not None
-            and max_walltime - walltime < MIN_TIME_LIMIT):
-        return Decision("stop", decision.retries, "only %d s of max_walltime %d s remain, less "
-                        "than Slurm's 1-minute minimum time limit: stopping the chain"
-                        % (max(max_walltime - walltime, 0), max_walltime))
-    return decision
-
-
-def budget_left(budget):
-    return max(budget.cap - budget.settled - sum(budget.reservations.values()), 0)
-
-
-def reserve(budget, job_id, limit):
-    """(budget, seconds) with whole minutes of min(limit, what is left) reserved for a link
-    (seconds None: under a minute left). A requeued link keeps its reservation."""
-    if job_id in budget.reservations:
-        return budget, budget.reservations[job_id]
-    left = budget_left(budget)
-    seconds = (left if limit is None else min(limit, left)) // 60 * 60
-    if seconds < MIN_TIME_LIMIT:
-        return budget, None
-    return budget._replace(reservations=dict(budget.reservations, **{job_id: seconds})), seconds
-
-
-def settle(budget, job_id, elapsed):
-    """A link's reservation replaced by its elapsed seconds, idempotent (a job settled before,
-    then requeued, adds only what it ran since)."""
-    if job_id not in budget.reservations and job_id not in budget.settled_jobs:
-        return budget  # not a link of this budget
-    counted = budget.settled_jobs.get(job_id, 0)
-    reservations = {job: seconds for job, seconds in budget.reservations.items() if job != job_id}
-    return budget._replace(
-        settled=budget.settled + max(elapsed - counted, 0), reservations=reservations,
-        settled_jobs=dict(budget.settled_jobs, **{job_id: max(elapsed, counted)}))
-
-
-Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
-Snapshot.__doc__ = "The run directory read once, locked; cancelled: the mark's text; None: missing."
-
-
-def chain_length(snapshot):
-    """Links that ran their work, from the journal (None: no journal gave a link number)."""
-    record = snapshot.record
-    if record is None or record.link is None:
-        return None
-    if record.action in WORK_ACTIONS and record.job != snapshot.last_job:
-        return record.link - 1  # a link that resume queued, which has not run yet
-    return record.link
-
-
-def link_number(length, action):
-    """A record's ``link``: links that ran, this one included if it works."""
-    return None if length is None else length + (action in WORK_ACTIONS)
-
-
-def restate(record, action, reason, cause):
-    """The record with another decision (and the link number that follows)."""
-    length = None if record.link is None else record.link - (record.action in WORK_ACTIONS)
-    return record._replace(action=action, reason=reason, cause=cause,
-                           link=link_number(length, action))
-
-
-def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, *, now=0,
-              budget_dir=None, cluster=None, notify=None, warn=None):
-    """This link's Record: decide(), then the cancel mark and the cap. ``observation``: the
-    predecessor's lookup (None: first job). Settings ``resume`` gave win over the prologue's."""
-    previous, first = snapshot.record, predecessor_id is None
-    observed = Job(None, None, 0) if first else observation.job
-    cause, settings_from = None, "prologue"
-    if not first and previous is not None and previous.settings_from == "resume":
-        settings, settings_from = Settings(previous.max_retries, previous.max_walltime), "resume"
-        notify, warn = previous.notify, previous.warn  # and the options resume may have set
-        next_link = next_link._replace(sbatch_args=list(
-            (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
-    elapsed = observed.elapsed
-    walltime = 0 if first else (snapshot.walltime or 0) + elapsed
-    # Exit 75 after the warning is progress, however soon it came (a short or lowered time limit)
-    limit = observed.time_limit or (previous.time_limit if previous is not None else None)
-    warned = warn and limit and elapsed >= limit - warn_signal(warn)[1]
-    progress = None if warned else elapsed
-    decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
-                      max_retries=settings.max_retries, max_walltime=settings.max_walltime,
-                      exit_code=observed.exit_code, elapsed=progress)
-    if decision.action not in WORK_ACTIONS:
-        cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code, progress)]
-    elif snapshot.cancelled and not first:
-        decision, cause = Decision("stop", decision.retries, "the chain was cancelled with the "
-                                   "cancel command (%s): stopping" % snapshot.cancelled), "cancel"
-    capped = stop_at_cap(decision, walltime, settings.max_walltime)
-    if capped is not decision:
-        decision, cause = capped, "max_walltime"
-    length = 0 if first else chain_length(snapshot)
-    return Record(job=job_id, predecessor=predecessor_id, predecessor_state=observed.state,
-                  predecessor_elapsed=elapsed, source=observation.source if observation else None,
-                  predecessor_exit_code=exit_status(observed.exit_code), action=decision.action,
-                  cause=cause, reason=decision.reason, walltime=walltime, retries=decision.retries,
-                  max_retries=settings.max_retries, max_walltime=settings.max_walltime,
-                  settings_from=settings_from, link=link_number(length, decision.action),
-                  next=next_link._asdict(), phase="counted", time=int(now), budget_dir=budget_dir,
-                  cluster=cluster, notify=notify, warn=warn)
-
-
-def link_caps(record):
-    """Seconds a working link may run by its caps: max_walltime's rest, its budget reservation."""
-    return [seconds for seconds in (
-        None if record.max_walltime is None else record.max_walltime - record.walltime,
-        record.reserved) if seconds is not None]
-
-
-def link_end(start, time_limit, caps=()):
-    """When (epoch seconds; None: never) a link started at ``start`` ends: at its time limit
-    (None: UNLIMITED) or the whole minutes of its tightest cap (finish_queueing)."""
-    ends = [seconds for seconds in [time_limit] + [int(cap) // 60 * 60 for cap in caps]
-            if seconds is not None]
-    return None if start is None or not ends else int(start) + min(ends)
-
-
-def job_start_and_limit(environ, job_id, ask=True):
-    """(start, time limit) of the running job in epoch seconds and seconds, or (None, None):
-    from SLURM_JOB_START_TIME/_END_TIME (23.02+), else from the controller when ``ask``."""
-    start, end = environ.get("SLURM_JOB_START_TIME", ""), environ.get("SLURM_JOB_END_TIME", "")
-    if is_digits(start) and is_digits(end):
-        return int(start), int(end) - int(start) if int(end) > int(start) else None
-    job = SLURM.controller(job_id).job if ask else None
-    start = epoch(job.start) if job else None
-    return (start, job.time_limit) if start is not None else (None, None)
-
-
-def link_exports(record, run_dir, end=None):
-    """{name: text} of the variables the prologue exports to the work; ``end``: link_end."""
-    caps = link_caps(record)
-    values = {"DIR": run_dir, "JOB": record.job, "LINK": record.link,
-              "RESUMING": int(record.action == "resume"), "PREDECESSOR": record.predecessor,
-              "SUCCESSOR": record.successor, "WALLTIME_USED": record.walltime,
-              "WALLTIME_LEFT": max(min(caps), 0) if caps else None,
-              "MAX_WALLTIME": record.max_walltime, "RETRIES": record.retries,
-              "MAX_RETRIES": record.max_retries, "TIME_LIMIT": record.time_limit,
-              "EXIT_RESUME": RESUME_EXIT, "END": end, "EXIT_STOP": STOP_EXIT}
-    return collections.OrderedDict((EXPORT_PREFIX + name, "" if value is None else str(value))
-                                   for name, value in sorted(values.items()))
-
-
-# ---------------------------------------------------------------------------
-# 4. State: the run directory's dot-files
-# ---------------------------------------------------------------------------
-
-_checkpoints_passed = [0]  # how many checkpoints this process passed (crash-injection tests)
-
-
-def _checkpoint():
-    """Between two steps that change state: where crash-injection tests kill the job."""
-    target = os.environ.get(CRASH_ENV)
-    if target:
-        _checkpoints_passed[0] += 1
-        if str(_checkpoints_passed[0]) == target:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _fsync_directory(directory):
-    with contextlib.suppress(OSError):  # some file systems cannot: the rename is still atomic
-        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-        with contextlib.suppress(OSError):
-            os.fsync(descriptor)
-        os.close(descriptor)
-
-
-def _text(value):
-    return value is None or isinstance(value, str)
+def _job(value):
+    return value is None or (isinstance(value, str) and is_job_id(value))
 
 
 def _word(value):
@@ -1192,16 +1091,23 @@ def _word(value):
     return _text(value) and "\0" not in (value or "")
 
 
+def _text(value):
+    return value is None or isinstance(value, str)
+
+
 def _count(value):
     return value is None or (type(value) is int and 0 <= value <= MAX_TIME_LIMIT)
 
 
-def _job(value):
-    return value is None or (isinstance(value, str) and is_job_id(value))
-
-
 def _one_of(*allowed):
     return lambda value: value in allowed
+
+
+def _warn_ok(value):
+    try:
+        return check_warn(value) == value
+    except ValueError:
+        return False
 
 
 def _next_link_ok(value):
@@ -1223,13 +1129,6 @@ def _next_link_ok(value):
     return all(is_digits(task, 9) for task in option_values(lists[0], "--array"))
 
 
-def _warn_ok(value):
-    try:
-        return check_warn(value) == value
-    except ValueError:
-        return False
-
-
 RECORD_CHECKS = {  # every journal field's test (True: the value may be used as it is)
     "job": lambda value: _job(value) and value is not None, "cluster": _word,
     "predecessor": _job, "predecessor_state": _text, "predecessor_elapsed": _count,
@@ -1247,18 +1146,6 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
 EVENT_CHECKS = {"event": _one_of(*EVENTS), "job": _job, "link": _count, "reason": _text,
                 "time": RECORD_CHECKS["time"]}
 
-
-def _checked(data, checks, fields):
-    """{field: value} of a JSON object whose fields pass their checks; ValueError names one."""
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
-    values = {name: data.get(name) for name in fields}
-    for name, value in values.items():
-        if not checks[name](value):
-            raise ValueError("field %r cannot be %s" % (name, json.dumps(value)[:40]))
-    return values
-
-
 SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECKS)
     "first_job": RECORD_CHECKS["job"], "cluster": _word, "script": _word, "original": _word,
     "sbatch_args": lambda value: _next_link_ok({"sbatch_args": value}),
@@ -1269,210 +1156,6 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "guard": _job, "dead_first_jobs": _count,
     "python": lambda value: _word(value) and (value is None or bool(value.strip())),
 }
-
-
-def events_from_json(data):
-    if not isinstance(data.get("events"), list):
-        raise ValueError("'events' is not a list")
-    return [Event(**_checked(item, EVENT_CHECKS, Event._fields))
-            for item in data["events"][-MAX_EVENTS:]]
-
-
-def record_from_json(data):  # unknown keys ignored
-    return Record(**_checked(data, RECORD_CHECKS, RECORD_FIELDS))
-
-
-Holder = collections.namedtuple("Holder", "cluster job host pid time token")
-Holder.__doc__ = ("Who holds a file lock (its JSON content): Slurm cluster and job (None outside "
-                  "a job), host, pid, since when (epoch seconds), and a token of its own.")
-
-
-_mounts_read = []  # /proc/mounts, parsed once per process (status of 50 chains, a link's locks)
-
-
-def mount_of(directory, mounts=None):
-    """(mount point, fstype, options) of the mount holding ``directory``, or None."""
-    if mounts is None and not _mounts_read:  # none: the kernel's lock, tried first
-        _mounts_read.append(parse_mounts(_proc_text("", "mounts")))
-    path = os.path.realpath(directory)
-    mounts = _mounts_read[0] if mounts is None else mounts
-    return max((mount for mount in mounts if path == mount[0] or path.startswith(
-        mount[0].rstrip("/") + "/")), key=lambda mount: len(mount[0]), default=None)
-
-
-def lock_kind(directory, environ=os.environ, mounts=None):
-    """(kind, why) of the lock a directory needs: RESUMABLE_CHAIN_LOCK if set, else "file" where
-    its mount's kernel locks do not hold across nodes (NODE_LOCAL_LOCKS, in parse_mounts)."""
-    forced = environ.get(LOCK_ENV)
-    if forced:
-        if forced not in LOCK_KINDS:
-            raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, forced))
-        return forced, "%s=%s" % (LOCK_ENV, forced)
-    point, fstype, options = mount_of(directory, mounts) or ("", "", ())
-    local = NODE_LOCAL_LOCKS.get(fstype, ())
-    said = [option for option in options if local is None or option in local]
-    if local is not None and not said:
-        return "kernel", None
-    return "file", "%s mounted at %s%s: its kernel locks are missing or local to one node" % (
-        fstype, point, " with " + ",".join(said) if local is not None else "")
-
-
-def probe_lock(directory):
-    """(kind, why) of the lock writers of ``directory`` take now, for status: as lock_kind, and
-    "file" where a lock call is refused (tried shared, released at once)."""
-    kind, why = lock_kind(directory)
-    if kind == "file":
-        return kind, why
-    try:
-        descriptor = open_own_file(os.path.join(directory, LOCK_FILE), os.O_RDONLY,
-                                   what="lock file", owned=False)
-    except Refused as error:
-        return "refused", "%s: every writer refuses it" % error
-    except StateError:
-        return kind, why  # no lock file yet, or not readable: nothing to learn
-    try:
-        fcntl.lockf(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as error:
-        if error.errno in NO_KERNEL_LOCK:
-            return "file", "lock calls refused here (%s)" % error.strerror
-    finally:
-        os.close(descriptor)  # closing releases it
-    return kind, why
-
-
-def foreign_write(info):
-    """The write bits of an os.stat's mode that let someone else write: others', and the group's
-    unless it is the owner's private group (umask 002 sites), never group 0 (some accounts' own)."""
-    bits = info.st_mode & 0o022
-    if not bits & 0o020 or not info.st_gid:  # the common case: nothing to look up (no pwd)
-        return bits
-    import grp
-    import pwd
-    with contextlib.suppress(KeyError, OverflowError):
-        user = pwd.getpwuid(info.st_uid)
-        group = user.pw_gid == info.st_gid and grp.getgrgid(info.st_gid)
-        if group and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name} and \
-                not any(other.pw_gid == info.st_gid and other.pw_uid != info.st_uid
-                        for other in pwd.getpwall()):  # nor another account's primary group
-            return bits & ~0o020
-    return bits
-
-
-def owner_problem(info, path, what):
-    """Why the invoking user may not act on ``path`` (``info``: its os.stat), or None: it must be
-    theirs and writable by no one else (as ssh's StrictModes; only a job's owner changes it)."""
-    mode, bits = stat.S_IMODE(info.st_mode), foreign_write(info)
-    if info.st_uid != os.geteuid():
-        return ("refusing to act on %s %s: it belongs to %s (uid %d, mode %04o), not to you; only "
-                "a chain's owner may change it (status only reads it): %s" % (
-                    what, path, uid_name(info.st_uid), info.st_uid, mode, "use a run directory "
-                    "of your own" if what.endswith("directory") else "someone else put it in "
-                    "your directory; read it, then delete it"))
-    if bits:
-        return ("refusing to act on %s %s: mode %04o lets %s write it, so anyone there could act "
-                "as you; if you trust what is in it, run: chmod go-w %s"
-                % (what, path, mode, "group and others" if bits == 0o022 else
-                   "its group" if bits & 0o020 else "others", shell_quote(path)))
-    return None
-
-
-def unsafe_path(path, what="run directory"):
-    """Why someone else could swap ``path`` for a directory of theirs between two steps, or None:
-    as ssh's StrictModes, every directory and symlink on the way is root's or the caller's, and
-    one others can write has the sticky bit (docs/trust-model.md)."""
-    trusted = (0, os.geteuid())
-    parts = os.path.abspath(path).split(os.sep)[1:]
-    walked = [os.sep + os.sep.join(parts[:end]) for end in range(1, len(parts) + 1)]
-    ancestors, real = set(os.path.dirname(one) for one in walked), os.path.realpath(path)
-    while real != os.path.dirname(real):  # the directories the path really goes through
-        real = os.path.dirname(real)
-        ancestors.add(real)
-    for directory in sorted(ancestors) + walked:
-        try:
-            info = os.lstat(directory)
-        except OSError:
-            continue  # not there yet (make_run_dir creates it) or not ours to see: the next says
-        if info.st_uid not in trusted and (stat.S_ISLNK(info.st_mode) or directory in ancestors):
-            return ("refusing to act on %s %s: %s %s belongs to %s (uid %d), who could swap it "
-                    "for another; use a path through directories only you and root own"
-                    % (what, path, "the symlink" if stat.S_ISLNK(info.st_mode) else
-                       "the directory", directory, uid_name(info.st_uid), info.st_uid))
-        if directory in ancestors and stat.S_ISDIR(info.st_mode) and \
-                not info.st_mode & stat.S_ISVTX and foreign_write(info):
-            quoted = shell_quote(directory)
-            fix = ("run chmod +t %s (or chmod go-w %s)" % (quoted, quoted)
-                   if info.st_uid == os.geteuid() else "ask its owner to run chmod +t " + quoted)
-            return ("refusing to act on %s %s: %s (mode %04o) lets others rename what is in it "
-                    "(no sticky bit), so they could swap the run directory for one of theirs; "
-                    "%s, or use a run directory below ones only you can write"
-                    % (what, path, directory, stat.S_IMODE(info.st_mode), fix))
-    return None
-
-
-def check_owned_dir(path, what="run directory"):
-    """StateError for a directory the caller does not own alone, or that someone could swap."""
-    try:
-        info = os.stat(path)
-    except OSError as error:
-        raise StateError("cannot use %s %s: %s" % (what, path, error.strerror or error))
-    if not stat.S_ISDIR(info.st_mode):
-        raise StateError("%s %s is not a directory" % (what, path))
-    problem = owner_problem(info, path, what) or unsafe_path(path, what)
-    if problem:
-        raise StateError(problem)
-
-
-class Refused(StateError):
-    """A planted file: a symlink, a FIFO or directory, or one someone else may write."""
-
-
-class Missing(StateError):
-    """No such file: told by the failed open itself (a look afterwards races a new writer)."""
-
-
-def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
-    """os.open a regular file, never through a symlink nor blocking on a FIFO (planted ones are
-    Refused), ``owned``: only one of the caller's that no one else can write; StateError."""
-    try:
-        descriptor = _open_fresh(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
-    except OSError as error:
-        if error.errno == errno.ELOOP or os.path.islink(path):
-            raise Refused("refusing %s %s: it is a symlink (nothing was changed)" % (what, path))
-        raise (Missing if error.errno in (errno.ENOENT, errno.ENOTDIR) else StateError)(
-            "cannot open %s %s: %s (nothing was changed)" % (what, path, error.strerror or error))
-    info = os.fstat(descriptor)
-    problem = ("refusing %s %s: it is a %s, not a regular file (nothing was changed)" % (
-        what, path, "directory" if stat.S_ISDIR(info.st_mode) else "special file")
-        if not stat.S_ISREG(info.st_mode) else owned and owner_problem(info, path, what))
-    if problem:
-        os.close(descriptor)
-        raise Refused(problem)
-    return descriptor
-
-
-def _write_new(path, text, mode):
-    """Create ``path`` holding ``text``, synced; O_EXCL: never through a planted symlink."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
-    try:
-        payload = text.encode("utf-8", "surrogateescape")
-        while payload:
-            payload = payload[os.write(descriptor, payload):]
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def _open_fresh(path, flags, mode):
-    """os.open, retried for VIEW_WAIT_SECONDS while ESTALE (an NFS client renamed over it)."""
-    started = time.monotonic()
-    while True:
-        try:
-            return os.open(path, flags, mode)
-        except OSError as error:
-            if error.errno != errno.ESTALE or time.monotonic() - started > VIEW_WAIT_SECONDS:
-                raise
-        time.sleep(1)
-        os.listdir(os.path.dirname(path))
 
 
 class StateStore(object):
@@ -1834,6 +1517,280 @@ class StateStore(object):
                 % (held, wait, said or "an unreadable holder"))
 
 
+def find_place(store, job_id, predecessor_id, environ, warnings):
+    """(the snapshot, the chain's cluster), under the lock, once the journal names a job without
+    a predecessor if it should (wait_to_be_named); a job on another cluster is refused."""
+    snapshot = store.snapshot()
+    if predecessor_id is None:  # a first job, or one a guard or resume queued: which?
+        snapshot = wait_to_be_named(store, snapshot, job_id, environ.get("SLURM_CLUSTER_NAME"),
+                                    warnings, environ.get(NAMED_ENV) == "1")
+    previous = snapshot.record
+    cluster = environ.get("SLURM_CLUSTER_NAME") or (previous and previous.cluster)
+    if previous and previous.cluster not in (None, cluster) and (
+            predecessor_id or job_id in (previous.job, previous.successor)):
+        raise StateError("job %s runs on cluster %s, but the chain in %s runs on cluster %s: "
+                         "its job IDs mean other jobs here; no work, no successor"
+                         % (job_id, cluster, store.directory, previous.cluster))
+    return snapshot, cluster
+
+
+def dump_json(value):
+    """The state files' JSON: one line, keys sorted (the same bytes for the same value)."""
+    return json.dumps(value, sort_keys=True, allow_nan=False)
+
+
+def _fsync_directory(directory):
+    with contextlib.suppress(OSError):  # some file systems cannot: the rename is still atomic
+        descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        with contextlib.suppress(OSError):
+            os.fsync(descriptor)
+        os.close(descriptor)
+
+
+def check_warn(text):
+    """``SIG@SECONDS`` (as Slurm's --signal: ``USR1@120``, ``SIGUSR1@120``, ``10@120``) spelled
+    canonically, or None; ValueError for a signal the work cannot catch or no positive SECONDS."""
+    if text is None:
+        return None
+    word, _, seconds = str(text).partition("@")  # no @: no seconds
+    word = word.strip().upper()
+    named = signal.Signals.__members__.get(word if word.startswith("SIG") else "SIG" + word)
+    number = int(word) if is_digits(word, 2) else named and int(named)
+    names = dict((int(value), value.name) for value in signal.Signals)
+    if number not in names or number in (signal.SIGKILL, signal.SIGSTOP) or not is_digits(
+            seconds, 6) or int(seconds) < 1:
+        raise ValueError("warn must be SIG@SECONDS with a signal the work can catch and a "
+                         "positive number of seconds before the link ends, such as USR1@120, "
+                         "got %r" % (text,))
+    return "%s@%d" % (names[number][3:], int(seconds))
+
+
+def without_options(arguments, names):
+    return [word for name, words in option_groups(arguments, strict=False)
+            if name not in names for word in words]
+
+
+def option_values(arguments, option):
+    """The values ``arguments`` give an option (long name), in order: sbatch takes the last."""
+    return [words[1] if len(words) == 2 else words[0].partition("=")[2]
+            if words[0].startswith("--") else words[0][2:]
+            for name, words in option_groups(arguments, strict=False) if name == option]
+
+
+def exports_values(record):
+    """Whether a record's sbatch options give variables values (--export=NAME=value)."""
+    return any("=" in value for value in option_values(
+        (record.get("sbatch_args") or []) + ((record.get("next") or {}).get("sbatch_args") or []),
+        "--export"))
+
+
+def events_from_json(data):
+    if not isinstance(data.get("events"), list):
+        raise ValueError("'events' is not a list")
+    return [Event(**_checked(item, EVENT_CHECKS, Event._fields))
+            for item in data["events"][-MAX_EVENTS:]]
+
+
+def check_owned_dir(path, what="run directory"):
+    """StateError for a directory the caller does not own alone, or that someone could swap."""
+    try:
+        info = os.stat(path)
+    except OSError as error:
+        raise StateError("cannot use %s %s: %s" % (what, path, error.strerror or error))
+    if not stat.S_ISDIR(info.st_mode):
+        raise StateError("%s %s is not a directory" % (what, path))
+    problem = owner_problem(info, path, what) or unsafe_path(path, what)
+    if problem:
+        raise StateError(problem)
+
+
+def owner_problem(info, path, what):
+    """Why the invoking user may not act on ``path`` (``info``: its os.stat), or None: it must be
+    theirs and writable by no one else (as ssh's StrictModes; only a job's owner changes it)."""
+    mode, bits = stat.S_IMODE(info.st_mode), foreign_write(info)
+    if info.st_uid != os.geteuid():
+        return ("refusing to act on %s %s: it belongs to %s (uid %d, mode %04o), not to you; only "
+                "a chain's owner may change it (status only reads it): %s" % (
+                    what, path, uid_name(info.st_uid), info.st_uid, mode, "use a run directory "
+                    "of your own" if what.endswith("directory") else "someone else put it in "
+                    "your directory; read it, then delete it"))
+    if bits:
+        return ("refusing to act on %s %s: mode %04o lets %s write it, so anyone there could act "
+                "as you; if you trust what is in it, run: chmod go-w %s"
+                % (what, path, mode, "group and others" if bits == 0o022 else
+                   "its group" if bits & 0o020 else "others", shell_quote(path)))
+    return None
+
+
+def foreign_write(info):
+    """The write bits of an os.stat's mode that let someone else write: others', and the group's
+    unless it is the owner's private group (umask 002 sites), never group 0 (some accounts' own)."""
+    bits = info.st_mode & 0o022
+    if not bits & 0o020 or not info.st_gid:  # the common case: nothing to look up (no pwd)
+        return bits
+    import grp
+    import pwd
+    with contextlib.suppress(KeyError, OverflowError):
+        user = pwd.getpwuid(info.st_uid)
+        group = user.pw_gid == info.st_gid and grp.getgrgid(info.st_gid)
+        if group and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name} and \
+                not any(other.pw_gid == info.st_gid and other.pw_uid != info.st_uid
+                        for other in pwd.getpwall()):  # nor another account's primary group
+            return bits & ~0o020
+    return bits
+
+
+def unsafe_path(path, what="run directory"):
+    """Why someone else could swap ``path`` for a directory of theirs between two steps, or None:
+    as ssh's StrictModes, every directory and symlink on the way is root's or the caller's, and
+    one others can write has the sticky bit (docs/trust-model.md)."""
+    trusted = (0, os.geteuid())
+    parts = os.path.abspath(path).split(os.sep)[1:]
+    walked = [os.sep + os.sep.join(parts[:end]) for end in range(1, len(parts) + 1)]
+    ancestors, real = set(os.path.dirname(one) for one in walked), os.path.realpath(path)
+    while real != os.path.dirname(real):  # the directories the path really goes through
+        real = os.path.dirname(real)
+        ancestors.add(real)
+    for directory in sorted(ancestors) + walked:
+        try:
+            info = os.lstat(directory)
+        except OSError:
+            continue  # not there yet (make_run_dir creates it) or not ours to see: the next says
+        if info.st_uid not in trusted and (stat.S_ISLNK(info.st_mode) or directory in ancestors):
+            return ("refusing to act on %s %s: %s %s belongs to %s (uid %d), who could swap it "
+                    "for another; use a path through directories only you and root own"
+                    % (what, path, "the symlink" if stat.S_ISLNK(info.st_mode) else
+                       "the directory", directory, uid_name(info.st_uid), info.st_uid))
+        if directory in ancestors and stat.S_ISDIR(info.st_mode) and \
+                not info.st_mode & stat.S_ISVTX and foreign_write(info):
+            quoted = shell_quote(directory)
+            fix = ("run chmod +t %s (or chmod go-w %s)" % (quoted, quoted)
+                   if info.st_uid == os.geteuid() else "ask its owner to run chmod +t " + quoted)
+            return ("refusing to act on %s %s: %s (mode %04o) lets others rename what is in it "
+                    "(no sticky bit), so they could swap the run directory for one of theirs; "
+                    "%s, or use a run directory below ones only you can write"
+                    % (what, path, directory, stat.S_IMODE(info.st_mode), fix))
+    return None
+
+
+def lock_kind(directory, environ=os.environ, mounts=None):
+    """(kind, why) of the lock a directory needs: RESUMABLE_CHAIN_LOCK if set, else "file" where
+    its mount's kernel locks do not hold across nodes (NODE_LOCAL_LOCKS, in parse_mounts)."""
+    forced = environ.get(LOCK_ENV)
+    if forced:
+        if forced not in LOCK_KINDS:
+            raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, forced))
+        return forced, "%s=%s" % (LOCK_ENV, forced)
+    point, fstype, options = mount_of(directory, mounts) or ("", "", ())
+    local = NODE_LOCAL_LOCKS.get(fstype, ())
+    said = [option for option in options if local is None or option in local]
+    if local is not None and not said:
+        return "kernel", None
+    return "file", "%s mounted at %s%s: its kernel locks are missing or local to one node" % (
+        fstype, point, " with " + ",".join(said) if local is not None else "")
+
+
+_mounts_read = []  # /proc/mounts, parsed once per process (status of 50 chains, a link's locks)
+
+
+def mount_of(directory, mounts=None):
+    """(mount point, fstype, options) of the mount holding ``directory``, or None."""
+    if mounts is None and not _mounts_read:  # none: the kernel's lock, tried first
+        _mounts_read.append(parse_mounts(_proc_text("", "mounts")))
+    path = os.path.realpath(directory)
+    mounts = _mounts_read[0] if mounts is None else mounts
+    return max((mount for mount in mounts if path == mount[0] or path.startswith(
+        mount[0].rstrip("/") + "/")), key=lambda mount: len(mount[0]), default=None)
+
+
+def _proc_text(pid, name):
+    try:
+        with open("/proc/%s/%s" % (pid, name)) as handle:
+            return handle.read()
+    except (OSError, UnicodeDecodeError):
+        return ""  # it ended meanwhile
+
+
+def parse_mounts(text):
+    """[(mount point, fstype, [options])] of /proc/mounts text (``\\040`` is a space)."""
+    mounts = []
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 4:
+            point = fields[1]
+            for code in ("\\040", "\\011", "\\012", "\\134"):
+                point = point.replace(code, chr(int(code[1:], 8)))
+            mounts.append((point, fields[2], fields[3].split(",")))
+    return mounts
+
+
+def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
+    """os.open a regular file, never through a symlink nor blocking on a FIFO (planted ones are
+    Refused), ``owned``: only one of the caller's that no one else can write; StateError."""
+    try:
+        descriptor = _open_fresh(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+    except OSError as error:
+        if error.errno == errno.ELOOP or os.path.islink(path):
+            raise Refused("refusing %s %s: it is a symlink (nothing was changed)" % (what, path))
+        raise (Missing if error.errno in (errno.ENOENT, errno.ENOTDIR) else StateError)(
+            "cannot open %s %s: %s (nothing was changed)" % (what, path, error.strerror or error))
+    info = os.fstat(descriptor)
+    problem = ("refusing %s %s: it is a %s, not a regular file (nothing was changed)" % (
+        what, path, "directory" if stat.S_ISDIR(info.st_mode) else "special file")
+        if not stat.S_ISREG(info.st_mode) else owned and owner_problem(info, path, what))
+    if problem:
+        os.close(descriptor)
+        raise Refused(problem)
+    return descriptor
+
+
+def _write_new(path, text, mode):
+    """Create ``path`` holding ``text``, synced; O_EXCL: never through a planted symlink."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        payload = text.encode("utf-8", "surrogateescape")
+        while payload:
+            payload = payload[os.write(descriptor, payload):]
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _checkpoint():
+    """Between two steps that change state: where crash-injection tests kill the job."""
+    target = os.environ.get(CRASH_ENV)
+    if target:
+        _checkpoints_passed[0] += 1
+        if str(_checkpoints_passed[0]) == target:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _open_fresh(path, flags, mode):
+    """os.open, retried for VIEW_WAIT_SECONDS while ESTALE (an NFS client renamed over it)."""
+    started = time.monotonic()
+    while True:
+        try:
+            return os.open(path, flags, mode)
+        except OSError as error:
+            if error.errno != errno.ESTALE or time.monotonic() - started > VIEW_WAIT_SECONDS:
+                raise
+        time.sleep(1)
+        os.listdir(os.path.dirname(path))
+
+
+def _try_lock(descriptor, path):
+    """Take a POSIX record lock: "taken", "busy", or why this mount has none (NO_KERNEL_LOCK)."""
+    try:
+        fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return "taken"
+    except OSError as error:
+        if error.errno in NO_KERNEL_LOCK:
+            return error.strerror or errno.errorcode.get(error.errno, str(error.errno))
+        if error.errno not in (errno.EACCES, errno.EAGAIN):
+            raise StateError("cannot lock %s: %s" % (path, error.strerror))
+        return "busy"
+
+
 def _same_file(descriptor, path):
     with contextlib.suppress(OSError):
         return os.path.samestat(os.fstat(descriptor), os.lstat(path))
@@ -1857,19 +1814,6 @@ def _proc_uid(pid):
 def _others_lock(descriptor):
     """Whether another user's process holds a lock on the open file (never one of the chain)."""
     return any(uid not in (None, os.geteuid()) for _, uid in lock_holders(descriptor))
-
-
-def _try_lock(descriptor, path):
-    """Take a POSIX record lock: "taken", "busy", or why this mount has none (NO_KERNEL_LOCK)."""
-    try:
-        fcntl.lockf(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return "taken"
-    except OSError as error:
-        if error.errno in NO_KERNEL_LOCK:
-            return error.strerror or errno.errorcode.get(error.errno, str(error.errno))
-        if error.errno not in (errno.EACCES, errno.EAGAIN):
-            raise StateError("cannot lock %s: %s" % (path, error.strerror))
-        return "busy"
 
 
 def _create_held(held, holder=None):
@@ -1897,6 +1841,37 @@ def _create_held(held, holder=None):
             os.unlink(temporary)
 
 
+def job_over(job_id):
+    """Whether a job of this cluster ended (True), runs (False) or nobody can say (None)."""
+    answer = SLURM.controller(job_id, timeout=MIN_COMMAND_TIMEOUT)
+    if answer.job is not None:  # forgotten (MinJobAge) only after it ended: no sacct asked,
+        return is_final(answer.job.state)  # which a site without accounting cannot answer
+    return True if answer.forgotten and "Invalid job id" in (answer.error or "") else None
+
+
+def probe_lock(directory):
+    """(kind, why) of the lock writers of ``directory`` take now, for status: as lock_kind, and
+    "file" where a lock call is refused (tried shared, released at once)."""
+    kind, why = lock_kind(directory)
+    if kind == "file":
+        return kind, why
+    try:
+        descriptor = open_own_file(os.path.join(directory, LOCK_FILE), os.O_RDONLY,
+                                   what="lock file", owned=False)
+    except Refused as error:
+        return "refused", "%s: every writer refuses it" % error
+    except StateError:
+        return kind, why  # no lock file yet, or not readable: nothing to learn
+    try:
+        fcntl.lockf(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno in NO_KERNEL_LOCK:
+            return "file", "lock calls refused here (%s)" % error.strerror
+    finally:
+        os.close(descriptor)  # closing releases it
+    return kind, why
+
+
 def make_run_dir(run_dir, what="run directory"):
     """Create run_dir and its missing parents, writable by the caller alone whatever the umask
     (refuse one the caller may not act on); those it created, outermost first."""
@@ -1917,482 +1892,6 @@ def make_run_dir(run_dir, what="run directory"):
         raise StateError("cannot create %s %s: %s" % (what, run_dir, error.strerror or error))
     check_owned_dir(run_dir, what)
     return created
-
-
-# ---------------------------------------------------------------------------
-# 5. Slurm: every command line is built here and runs through run_slurm()
-# ---------------------------------------------------------------------------
-
-SlurmResult = collections.namedtuple("SlurmResult", "returncode stdout stderr")
-
-
-def _positive_env_number(name, default, allow_zero=False):
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1
-    if not (value > 0 or (allow_zero and value == 0)) or value > 86400:
-        raise StateError("%s=%r is not a number of seconds (0 to 86400)" % (name, text))
-    return value
-
-
-def view_wait(directory):
-    """Seconds a view of ``directory`` may lag: VIEW_WAIT_ENV if set, else none on a local
-    filesystem (a guard there must act before a fault ends it too), else VIEW_WAIT_SECONDS."""
-    if os.environ.get(VIEW_WAIT_ENV, "").strip():
-        return _positive_env_number(VIEW_WAIT_ENV, VIEW_WAIT_SECONDS, allow_zero=True)
-    mount = mount_of(directory)
-    return 0 if mount and mount[1] in LOCAL_FILESYSTEMS else VIEW_WAIT_SECONDS
-
-
-def command_timeout():
-    return _positive_env_number(COMMAND_TIMEOUT_ENV, DEFAULT_COMMAND_TIMEOUT)
-
-
-def lookup_window():
-    return _positive_env_number(LOOKUP_SECONDS_ENV, DEFAULT_LOOKUP_SECONDS, allow_zero=True)
-
-
-def slurm_environment(environ, submit=False, named=False):
-    """The environment for a Slurm command: no stale allocation or output-format variables;
-    ``named``: sbatch of a job the journal names before it starts (NAMED_ENV)."""
-    dropped = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_", NAMED_ENV) + (
-        () if submit else ("SBATCH_",))
-    environment = {name: value for name, value in environ.items()
-                   if name == "SLURM_CONF" or not name.startswith(dropped)}
-    if named:
-        environment[NAMED_ENV] = "1"
-    if not submit:
-        environment["LC_ALL"] = "C"
-    return environment
-
-
-def run_slurm(argv, timeout=None, submit=False, cwd=None, named=False):
-    """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
-    SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
-    _checkpoint()
-    return run_command(argv, timeout or command_timeout() * (
-        SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), slurm_environment(
-        os.environ, submit, named), cwd)
-
-
-def run_command(argv, timeout, environment, cwd=None):
-    """Run a command in a session of its own (a timeout kills all it started); returncode None:
-    timed out, 127: cannot run; never raises."""
-    try:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
-                                   env=environment)
-    except OSError as error:
-        return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
-    return _wait_for(process, argv[0], timeout)
-
-
-def _wait_for(process, name, timeout):
-    with process:
-        try:
-            stdout, stderr = process.communicate(timeout=timeout)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt) as error:  # Ctrl-C: in a session
-            with contextlib.suppress(OSError):  # of its own it would go on (sbatch would queue
-                os.killpg(process.pid, signal.SIGKILL)  # a job no one knows); or it ended
-            process.wait()
-            if isinstance(error, KeyboardInterrupt):
-                raise
-            return SlurmResult(None, "", "%s timed out after %g s" % (name, timeout))
-    return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
-                       stderr.decode("utf-8", "replace"))
-
-
-def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
-    """Run a chain's notify command with ``/bin/sh -c``, the event in its environment, only as
-    the chain's owner; return the line to log (it never changes the chain)."""
-    problem = os.path.isdir(run_dir) and owner_problem(os.stat(run_dir), run_dir, "run directory")
-    if problem:
-        return "%s not notified: %s" % (event.event, problem)
-    values = {"EVENT": event.event, "DIR": run_dir, "JOB": event.job, "LINK": event.link,
-              "REASON": as_run(event.reason)}  # a command as run
-    environment = dict(os.environ, **{EXPORT_PREFIX + name: "" if value is None else str(value)
-                                      for name, value in values.items()})
-    environment.pop(NAMED_ENV, None)  # not passed on to jobs the command may queue
-    result = run_command(["/bin/sh", "-c", command], timeout, environment)
-    if result.returncode == 0:
-        return "notified %s (job %s)" % (event.event, event.job)  # never the command: a token
-    why = ("timed out after %g s" % timeout if result.returncode is None else
-           "exit %d: %s" % (result.returncode, last_line(result.stderr) or "no message"))
-    return "notify for %s (job %s) failed (%s); the chain is not affected" % (
-        event.event, event.job, why)
-
-
-def slurm_settings():
-    """{name: value} of ``scontrol show config`` (empty if it does not answer)."""
-    return parse_config(run_slurm(["scontrol", "show", "config"]).stdout)
-
-
-def current_cluster():
-    """The cluster this environment's Slurm commands reach (ClusterName), or None."""
-    return slurm_settings().get("ClusterName")
-
-
-def chunks(job_ids):
-    """job_ids in lists of QUERY_CHUNK: thousands in one -j would exceed 128 KiB an argument."""
-    starts = range(0, len(job_ids), QUERY_CHUNK)
-    return [list(job_ids[start:start + QUERY_CHUNK]) for start in starts]
-
-
-ControllerAnswer = collections.namedtuple("ControllerAnswer", "job error forgotten")
-ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and whether it has "
-                            "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
-
-
-def show_job(job_id):
-    return ["scontrol", "show", "job", "-o", job_id]
-
-
-def controller_answer(result):  # of ``scontrol show job -o``
-    job = parse_scontrol(result.stdout) if result.returncode == 0 else None
-    if job is not None:
-        return ControllerAnswer(job, None, False)
-    error = last_line(result.stderr) if result.returncode != 0 else "no JobState in its answer"
-    return ControllerAnswer(None, error, result.returncode is None or "Invalid job id" in error)
-
-
-@functools.lru_cache(maxsize=None)
-def _user_name():
-    """This user's name; StateError if none for the uid (26.05's squeue hides its jobs silently)."""
-    import pwd
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        raise StateError("cannot ask squeue for your jobs: this node has no user name for your "
-                         "uid %d" % os.getuid())
-
-
-class Slurm(object):
-    """One cluster's Slurm commands (None: this environment's), all through run_slurm, the seam."""
-
-    def __init__(self, cluster=None):
-        self.cluster, self.known_name = cluster, cluster
-
-    def name(self):
-        """The cluster's name, asked once per object (a sweep's tasks share one)."""
-        self.known_name = self.known_name or current_cluster()
-        return self.known_name
-
-    def run(self, argv, **how):  # -M right after the command's name
-        return run_slurm(argv[:1] + ["-M", self.cluster] * bool(self.cluster) + argv[1:], **how)
-
-    def error(self, argv):  # a command whose output does not matter: its error text or None
-        result = self.run(argv)
-        return None if result.returncode == 0 else last_line(result.stderr)
-
-    def jobs(self, job_ids):
-        """The Jobs squeue shows of job_ids; StateError if squeue fails."""
-        found = []
-        for chunk in chunks(job_ids):
-            result = self.run(["squeue", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(chunk)])
-            if result.returncode != 0 and "Invalid job id" not in result.stderr:
-                raise StateError("squeue failed: %s" % last_line(result.stderr))
-            found += [job for job in parse_squeue(result.stdout) if job.job_id in set(chunk)]
-        return found
-
-    def accounting(self, job_ids, timeout=None):
-        """Ask accounting: ({job ID: Job summarizing every run}, the last error text or None)."""
-        found, error = {}, None
-        for chunk in chunks(job_ids):
-            result = self.run(["sacct", "-j", ",".join(chunk), "-X", "-D", "-P", "-n", "-o",
-                               SACCT_FIELDS], timeout=timeout)
-            if result.returncode != 0:
-                error = last_line(result.stderr)
-            found.update((job_id, summarize_sacct(records)) for job_id, records in parse_sacct(
-                result.stdout if result.returncode == 0 else "").items())
-        return found, error
-
-    def controller(self, job_id, timeout=None):
-        return controller_answer(self.run(show_job(job_id), timeout=timeout))
-
-    def final(self, job_id):
-        """How a job ended (or where it is): the controller's Job, else accounting's, or None."""
-        job = self.controller(job_id).job
-        return job if job is not None else self.accounting([job_id])[0].get(job_id)
-
-    def mine(self, fields):
-        """``squeue -h -o FIELDS`` of this user's pending jobs; StateError if squeue fails (22.05
-        says Invalid user of a name it cannot resolve, but exits 0: never read as "none")."""
-        result = self.run(["squeue", "-h", "-u", _user_name(), "-t", "PENDING", "-o", fields])
-        if result.returncode != 0 or "Invalid user" in result.stderr:
-            raise StateError("squeue failed: %s" % last_line(result.stderr))
-        return result.stdout
-
-    def dependents(self):
-        """{predecessor ID: [pending job IDs]} of this user's afternotok jobs."""
-        dependents = {}
-        for job in parse_squeue(self.mine(SQUEUE_FORMAT)):
-            if job.predecessor:
-                dependents.setdefault(job.predecessor, []).append(job.job_id)
-        return dependents
-
-    def submit(self, options, script, script_args, cwd=None, named=False):
-        """(job ID, the cluster sbatch named or None); StateError. ``cwd``: SLURM_SUBMIT_DIR if
-        it can be entered; ``named``: the job's environment has NAMED_ENV (named_export)."""
-        if named:
-            try:
-                header = read_batch_script(script)[0]
-            except (StateError, ValueError):
-                header = ""  # sbatch says why it cannot read the script
-            options = list(options) + named_export(options, header, os.environ)
-        return sbatch_answer(self.run(
-            ["sbatch", "--parsable"] + list(options) + [script] + list(script_args), submit=True,
-            cwd=cwd if cwd and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
-            named=named))
-
-    def submit_held(self, options, script, script_args, cwd=None, named=False):
-        """submit() of a held job, all or nothing: when sbatch fails (it may have queued the job
-        all the same), a held job running ``script`` is cancelled; StateError says what is left."""
-        try:
-            return self.submit(options, script, script_args, cwd, named)
-        except (StateError, KeyboardInterrupt) as failure:  # Ctrl-C too: the job may exist
-            error = str(failure) or "interrupted"
-            try:
-                created = parse_held_by_script(self.mine("%A|%o|%r"), os.path.abspath(script))
-            except StateError as unknown:
-                raise StateError("%s; squeue cannot tell whether it created a held job anyway "
-                                 "(%s): scancel any held job of yours running %s"
-                                 % (error, unknown, script))
-            failed = sorted(set((created and self.cancel(created) or {}).values()))
-            if failed:
-                raise StateError("%s; it created held job %s anyway, which could not be "
-                                 "cancelled (%s): scancel it" % (error, " ".join(created),
-                                                                 "; ".join(failed)))
-            raise StateError("%s%s" % (error, "; the held job %s it created anyway was cancelled"
-                                       % " ".join(created) if created else ""))
-
-    def cancel(self, job_ids):
-        """{job ID: error said of it} of cancelling this user's jobs (root says so: a chain's files
-        never cancel another's job); a line that names none of the jobs is said of them all."""
-        mine, said = ["--user=root"] if os.geteuid() == 0 else [], {}
-        for chunk in chunks(job_ids):
-            result = self.run(["scancel"] + mine + chunk)
-            for line in (result.stderr.strip() or "no output").splitlines() * (
-                    result.returncode != 0):  # None: it timed out, and may have cancelled nothing
-                named = set(word.strip(":,.") for word in line.split()) & set(chunk)
-                said.update((job, line.strip()) for job in named or chunk)
-        return said
-
-    def release(self, job_id):
-        """Release a job queued held; StateError saying how to do it by hand if Slurm refuses."""
-        error = self.error(["scontrol", "release", job_id])
-        if error:
-            raise StateError("job %s was queued held and could not be released (%s): run "
-                             "scontrol %srelease %s" % (job_id, error, "-M %s " % self.cluster
-                                                        if self.cluster else "", job_id))
-
-
-SLURM = Slurm()  # this environment's cluster
-
-
-def job_over(job_id):
-    """Whether a job of this cluster ended (True), runs (False) or nobody can say (None)."""
-    answer = SLURM.controller(job_id, timeout=MIN_COMMAND_TIMEOUT)
-    if answer.job is not None:  # forgotten (MinJobAge) only after it ended: no sacct asked,
-        return is_final(answer.job.state)  # which a site without accounting cannot answer
-    return True if answer.forgotten and "Invalid job id" in (answer.error or "") else None
-
-
-def chain_store(directory):
-    """The StateStore of a run or budget directory, able to break a lock an ended job held."""
-    return StateStore(directory, job_over=job_over)
-
-
-def sbatch_answer(result):
-    """(job ID, cluster or None) of ``sbatch --parsable``; StateError when it queued nothing."""
-    job_id, named = parse_sbatch_reply(result.stdout) if result.returncode == 0 else (None, None)
-    if job_id is None:
-        raise StateError(last_line(result.stderr) if result.returncode != 0
-                         else "unexpected sbatch output %r" % first_line(result.stdout))
-    return job_id, named
-
-
-def queued_guard(job_id):
-    """job_id's pending guard (a killed run's, a timed-out sbatch's), or None."""
-    with contextlib.suppress(StateError):
-        return parse_guard(SLURM.mine("%i|%E"), job_id)
-
-
-def time_limit_note(script, given, environ):
-    """A warning that no --time limits the links, or None; StateError if the partition has none."""
-    if option_value(given, "--time") or environ.get("SBATCH_TIMELIMIT"):
-        return None
-    name = (option_value(given, "--partition") or environ.get("SBATCH_PARTITION") or "").split(
-        ",")[0]  # of several, the first one's (sbatch tries them in order)
-    result = Slurm(option_value(given, "--clusters")).run(["scontrol", "show", "partition", "-o"]
-                                                          + [name][:bool(name)])
-    found = parse_partition(result.stdout, name) if result.returncode == 0 else None
-    words = "no --time in the options or in %s: " % script
-    if found and found[1] is None:
-        raise StateError(words + "partition %s has no time limit (DefaultTime and MaxTime), so no "
-                         "link would ever end to continue the chain; pass --time, e.g. "
-                         "--time=4:00:00 (--time=UNLIMITED to submit it anyway)" % found[0])
-    return "WARNING: " + words + "the links get %s" % (
-        "partition %s's default time limit, %s" % (found[0], format_duration(found[1]))
-        if found else "the partition's default time limit")
-
-
-Observation = collections.namedtuple("Observation", "job source note")
-Observation.__doc__ = ("What the lookup found: the predecessor's Job (state NOT_VISIBLE when not "
-                       "found), which command said so, and a note on how it was found.")
-
-
-def first_lookup_timeout(window):
-    return min(command_timeout(), max(window, MIN_COMMAND_TIMEOUT))
-
-
-def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic,
-                        slurm=SLURM, answer=None):
-    """A finished predecessor's final state: the controller's while it holds the job (the common
-    case), else accounting's (every run of a requeued ID), retried for ``window`` seconds before
-    NOT_VISIBLE. ``answer``: scontrol's, that the prologue asked for (_read_lookup)."""
-    job_id = parse_job_id(job_id, "predecessor job ID")
-    window = lookup_window() if window is None else window
-    deadline = clock() + window
-    controller = controller_answer(answer) if answer else slurm.controller(
-        job_id, timeout=first_lookup_timeout(window))
-    final = controller.job if controller.job and is_final(controller.job.state) else None
-    if final and not final.restarts:
-        return Observation(final, "scontrol", "")
-    ask_controller = not final and not controller.forgotten
-    notes = {"scontrol": "scontrol: %s" % (controller.error or "shows %s" % (
-        controller.job.state if controller.job else "nothing"))}
-    for attempt in itertools.count():
-        timeout = min(command_timeout(), max(deadline - clock(), MIN_COMMAND_TIMEOUT))
-        jobs, error = slurm.accounting([job_id], timeout=timeout)
-        job = jobs.get(job_id)
-        if job and is_final(job.state):
-            return Observation(job, "sacct", "")
-        notes["sacct"] = ("sacct failed: %s" % error if error else
-                          "sacct still shows %s" % job.state if job else "sacct has no record")
-        if ask_controller:
-            controller = slurm.controller(job_id, timeout=timeout)
-            if controller.job and is_final(controller.job.state) and not controller.job.restarts:
-                return Observation(controller.job, "scontrol", notes["sacct"])
-            ask_controller = not controller.forgotten
-            if controller.error:
-                notes["scontrol"] = "scontrol: %s" % controller.error
-        remaining = deadline - clock()
-        if remaining <= 0:
-            break
-        sleep(min(LOOKUP_BACKOFF[min(attempt, len(LOOKUP_BACKOFF) - 1)], remaining))
-    note = "%s; %s after %g s" % (notes["sacct"], notes["scontrol"], window)
-    if final:  # requeued, and accounting never answered: the last run is all we know
-        return Observation(final, "scontrol", note + "; runs before the last requeue not counted")
-    return Observation(Job(job_id, NOT_VISIBLE, 0), None, note)
-
-
-# ---------------------------------------------------------------------------
-# 6. The in-job step: decide, record and queue the successor
-# ---------------------------------------------------------------------------
-
-Outcome = collections.namedtuple("Outcome", "status record observation warnings event")
-Outcome.__doc__ = ("What a link did: exit status, its Record, the lookup, warnings for the log, "
-                   "and the chain event it journaled (None: none, or journaled before).")
-Outcome.__new__.__defaults__ = (None,)
-
-
-LinkOptions = collections.namedtuple("LinkOptions", "settings next_link now budget_dir notify warn")
-LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's arguments)."
-
-
-def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
-             notify=None, warn=None, lookup=None):
-    """Everything a job's prologue does, its steps in order (each defined below, in this order;
-    the controller, asked as Python started, answered on the pipe ``lookup``). The work's helpers
-    (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
-    job_id, predecessor_id = identify(environ)
-    answer = predecessor_id and lookup and _read_lookup(
-        lookup, predecessor_id, first_lookup_timeout(lookup_window()))
-    options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
-    store = open_run_dir(run_dir, predecessor_id)
-    with store.locked():
-        warnings = store.lock_note()
-        snapshot, cluster = find_place(store, job_id, predecessor_id, environ, warnings)
-        if snapshot.record and snapshot.record.job == job_id:
-            return _run_again(store, snapshot, next_link, environ, warnings)
-        snapshot, predecessor_id = settle_place(store, snapshot, job_id, predecessor_id,
-                                                warnings)
-        if predecessor_id is None:
-            snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
-        observation = predecessor_id and observe_predecessor(predecessor_id, answer=answer)
-        record, own = decide_link(store, snapshot, (job_id, predecessor_id, cluster),
-                                  observation or None, options, warnings)
-        store.commit(snapshot, record)
-        return _finish_link(store, record, observation or None, next_link, environ, warnings,
-                            own=own)
-
-
-def _read_lookup(lookup, job_id, timeout):
-    """The SlurmResult of the prologue's lookup (its PID, then what scontrol printed) once it
-    ended, killed as run_slurm would after ``timeout``; None: none about ``job_id`` (ask)."""
-    deadline, text = time.monotonic() + timeout, b""
-    with contextlib.suppress(OSError, ValueError), open(lookup, "rb", 0) as pipe:
-        while select.select([pipe], [], [], max(deadline - time.monotonic(), 0))[0]:
-            chunk = pipe.read(1 << 16)
-            if not chunk:  # scontrol -o: a line per job; errors are the other lines
-                lines = text.decode("utf-8", "replace").splitlines(True)[1:]
-                out = "".join(line for line in lines if line.startswith("JobId="))
-                job = parse_scontrol(out)
-                if lines and (job.job_id == job_id if job else not out):
-                    return SlurmResult(0, out, "") if out else SlurmResult(1, "", "".join(lines))
-                return None
-            text += chunk
-        os.kill(int(text.partition(b"\n")[0]), signal.SIGKILL)
-        return SlurmResult(None, "", "scontrol timed out after %g s" % timeout)
-
-
-def identify(environ):
-    """(this job's ID, its predecessor's ID or None) from the job's environment."""
-    job_id = environ.get("SLURM_JOB_ID")
-    if not job_id:
-        raise StateError("not inside a Slurm batch job (SLURM_JOB_ID is not set); nothing done")
-    job_id = parse_job_id(job_id, "SLURM_JOB_ID")
-    return job_id, parse_dependency(environ.get("SLURM_JOB_DEPENDENCY"))
-
-
-def task_run_dir(run_dir, environ):
-    """This job's run directory: ``%a`` in it (a chain per array task) is the job's task ID."""
-    task = environ.get("SLURM_ARRAY_TASK_ID")
-    if "%a" in run_dir and not is_digits(task or "", 9):
-        raise StateError("run directory %s names an array task (%%a), but job %s is not an "
-                         "array task; nothing done" % (run_dir, environ.get("SLURM_JOB_ID")))
-    return os.path.abspath(run_dir.replace("%a", task or ""))
-
-
-def open_run_dir(run_dir, predecessor_id):
-    """The run directory's store: a first job makes the directory, a later link needs it."""
-    if predecessor_id is None:
-        make_run_dir(run_dir)
-    elif not os.path.isdir(run_dir):
-        raise StateError("run directory %s is missing: the chain's state is lost; no work, no "
-                         "successor (resubmit to start a new chain)" % run_dir)
-    return chain_store(run_dir)
-
-
-def find_place(store, job_id, predecessor_id, environ, warnings):
-    """(the snapshot, the chain's cluster), under the lock, once the journal names a job without
-    a predecessor if it should (wait_to_be_named); a job on another cluster is refused."""
-    snapshot = store.snapshot()
-    if predecessor_id is None:  # a first job, or one a guard or resume queued: which?
-        snapshot = wait_to_be_named(store, snapshot, job_id, environ.get("SLURM_CLUSTER_NAME"),
-                                    warnings, environ.get(NAMED_ENV) == "1")
-    previous = snapshot.record
-    cluster = environ.get("SLURM_CLUSTER_NAME") or (previous and previous.cluster)
-    if previous and previous.cluster not in (None, cluster) and (
-            predecessor_id or job_id in (previous.job, previous.successor)):
-        raise StateError("job %s runs on cluster %s, but the chain in %s runs on cluster %s: "
-                         "its job IDs mean other jobs here; no work, no successor"
-                         % (job_id, cluster, store.directory, previous.cluster))
-    return snapshot, cluster
 
 
 def unnamed(snapshot, job_id, named=False):
@@ -2476,19 +1975,6 @@ def settle_place(store, snapshot, job_id, predecessor_id, warnings):
     return snapshot, predecessor_id
 
 
-def view_lags(snapshot, predecessor_id):
-    """Whether this client's view of the run directory lags (NFS caches it up to 60 s): the
-    journal shows a link older than the predecessor (job IDs grow), or no state file at all,
-    though the predecessor wrote its record before it queued this link."""
-    record = snapshot.record
-    if not predecessor_id:
-        return False
-    if record is None:
-        return snapshot.last_job is None
-    return record.job != predecessor_id and (record.successor == predecessor_id or (
-        is_job_id(record.job or "") and int(record.job) < int(predecessor_id)))
-
-
 def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
                   clock=time.monotonic):
     """If the view lags, re-read the run directory until it catches up or VIEW_WAIT_SECONDS
@@ -2504,6 +1990,19 @@ def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
                     "state%s" % (clock() - started, predecessor_id, ", in vain" if view_lags(
                         snapshot, predecessor_id) else ""))
     return snapshot
+
+
+def view_lags(snapshot, predecessor_id):
+    """Whether this client's view of the run directory lags (NFS caches it up to 60 s): the
+    journal shows a link older than the predecessor (job IDs grow), or no state file at all,
+    though the predecessor wrote its record before it queued this link."""
+    record = snapshot.record
+    if not predecessor_id:
+        return False
+    if record is None:
+        return snapshot.last_job is None
+    return record.job != predecessor_id and (record.successor == predecessor_id or (
+        is_job_id(record.job or "") and int(record.job) < int(predecessor_id)))
 
 
 def check_link_belongs(record, job_id, predecessor_id, run_dir):
@@ -2563,6 +2062,118 @@ def save_script(store, next_link):
         store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
 
 
+# ---------------------------------------------------------------------------
+# 5. The decision: the predecessor's end, and what the link does
+# ---------------------------------------------------------------------------
+
+
+def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic,
+                        slurm=SLURM, answer=None):
+    """A finished predecessor's final state: the controller's while it holds the job (the common
+    case), else accounting's (every run of a requeued ID), retried for ``window`` seconds before
+    NOT_VISIBLE. ``answer``: scontrol's, that the prologue asked for (_read_lookup)."""
+    job_id = parse_job_id(job_id, "predecessor job ID")
+    window = lookup_window() if window is None else window
+    deadline = clock() + window
+    controller = controller_answer(answer) if answer else slurm.controller(
+        job_id, timeout=first_lookup_timeout(window))
+    final = controller.job if controller.job and is_final(controller.job.state) else None
+    if final and not final.restarts:
+        return Observation(final, "scontrol", "")
+    ask_controller = not final and not controller.forgotten
+    notes = {"scontrol": "scontrol: %s" % (controller.error or "shows %s" % (
+        controller.job.state if controller.job else "nothing"))}
+    for attempt in itertools.count():
+        timeout = min(command_timeout(), max(deadline - clock(), MIN_COMMAND_TIMEOUT))
+        jobs, error = slurm.accounting([job_id], timeout=timeout)
+        job = jobs.get(job_id)
+        if job and is_final(job.state):
+            return Observation(job, "sacct", "")
+        notes["sacct"] = ("sacct failed: %s" % error if error else
+                          "sacct still shows %s" % job.state if job else "sacct has no record")
+        if ask_controller:
+            controller = slurm.controller(job_id, timeout=timeout)
+            if controller.job and is_final(controller.job.state) and not controller.job.restarts:
+                return Observation(controller.job, "scontrol", notes["sacct"])
+            ask_controller = not controller.forgotten
+            if controller.error:
+                notes["scontrol"] = "scontrol: %s" % controller.error
+        remaining = deadline - clock()
+        if remaining <= 0:
+            break
+        sleep(min(LOOKUP_BACKOFF[min(attempt, len(LOOKUP_BACKOFF) - 1)], remaining))
+    note = "%s; %s after %g s" % (notes["sacct"], notes["scontrol"], window)
+    if final:  # requeued, and accounting never answered: the last run is all we know
+        return Observation(final, "scontrol", note + "; runs before the last requeue not counted")
+    return Observation(Job(job_id, NOT_VISIBLE, 0), None, note)
+
+
+def controller_answer(result):  # of ``scontrol show job -o``
+    job = parse_scontrol(result.stdout) if result.returncode == 0 else None
+    if job is not None:
+        return ControllerAnswer(job, None, False)
+    error = last_line(result.stderr) if result.returncode != 0 else "no JobState in its answer"
+    return ControllerAnswer(None, error, result.returncode is None or "Invalid job id" in error)
+
+
+def format_duration(seconds):
+    days, rest = divmod(int(seconds), 86400)
+    text = "%02d:%02d:%02d" % (rest // 3600, rest // 60 % 60, rest % 60)
+    return "%d-%s" % (days, text) if days else text
+
+
+def is_final(state):
+    return base_state(state) not in LIVE_STATES
+
+
+def base_state(state):
+    """``"CANCELLED by 0"`` or a truncated ``"CANCELLED+"`` -> ``"CANCELLED"``."""
+    words = str(state).strip().split()
+    return words[0].rstrip("+").upper() if words else ""
+
+
+def parse_sacct(text):
+    """{job ID: [Job, ...]} of ``sacct -P -n -o SACCT_FIELDS`` output; steps, bad lines skipped."""
+    names = SACCT_FIELDS.split(",")
+    records = collections.OrderedDict()
+    for line in (text or "").splitlines():
+        values = [value.strip() for value in line.split("|")]
+        field = dict(zip(names, values))
+        job_id, state = field.get("JobIDRaw") or field.get("JobID", ""), field.get("State", "")
+        if not is_job_id(job_id) or not state or is_digits(state[0]):
+            continue
+        elapsed = field.get("ElapsedRaw", "")
+        records.setdefault(job_id, []).append(Job(
+            job_id, state, int(elapsed) if is_digits(elapsed, 12) else 0,
+            start=_known(field.get("Start")), end=_known(field.get("End")),
+            submit=_known(field.get("Submit")), exit_code=field.get("ExitCode") or None,
+            nodes=_known(field.get("NodeList"), UNKNOWN_NODES)))
+    return records
+
+
+def summarize_sacct(records):
+    """One Job of all the records of a job ID (``sacct -D``): the newest, with the elapsed time
+    of the runs that ended when the next was submitted (a requeue; not an ID reused later)."""
+    if not records:
+        return None
+    ordered = sorted(records, key=lambda job: (job.submit or "", job.start or "9999"))
+    total = ordered[-1].elapsed
+    for earlier, later in zip(reversed(ordered[:-1]), reversed(ordered[1:])):
+        ended, submitted = epoch(earlier.end), epoch(later.submit)
+        if None in (ended, submitted) or abs(submitted - ended) > REQUEUE_GAP_SECONDS:
+            break
+        total += earlier.elapsed
+    return ordered[-1]._replace(elapsed=total, restarts=len(ordered) - 1)
+
+
+def epoch(text):
+    """Epoch seconds of a time as Slurm prints it (local: ``2026-12-03T16:46:25``), or None."""
+    try:
+        return int(time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S")))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def decide_link(store, snapshot, place, observation, options, warnings):
     """This link's final decision as its Record, and this job as scontrol showed it (None if
     not asked): the table and the caps (plan_link), the exit trap's word that the work finished
@@ -2582,6 +2193,135 @@ def decide_link(store, snapshot, place, observation, options, warnings):
     if previous and previous.successor == record.job:
         return record._replace(guarded_by=previous.guard), own
     return record, own
+
+
+def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, *, now=0,
+              budget_dir=None, cluster=None, notify=None, warn=None):
+    """This link's Record: decide(), then the cancel mark and the cap. ``observation``: the
+    predecessor's lookup (None: first job). Settings ``resume`` gave win over the prologue's."""
+    previous, first = snapshot.record, predecessor_id is None
+    observed = Job(None, None, 0) if first else observation.job
+    cause, settings_from = None, "prologue"
+    if not first and previous is not None and previous.settings_from == "resume":
+        settings, settings_from = Settings(previous.max_retries, previous.max_walltime), "resume"
+        notify, warn = previous.notify, previous.warn  # and the options resume may have set
+        next_link = next_link._replace(sbatch_args=list(
+            (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
+    elapsed = observed.elapsed
+    walltime = 0 if first else (snapshot.walltime or 0) + elapsed
+    # Exit 75 after the warning is progress, however soon it came (a short or lowered time limit)
+    limit = observed.time_limit or (previous.time_limit if previous is not None else None)
+    warned = warn and limit and elapsed >= limit - warn_signal(warn)[1]
+    progress = None if warned else elapsed
+    decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
+                      max_retries=settings.max_retries, max_walltime=settings.max_walltime,
+                      exit_code=observed.exit_code, elapsed=progress)
+    if decision.action not in WORK_ACTIONS:
+        cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code, progress)]
+    elif snapshot.cancelled and not first:
+        decision, cause = Decision("stop", decision.retries, "the chain was cancelled with the "
+                                   "cancel command (%s): stopping" % snapshot.cancelled), "cancel"
+    capped = stop_at_cap(decision, walltime, settings.max_walltime)
+    if capped is not decision:
+        decision, cause = capped, "max_walltime"
+    length = 0 if first else chain_length(snapshot)
+    return Record(job=job_id, predecessor=predecessor_id, predecessor_state=observed.state,
+                  predecessor_elapsed=elapsed, source=observation.source if observation else None,
+                  predecessor_exit_code=exit_status(observed.exit_code), action=decision.action,
+                  cause=cause, reason=decision.reason, walltime=walltime, retries=decision.retries,
+                  max_retries=settings.max_retries, max_walltime=settings.max_walltime,
+                  settings_from=settings_from, link=link_number(length, decision.action),
+                  next=next_link._asdict(), phase="counted", time=int(now), budget_dir=budget_dir,
+                  cluster=cluster, notify=notify, warn=warn)
+
+
+def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
+           exit_code=None, elapsed=None):
+    """The Decision of a job whose predecessor ended in ``state`` (None: first job; NOT_VISIBLE:
+    not found) with ExitCode ``"75:0"`` (or 75) after ``elapsed`` s; ``walltime`` includes it."""
+    if state is None:
+        return Decision("start", 0, "first job of the chain: starting fresh")
+    if state == NOT_VISIBLE:
+        return Decision("resume", retries, "predecessor's final state not visible in "
+                        "accounting: resuming without counting a retry")
+    meaning = state_meaning(state, exit_code, elapsed)
+    if meaning in (RESUME_ASKED, STOP_ASKED, NO_PROGRESS):
+        state = "%s with exit %d%s" % (state, exit_status(exit_code), meaning == NO_PROGRESS and
+                                       " after only %s s (no progress: counted as a retry)"
+                                       % elapsed or "")
+    if meaning == LAG:
+        return Decision("resume", retries, "predecessor still shows %s (accounting lag): "
+                        "resuming without counting a retry" % state)
+    if meaning == COMPLETE:
+        return Decision("complete", retries, "predecessor COMPLETED: the work is done")
+    if meaning in (STOP, STOP_ASKED):
+        return Decision("stop", retries, "predecessor %s: stopping the chain" % state)
+    if meaning in (INTERRUPTED, RESUME_ASKED):
+        if max_walltime is not None and walltime >= max_walltime:
+            return Decision("stop", retries, "predecessor %s and accumulated walltime %d s "
+                            "reached max_walltime %d s: stopping the chain"
+                            % (state, walltime, max_walltime))
+        return Decision("resume", retries, "predecessor %s: resuming (not counted as a retry)"
+                        % state)
+    if retries + 1 > max_retries:
+        return Decision("fail", retries + 1, "predecessor %s: retry %d exceeds max_retries %d: "
+                        "failing the chain" % (state, retries + 1, max_retries))
+    return Decision("resume", retries + 1, "predecessor %s: retry %d of %d"
+                    % (state, retries + 1, max_retries))
+
+
+def state_meaning(state, exit_code=None, elapsed=None):
+    """STATE_MEANING of a final state; if FAILED, as the work's exit status and run time say."""
+    meaning = STATE_MEANING.get(base_state(state), RETRY)
+    if base_state(state) == "FAILED":
+        meaning = WORK_EXIT_MEANING.get(exit_status(exit_code), meaning)
+    if meaning == RESUME_ASKED and elapsed is not None and elapsed < NO_PROGRESS_SECONDS:
+        return NO_PROGRESS
+    return meaning
+
+
+def stop_at_cap(decision, walltime, max_walltime):
+    """A stop if what is left of max_walltime (a link's limit) is under Slurm's 1-minute minimum."""
+    if (decision.action in WORK_ACTIONS and max_walltime is not None
+            and max_walltime - walltime < MIN_TIME_LIMIT):
+        return Decision("stop", decision.retries, "only %d s of max_walltime %d s remain, less "
+                        "than Slurm's 1-minute minimum time limit: stopping the chain"
+                        % (max(max_walltime - walltime, 0), max_walltime))
+    return decision
+
+
+def chain_length(snapshot):
+    """Links that ran their work, from the journal (None: no journal gave a link number)."""
+    record = snapshot.record
+    if record is None or record.link is None:
+        return None
+    if record.action in WORK_ACTIONS and record.job != snapshot.last_job:
+        return record.link - 1  # a link that resume queued, which has not run yet
+    return record.link
+
+
+def exit_status(exit_code):
+    """Slurm's ExitCode ``"75:0"`` (or 75) -> 75; None for a death by signal (``"0:15"``)."""
+    text = "" if exit_code is None or isinstance(exit_code, bool) else str(exit_code).strip()
+    status, colon, signal_number = text.partition(":")
+    return int(status) if is_digits(status, 3) and (not colon or signal_number == "0") else None
+
+
+def link_number(length, action):
+    """A record's ``link``: links that ran, this one included if it works."""
+    return None if length is None else length + (action in WORK_ACTIONS)
+
+
+def restate(record, action, reason, cause):
+    """The record with another decision (and the link number that follows)."""
+    length = None if record.link is None else record.link - (record.action in WORK_ACTIONS)
+    return record._replace(action=action, reason=reason, cause=cause,
+                           link=link_number(length, action))
+
+
+# ---------------------------------------------------------------------------
+# 6. The successor: the decision recorded, the successor and its guard queued
+# ---------------------------------------------------------------------------
 
 
 def _work_done_before(store, record, warnings):
@@ -2605,35 +2345,6 @@ def _work_done_before(store, record, warnings):
                            "though Slurm recorded %s: the work is done" % (
                                record.predecessor, record.predecessor_state), "work_done")
     return record
-
-
-def draw_on_budget(budget_dir, record, observation, warnings):
-    """Settle the predecessor and every other link that ended, whatever the decision; a working
-    link reserves its time, or stops with under a minute left: (record, this job from scontrol)."""
-    store = chain_store(budget_dir)
-    with store.locked(name=BUDGET_LOCK):
-        budget = store.read_budget()
-        if budget.cluster is None:
-            budget = budget._replace(cluster=record.cluster)
-        if observation is not None and observation.source in ("scontrol", "sacct"):
-            budget = settle(budget, record.predecessor, observation.job.elapsed)
-        try:
-            budget = settle_ended(budget, keep=(record.job,), cluster=None if budget.cluster in (
-                None, record.cluster) else budget.cluster)
-        except StateError as error:
-            warnings.append("WARNING: cannot settle the shared budget's ended links: %s" % error)
-        own = seconds = None
-        if record.action in WORK_ACTIONS:
-            own = SLURM.controller(record.job).job
-            budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
-        store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
-    if record.action not in WORK_ACTIONS:
-        return record, None
-    if seconds is None:
-        return restate(record, "stop", "only %d s left of the shared budget in %s (cap %d s): "
-                       "less than Slurm's 1-minute minimum time limit: stopping the chain"
-                       % (budget_left(budget), budget_dir, budget.cap), "budget"), own
-    return record._replace(reserved=seconds), own
 
 
 def settle_ended(budget, keep=(), cluster=None):
@@ -2679,20 +2390,20 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
     return Outcome(EXIT_WORK, record, observation, warnings)
 
 
-def successor_options(next_link, *extra):
-    """The sbatch options of a link: job name (else Slurm's spool copy of the default script
-    would name every successor ``slurm_script``), the chain's options, ``extra``."""
-    return ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
-            + list(next_link.sbatch_args) + list(extra))
-
-
-def array_task_id(job_id, environ):
-    """What a link's successor waits for: its job ID, or ``<array>_<task>`` for the task of a
-    many-task array that kept the array's ID (Slurm would read it as all of the array's tasks)."""
-    if environ.get("SLURM_ARRAY_JOB_ID") == job_id and environ.get(
-            "SLURM_ARRAY_TASK_COUNT", "1") != "1":
-        return "%s_%s" % (job_id, environ["SLURM_ARRAY_TASK_ID"])
-    return job_id
+def runnable_script(store, script):
+    """The job script to queue: Slurm deletes its spool copy (a link's ``$0``) once the link
+    ended; the first job saved a copy in the run directory, checked like a state file (Refused):
+    someone may have planted it there, and sbatch would run it as the caller."""
+    if not os.path.isfile(script) and os.path.isfile(store.path(SCRIPT_COPY)):
+        script = store.path(SCRIPT_COPY)
+    if os.path.dirname(os.path.abspath(script)) == os.path.abspath(store.directory):
+        with contextlib.suppress(OSError):  # the caller's own symlink: a script elsewhere
+            info = os.lstat(script)
+            if stat.S_ISLNK(info.st_mode) and info.st_uid == os.geteuid():
+                return script
+        with contextlib.suppress(Missing):  # sbatch says so
+            os.close(open_own_file(script, os.O_RDONLY, what="job script"))
+    return script
 
 
 def queue_successor(job_id, next_link, warnings):
@@ -2711,6 +2422,53 @@ def queue_successor(job_id, next_link, warnings):
         return None, str(error)
 
 
+def successor_options(next_link, *extra):
+    """The sbatch options of a link: job name (else Slurm's spool copy of the default script
+    would name every successor ``slurm_script``), the chain's options, ``extra``."""
+    return ((["--job-name=" + next_link.job_name] if next_link.job_name else [])
+            + list(next_link.sbatch_args) + list(extra))
+
+
+def sbatch_answer(result):
+    """(job ID, cluster or None) of ``sbatch --parsable``; StateError when it queued nothing."""
+    job_id, named = parse_sbatch_reply(result.stdout) if result.returncode == 0 else (None, None)
+    if job_id is None:
+        raise StateError(last_line(result.stderr) if result.returncode != 0
+                         else "unexpected sbatch output %r" % first_line(result.stdout))
+    return job_id, named
+
+
+def parse_sbatch_reply(text):
+    """(job ID, cluster or None) of sbatch --parsable's ``ID[;cluster]``, or (None, None)."""
+    job_id, _, cluster = first_line(text).partition(";")
+    if not is_job_id(job_id) or any(char.isspace() for char in cluster):
+        return None, None
+    return job_id, cluster or None
+
+
+def first_line(text):
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return lines[0] if lines else "no output"
+
+
+def last_line(text):
+    """A Slurm error's telling line: the last (others are often plugin noise) but getopt's hint."""
+    lines = [line.strip() for line in (text or "").splitlines()
+             if line.strip() and not line.strip().startswith('Try "')]
+    return lines[-1] if lines else "no output"
+
+
+def job_start_and_limit(environ, job_id, ask=True):
+    """(start, time limit) of the running job in epoch seconds and seconds, or (None, None):
+    from SLURM_JOB_START_TIME/_END_TIME (23.02+), else from the controller when ``ask``."""
+    start, end = environ.get("SLURM_JOB_START_TIME", ""), environ.get("SLURM_JOB_END_TIME", "")
+    if is_digits(start) and is_digits(end):
+        return int(start), int(end) - int(start) if int(end) > int(start) else None
+    job = SLURM.controller(job_id).job if ask else None
+    start = epoch(job.start) if job else None
+    return (start, job.time_limit) if start is not None else (None, None)
+
+
 def planned_time_limit(record, own=None):
     """The seconds (whole minutes) a working link's time limit is lowered to, so that the chain
     ends within a minute of its caps; None without a cap, or when ``own`` (this Job) fits."""
@@ -2720,6 +2478,77 @@ def planned_time_limit(record, own=None):
             own.time_limit <= limit:
         return None
     return limit
+
+
+def link_caps(record):
+    """Seconds a working link may run by its caps: max_walltime's rest, its budget reservation."""
+    return [seconds for seconds in (
+        None if record.max_walltime is None else record.max_walltime - record.walltime,
+        record.reserved) if seconds is not None]
+
+
+def time_limit_note(script, given, environ):
+    """A warning that no --time limits the links, or None; StateError if the partition has none."""
+    if option_value(given, "--time") or environ.get("SBATCH_TIMELIMIT"):
+        return None
+    name = (option_value(given, "--partition") or environ.get("SBATCH_PARTITION") or "").split(
+        ",")[0]  # of several, the first one's (sbatch tries them in order)
+    result = Slurm(option_value(given, "--clusters")).run(["scontrol", "show", "partition", "-o"]
+                                                          + [name][:bool(name)])
+    found = parse_partition(result.stdout, name) if result.returncode == 0 else None
+    words = "no --time in the options or in %s: " % script
+    if found and found[1] is None:
+        raise StateError(words + "partition %s has no time limit (DefaultTime and MaxTime), so no "
+                         "link would ever end to continue the chain; pass --time, e.g. "
+                         "--time=4:00:00 (--time=UNLIMITED to submit it anyway)" % found[0])
+    return "WARNING: " + words + "the links get %s" % (
+        "partition %s's default time limit, %s" % (found[0], format_duration(found[1]))
+        if found else "the partition's default time limit")
+
+
+def queued_successor(job_id):
+    """(the successor a killed run or a failed sbatch queued, squeue's error)."""
+    try:
+        return (SLURM.dependents().get(job_id) or [None])[0], None
+    except StateError as error:
+        return None, str(error)
+
+
+def finish_queueing(run_dir, environ, again=False):
+    """The background step beside the work: the successor's guard, then the cancel of this
+    link's own (until then that one covers it, ``_guard_covers``); then the time limit."""
+    job_id, store, warnings = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir), []
+    with store.locked():
+        record = store.read_record()
+        if record is None or record.job != job_id or record.action not in WORK_ACTIONS:
+            return None, warnings  # the chain went on, or ended: nothing left for this link
+        if record.successor and record.guard is None:
+            record = swap_guard(record, run_dir, environ, warnings, again=again)
+            if record.guard and record.guarded_by:
+                SLURM.cancel([record.guarded_by])  # it may have ended already: nothing to say then
+            store.write_record(record)
+    if not record.time_limit:
+        return record, warnings
+    seconds, answer = record.time_limit, SLURM.controller(job_id)
+    if answer.job is None:
+        warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
+                        "left of its caps" % (job_id, answer.error, seconds))
+    elif answer.job.time_limit is None or answer.job.time_limit > seconds:
+        error = SLURM.error(["scontrol", "update", "JobId=%s" % job_id,  # users may only lower it
+                             "TimeLimit=%d" % (seconds // 60)])
+        if error:
+            warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
+                            % (job_id, seconds // 60, error))
+    return record, warnings
+
+
+def journal_event(store, event, warnings):
+    """The event if new, else None. A broken events file costs the notification, not the chain."""
+    try:
+        return event if store.add_event(event) else None
+    except StateError as error:
+        warnings.append("event %s not journaled, not notified: %s" % (event.event, error))
+        return None
 
 
 def _unguarded(record, run_dir, environ, warnings, again):
@@ -2784,10 +2613,6 @@ def output_pattern(directory, name):
     return os.path.join(directory.replace("%", "%%"), name)
 
 
-def module_path():
-    return os.path.realpath(__file__)
-
-
 def step_command(*words, python=None):
     """The command that runs this module's ``words`` in a job, as the prologue does."""
     return [python or sys.executable, "-I", "-S", "-c", BOOTSTRAP, module_path()] + list(words)
@@ -2805,12 +2630,54 @@ def swap_guard(record, run_dir, environ, warnings, again=False):
     return record._replace(guard=guard, guard_error=error)
 
 
-def queued_successor(job_id):
-    """(the successor a killed run or a failed sbatch queued, squeue's error)."""
-    try:
-        return (SLURM.dependents().get(job_id) or [None])[0], None
-    except StateError as error:
-        return None, str(error)
+# ---------------------------------------------------------------------------
+# 7. The work starts: the link's line in the log, the exports, the background step forked
+# ---------------------------------------------------------------------------
+
+
+def _log(*messages):
+    for message in messages:
+        sys.stderr.write("resumable-chain: %s\n" % as_run(visible(message)))
+    sys.stderr.flush()
+
+
+def as_run(text):  # "resumable-chain resume" in messages and journals: the command as run
+    for word in USER_COMMANDS:
+        text = text.replace("resumable-chain %s" % word, "%s %s" % (COMMAND, word))
+    return text
+
+
+def visible(text):
+    """Text with control and format characters (but newline, tab) escaped: no file drives a tty."""
+    import unicodedata
+    return "".join(
+        char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
+        else "\\x%02x" % ord(char) if ord(char) < 0x100 else "\\u%04x" % ord(char)
+        for char in text)
+
+
+def _say(text):
+    """What came from state files is shown, never obeyed."""
+    _write(as_run(visible(text)))
+
+
+def _write(text):
+    # Bytes, so that a non-ASCII path prints under any locale (Python 3.6 under LANG=C).
+    sys.stdout.flush()
+    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    sys.stdout.flush()
+
+
+def fit_own_limit(outcome, environ):
+    """(outcome, start, time limit) of a working link: one whose own time limit is within its
+    caps lowers nothing, so its record says so (its work is told the limit it has). Slurm 23.02+
+    tells the limit; before, the controller is asked, only by a link with a warning or caps."""
+    record = outcome.record
+    start, limit = job_start_and_limit(environ, record.job,
+                                       ask=bool(record.warn or record.time_limit))
+    if record.time_limit and limit is not None and limit <= record.time_limit:
+        outcome = outcome._replace(record=record._replace(time_limit=None))
+    return outcome, start, limit
 
 
 def describe_link(outcome):
@@ -2838,41 +2705,441 @@ def describe_link(outcome):
                (" (%s)" % note) if note else ""))
 
 
-def journal_event(store, event, warnings):
-    """The event if new, else None. A broken events file costs the notification, not the chain."""
+def link_end(start, time_limit, caps=()):
+    """When (epoch seconds; None: never) a link started at ``start`` ends: at its time limit
+    (None: UNLIMITED) or the whole minutes of its tightest cap (finish_queueing)."""
+    ends = [seconds for seconds in [time_limit] + [int(cap) // 60 * 60 for cap in caps]
+            if seconds is not None]
+    return None if start is None or not ends else int(start) + min(ends)
+
+
+def start_while_working(run_dir, outcome):
+    """Fork ``while-working DIR [--again]`` as the work starts (the module is loaded: no second
+    start-up beside the work), writing to the job's stderr only."""
+    again = outcome.observation is not None and outcome.observation.source == "journal"
+    sys.stdout.flush()
     try:
-        return event if store.add_event(event) else None
-    except StateError as error:
-        warnings.append("event %s not journaled, not notified: %s" % (event.event, error))
+        child = os.fork()
+    except OSError as error:
+        _log("cannot start the background step (%s): the guard of this job queues its "
+             "successor's guard when it ends" % error)
+        return
+    if child == 0:
+        status = EXIT_USAGE
+        try:
+            os.setsid()
+            devnull = os.open(os.devnull, os.O_RDWR)
+            os.dup2(devnull, 0)
+            os.dup2(devnull, 1)
+            status = main(["while-working", run_dir] + (["--again"] if again else []))
+        finally:
+            os._exit(status)
+
+
+def link_exports(record, run_dir, end=None):
+    """{name: text} of the variables the prologue exports to the work; ``end``: link_end."""
+    caps = link_caps(record)
+    values = {"DIR": run_dir, "JOB": record.job, "LINK": record.link,
+              "RESUMING": int(record.action == "resume"), "PREDECESSOR": record.predecessor,
+              "SUCCESSOR": record.successor, "WALLTIME_USED": record.walltime,
+              "WALLTIME_LEFT": max(min(caps), 0) if caps else None,
+              "MAX_WALLTIME": record.max_walltime, "RETRIES": record.retries,
+              "MAX_RETRIES": record.max_retries, "TIME_LIMIT": record.time_limit,
+              "EXIT_RESUME": RESUME_EXIT, "END": end, "EXIT_STOP": STOP_EXIT}
+    return collections.OrderedDict((EXPORT_PREFIX + name, "" if value is None else str(value))
+                                   for name, value in sorted(values.items()))
+
+
+# ---------------------------------------------------------------------------
+# 8. Arrays: one chain per array task
+# ---------------------------------------------------------------------------
+
+
+def array_task_id(job_id, environ):
+    """What a link's successor waits for: its job ID, or ``<array>_<task>`` for the task of a
+    many-task array that kept the array's ID (Slurm would read it as all of the array's tasks)."""
+    if environ.get("SLURM_ARRAY_JOB_ID") == job_id and environ.get(
+            "SLURM_ARRAY_TASK_COUNT", "1") != "1":
+        return "%s_%s" % (job_id, environ["SLURM_ARRAY_TASK_ID"])
+    return job_id
+
+
+def task_run_dir(run_dir, environ):
+    """This job's run directory: ``%a`` in it (a chain per array task) is the job's task ID."""
+    task = environ.get("SLURM_ARRAY_TASK_ID")
+    if "%a" in run_dir and not is_digits(task or "", 9):
+        raise StateError("run directory %s names an array task (%%a), but job %s is not an "
+                         "array task; nothing done" % (run_dir, environ.get("SLURM_JOB_ID")))
+    return os.path.abspath(run_dir.replace("%a", task or ""))
+
+
+def parse_array(text, max_array_size):
+    """(sorted task IDs, throttle or None: %0 too) of --array as slurm_parse_array_tok reads it."""
+    if not text:
+        return None
+    indexes, _, throttle = text.partition("%")
+    tasks = set()
+    for token in indexes.split(","):
+        first, dash, rest = token.strip("[]").partition("-")
+        last, colon, step = (rest if dash else first).partition(":")  # no dash: first keeps any ":"
+        step = step if colon else "1"
+        if not all(is_digits(number, 9) for number in (first, last, step)) or \
+                not int(first) <= int(last) < max_array_size or \
+                colon and not 0 < int(step) < max_array_size:
+            raise ValueError("--array=%s: %r is not an index sbatch takes (I, I-J or I-J:STEP, "
+                             "each below MaxArraySize %d; e.g. 0-99 or 1,3,5-9:2)"
+                             % (text, token, max_array_size))
+        tasks.update(range(int(first), int(last) + 1, int(step)))
+    digits = throttle.split("%")[0]
+    if throttle and not is_digits(digits, 9):
+        raise ValueError("--array=%s: the throttle %%%s is not a count" % (text, throttle))
+    return sorted(tasks), int(digits) or None if throttle else None
+
+
+def array_spec(tasks):
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``: sorted task IDs as --array takes them."""
+    runs = []
+    for task in tasks:
+        if runs and runs[-1][1] == task - 1:
+            runs[-1][1] = task
+        else:
+            runs.append([task, task])
+    return ",".join(str(first) if first == last else "%d-%d" % (first, last)
+                    for first, last in runs)
+
+
+def sweep_options(run_dir, header, sbatch_args):
+    """(the tasks of the --array asked for, or None; task i's options: no --array, jobs named
+    ``i_<name>``, name: the sweep's; squeue shows 8 characters, so the task first, guards
+    ``g:i_<name>``). Refused before anything is queued: what sbatch refuses, a throttle, and
+    a sweep beyond this user's submit limits (StateError if sacctmgr or squeue fails)."""
+    given = script_directives(header) + sbatch_args
+    spec = option_value(given, "--array") or ""
+    if not spec:
+        return None, None
+    name = option_value(given, "--job-name") or os.path.basename(os.path.abspath(run_dir))
+    sbatch_args = without_options(sbatch_args, ("--array", "--job-name"))
+    config = slurm_settings()
+    size = config.get("MaxArraySize")
+    if not is_digits(size or "", 9):
+        raise StateError("--array=%s: cannot read MaxArraySize (scontrol show config): nothing "
+                         "submitted" % spec)
+    tasks, throttle = parse_array(spec, int(size))
+    if throttle:
+        raise ValueError("--array=%s: the throttle %%%d would not hold: each later link of a task "
+                         "is a job of its own, which it does not count; use a QOS limit such as "
+                         "MaxJobsPerUser, or no throttle" % (spec, throttle))
+    if "limits" not in config.get("AccountingStorageEnforce", "").split(","):
+        return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
+    user = uid_name(os.getuid())
+    answers = [run_slurm(argv) for argv in (
+        ["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
+         "format=cluster,account,user,maxsubmit,defaultqos"],
+        ["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"],
+        ["squeue", "-h", "-r", "-u", user, "-o", "%A"])]  # -r: each array task counts
+    failed = next((result for result in answers if result.returncode != 0), None)
+    if failed:
+        raise StateError("cannot read your job limits (%s): nothing submitted" % last_line(
+            failed.stderr))
+    beyond = sweep_beyond_limit(len(tasks), submit_limits(
+        answers[0].stdout, answers[1].stdout, config.get("ClusterName"), option_value(
+            given, "--account"), option_value(given, "--qos")), len(_rows(answers[2].stdout, 1)))
+    if beyond:
+        raise StateError("--array=%s: %s; nothing submitted" % (spec, beyond))
+    return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
+
+
+# ---------------------------------------------------------------------------
+# 9. Budget (--budget-dir): a walltime budget shared by chains
+# ---------------------------------------------------------------------------
+
+
+def parse_budget(data):
+    def seconds(value):
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNTER
+
+    def table(value):
+        return isinstance(value, dict) and all(
+            is_job_id(str(key)) and seconds(item) for key, item in value.items())
+
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    budget = Budget(*(data.get(name) for name in Budget._fields))
+    if not (seconds(budget.cap) and seconds(budget.settled) and table(budget.reservations)
+            and table(budget.settled_jobs) and isinstance(budget.cluster, (str, type(None)))):
+        raise ValueError("cap, settled, reservations or settled_jobs missing or malformed")
+    return budget
+
+
+def budget_left(budget):
+    return max(budget.cap - budget.settled - sum(budget.reservations.values()), 0)
+
+
+def reserve(budget, job_id, limit):
+    """(budget, seconds) with whole minutes of min(limit, what is left) reserved for a link
+    (seconds None: under a minute left). A requeued link keeps its reservation."""
+    if job_id in budget.reservations:
+        return budget, budget.reservations[job_id]
+    left = budget_left(budget)
+    seconds = (left if limit is None else min(limit, left)) // 60 * 60
+    if seconds < MIN_TIME_LIMIT:
+        return budget, None
+    return budget._replace(reservations=dict(budget.reservations, **{job_id: seconds})), seconds
+
+
+def settle(budget, job_id, elapsed):
+    """A link's reservation replaced by its elapsed seconds, idempotent (a job settled before,
+    then requeued, adds only what it ran since)."""
+    if job_id not in budget.reservations and job_id not in budget.settled_jobs:
+        return budget  # not a link of this budget
+    counted = budget.settled_jobs.get(job_id, 0)
+    reservations = {job: seconds for job, seconds in budget.reservations.items() if job != job_id}
+    return budget._replace(
+        settled=budget.settled + max(elapsed - counted, 0), reservations=reservations,
+        settled_jobs=dict(budget.settled_jobs, **{job_id: max(elapsed, counted)}))
+
+
+def draw_on_budget(budget_dir, record, observation, warnings):
+    """Settle the predecessor and every other link that ended, whatever the decision; a working
+    link reserves its time, or stops with under a minute left: (record, this job from scontrol)."""
+    store = chain_store(budget_dir)
+    with store.locked(name=BUDGET_LOCK):
+        budget = store.read_budget()
+        if budget.cluster is None:
+            budget = budget._replace(cluster=record.cluster)
+        if observation is not None and observation.source in ("scontrol", "sacct"):
+            budget = settle(budget, record.predecessor, observation.job.elapsed)
+        try:
+            budget = settle_ended(budget, keep=(record.job,), cluster=None if budget.cluster in (
+                None, record.cluster) else budget.cluster)
+        except StateError as error:
+            warnings.append("WARNING: cannot settle the shared budget's ended links: %s" % error)
+        own = seconds = None
+        if record.action in WORK_ACTIONS:
+            own = SLURM.controller(record.job).job
+            budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
+        store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
+    if record.action not in WORK_ACTIONS:
+        return record, None
+    if seconds is None:
+        return restate(record, "stop", "only %d s left of the shared budget in %s (cap %d s): "
+                       "less than Slurm's 1-minute minimum time limit: stopping the chain"
+                       % (budget_left(budget), budget_dir, budget.cap), "budget"), own
+    return record._replace(reserved=seconds), own
+
+
+def budget_report(budget_dir):
+    """The shared budget's figures (``budget --json``), ended links settled in what it shows."""
+    budget = chain_store(budget_dir).read_budget()
+    try:
+        settled = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
+    except StateError:
+        settled = budget  # squeue unreachable: show what is known
+    return {"dir": os.path.abspath(budget_dir), "cap": settled.cap, "used": settled.settled,
+            "reserved": sum(settled.reservations.values()), "left": budget_left(settled),
+            "reservations": dict(settled.reservations), "cluster": settled.cluster}
+
+
+def set_budget(budget_dir, cap):
+    """Create a shared budget with this cap (seconds), or change an existing one's cap."""
+    cap = check_max_walltime(cap)
+    if cap is None:
+        raise ValueError("a shared budget needs --max-walltime")
+    make_run_dir(budget_dir, "budget directory")
+    store = chain_store(budget_dir)
+    with store.locked(name=BUDGET_LOCK):
+        try:
+            budget = store.read_budget()._replace(cap=cap)
+        except StateError:
+            if os.path.exists(store.path(BUDGET_FILE)):
+                raise  # corrupt: never silently reset what was used
+            budget = Budget(cap, 0, {}, {}, current_cluster())
+        store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
+    return budget_report(budget_dir)
+
+
+# ---------------------------------------------------------------------------
+# 10. Notify (--notify): a command run once per chain event
+# ---------------------------------------------------------------------------
+
+
+def check_notify(command):
+    """Return a notify command (or None) if it can be run with /bin/sh -c; ValueError if not."""
+    if command is not None and (not isinstance(command, str) or not command.strip()
+                                or "\0" in command):
+        raise ValueError("notify must be a shell command such as 'mail -s chain me@site', got %r"
+                         % (command,))
+    return command
+
+
+def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
+    """Run a chain's notify command with ``/bin/sh -c``, the event in its environment, only as
+    the chain's owner; return the line to log (it never changes the chain)."""
+    problem = os.path.isdir(run_dir) and owner_problem(os.stat(run_dir), run_dir, "run directory")
+    if problem:
+        return "%s not notified: %s" % (event.event, problem)
+    values = {"EVENT": event.event, "DIR": run_dir, "JOB": event.job, "LINK": event.link,
+              "REASON": as_run(event.reason)}  # a command as run
+    environment = dict(os.environ, **{EXPORT_PREFIX + name: "" if value is None else str(value)
+                                      for name, value in values.items()})
+    environment.pop(NAMED_ENV, None)  # not passed on to jobs the command may queue
+    result = run_command(["/bin/sh", "-c", command], timeout, environment)
+    if result.returncode == 0:
+        return "notified %s (job %s)" % (event.event, event.job)  # never the command: a token
+    why = ("timed out after %g s" % timeout if result.returncode is None else
+           "exit %d: %s" % (result.returncode, last_line(result.stderr) or "no message"))
+    return "notify for %s (job %s) failed (%s); the chain is not affected" % (
+        event.event, event.job, why)
+
+
+# ---------------------------------------------------------------------------
+# 11. Warn (--warn SIG@S): the work warned before its link ends
+# ---------------------------------------------------------------------------
+
+
+def warn_signal(text):
+    """(signal number, seconds) of a check_warn() text."""
+    word, _, seconds = check_warn(text).partition("@")
+    return int(getattr(signal, "SIG" + word)), int(seconds)
+
+
+def check_warn_fits(warn, sbatch_args, max_walltime=None):
+    """ValueError if ``warn`` comes no sooner than a link's end (link_end: --time, max_walltime)."""
+    longest = link_end(0, parse_duration(option_value(sbatch_args, "--time")) or None,
+                       [max_walltime] if max_walltime else [])
+    if warn and longest and warn_signal(warn)[1] >= longest:
+        raise ValueError("--warn %s can never come before a link ends: its --time or "
+                         "--max-walltime ends it after %s; give it fewer seconds"
+                         % (warn, format_duration(longest)))
+
+
+# The warning before a link ends (--warn SIG@S). Slurm's --signal is fixed at submit time (it
+# misses a limit the link lowers later), its B: form signals only the batch shell, its plain form
+# only srun steps. So the link starts a timer in a session of its own (not signalled with the
+# work, not waited for by the prologue's $(...)) that signals the batch shell and its descendants,
+# whatever their process group, that catch the signal (wants_signal): a work without a handler is
+# not killed by a USR1 it did not ask for, nor a shell with an EXIT trap (bash catches every
+# signal to run that trap, which SigCgt cannot tell from a trap of the signal). The timer exits
+# when the batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
+
+
+def start_warner(warn, end, limit, environ):
+    """Start ``warn-work SIG@S END SHELL`` for the rest of this job; return what to log."""
+    if end is None:
+        return "no warning before this link ends: its end is not known (no time limit)"
+    if limit is not None and warn_signal(warn)[1] >= limit:  # every link would be told at once
+        return "no warning before this link ends: --warn %s is not shorter than the job's time " \
+            "limit (%s); give it fewer seconds" % (warn, format_duration(limit))
+    shell = environ.get("SLURM_TASK_PID") or str(os.getppid())
+    try:
+        subprocess.Popen(step_command("warn-work", warn, str(end), shell),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         start_new_session=True)  # stderr: the job's, for its one line
+    except OSError as error:
+        return "cannot start the warning timer (%s): the work gets no signal" % error
+    return "the work gets SIG%s s before this link ends at %s" % (
+        warn.replace("@", " "), time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(end)))
+
+
+def parse_proc_stat(text):
+    """(pid, parent pid) from /proc/PID/stat's text; None if it is not one."""
+    head, _, tail = (text or "").rpartition(")")  # the command name may hold ) and spaces
+    fields, pid = tail.split(), head.split(" (")[0].strip()
+    if len(fields) < 2 or not is_digits(pid) or not is_digits(fields[1]):
+        return None
+    return int(pid), int(fields[1])
+
+
+def catches(status_text, signum):
+    """Whether /proc/PID/status's SigCgt shows a handler for ``signum``."""
+    masks = [line[7:] for line in (status_text or "").splitlines() if line.startswith("SigCgt:")]
+    try:
+        return bool(int(masks[0].strip(), 16) >> (signum - 1) & 1)
+    except (IndexError, ValueError):
+        return False
+
+
+def wants_signal(program, status_text, signum):
+    """srun always (it forwards the signal; 22.05's srun waits for signals in a thread with them
+    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its
+    own) without an EXIT trap, any other process if it has a handler; pure."""
+    if program in SHELLS and (signum == signal.SIGINT or all(
+            catches(status_text, mark) for mark in EXIT_TRAP_MARKS)):
+        return False
+    return program == "srun" or catches(status_text, signum)
+
+
+def work_processes(parents, root):
+    """``root`` and its descendants, from {pid: parent pid}; pure."""
+    found = [root]
+    for pid in found:  # the list grows as the children of each pid in it are found
+        found += [child for child, parent in parents.items()
+                  if parent == pid and child not in found]
+    return sorted(found)
+
+
+def _program(pid):
+    """The program a process runs: its executable's name (a job script's comm is slurm_script)."""
+    try:
+        return os.path.basename(os.readlink("/proc/%d/exe" % pid))
+    except OSError:
         return None
 
 
-def finish_queueing(run_dir, environ, again=False):
-    """The background step beside the work: the successor's guard, then the cancel of this
-    link's own (until then that one covers it, ``_guard_covers``); then the time limit."""
-    job_id, store, warnings = environ.get("SLURM_JOB_ID") or "", chain_store(run_dir), []
-    with store.locked():
-        record = store.read_record()
-        if record is None or record.job != job_id or record.action not in WORK_ACTIONS:
-            return None, warnings  # the chain went on, or ended: nothing left for this link
-        if record.successor and record.guard is None:
-            record = swap_guard(record, run_dir, environ, warnings, again=again)
-            if record.guard and record.guarded_by:
-                SLURM.cancel([record.guarded_by])  # it may have ended already: nothing to say then
-            store.write_record(record)
-    if not record.time_limit:
-        return record, warnings
-    seconds, answer = record.time_limit, SLURM.controller(job_id)
-    if answer.job is None:
-        warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
-                        "left of its caps" % (job_id, answer.error, seconds))
-    elif answer.job.time_limit is None or answer.job.time_limit > seconds:
-        error = SLURM.error(["scontrol", "update", "JobId=%s" % job_id,  # users may only lower it
-                             "TimeLimit=%d" % (seconds // 60)])
-        if error:
-            warnings.append("WARNING: cannot lower job %s's time limit to %d min (%s)"
-                            % (job_id, seconds // 60, error))
-    return record, warnings
+def signal_work(shell, signum):
+    """Signal the batch shell and its descendants that want it; return their pids."""
+    parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat"))
+                                 for name in os.listdir("/proc") if is_digits(name))))
+    sent = []
+    for pid in work_processes(parents, shell):
+        if pid != os.getpid() and wants_signal(_program(pid), _proc_text(pid, "status"), signum):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signum)
+                sent.append(pid)
+    return sent
+
+
+def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
+    """The timer start_warner starts (see above)."""
+    if not is_digits(end) or not is_digits(shell):
+        raise ValueError("warn-work: give SIG@S END SHELL (a link starts this by itself)")
+    signum, seconds = warn_signal(warn)
+    end, shell = int(end), int(shell)
+    at, proc = end - seconds, "/proc/%d" % shell
+    late = clock() + 60 >= at  # due as the work starts (a cap lowered the link's end): warn
+    # once it can hear it, as it may set its handler later
+    while clock() < at and os.path.isdir(proc):
+        sleep(min(at - clock(), WARN_POLL))
+    while True:
+        if not os.path.isdir(proc):
+            return 0  # the work ended before the warning
+        sent = signal_work(shell, signum)
+        if sent or not late or clock() + 1 >= end:
+            break
+        sleep(1)  # its handler may not be set yet
+    _log("SIG%s sent %d s before the link ends to %s" % (
+        warn.partition("@")[0], end - int(clock()),
+        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it; a shell "
+        "with an EXIT trap is left alone)"))
+    return 0
+
+
+# ---------------------------------------------------------------------------
+# 12. The background step and the guard: the guard swapped once the successor is queued, and
+#     a job that continues the chain if the successor dies before its prologue
+# ---------------------------------------------------------------------------
+
+
+def while_working_command(run_dir, again=False):
+    """The background step a working link starts as its work starts (finish_queueing)."""
+    run_dir = os.path.abspath(run_dir)
+    record, warnings = finish_queueing(run_dir, os.environ, again=again)
+    _log(*warnings)
+    if record is not None and not (record.successor or record.guarded_by):
+        devnull = os.open(os.devnull, os.O_WRONLY)  # the job's log is not held open for hours
+        os.dup2(devnull, 2)
+        guard_until_queued(run_dir, os.environ)
+    return 0
 
 
 def guard_until_queued(run_dir, environ, sleep=time.sleep):
@@ -2918,20 +3185,32 @@ def work_finished(run_dir, environ, now=time.time):
     return event, record.notify, warnings
 
 
-def runnable_script(store, script):
-    """The job script to queue: Slurm deletes its spool copy (a link's ``$0``) once the link
-    ended; the first job saved a copy in the run directory, checked like a state file (Refused):
-    someone may have planted it there, and sbatch would run it as the caller."""
-    if not os.path.isfile(script) and os.path.isfile(store.path(SCRIPT_COPY)):
-        script = store.path(SCRIPT_COPY)
-    if os.path.dirname(os.path.abspath(script)) == os.path.abspath(store.directory):
-        with contextlib.suppress(OSError):  # the caller's own symlink: a script elsewhere
-            info = os.lstat(script)
-            if stat.S_ISLNK(info.st_mode) and info.st_uid == os.geteuid():
-                return script
-        with contextlib.suppress(Missing):  # sbatch says so
-            os.close(open_own_file(script, os.O_RDONLY, what="job script"))
-    return script
+def finished_command(run_dir):
+    """The rendered exit trap's step once the work exited 0: the chain finished."""
+    run_dir = task_run_dir(run_dir, os.environ)
+    event, command, warnings = work_finished(run_dir, os.environ)
+    _log(*warnings)
+    if event and command:
+        _log(notify(command, event, run_dir))
+    return 0
+
+
+def guard_command(run_dir, job, *defaults, after=None):
+    """The step of the guard of JOB. SBATCH_NAME=VALUE: the user's SBATCH_* variables; the guard
+    is queued without them, its links get them back."""
+    if not all(map(is_job_id, [job] if after is None else [job, after])) or not all(
+            word.startswith("SBATCH_") and "=" in word for word in defaults):
+        raise ValueError("guard: give DIR, the JOB it guards, --after=LINK and SBATCH_NAME=VALUE "
+                         "defaults (a link queues this by itself)")
+    run_dir = os.path.abspath(run_dir)
+    check_owned_dir(run_dir)
+    os.environ.update(word.split("=", 1) for word in defaults)
+    event, command, words = guard_chain(run_dir, job, os.environ, after=after)
+    _log("%s guard %s of job %s: %s" % (time.strftime("%Y-%m-%dT%H:%M:%S"),
+                                        os.environ.get("SLURM_JOB_ID", "?"), job, words))
+    if event and command:
+        _log(notify(command, event, run_dir))
+    return 0
 
 
 def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
@@ -3203,9 +3482,8 @@ def _guard_gives_up(look, reason):
 
 
 # ---------------------------------------------------------------------------
-# 7. Render: the bash snippet a job script runs before its work
+# 13. Render: the bash snippet a job script runs before its work, and what it checks
 # ---------------------------------------------------------------------------
-
 
 PROLOGUE_TEMPLATE = """\
 # >>> resumable_chain {version}: decide, record and queue the successor before any work >>>
@@ -3295,63 +3573,254 @@ def finished_trap(python, run_dir):
         "finished", os.path.abspath(run_dir), python=python)))
 
 
-# ---------------------------------------------------------------------------
-# 8. Operations: status, cancel, submit, resume (they return data; main prints)
-# ---------------------------------------------------------------------------
+def parse_walltime(text):
+    """Seconds of a positive walltime; ValueError otherwise. Text is read as sbatch reads --time
+    (a bare "90" is minutes) or "5400s"; an int is seconds, as every number of the Python API."""
+    word = text.strip() if isinstance(text, str) else ""
+    seconds = (text if isinstance(text, int) and not isinstance(text, bool) and text > 0
+               else int(word[:-1]) if word[-1:] == "s" and is_digits(word[:-1], 12)
+               else parse_duration(word))
+    if not seconds:
+        raise ValueError("invalid walltime %r: use a positive %s" % (text, DURATION_FORMS))
+    return seconds
 
 
-class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
-                                            "retries problems events")):
-    """A run directory's chain (read_chain): ``record`` never None (first_job_record), ``submitted``
-    {} without a submit record, ``problems`` the StateErrors of the files that cannot be read."""
-
-    def candidates(self):  # job IDs that may still be queued or running
-        ids = self.jobs[-2:] + [self.record.job, self.record.successor]
-        return sorted(set(job for job in ids if job and is_job_id(str(job))), key=int)
-
-    def to_cancel(self):  # the jobs that may be queued and the guards: nothing of it stays
-        guards = [job for job in (self.record.guard, self.record.guarded_by) if job]
-        return sorted(set(self.candidates() + guards), key=int)
-
-    def guard(self):
-        """The successor's guard, or the running link's whose successor is not queued, or None."""
-        record = self.record
-        return record.guard or (record.action in WORK_ACTIONS and not record.successor and
-                                record.guarded_by) or None
-
-    def whole(self):  # the chain, or the StateError of its first unreadable file
-        if self.problems:
-            raise self.problems[0]
-        return self
-
-
-def first_job_record(submitted):
-    """Submit's record read as the journal of a first job that has not run (None: none)."""
-    if not submitted:
+def parse_resumable(value):
+    """Validate a driver's ``resumable:`` setting (False/None: off; True: defaults; a mapping of
+    Settings.KEYS): Settings or None; ValueError naming the key and what is allowed."""
+    if value is None or value is False:
         return None
-    return Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
-                  next={name: submitted.get(name) for name in NextLink._fields},
-                  **{name: submitted.get(name) for name in (
-                      "cluster", "max_retries", "max_walltime", "budget_dir", "notify", "warn")})
+    if value is True:
+        return Settings()
+    if not hasattr(value, "keys"):
+        raise ValueError("resumable must be true, false or a mapping with max_retries "
+                         "and max_walltime, got %r" % (value,))
+    unknown = sorted(str(key) for key in value.keys() if key not in Settings.KEYS)
+    if unknown:
+        raise ValueError("resumable: unknown key %s; allowed keys: max_retries, max_walltime"
+                         % ", ".join(repr(key) for key in unknown))
+    return Settings(check_max_retries(value.get("max_retries", DEFAULT_MAX_RETRIES),
+                                      "resumable.max_retries"),
+                    check_max_walltime(value.get("max_walltime"), "resumable.max_walltime"))
 
 
-def read_chain(store):
-    """The Chain in store's directory, each file read once (an unreadable one reads as missing)."""
-    values, problems = {}, []
-    for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
-                      ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
-                      ("walltime", lambda: store.read_counter(WALLTIME_FILE)),
-                      ("retries", lambda: store.read_counter(RETRIES_FILE)),
-                      ("events", store.read_events)):
+def check_max_walltime(value, name="max_walltime"):
+    """max_walltime in seconds (parse_walltime; None: no cap) that a Slurm time limit can hold."""
+    if value is None:
+        return None
+    try:
+        seconds = parse_walltime(value)
+    except ValueError as error:
+        raise ValueError("%s: %s" % (name, error))
+    if seconds < MIN_TIME_LIMIT:
+        raise ValueError("%s %r is %d s: under Slurm's 1-minute minimum time limit no link "
+                         "could ever run; use at least 60 s (1:00)" % (name, value, seconds))
+    if seconds > MAX_TIME_LIMIT:
+        raise ValueError("%s %r is more than Slurm can represent (at most %s, %d minutes); "
+                         "leave it out for no cap" % (name, value, format_duration(
+                             MAX_TIME_LIMIT), MAX_TIME_LIMIT // 60))
+    return seconds
+
+
+def check_path(value, name):
+    value = os.fspath(value) if hasattr(value, "__fspath__") else value
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ValueError("%s must be a non-empty path, got %r" % (name, value))
+    return value
+
+
+def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
+                   other_options=SBATCH_OTHER_OPTIONS):
+    """(full name, whether the next word is its value), as sbatch's getopt_long reads ``--part``;
+    ValueError if unknown or ambiguous, but a site plugin's ``--name=value`` (sbatch judges it)."""
+    if not word.startswith("--"):
+        if word[:2] in value_options or word[:2] in other_options:
+            return word[:2], len(word) == 2 and word[:2] in value_options
+        raise ValueError("unknown option %s: sbatch (22.05, 24.11, 26.05) has no such short "
+                         "option" % word[:2])
+    name, equals, _ = word.partition("=")
+    if name == "--":  # every long option would match: say what it is instead
+        raise ValueError("unexpected '--': write sbatch options as they are, with no '--' before "
+                         "them")
+    matches = [name] if name in value_options or name in other_options else sorted(
+        full for full in value_options | other_options if full.startswith(name))
+    if len(matches) > 1:
+        raise ValueError("ambiguous option %s: it could be %s" % (name, ", ".join(matches)))
+    if not matches:
+        if equals:
+            return name, False
+        raise ValueError("unknown option %s%s: neither sbatch (22.05, 24.11, 26.05) nor "
+                         "resumable-chain has it (a site plugin's option can be written %s=VALUE "
+                         "or go in the script's #SBATCH lines)" % (
+                             name, did_you_mean(name, value_options | other_options), name))
+    return matches[0], not equals and matches[0] in value_options
+
+
+def option_value(arguments, option):
+    return (option_values(arguments, option) or [None])[-1]
+
+
+def named_export(options, header, environ):
+    """sbatch options that carry NAMED_ENV into a job that gets less than the whole environment
+    (``--export`` of the command line, else SBATCH_EXPORT, else of the ``header``), else []."""
+    spec = option_value(options, "--export") or environ.get("SBATCH_EXPORT") or option_value(
+        script_directives(header), "--export")
+    if not spec or spec.split(",")[0].upper() == "ALL":
+        return []
+    return ["--export=%s,%s=1" % (spec, NAMED_ENV)]
+
+
+def spelled_out(name, word):
+    """A long option as written (``--part=debug``) with its full name (``--partition=debug``)."""
+    return name + "".join(word.partition("=")[1:]) if name.startswith("--") else word
+
+
+def option_names(arguments):
+    return set(name for name, _ in option_groups(arguments, strict=False))
+
+
+def split_batch_script(text):
+    """Return (header, body): the #! line with the #SBATCH/comment block, and the rest."""
+    lines = text.splitlines(True)
+    if not lines or not lines[0].startswith("#!"):
+        raise ValueError("not a batch script: it must start with a #! line such as #!/bin/bash")
+    end = 1
+    while end < len(lines) and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
+        end += 1
+    return "".join(lines[:end]), "".join(lines[end:])
+
+
+def script_directives(header):
+    import shlex
+    options = []
+    for line in header.splitlines():
+        words = line.strip().split(None, 1)
+        if len(words) == 2 and words[0] == "#SBATCH":
+            with contextlib.suppress(ValueError):  # sbatch ignores what it cannot parse too
+                options += shlex.split(words[1], comments=True)
+    return options
+
+
+# ---------------------------------------------------------------------------
+# 14. Operations: status, cancel, submit, resume (they return data; main prints), and the
+#     Slurm queries they make
+# ---------------------------------------------------------------------------
+
+
+def queued_guard(job_id):
+    """job_id's pending guard (a killed run's, a timed-out sbatch's), or None."""
+    with contextlib.suppress(StateError):
+        return parse_guard(SLURM.mine("%i|%E"), job_id)
+
+
+def parse_squeue(text):
+    jobs = []
+    for job_id, state, elapsed, start, limit, dependency, reason in _rows(text, 7):
         try:
-            values[key] = read()
-        except StateError as error:
-            values[key] = [] if key in ("jobs", "events") else None
-            problems.append(error.with_traceback(None))  # its frames hold what was read
-    submitted = values["submitted"] = values["submitted"] or {}
-    record = values["record"] or first_job_record(submitted) or Record()
-    values["record"] = record._replace(cluster=record.cluster or submitted.get("cluster"))
-    return Chain(store, problems=problems, **values)
+            predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
+        except ValueError:
+            predecessor = None
+        jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known(start),
+                        time_limit=parse_duration(limit), predecessor=predecessor,
+                        reason=None if reason in ("", "None", "(null)") else reason))
+    return jobs
+
+
+def _rows(text, width):
+    rows = [line.strip().split("|") for line in (text or "").splitlines()]
+    return [fields for fields in rows if len(fields) == width and is_job_id(fields[0])]
+
+
+def parse_guard(text, job_id):
+    """The guard of job_id in ``squeue -h -o %i|%E`` output (``afterany:<job_id>``), or None."""
+    return next((guard for guard, dependency in _rows(text, 2)  # an array's ID: afterany:ID_*
+                 if dependency.split("(")[0].rstrip("_*") == "afterany:%s" % job_id), None)
+
+
+def parse_held_by_script(text, script):
+    """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %A|%o|%r``)."""
+    return [job_id for job_id, command, reason in _rows(text, 3)
+            if command == script and reason == "JobHeldUser"]
+
+
+def parse_partition(text, name=None):
+    """(name, seconds a job without --time gets: DefaultTime, else MaxTime, else None) of
+    partition ``name`` (else the default) in ``scontrol show partition -o``; None if absent."""
+    for line in (text or "").splitlines():
+        fields = dict(word.partition("=")[::2] for word in line.split())
+        if fields.get("PartitionName") == name if name else fields.get("Default") == "YES":
+            return fields.get("PartitionName"), parse_duration(fields.get(
+                "DefaultTime", "")) or parse_duration(fields.get("MaxTime", ""))
+    return None
+
+
+def parse_config(text):
+    """{name: value} of ``scontrol show config`` (``AccountingStorageEnforce = limits``)."""
+    pairs = (line.partition("=")[::2] for line in (text or "").splitlines())
+    return {key.strip(): value.strip() for key, value in pairs if value.strip()}
+
+
+def submit_limits(assoc_text, qos_text, cluster, account=None, qos=None):
+    """[(jobs, whose)]: MaxSubmitJobs of the user's associations on ``cluster`` (``account``'s if
+    named; sacctmgr ``format=cluster,account,user,maxsubmit,defaultqos``) and MaxSubmitJobsPerUser
+    of their QOS (``qos``, else each one's default, else normal; ``format=name,maxsubmitpu``)."""
+    limits, names = [], {qos} if qos else set()
+    for fields in (line.split("|") for line in (assoc_text or "").splitlines()):
+        if len(fields) != 5 or fields[0] != cluster or account and fields[1] != account:
+            continue
+        if is_digits(fields[3], 9):
+            limits.append((int(fields[3]), "MaxSubmitJobs of association %s" % fields[1]))
+        names.add(qos or fields[4] or "normal")
+    for fields in (line.split("|") for line in (qos_text or "").splitlines()):
+        if len(fields) == 2 and fields[0] in names and is_digits(fields[1], 9):
+            limits.append((int(fields[1]), "MaxSubmitJobsPerUser of QOS %s" % fields[0]))
+    return sorted(limits)
+
+
+def sweep_beyond_limit(tasks, limits, queued):
+    """Why ``tasks`` tasks can't fit their least job limit beside ``queued`` jobs, or None."""
+    most, whose = limits[0] if limits else (None, None)
+    if most is None or tasks * JOBS_PER_TASK <= most - queued:
+        return None
+    return ("%d tasks need up to %d jobs queued at once (%d per task: its link, the link's "
+            "successor and the successor's guard), and your %s is %d with %d of your jobs "
+            "queued: at most %d tasks fit" % (tasks, tasks * JOBS_PER_TASK, JOBS_PER_TASK, whose,
+                                              most, queued, max(most - queued, 0) // JOBS_PER_TASK))
+
+
+def job_limit_refusal(error):
+    """Whether Slurm's error text is sbatch's refusal by a job limit (also by a size or time
+    limit, which a chain's first job passed): an outage until a job of the user ends."""
+    return JOB_LIMIT_REFUSAL in (error or "")
+
+
+def uid_name(uid):
+    """``0`` -> ``root``: who ``CANCELLED by <uid>`` was (the uid itself if unknown here)."""
+    import pwd
+    try:
+        return pwd.getpwuid(int(uid)).pw_name
+    except (KeyError, ValueError, OverflowError, TypeError):  # TypeError: None, not known
+        return "uid %s" % uid
+
+
+def cluster_to_ask(recorded, here=False):
+    """(cluster for -M, note naming both) or (None, None); ``here``: this shell's, if asked."""
+    here = current_cluster() if recorded and here is False else here
+    if not recorded or here == recorded:  # no cluster named: this shell's, asked without -M
+        return None, None
+    return recorded, ("the chain runs on cluster %s; this shell's Slurm commands reach cluster "
+                      "%s, so they ask with -M %s" % (recorded, here or "(unknown)", recorded))
+
+
+def announce(store, event, command):
+    """Journal an event under the lock, then run the notify command if it is new; lines to log."""
+    warnings = []
+    try:
+        with store.locked():
+            event = journal_event(store, event, warnings)
+    except StateError as error:  # e.g. someone who cannot write the directory
+        return ["event %s not journaled, not notified: %s" % (event.event, error)]
+    return warnings + ([notify(command, event, store.directory)] if event and command else [])
 
 
 def open_chain(run_dir, store=None):
@@ -3374,26 +3843,6 @@ def refuse_live(run_dir, live, refused):
     if live:
         raise StateError("the chain in %s is live (%s): %s" % (run_dir, ", ".join(
             "job %s %s" % (job.job_id, job.state) for job in live), refused))
-
-
-def cluster_to_ask(recorded, here=False):
-    """(cluster for -M, note naming both) or (None, None); ``here``: this shell's, if asked."""
-    here = current_cluster() if recorded and here is False else here
-    if not recorded or here == recorded:  # no cluster named: this shell's, asked without -M
-        return None, None
-    return recorded, ("the chain runs on cluster %s; this shell's Slurm commands reach cluster "
-                      "%s, so they ask with -M %s" % (recorded, here or "(unknown)", recorded))
-
-
-def announce(store, event, command):
-    """Journal an event under the lock, then run the notify command if it is new; lines to log."""
-    warnings = []
-    try:
-        with store.locked():
-            event = journal_event(store, event, warnings)
-    except StateError as error:  # e.g. someone who cannot write the directory
-        return ["event %s not journaled, not notified: %s" % (event.event, error)]
-    return warnings + ([notify(command, event, store.directory)] if event and command else [])
 
 
 def not_a_chain(run_dir):
@@ -3949,36 +4398,6 @@ def _submit_again(submitted, run_dir):
     return "its first job never ran: " + cd + " ".join(shell_quote(word) for word in words)
 
 
-def budget_report(budget_dir):
-    """The shared budget's figures (``budget --json``), ended links settled in what it shows."""
-    budget = chain_store(budget_dir).read_budget()
-    try:
-        settled = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
-    except StateError:
-        settled = budget  # squeue unreachable: show what is known
-    return {"dir": os.path.abspath(budget_dir), "cap": settled.cap, "used": settled.settled,
-            "reserved": sum(settled.reservations.values()), "left": budget_left(settled),
-            "reservations": dict(settled.reservations), "cluster": settled.cluster}
-
-
-def set_budget(budget_dir, cap):
-    """Create a shared budget with this cap (seconds), or change an existing one's cap."""
-    cap = check_max_walltime(cap)
-    if cap is None:
-        raise ValueError("a shared budget needs --max-walltime")
-    make_run_dir(budget_dir, "budget directory")
-    store = chain_store(budget_dir)
-    with store.locked(name=BUDGET_LOCK):
-        try:
-            budget = store.read_budget()._replace(cap=cap)
-        except StateError:
-            if os.path.exists(store.path(BUDGET_FILE)):
-                raise  # corrupt: never silently reset what was used
-            budget = Budget(cap, 0, {}, {}, current_cluster())
-        store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
-    return budget_report(budget_dir)
-
-
 def cancel_chain(run_dir, dry_run=False):
     """Mark a chain cancelled (a link that still starts stops), cancel its jobs until none is
     left; one that ended is left as it is (``ended`` says why)."""
@@ -4193,47 +4612,6 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
             "guard": submitted["guard"], "guard_error": guard_error}
 
 
-def sweep_options(run_dir, header, sbatch_args):
-    """(the tasks of the --array asked for, or None; task i's options: no --array, jobs named
-    ``i_<name>``, name: the sweep's; squeue shows 8 characters, so the task first, guards
-    ``g:i_<name>``). Refused before anything is queued: what sbatch refuses, a throttle, and
-    a sweep beyond this user's submit limits (StateError if sacctmgr or squeue fails)."""
-    given = script_directives(header) + sbatch_args
-    spec = option_value(given, "--array") or ""
-    if not spec:
-        return None, None
-    name = option_value(given, "--job-name") or os.path.basename(os.path.abspath(run_dir))
-    sbatch_args = without_options(sbatch_args, ("--array", "--job-name"))
-    config = slurm_settings()
-    size = config.get("MaxArraySize")
-    if not is_digits(size or "", 9):
-        raise StateError("--array=%s: cannot read MaxArraySize (scontrol show config): nothing "
-                         "submitted" % spec)
-    tasks, throttle = parse_array(spec, int(size))
-    if throttle:
-        raise ValueError("--array=%s: the throttle %%%d would not hold: each later link of a task "
-                         "is a job of its own, which it does not count; use a QOS limit such as "
-                         "MaxJobsPerUser, or no throttle" % (spec, throttle))
-    if "limits" not in config.get("AccountingStorageEnforce", "").split(","):
-        return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
-    user = uid_name(os.getuid())
-    answers = [run_slurm(argv) for argv in (
-        ["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
-         "format=cluster,account,user,maxsubmit,defaultqos"],
-        ["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"],
-        ["squeue", "-h", "-r", "-u", user, "-o", "%A"])]  # -r: each array task counts
-    failed = next((result for result in answers if result.returncode != 0), None)
-    if failed:
-        raise StateError("cannot read your job limits (%s): nothing submitted" % last_line(
-            failed.stderr))
-    beyond = sweep_beyond_limit(len(tasks), submit_limits(
-        answers[0].stdout, answers[1].stdout, config.get("ClusterName"), option_value(
-            given, "--account"), option_value(given, "--qos")), len(_rows(answers[2].stdout, 1)))
-    if beyond:
-        raise StateError("--array=%s: %s; nothing submitted" % (spec, beyond))
-    return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
-
-
 def _live_chain(run_dir, force):
     """The queued or running jobs of the chain in run_dir; StateError if any, unless ``force``."""
     old = read_chain(chain_store(run_dir)).whole()
@@ -4438,11 +4816,6 @@ def _recorded_next_link(store, previous, given):
     return spec
 
 
-# ---------------------------------------------------------------------------
-# 9. Command line: one table of the options (OPTIONS), one of the user's commands (argparse
-#    reads them), one reader of the in-job steps' words; all printing is here
-# ---------------------------------------------------------------------------
-
 DURATION_HELP = "a Slurm duration such as 48:00:00 (a bare number is minutes) or seconds as 5400s"
 RETRIES_HELP = "failures (not timeouts) retried before the chain fails"
 CHAINS_OWN = " (default: the chain's own)"
@@ -4481,18 +4854,9 @@ OPTIONS = {
 }
 
 
-def usage_options(usage):
-    """{--NAME: its metavar, "" for a flag}, in order, of a usage line that writes them
-    ``[--NAME]``, ``[--NAME META]``, ``[--NAME=META]`` or ``--NAME=META``."""
-    words, options = usage.split(), collections.OrderedDict()
-    for index, word in enumerate(words):
-        name, _, metavar = word.strip("[]").partition("=")
-        if name.startswith("--") and name != "--":
-            if word.startswith("[") and not word.endswith("]"):
-                metavar = words[index + 1].rstrip("]")
-            options[name] = metavar
-    return options
-
+# ---------------------------------------------------------------------------
+# 15. Command line: the user's commands (argparse reads them); all printing is here
+# ---------------------------------------------------------------------------
 
 # sbatch's short options that a script rarely takes: after SCRIPT, they are warned about too
 SHORT_LOOKS = frozenset(("-p", "-t", "-J", "-N", "-A", "-q", "-G"))
@@ -4709,277 +5073,6 @@ def _each_text(value, change):
     if isinstance(value, (list, tuple)):
         return [_each_text(item, change) for item in value]
     return value
-
-
-COMMAND = "resumable-chain"  # as main() found it run; what messages say is printed so (as_run)
-
-
-def command_name(argv0):
-    """The console script by name when PATH finds it; else this file run by python3 (a file
-    copied as the Quick start says is on no PATH), by its absolute path, quoted for the shell."""
-    if os.path.basename(argv0) != "resumable-chain":  # by path, python3 -m, a link's python -c
-        return "python3 " + shell_quote(module_path())
-    import shutil  # not before: it imports zlib, bz2 and lzma, 2 ms of every link
-    found = shutil.which("resumable-chain")
-    same = found and os.path.realpath(found) == os.path.realpath(argv0)
-    return "resumable-chain" if same else shell_quote(os.path.abspath(argv0))
-
-
-def as_run(text):  # "resumable-chain resume" in messages and journals: the command as run
-    for word in USER_COMMANDS:
-        text = text.replace("resumable-chain %s" % word, "%s %s" % (COMMAND, word))
-    return text
-
-
-def _log(*messages):
-    for message in messages:
-        sys.stderr.write("resumable-chain: %s\n" % as_run(visible(message)))
-    sys.stderr.flush()
-
-
-def _say(text):
-    """What came from state files is shown, never obeyed."""
-    _write(as_run(visible(text)))
-
-
-def _write(text):
-    # Bytes, so that a non-ASCII path prints under any locale (Python 3.6 under LANG=C).
-    sys.stdout.flush()
-    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
-    sys.stdout.flush()
-
-
-def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
-                     sbatch_args=(), script_args=(), budget_dir=None, **notify_and_warn):
-    """The in-job step that the rendered prologue runs (see render): decide from the
-    predecessor's final state, record it in DIR and queue the successor. Prints the
-    RESUMABLE_CHAIN_* exports for the work on stdout. Exit 0: run the work; 3: the chain is done
-    (exit 0 without work); 1: max_retries exceeded; 2: bad input or state.
-
-    example (inside a batch job):
-      python3 resumable_chain.py prologue --max-retries=3 --script="$0" runs/gpqa -- "$@"
-    """
-    run_dir = os.path.abspath(task_run_dir(run_dir, os.environ))
-    lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
-    _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
-    # Not strict: render checked the options, and a running chain must not stop over a table.
-    task = os.environ.get("SLURM_ARRAY_TASK_ID")  # an array task's links: one-task arrays
-    sbatch_args = check_sbatch_args(sbatch_args, strict=False) + (
-        ["--array=" + task] if task else [])
-    next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
-                         os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd())  # every link's
-    outcome = run_link(run_dir, Settings(max_retries, max_walltime), next_link, os.environ,
-                       budget_dir=budget_dir and os.path.abspath(budget_dir), **notify_and_warn)
-    _log(*outcome.warnings)
-    if outcome.status == EXIT_WORK:
-        outcome, start, limit = fit_own_limit(outcome, os.environ)
-    _log(describe_link(outcome))
-    if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
-        _log(notify(outcome.record.notify, outcome.event, run_dir))
-    if outcome.status == EXIT_WORK:
-        record = outcome.record
-        end = link_end(start, limit, link_caps(record))
-        if record.warn:
-            _log(start_warner(record.warn, end, limit, os.environ))
-        start_while_working(run_dir, outcome)
-        _write("unset %s\n" % NAMED_ENV + "".join(  # not passed on to jobs the work queues
-            "export %s=%s\n" % (name, shell_quote(value)) for name, value in
-            link_exports(record, run_dir, end).items()))
-    return outcome.status
-
-
-def fit_own_limit(outcome, environ):
-    """(outcome, start, time limit) of a working link: one whose own time limit is within its
-    caps lowers nothing, so its record says so (its work is told the limit it has). Slurm 23.02+
-    tells the limit; before, the controller is asked, only by a link with a warning or caps."""
-    record = outcome.record
-    start, limit = job_start_and_limit(environ, record.job,
-                                       ask=bool(record.warn or record.time_limit))
-    if record.time_limit and limit is not None and limit <= record.time_limit:
-        outcome = outcome._replace(record=record._replace(time_limit=None))
-    return outcome, start, limit
-
-
-def start_while_working(run_dir, outcome):
-    """Fork ``while-working DIR [--again]`` as the work starts (the module is loaded: no second
-    start-up beside the work), writing to the job's stderr only."""
-    again = outcome.observation is not None and outcome.observation.source == "journal"
-    sys.stdout.flush()
-    try:
-        child = os.fork()
-    except OSError as error:
-        _log("cannot start the background step (%s): the guard of this job queues its "
-             "successor's guard when it ends" % error)
-        return
-    if child == 0:
-        status = EXIT_USAGE
-        try:
-            os.setsid()
-            devnull = os.open(os.devnull, os.O_RDWR)
-            os.dup2(devnull, 0)
-            os.dup2(devnull, 1)
-            status = main(["while-working", run_dir] + (["--again"] if again else []))
-        finally:
-            os._exit(status)
-
-
-# The warning before a link ends (--warn SIG@S). Slurm's --signal is fixed at submit time (it
-# misses a limit the link lowers later), its B: form signals only the batch shell, its plain form
-# only srun steps. So the link starts a timer in a session of its own (not signalled with the
-# work, not waited for by the prologue's $(...)) that signals the batch shell and its descendants,
-# whatever their process group, that catch the signal (wants_signal): a work without a handler is
-# not killed by a USR1 it did not ask for, nor a shell with an EXIT trap (bash catches every
-# signal to run that trap, which SigCgt cannot tell from a trap of the signal). The timer exits
-# when the batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
-
-
-def start_warner(warn, end, limit, environ):
-    """Start ``warn-work SIG@S END SHELL`` for the rest of this job; return what to log."""
-    if end is None:
-        return "no warning before this link ends: its end is not known (no time limit)"
-    if limit is not None and warn_signal(warn)[1] >= limit:  # every link would be told at once
-        return "no warning before this link ends: --warn %s is not shorter than the job's time " \
-            "limit (%s); give it fewer seconds" % (warn, format_duration(limit))
-    shell = environ.get("SLURM_TASK_PID") or str(os.getppid())
-    try:
-        subprocess.Popen(step_command("warn-work", warn, str(end), shell),
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         start_new_session=True)  # stderr: the job's, for its one line
-    except OSError as error:
-        return "cannot start the warning timer (%s): the work gets no signal" % error
-    return "the work gets SIG%s s before this link ends at %s" % (
-        warn.replace("@", " "), time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(end)))
-
-
-def parse_proc_stat(text):
-    """(pid, parent pid) from /proc/PID/stat's text; None if it is not one."""
-    head, _, tail = (text or "").rpartition(")")  # the command name may hold ) and spaces
-    fields, pid = tail.split(), head.split(" (")[0].strip()
-    if len(fields) < 2 or not is_digits(pid) or not is_digits(fields[1]):
-        return None
-    return int(pid), int(fields[1])
-
-
-def catches(status_text, signum):
-    """Whether /proc/PID/status's SigCgt shows a handler for ``signum``."""
-    masks = [line[7:] for line in (status_text or "").splitlines() if line.startswith("SigCgt:")]
-    try:
-        return bool(int(masks[0].strip(), 16) >> (signum - 1) & 1)
-    except (IndexError, ValueError):
-        return False
-
-
-def wants_signal(program, status_text, signum):
-    """srun always (it forwards the signal; 22.05's srun waits for signals in a thread with them
-    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its
-    own) without an EXIT trap, any other process if it has a handler; pure."""
-    if program in SHELLS and (signum == signal.SIGINT or all(
-            catches(status_text, mark) for mark in EXIT_TRAP_MARKS)):
-        return False
-    return program == "srun" or catches(status_text, signum)
-
-
-def work_processes(parents, root):
-    """``root`` and its descendants, from {pid: parent pid}; pure."""
-    found = [root]
-    for pid in found:  # the list grows as the children of each pid in it are found
-        found += [child for child, parent in parents.items()
-                  if parent == pid and child not in found]
-    return sorted(found)
-
-
-def _proc_text(pid, name):
-    try:
-        with open("/proc/%s/%s" % (pid, name)) as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError):
-        return ""  # it ended meanwhile
-
-
-def _program(pid):
-    """The program a process runs: its executable's name (a job script's comm is slurm_script)."""
-    try:
-        return os.path.basename(os.readlink("/proc/%d/exe" % pid))
-    except OSError:
-        return None
-
-
-def signal_work(shell, signum):
-    """Signal the batch shell and its descendants that want it; return their pids."""
-    parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat"))
-                                 for name in os.listdir("/proc") if is_digits(name))))
-    sent = []
-    for pid in work_processes(parents, shell):
-        if pid != os.getpid() and wants_signal(_program(pid), _proc_text(pid, "status"), signum):
-            with contextlib.suppress(OSError):
-                os.kill(pid, signum)
-                sent.append(pid)
-    return sent
-
-
-def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
-    """The timer start_warner starts (see above)."""
-    if not is_digits(end) or not is_digits(shell):
-        raise ValueError("warn-work: give SIG@S END SHELL (a link starts this by itself)")
-    signum, seconds = warn_signal(warn)
-    end, shell = int(end), int(shell)
-    at, proc = end - seconds, "/proc/%d" % shell
-    late = clock() + 60 >= at  # due as the work starts (a cap lowered the link's end): warn
-    # once it can hear it, as it may set its handler later
-    while clock() < at and os.path.isdir(proc):
-        sleep(min(at - clock(), WARN_POLL))
-    while True:
-        if not os.path.isdir(proc):
-            return 0  # the work ended before the warning
-        sent = signal_work(shell, signum)
-        if sent or not late or clock() + 1 >= end:
-            break
-        sleep(1)  # its handler may not be set yet
-    _log("SIG%s sent %d s before the link ends to %s" % (
-        warn.partition("@")[0], end - int(clock()),
-        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it; a shell "
-        "with an EXIT trap is left alone)"))
-    return 0
-
-
-def while_working_command(run_dir, again=False):
-    """The background step a working link starts as its work starts (finish_queueing)."""
-    run_dir = os.path.abspath(run_dir)
-    record, warnings = finish_queueing(run_dir, os.environ, again=again)
-    _log(*warnings)
-    if record is not None and not (record.successor or record.guarded_by):
-        devnull = os.open(os.devnull, os.O_WRONLY)  # the job's log is not held open for hours
-        os.dup2(devnull, 2)
-        guard_until_queued(run_dir, os.environ)
-    return 0
-
-
-def finished_command(run_dir):
-    """The rendered exit trap's step once the work exited 0: the chain finished."""
-    run_dir = task_run_dir(run_dir, os.environ)
-    event, command, warnings = work_finished(run_dir, os.environ)
-    _log(*warnings)
-    if event and command:
-        _log(notify(command, event, run_dir))
-    return 0
-
-
-def guard_command(run_dir, job, *defaults, after=None):
-    """The step of the guard of JOB. SBATCH_NAME=VALUE: the user's SBATCH_* variables; the guard
-    is queued without them, its links get them back."""
-    if not all(map(is_job_id, [job] if after is None else [job, after])) or not all(
-            word.startswith("SBATCH_") and "=" in word for word in defaults):
-        raise ValueError("guard: give DIR, the JOB it guards, --after=LINK and SBATCH_NAME=VALUE "
-                         "defaults (a link queues this by itself)")
-    run_dir = os.path.abspath(run_dir)
-    check_owned_dir(run_dir)
-    os.environ.update(word.split("=", 1) for word in defaults)
-    event, command, words = guard_chain(run_dir, job, os.environ, after=after)
-    _log("%s guard %s of job %s: %s" % (time.strftime("%Y-%m-%dT%H:%M:%S"),
-                                        os.environ.get("SLURM_JOB_ID", "?"), job, words))
-    if event and command:
-        _log(notify(command, event, run_dir))
-    return 0
 
 
 def render_command(run_dir, sbatch_args, **options):
@@ -5247,65 +5340,6 @@ STEPS = {
     "guard": (guard_command, "DIR JOB [--after=LINK] [SBATCH_NAME=VALUE...]"),
     "warn-work": (warn_command, "SIG@S END SHELL"),
 }
-
-
-def read_step_words(step, argv):
-    """(positional words, {keyword: value}) of an in-job step's words, read as its usage in
-    STEPS says (a repeated ``--NAME=ARG...`` gives a list named in the plural); ValueError."""
-    usage = STEPS[step][1]
-    before, _, after = usage.partition(" [-- ")
-    wanted = usage_options(before)
-    named = [word.strip("[]") for word in before.split() if not word.lstrip("[").startswith("-")]
-    dashes = argv.index("--") if after and "--" in argv else len(argv)
-    positional, options = [], {after.strip("]. ").lower(): argv[dashes + 1:]} if after else {}
-    for word in argv[:dashes]:
-        name, equals, value = word.partition("=")
-        keyword, metavar = name[2:].replace("-", "_"), wanted.get(name)
-        if not word.startswith("-"):
-            positional.append(word)
-        elif metavar is None or bool(equals) != bool(metavar):
-            raise ValueError("%s: unknown option %r (a link runs this by itself: %s)"
-                             % (step, word, usage))
-        elif metavar.endswith("..."):
-            options.setdefault(keyword + "s", []).append(value)
-        else:
-            options[keyword] = OPTIONS.get(name, (str,))[0](value) if metavar else True
-    several = named[-1].endswith("...")
-    missing = [name for name in wanted if "[" + name not in usage
-               and name[2:].replace("-", "_") not in options]
-    if missing or len(positional) < len(named) - several or (
-            not several and len(positional) > len(named)):
-        raise ValueError("%s: usage: resumable-chain %s %s (a link runs this by itself)"
-                         % (step, step, usage))
-    return positional, options
-
-
-def run_step(step, argv):
-    """Run an in-job step; with --help, show its usage and docstring."""
-    function, usage = STEPS[step]
-    if argv[:1] in (["-h"], ["--help"]):
-        _write("usage: resumable-chain %s %s\n\n%s\n" % (
-            step, usage, (function.__doc__ or "").replace("\n    ", "\n").strip()))
-        return 0
-    positional, options = read_step_words(step, argv)
-    return function(*positional, **options)
-
-
-def main(argv=None):
-    """Run the command line; return the exit status."""
-    global COMMAND
-    argv, COMMAND = list(sys.argv[1:] if argv is None else argv), command_name(sys.argv[0])
-    try:
-        return run_step(argv[0], argv[1:]) if argv[:1] and argv[0] in STEPS else \
-            run_user_command(argv)
-    except SystemExit as exit_request:  # --help and --version
-        return exit_request.code if isinstance(exit_request.code, int) else 0
-    except (StateError, ValueError) as error:
-        _log("error: %s" % error)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        _log("interrupted")
-        return 130
 
 
 if __name__ == "__main__":
