@@ -341,6 +341,10 @@ class Missing(StateError):
     """No such file: told by the failed open itself (a look afterwards races a new writer)."""
 
 
+class LostEvents(StateError):
+    """The events file cannot be read: that costs notifications, not the chain (journal_event)."""
+
+
 Decision = collections.namedtuple("Decision", "action retries reason")
 Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, and why."
 
@@ -414,9 +418,10 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
         return record.guard or (record.action in WORK_ACTIONS and not record.successor and
                                 record.guarded_by) or None
 
-    def whole(self):  # the chain, or the StateError of its first unreadable file
-        if self.problems:
-            raise self.problems[0]
+    def whole(self):  # the chain, or the StateError of its first unreadable file (events aside)
+        for problem in self.problems:
+            if not isinstance(problem, LostEvents):
+                raise problem
         return self
 
 
@@ -442,7 +447,8 @@ def read_chain(store):
             values[key] = read()
         except StateError as error:
             values[key] = [] if key in ("jobs", "events") else None
-            problems.append(error.with_traceback(None))  # its frames hold what was read
+            problems.append(LostEvents(error) if key == "events" else  # without the frames:
+                            error.with_traceback(None))  # they hold what was read
     submitted = values["submitted"] = values["submitted"] or {}
     record = values["record"] or first_job_record(submitted) or Record()
     values["record"] = record._replace(cluster=record.cluster or submitted.get("cluster"))
@@ -556,7 +562,8 @@ class Slurm(object):
             result = self.run(["squeue", "-h", "-o", SQUEUE_FORMAT, "-j", ",".join(chunk)])
             if result.returncode != 0 and "Invalid job id" not in result.stderr:
                 raise StateError("squeue failed: %s" % last_line(result.stderr))
-            found += [job for job in parse_squeue(result.stdout) if job.job_id in set(chunk)]
+            wanted = set(chunk)
+            found += [job for job in parse_squeue(result.stdout) if job.job_id in wanted]
         return found
 
     def accounting(self, job_ids, timeout=None):
@@ -911,8 +918,10 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
     the controller, asked as Python started, answered on the pipe ``lookup``). The work's helpers
     (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
     job_id, predecessor_id = identify(environ)
+    asked, window = time.monotonic(), lookup_window()
     answer = predecessor_id and lookup and _read_lookup(
-        lookup, predecessor_id, first_lookup_timeout(lookup_window()))
+        lookup, predecessor_id, first_lookup_timeout(window))
+    window = max(window - (time.monotonic() - asked), 0)  # one window, as before the pipe
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
     store = open_run_dir(run_dir, predecessor_id)
     with store.locked():
@@ -924,7 +933,7 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
                                                 warnings)
         if predecessor_id is None:
             snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
-        observation = predecessor_id and observe_predecessor(predecessor_id, answer=answer)
+        observation = predecessor_id and observe_predecessor(predecessor_id, window, answer=answer)
         record, own = decide_link(store, snapshot, (job_id, predecessor_id, cluster),
                                   observation or None, options, warnings)
         store.commit(snapshot, record)
@@ -934,7 +943,7 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
 
 def _read_lookup(lookup, job_id, timeout):
     """The SlurmResult of the prologue's lookup (its PID, then what scontrol printed) once it
-    ended, killed as run_slurm would after ``timeout``; None: none about ``job_id`` (ask)."""
+    ended, killed after ``timeout`` (scontrol starts no child); None: none about ``job_id``."""
     deadline, text = time.monotonic() + timeout, b""
     with contextlib.suppress(OSError, ValueError), open(lookup, "rb", 0) as pipe:
         while select.select([pipe], [], [], max(deadline - time.monotonic(), 0))[0]:
@@ -3487,13 +3496,22 @@ def _guard_gives_up(look, reason):
 
 PROLOGUE_TEMPLATE = """\
 # >>> resumable_chain {version}: decide, record and queue the successor before any work >>>
-resumable_chain_lookup() {{  # the predecessor's state, asked as Python starts (run_link)
-    echo "$BASHPID"  # then what scontrol prints, in the environment run_slurm would give it
-    [[ ${{SLURM_JOB_DEPENDENCY-}} =~ ^afternotok:([1-9][0-9]{{0,9}})$ ]] || return 0
-    for name in "${{!SLURM_@}}" "${{!SACCT_@}}" "${{!SQUEUE_@}}" "${{!SALLOC_@}}" "${{!SRUN_@}}" \\
-        "${{!SBATCH_@}}" RESUMABLE_CHAIN_NAMED; do [ "$name" = SLURM_CONF ] || unset "$name"; done
-    LC_ALL=C exec scontrol show job -o "${{BASH_REMATCH[1]}}" </dev/null 2>&1
-}}
+resumable_chain_lookup=  # sh, bash --posix: none, the step asks
+if [ -n "${{BASH_VERSION-}}" ] && ! shopt -oq posix; then  # quoted: bash alone parses it
+    # the predecessor's state, asked as Python starts (run_link): this PID, then what scontrol
+    # prints in the environment run_slurm gives it, on a pipe the step reads
+    eval 'resumable_chain_ask() {{
+        echo "$BASHPID"
+        [[ ${{SLURM_JOB_DEPENDENCY-}} =~ ^afternotok:([1-9][0-9]{{0,9}})$ ]] || return 0
+        for name in "${{!SLURM_@}}" "${{!SACCT_@}}" "${{!SQUEUE_@}}" "${{!SALLOC_@}}" \\
+            "${{!SRUN_@}}" "${{!SBATCH_@}}" RESUMABLE_CHAIN_NAMED; do
+            [ "$name" = SLURM_CONF ] || unset "$name"
+        done
+        LC_ALL=C exec scontrol show job -o "${{BASH_REMATCH[1]}}" </dev/null 2>&1
+    }}
+    exec {{resumable_chain_fd}}< <(resumable_chain_ask)
+    resumable_chain_lookup=/dev/fd/$resumable_chain_fd'
+fi
 for _ in 1 2; do  # a step killed by a signal runs once more: it is idempotent
     resumable_chain_status=0
     # shellcheck disable=SC2016  # single quotes keep paths and arguments literal on purpose
@@ -3503,7 +3521,9 @@ done
 if [ "$resumable_chain_status" -eq {done} ]; then exit 0; fi
 if [ "$resumable_chain_status" -ne 0 ]; then exit "$resumable_chain_status"; fi
 eval "$resumable_chain_env"  # RESUMABLE_CHAIN_DIR, _LINK, _RESUMING, _WALLTIME_LEFT, ...
-unset resumable_chain_status resumable_chain_env resumable_chain_lookup
+if [ -n "$resumable_chain_lookup" ]; then eval 'exec {{resumable_chain_fd}}<&-'; fi
+unset resumable_chain_status resumable_chain_env resumable_chain_lookup resumable_chain_fd
+unset -f resumable_chain_ask
 {finished}# <<< resumable_chain <<<
 """
 # With a notify command: when the job exits 0 after its work, the chain finished; Slurm cancels
@@ -3544,7 +3564,8 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
             budget_dir, "budget_dir"), BUDGET_FILE)):
         raise ValueError("no shared budget in %s: create it first with resumable-chain budget %s "
                          "--max-walltime T" % (budget_dir, shell_quote(budget_dir)))
-    words += [("script", script and os.path.abspath(check_path(script, "script"))),
+    script = None if script is None else os.path.abspath(check_path(script, "script"))
+    words += [("script", script),
               ("budget-dir", budget_dir and os.path.abspath(budget_dir)), ("notify", notify),
               ("warn", warn)]
     argv = step_command("prologue", *["--%s=%s" % word for word in words if word[1] is not None],
@@ -3556,7 +3577,7 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     command = " ".join(shell_quote(argument) for argument in argv)
     if script is None:
         command += ' --script="$0"'  # the running batch script (Slurm's spool copy)
-    command += ' --lookup=<(resumable_chain_lookup) -- ${1+"$@"}'
+    command += ' --lookup="$resumable_chain_lookup" -- ${1+"$@"}'
     return PROLOGUE_TEMPLATE.format(version=__version__, command=command, done=EXIT_DONE,
                                     finished="" if notify is None else finished_trap(
                                         python, run_dir))
@@ -3862,14 +3883,15 @@ def not_a_chain(run_dir):
 
 def query_jobs(job_ids, cluster=None):
     """({job ID: Job}, [what did not answer]): sacct, then squeue for the jobs not final."""
-    found, error = Slurm(cluster).accounting(job_ids)
+    slurm = Slurm(cluster)
+    found, error = slurm.accounting(job_ids)
     errors = ["sacct: %s" % error] if error else []
-    try:
-        found.update((job.job_id, job) for job in Slurm(cluster).jobs(
-            [job_id for job_id in job_ids if job_id not in found or not is_final(
-                found[job_id].state)]))
-    except StateError as error:
-        errors.append(str(error))  # "squeue failed: ..."
+    for chunk in chunks([job_id for job_id in job_ids if job_id not in found or not is_final(
+            found[job_id].state)]):  # one failed chunk costs its own rows alone
+        try:
+            found.update((job.job_id, job) for job in slurm.jobs(chunk))
+        except StateError as failed:
+            errors.append(str(failed))  # "squeue failed: ..."
     return found, errors
 
 

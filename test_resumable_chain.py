@@ -759,6 +759,14 @@ def test_max_walltime_under_a_minute_is_refused_everywhere(value):
         assert "1-minute minimum" in str(error.value)
 
 
+@pytest.mark.parametrize("name", ["run_dir", "script"])
+def test_render_prologue_refuses_an_empty_path(tmp_path, name):
+    paths = {"run_dir": str(tmp_path / "run"), "script": str(tmp_path / "job.sh"), name: ""}
+    with pytest.raises(ValueError) as error:
+        rc.render_prologue(paths.pop("run_dir"), **paths)
+    assert "%s must be a non-empty path" % name in str(error.value)
+
+
 def test_cli_render_refuses_what_cannot_work(tmp_path, capsys):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("x")

@@ -122,29 +122,30 @@ class FakeCluster(object):
         environ.update({key: str(value) for key, value in extra.items()})
         return environ
 
-    def write_script(self, run_dir, strict=True, name="job.sh", work="", **render_options):
+    def write_script(self, run_dir, strict=True, name="job.sh", work="", shebang="#!/bin/bash",
+                     **render_options):
         """A job script: #SBATCH lines, the rendered prologue, ``work``, then a line in WORKLOG."""
         render_options.setdefault("python", self.python)
         prologue = resumable_chain.render_prologue(run_dir, **render_options)
         script = os.path.join(self.root, name)
         os.makedirs(os.path.dirname(script), exist_ok=True)
         with open(script, "w") as handle:
-            handle.write("#!/bin/bash\n#SBATCH --time=10\n#SBATCH --mem=1G\n")
+            handle.write(shebang + "\n#SBATCH --time=10\n#SBATCH --mem=1G\n")
             if strict:
-                handle.write("set -euo pipefail\n")
+                handle.write("set -euo pipefail\n" if "bash" in shebang else "set -eu\n")
             handle.write(prologue)
             handle.write(work)
             handle.write('echo "$SLURM_JOB_ID $*" >> "$WORKLOG"\n')
         return script
 
     def run_link(self, script, job_id, predecessor=None, args=(), timeout=120, mark_running=True,
-                 cwd=None, **extra):
+                 cwd=None, shell=(BASH,), **extra):
         dependency = "afternotok:%s" % predecessor if predecessor else None
         if mark_running:  # as Slurm would show it; threads racing set it beforehand instead
             self.set_job(job_id, state="RUNNING", start="2026-11-30T01:00:00")
         # SLURM_TASK_PID is the batch shell, as Slurm sets it: a background step ends with it.
-        return subprocess.run([BASH, "-c", 'SLURM_TASK_PID=$$ exec "$0" "$@"', BASH, script]
-                              + list(args), env=self.env(job_id, dependency, **extra),
+        return subprocess.run([BASH, "-c", 'SLURM_TASK_PID=$$ exec "$@"', BASH] + list(shell)
+                              + [script] + list(args), env=self.env(job_id, dependency, **extra),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=timeout, cwd=cwd or self.root)
 

@@ -660,6 +660,16 @@ def test_history_141_a_held_job_whose_sbatch_lost_its_answer_is_cancelled(
     assert cluster.pending() == [out.split()[0]]
 
 
+def test_resume_a_chain_whose_events_file_is_corrupt_costs_the_notification_alone(
+        cluster, run_dir, capsys, monkeypatch):
+    failed_chain(cluster, run_dir)
+    with open(os.path.join(run_dir, rc.EVENTS_FILE), "w") as handle:
+        handle.write("{not json")
+    status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 0 and "not journaled" in err, err
+    assert rc.StateStore(run_dir).read_record().job == out.strip()
+
+
 def test_resume_a_cancelled_chain_counts_the_last_link_once(cluster, run_dir, running_chain,
                                                             capsys, monkeypatch):
     assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 0

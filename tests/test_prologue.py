@@ -248,6 +248,30 @@ def test_the_predecessor_is_asked_for_once_as_python_starts(cluster, run_dir, si
     assert len(cluster.calls("sacct")) == sacct_calls
 
 
+SHELLS = [
+    # (situation, the script's #! line, the shell Slurm runs it with, the prologue asks early)
+    ("bash", "#!/bin/bash", (BASH,), True),
+    ("sh, dash on Debian: the step asks", "#!/bin/sh", ("/bin/sh",), False),
+    ("bash --posix (sh on RHEL): the step asks", "#!/bin/sh", (BASH, "--posix"), False),
+]
+
+
+@pytest.mark.parametrize("situation,shebang,shell,early", SHELLS,
+                         ids=[case[0] for case in SHELLS])
+def test_every_shell_of_a_job_script_runs_its_links(cluster, run_dir, situation, shebang, shell,
+                                                    early):
+    # The early lookup is bash's (process substitution, ${!PREFIX@}): sh never parses it.
+    script = cluster.write_script(run_dir, shebang=shebang)
+    assert cluster.run_link(script, 100, shell=shell).returncode == 0
+    successor = cluster.pending()[-1]
+    cluster.finish(100, "TIMEOUT", 73)
+    result = cluster.run_link(script, successor, predecessor=100, shell=shell)
+    assert result.returncode == 0, result.stderr
+    assert cluster.work_done() == ["100", successor]
+    [call] = [call for call in cluster.calls("scontrol") if call["argv"][0] == "show"]
+    assert call["own_session"] is not early  # run_slurm's commands run in a session of their own
+
+
 def test_a_hanging_early_lookup_is_killed_at_its_timeout(tmp_path):
     hanging = subprocess.Popen([BASH, "-c", 'echo "$BASHPID"; exec sleep 60'],
                                stdout=subprocess.PIPE)
