@@ -235,7 +235,8 @@ start_mariadb() {
     if ! alive "$SHARED_RUN/mariadb.pid"; then
         mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld
         [ -d /var/lib/mysql/mysql ] || mariadb-install-db --user=mysql --datadir=/var/lib/mysql >/dev/null
-        nohup /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock \
+        # its own session: a caller whose process group is killed must not take the database along
+        setsid nohup /usr/sbin/mariadbd --user=mysql --datadir=/var/lib/mysql --socket=/run/mysqld/mysqld.sock \
             --pid-file=/run/mysqld/mysqld.pid >"$SHARED_RUN/mariadb.log" 2>&1 &
         echo $! > "$SHARED_RUN/mariadb.pid"
     fi
