@@ -462,25 +462,19 @@ def read_chain(store):
 
 def run_slurm(argv, timeout=None, submit=False, cwd=None, named=False):
     """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
-    SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
+    SLURM_CONF), output-format variables and, unless ``submit``, the user's SBATCH_* defaults;
+    ``named``: sbatch of a job the journal names before it starts (NAMED_ENV); never raises."""
     _checkpoint()
-    return run_command(argv, timeout or command_timeout() * (
-        SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), slurm_environment(
-        os.environ, submit, named), cwd)
-
-
-def slurm_environment(environ, submit=False, named=False):
-    """The environment for a Slurm command: no stale allocation or output-format variables;
-    ``named``: sbatch of a job the journal names before it starts (NAMED_ENV)."""
     dropped = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_", NAMED_ENV) + (
         () if submit else ("SBATCH_",))
-    environment = {name: value for name, value in environ.items()
+    environment = {name: value for name, value in os.environ.items()
                    if name == "SLURM_CONF" or not name.startswith(dropped)}
     if named:
         environment[NAMED_ENV] = "1"
     if not submit:
         environment["LC_ALL"] = "C"
-    return environment
+    return run_command(argv, timeout or command_timeout() * (
+        SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), environment, cwd)
 
 
 def run_command(argv, timeout, environment, cwd=None):
@@ -492,10 +486,6 @@ def run_command(argv, timeout, environment, cwd=None):
                                    env=environment)
     except OSError as error:
         return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
-    return _wait_for(process, argv[0], timeout)
-
-
-def _wait_for(process, name, timeout):
     with process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
@@ -505,7 +495,7 @@ def _wait_for(process, name, timeout):
             process.wait()
             if isinstance(error, KeyboardInterrupt):
                 raise
-            return SlurmResult(None, "", "%s timed out after %g s" % (name, timeout))
+            return SlurmResult(None, "", "%s timed out after %g s" % (argv[0], timeout))
     return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
                        stderr.decode("utf-8", "replace"))
 
@@ -579,7 +569,8 @@ class Slurm(object):
         return found, error
 
     def controller(self, job_id, timeout=None):
-        return controller_answer(self.run(show_job(job_id), timeout=timeout))
+        return controller_answer(self.run(["scontrol", "show", "job", "-o", job_id],
+                                          timeout=timeout))
 
     def final(self, job_id):
         """How a job ended (or where it is): the controller's Job, else accounting's, or None."""
@@ -797,9 +788,8 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     run_dir = os.path.abspath(task_run_dir(run_dir, os.environ))
     lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
     _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
-    # Not strict: render checked the options, and a running chain must not stop over a table.
     task = os.environ.get("SLURM_ARRAY_TASK_ID")  # an array task's links: one-task arrays
-    sbatch_args = check_sbatch_args(sbatch_args, strict=False) + (
+    sbatch_args = chain_sbatch_args(sbatch_args) + (
         ["--array=" + task] if task else [])
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd())  # every link's
@@ -853,50 +843,60 @@ def view_wait(directory):
     return 0 if mount and mount[1] in LOCAL_FILESYSTEMS else VIEW_WAIT_SECONDS
 
 
-def check_sbatch_args(sbatch_args, allowed=(), strict=True):
-    """sbatch arguments with long names written in full; ValueError for REFUSED_SBATCH_OPTIONS
-    (but ``allowed``) and, ``strict``, what option_groups refuses."""
+def chain_sbatch_args(sbatch_args, allowed=()):
+    """sbatch arguments, long names written in full, a word sbatch may not know as written (a
+    running chain must not stop over a table); ValueError for REFUSED_SBATCH_OPTIONS (but
+    ``allowed``)."""
     if isinstance(sbatch_args, str) or len(sbatch_args) > MAX_WORDS:
         raise ValueError("sbatch_args must be a list of at most %d arguments, not %.60r"
                          % (MAX_WORDS, sbatch_args))
-    groups = option_groups(sbatch_args, strict)
-    for name, words in groups:
+    groups = option_groups(sbatch_args)
+    for name, words, _ in groups:
         if name in REFUSED_SBATCH_OPTIONS and name not in allowed:
             raise ValueError("sbatch option %r is not allowed in a chain: %s"
                              % (words[0], REFUSED_SBATCH_OPTIONS[name]))
-    for name in ("--time", "--time-min") if strict else ():  # else every successor fails
+    return [word for _, words, _ in groups for word in words]
+
+
+def check_sbatch_args(sbatch_args, allowed=()):
+    """chain_sbatch_args() of words sbatch takes: ValueError for an unknown, ambiguous or valueless
+    option, a stray word (said first) or a --time it cannot read (every successor would fail)."""
+    words = chain_sbatch_args(sbatch_args, REFUSED_SBATCH_OPTIONS)
+    for problem in filter(None, (group[2] for group in option_groups(words))):
+        raise ValueError(problem)
+    chain_sbatch_args(words, allowed)
+    for name in ("--time", "--time-min"):
         for value in option_values(sbatch_args, name):
             if value.upper() not in ("-1", "INFINITE", "UNLIMITED") and parse_duration(
                     value[:-1] + "-0" if value[-1:] == "-" else value) is None:  # D- is D days
                 raise ValueError("invalid %s %r: sbatch takes M, M:S, H:M:S, D-H, D-H:M, D-H:M:S "
                                  "or UNLIMITED (e.g. %s=4:00:00)" % (name, value, name))
-    return [word for _, words in groups for word in words]
+    return words
 
 
-def option_groups(arguments, strict=True):
-    """sbatch arguments as [(long name, its words, spelled out)]; ``strict``: ValueError for an
-    unknown, ambiguous or valueless option or a stray word, else such words name themselves."""
-    groups = []
+def option_groups(arguments):
+    """sbatch arguments as [(long name, its words, why sbatch refuses them or None)]; a word that
+    is no option sbatch knows (unknown, ambiguous, stray) names itself."""
+    groups, value_next = [], False
     for argument in arguments:
         if not isinstance(argument, str) or "\0" in argument:
             raise ValueError("sbatch argument %r is not a string" % (argument,))
-        if groups and groups[-1][2]:  # the value of the option before
-            groups[-1] = (groups[-1][0], groups[-1][1] + [argument], False)
+        if value_next:  # the value of the option before
+            groups[-1][1].append(argument)
+            value_next = False
             continue
+        name, problem = argument.partition("=")[0], None
         try:
             if not argument.startswith("-") or argument in ("-", "--"):
                 raise ValueError("sbatch argument %r is not an option (or a value after one)"
                                  % argument)
             name, value_next = resolve_option(argument)
-        except ValueError:
-            if strict:
-                raise
-            name, value_next = argument.partition("=")[0], False
-        groups.append((SBATCH_SHORT_NAMES.get(name, name), [spelled_out(name, argument)],
-                       value_next))
-    if strict and groups and groups[-1][2]:
-        raise ValueError("sbatch option %r needs a value" % groups[-1][1][0])
-    return [(name, words) for name, words, _ in groups]
+        except ValueError as error:
+            problem = str(error)
+        groups.append((SBATCH_SHORT_NAMES.get(name, name), [spelled_out(name, argument)], problem))
+    if value_next:
+        groups[-1] = groups[-1][:2] + ("sbatch option %r needs a value" % groups[-1][1][0],)
+    return groups
 
 
 class Settings(dict):
@@ -1037,10 +1037,6 @@ def parse_dependency(text):
     return predecessors[0] if predecessors else None
 
 
-def show_job(job_id):
-    return ["scontrol", "show", "job", "-o", job_id]
-
-
 def first_lookup_timeout(window):
     return min(command_timeout(), max(window, MIN_COMMAND_TIMEOUT))
 
@@ -1132,7 +1128,7 @@ def _next_link_ok(value):
             isinstance(word, str) and "\0" not in word for word in words) for words in lists):
         return False
     try:  # an array task's links are one-task arrays (--array=<task>): nothing more
-        check_sbatch_args(without_options(lists[0], ("--array",)), strict=False)
+        chain_sbatch_args(without_options(lists[0], ("--array",)))
     except ValueError:
         return False
     return all(is_digits(task, 9) for task in option_values(lists[0], "--array"))
@@ -1575,7 +1571,7 @@ def check_warn(text):
 
 
 def without_options(arguments, names):
-    return [word for name, words in option_groups(arguments, strict=False)
+    return [word for name, words, _ in option_groups(arguments)
             if name not in names for word in words]
 
 
@@ -1583,7 +1579,7 @@ def option_values(arguments, option):
     """The values ``arguments`` give an option (long name), in order: sbatch takes the last."""
     return [words[1] if len(words) == 2 else words[0].partition("=")[2]
             if words[0].startswith("--") else words[0][2:]
-            for name, words in option_groups(arguments, strict=False) if name == option]
+            for name, words, _ in option_groups(arguments) if name == option]
 
 
 def exports_values(record):
@@ -2838,23 +2834,22 @@ def sweep_options(run_dir, header, sbatch_args):
         raise ValueError("--array=%s: the throttle %%%d would not hold: each later link of a task "
                          "is a job of its own, which it does not count; use a QOS limit such as "
                          "MaxJobsPerUser, or no throttle" % (spec, throttle))
-    if "limits" not in config.get("AccountingStorageEnforce", "").split(","):
-        return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
-    user = uid_name(os.getuid())
-    answers = [run_slurm(argv) for argv in (
-        ["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
-         "format=cluster,account,user,maxsubmit,defaultqos"],
-        ["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"],
-        ["squeue", "-h", "-r", "-u", user, "-o", "%A"])]  # -r: each array task counts
-    failed = next((result for result in answers if result.returncode != 0), None)
-    if failed:
-        raise StateError("cannot read your job limits (%s): nothing submitted" % last_line(
-            failed.stderr))
-    beyond = sweep_beyond_limit(len(tasks), submit_limits(
-        answers[0].stdout, answers[1].stdout, config.get("ClusterName"), option_value(
-            given, "--account"), option_value(given, "--qos")), len(_rows(answers[2].stdout, 1)))
-    if beyond:
-        raise StateError("--array=%s: %s; nothing submitted" % (spec, beyond))
+    if "limits" in config.get("AccountingStorageEnforce", "").split(","):
+        user = uid_name(os.getuid())
+        answers = [run_slurm(argv) for argv in (
+            ["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
+             "format=cluster,account,user,maxsubmit,defaultqos"],
+            ["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"],
+            ["squeue", "-h", "-r", "-u", user, "-o", "%A"])]  # -r: each array task counts
+        failed = next((result for result in answers if result.returncode != 0), None)
+        if failed:
+            raise StateError("cannot read your job limits (%s): nothing submitted"
+                             % last_line(failed.stderr))
+        limits = submit_limits(answers[0].stdout, answers[1].stdout, config.get("ClusterName"),
+                               option_value(given, "--account"), option_value(given, "--qos"))
+        beyond = sweep_beyond_limit(len(tasks), limits, len(_rows(answers[2].stdout, 1)))
+        if beyond:
+            raise StateError("--array=%s: %s; nothing submitted" % (spec, beyond))
     return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
 
 
@@ -3087,21 +3082,17 @@ def work_processes(parents, root):
     return sorted(found)
 
 
-def _program(pid):
-    """The program a process runs: its executable's name (a job script's comm is slurm_script)."""
-    try:
-        return os.path.basename(os.readlink("/proc/%d/exe" % pid))
-    except OSError:
-        return None
-
-
 def signal_work(shell, signum):
     """Signal the batch shell and its descendants that want it; return their pids."""
     parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat"))
                                  for name in os.listdir("/proc") if is_digits(name))))
     sent = []
     for pid in work_processes(parents, shell):
-        if pid != os.getpid() and wants_signal(_program(pid), _proc_text(pid, "status"), signum):
+        try:  # its executable's name: a job script's comm is slurm_script
+            program = os.path.basename(os.readlink("/proc/%d/exe" % pid))
+        except OSError:
+            program = None
+        if pid != os.getpid() and wants_signal(program, _proc_text(pid, "status"), signum):
             with contextlib.suppress(OSError):
                 os.kill(pid, signum)
                 sent.append(pid)
@@ -3697,7 +3688,7 @@ def spelled_out(name, word):
 
 
 def option_names(arguments):
-    return set(name for name, _ in option_groups(arguments, strict=False))
+    return set(group[0] for group in option_groups(arguments))
 
 
 def split_batch_script(text):
@@ -4893,7 +4884,7 @@ def split_submit_argv(argv):
     if not ours or ours[0].startswith("-") or (index < dashes < len(argv)):
         raise ValueError("submit: give DIR first, then the options (see submit --help)")
     if not words:  # --wrap CMD is refused as such (not as a missing SCRIPT)
-        check_sbatch_args(sbatch_args, strict=False)
+        chain_sbatch_args(sbatch_args)
         raise ValueError("submit: give SCRIPT after --" if dashes < len(argv) else
                          "submit: give DIR first and SCRIPT after the options (see submit --help)")
     after = words[1:] if dashes == len(argv) else []  # SCRIPT's words that may be misplaced

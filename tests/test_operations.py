@@ -1673,6 +1673,32 @@ def test_notify_is_validated_and_rendered_only_when_given(run_dir):
             rc.render_prologue(run_dir, notify=bad)
 
 
+@pytest.mark.parametrize("sbatch_args, refused, kept", [
+    (["--part=gpu"], None, ["--partition=gpu"]),
+    (["--nosuch=1"], None, ["--nosuch=1"]),  # a site plugin's option: sbatch judges it
+    (["--nosuch"], "unknown option --nosuch", ["--nosuch"]),
+    (["--ti=1"], "ambiguous option --ti", ["--ti=1"]),
+    (["stray"], "'stray' is not an option", ["stray"]),
+    (["-p"], "'-p' needs a value", ["-p"]),
+    (["--time=1:2:3:4"], "invalid --time", ["--time=1:2:3:4"]),
+    (["--wrap=x", "stray"], "'stray' is not an option", None),  # sbatch's word said first
+    (["--wrap=x"], "not allowed in a chain", None),
+], ids=["abbreviated", "site plugin", "unknown", "ambiguous", "stray word", "no value",
+        "bad time", "refused and stray", "refused"])
+def test_sbatch_options_sbatch_refuses_are_refused_at_render_but_a_running_chain_keeps_them(
+        sbatch_args, refused, kept):
+    if refused:
+        with pytest.raises(ValueError, match=refused):
+            rc.check_sbatch_args(sbatch_args)
+    else:
+        assert rc.check_sbatch_args(sbatch_args) == kept
+    if kept is None:
+        with pytest.raises(ValueError, match="not allowed in a chain"):
+            rc.chain_sbatch_args(sbatch_args)
+    else:
+        assert rc.chain_sbatch_args(sbatch_args) == kept
+
+
 def test_a_link_that_slurm_kills_is_not_finished_though_its_trap_sees_status_0(cluster, run_dir):
     # bash runs the EXIT trap with the last command's status when SIGTERM kills it (shown on the
     # real cluster: a TIMEOUT link's trap saw 0); the controller says the job is ending
