@@ -596,12 +596,7 @@ class Slurm(object):
     def submit(self, options, script, script_args, cwd=None, named=False):
         """(job ID, the cluster sbatch named or None); StateError. ``cwd``: SLURM_SUBMIT_DIR if
         it can be entered; ``named``: the job's environment has NAMED_ENV (named_export)."""
-        if named:
-            try:
-                header = read_batch_script(script)[0]
-            except (StateError, ValueError):
-                header = ""  # sbatch says why it cannot read the script
-            options = list(options) + named_export(options, header, os.environ)
+        options = list(options) + (named_export(options, script) if named else [])
         return sbatch_answer(self.run(
             ["sbatch", "--parsable"] + list(options) + [script] + list(script_args), submit=True,
             cwd=cwd if cwd and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
@@ -3021,10 +3016,8 @@ def check_warn_fits(warn, sbatch_args, max_walltime=None):
 # misses a limit the link lowers later), its B: form signals only the batch shell, its plain form
 # only srun steps. So the link starts a timer in a session of its own (not signalled with the
 # work, not waited for by the prologue's $(...)) that signals the batch shell and its descendants,
-# whatever their process group, that catch the signal (wants_signal): a work without a handler is
-# not killed by a USR1 it did not ask for, nor a shell with an EXIT trap (bash catches every
-# signal to run that trap, which SigCgt cannot tell from a trap of the signal). The timer exits
-# when the batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
+# whatever their process group, that catch the signal (wants_signal). It exits when the batch
+# shell is gone (proctrack/linuxproc does not follow a process in its own session).
 
 
 def start_warner(warn, end, limit, environ):
@@ -3065,8 +3058,8 @@ def catches(status_text, signum):
 
 def wants_signal(program, status_text, signum):
     """srun always (it forwards the signal; 22.05's srun waits for signals in a thread with them
-    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its
-    own) without an EXIT trap, any other process if it has a handler; pure."""
+    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its own)
+    without an EXIT trap (EXIT_TRAP_MARKS), any other one with a handler (it would die); pure."""
     if program in SHELLS and (signum == signal.SIGINT or all(
             catches(status_text, mark) for mark in EXIT_TRAP_MARKS)):
         return False
@@ -3672,11 +3665,12 @@ def option_value(arguments, option):
     return (option_values(arguments, option) or [None])[-1]
 
 
-def named_export(options, header, environ):
+def named_export(options, script):
     """sbatch options that carry NAMED_ENV into a job that gets less than the whole environment
-    (``--export`` of the command line, else SBATCH_EXPORT, else of the ``header``), else []."""
-    spec = option_value(options, "--export") or environ.get("SBATCH_EXPORT") or option_value(
-        script_directives(header), "--export")
+    (``--export`` of the command line, else SBATCH_EXPORT, else of the script's), else []."""
+    spec = option_value(options, "--export") or os.environ.get("SBATCH_EXPORT")
+    with contextlib.suppress(StateError, ValueError):  # sbatch says why it cannot read it
+        spec = spec or option_value(script_directives(read_batch_script(script)[0]), "--export")
     if not spec or spec.split(",")[0].upper() == "ALL":
         return []
     return ["--export=%s,%s=1" % (spec, NAMED_ENV)]
