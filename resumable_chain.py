@@ -345,58 +345,49 @@ class LostEvents(StateError):
     """The events file cannot be read: that costs notifications, not the chain (journal_event)."""
 
 
-Decision = collections.namedtuple("Decision", "action retries reason")
-Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, and why."
+def record_type(name, fields, doc, *defaults):
+    """A namedtuple with a docstring; ``defaults``: of its last fields (3.6 has no defaults=)."""
+    kind = collections.namedtuple(name, fields)
+    kind.__doc__, kind.__new__.__defaults__ = doc, defaults or None
+    return kind
 
-Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
-                                    "predecessor submit reason exit_code nodes")
-Job.__doc__ = 'A job as Slurm shows it: state "CANCELLED by 0", seconds, times, ExitCode "75:0".'
-Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
+Decision = record_type("Decision", "action retries reason",
+                       "What a job does: action (one of ACTIONS), updated retries, and why.")
+Job = record_type("Job", "job_id state elapsed start end time_limit restarts predecessor submit "
+                  "reason exit_code nodes", 'A job as Slurm shows it: state "CANCELLED by 0", '
+                  'seconds, times, ExitCode "75:0".', 0, *(None,) * 9)
 RECORD_FIELDS = tuple((
     "job cluster predecessor predecessor_state predecessor_elapsed predecessor_exit_code source "
     "action cause reason walltime retries max_retries max_walltime settings_from link successor "
     "successor_error successor_retries guard guard_error guarded_by dead_successors time_limit "
     "warn budget_dir notify reserved next phase time").split())
-Record = collections.namedtuple("Record", list(RECORD_FIELDS))
-Record.__doc__ = "The journal: the last decision in a run directory (docs/state-files.md)."
-Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
-
-Event = collections.namedtuple("Event", "event job link reason time")
-Event.__doc__ = "A chain event, notified once; its job: the last link that ran (resumed: the new)."
-
-NextLink = collections.namedtuple("NextLink", "script sbatch_args script_args job_name workdir")
-NextLink.__doc__ = "How a link's successor is queued (the script, its options and arguments)."
-NextLink.__new__.__defaults__ = ((), (), None, None)
-
-Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs cluster")
-Budget.__doc__ = "Shared walltime (s): settled_jobs ended (each once); reservations may still run."
-Budget.__new__.__defaults__ = (None,)
-
+Record = record_type("Record", RECORD_FIELDS, "The journal: the last decision in a run directory "
+                     "(docs/state-files.md).", *(None,) * len(RECORD_FIELDS))
+Event = record_type("Event", "event job link reason time", "A chain event, notified once; its "
+                    "job: the last link that ran (resumed: the new).")
+NextLink = record_type("NextLink", "script sbatch_args script_args job_name workdir", "How a "
+                       "link's successor is queued (the script, its options and arguments).",
+                       (), (), None, None)
+Budget = record_type("Budget", "cap settled reservations settled_jobs cluster", "Shared walltime "
+                     "(s): settled_jobs ended (each once); reservations may still run.", None)
 SlurmResult = collections.namedtuple("SlurmResult", "returncode stdout stderr")
-
-ControllerAnswer = collections.namedtuple("ControllerAnswer", "job error forgotten")
-ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and whether it has "
-                            "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
-
-Observation = collections.namedtuple("Observation", "job source note")
-Observation.__doc__ = ("What the lookup found: the predecessor's Job (state NOT_VISIBLE when not "
-                       "found), which command said so, and a note on how it was found.")
-
-Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
-Snapshot.__doc__ = "The run directory read once, locked; cancelled: the mark's text; None: missing."
-
-Holder = collections.namedtuple("Holder", "cluster job host pid time token")
-Holder.__doc__ = ("Who holds a file lock (its JSON content): Slurm cluster and job (None outside "
-                  "a job), host, pid, since when (epoch seconds), and a token of its own.")
-
-Outcome = collections.namedtuple("Outcome", "status record observation warnings event")
-Outcome.__doc__ = ("What a link did: exit status, its Record, the lookup, warnings for the log, "
-                   "and the chain event it journaled (None: none, or journaled before).")
-Outcome.__new__.__defaults__ = (None,)
-
-LinkOptions = collections.namedtuple("LinkOptions", "settings next_link now budget_dir notify warn")
-LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's arguments)."
+ControllerAnswer = record_type("ControllerAnswer", "job error forgotten", "The controller's Job "
+                               "(or None), its error text, and whether it has forgotten the job "
+                               "(MinJobAge) or hung, so asking again cannot help.")
+Observation = record_type("Observation", "job source note", "What the lookup found: the "
+                          "predecessor's Job (state NOT_VISIBLE when not found), which command "
+                          "said so, and a note on how it was found.")
+Snapshot = record_type("Snapshot", "walltime retries last_job record cancelled", "The run "
+                       "directory read once, locked; cancelled: the mark's text; None: missing.")
+Holder = record_type("Holder", "cluster job host pid time token", "Who holds a file lock (its JSON "
+                     "content): Slurm cluster and job (None outside a job), host, pid, since when "
+                     "(epoch seconds), and a token of its own.")
+Outcome = record_type("Outcome", "status record observation warnings event", "What a link did: "
+                      "exit status, its Record, the lookup, warnings for the log, and the chain "
+                      "event it journaled (None: none, or journaled before).", None)
+LinkOptions = record_type("LinkOptions", "settings next_link now budget_dir notify warn", "What "
+                          "the prologue's command line gives a link (run_link's arguments).")
 
 
 class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
