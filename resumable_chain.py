@@ -871,15 +871,15 @@ def option_groups(arguments):
             groups[-1][1].append(argument)
             value_next = False
             continue
-        name, problem = argument.partition("=")[0], None
+        name, spelled, problem = argument.partition("=")[0], argument, None
         try:
             if not argument.startswith("-") or argument in ("-", "--"):
                 raise ValueError("sbatch argument %r is not an option (or a value after one)"
                                  % argument)
-            name, value_next = resolve_option(argument)
+            name, spelled, value_next = resolve_option(argument)
         except ValueError as error:
             problem = str(error)
-        groups.append((SBATCH_SHORT_NAMES.get(name, name), [spelled_out(name, argument)], problem))
+        groups.append((SBATCH_SHORT_NAMES.get(name, name), [spelled], problem))
     if value_next:
         groups[-1] = groups[-1][:2] + ("sbatch option %r needs a value" % groups[-1][1][0],)
     return groups
@@ -3092,19 +3092,18 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
     at, proc = end - seconds, "/proc/%d" % shell
     late = clock() + 60 >= at  # due as the work starts (a cap lowered the link's end): warn
     # once it can hear it, as it may set its handler later
-    while clock() < at and os.path.isdir(proc):
-        sleep(min(at - clock(), WARN_POLL))
-    while True:
-        if not os.path.isdir(proc):
-            return 0  # the work ended before the warning
+    while os.path.isdir(proc):  # else the work ended before the warning
+        if clock() < at:
+            sleep(min(at - clock(), WARN_POLL))
+            continue
         sent = signal_work(shell, signum)
         if sent or not late or clock() + 1 >= end:
-            break
+            _log("SIG%s sent %d s before the link ends to %s" % (
+                warn.partition("@")[0], end - int(clock()), "pids " + " ".join(map(str, sent))
+                if sent else "no process (none catches it; a shell with an EXIT trap is left "
+                "alone)"))
+            return 0
         sleep(1)  # its handler may not be set yet
-    _log("SIG%s sent %d s before the link ends to %s" % (
-        warn.partition("@")[0], end - int(clock()),
-        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it; a shell "
-        "with an EXIT trap is left alone)"))
     return 0
 
 
@@ -3627,14 +3626,15 @@ def check_path(value, name):
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
                    other_options=SBATCH_OTHER_OPTIONS):
-    """(full name, whether the next word is its value), as sbatch's getopt_long reads ``--part``;
-    ValueError if unknown or ambiguous, but a site plugin's ``--name=value`` (sbatch judges it)."""
+    """(full name, the word spelled with it, whether the next word is its value), as sbatch's
+    getopt_long reads ``--part=debug`` (``--partition=debug``); ValueError if unknown or
+    ambiguous, but a site plugin's ``--name=value`` (sbatch judges it)."""
     if not word.startswith("--"):
         if word[:2] in value_options or word[:2] in other_options:
-            return word[:2], len(word) == 2 and word[:2] in value_options
+            return word[:2], word, len(word) == 2 and word[:2] in value_options
         raise ValueError("unknown option %s: sbatch (22.05, 24.11, 26.05) has no such short "
                          "option" % word[:2])
-    name, equals, _ = word.partition("=")
+    name, equals, value = word.partition("=")
     if name == "--":  # every long option would match: say what it is instead
         raise ValueError("unexpected '--': write sbatch options as they are, with no '--' before "
                          "them")
@@ -3644,12 +3644,12 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
         raise ValueError("ambiguous option %s: it could be %s" % (name, ", ".join(matches)))
     if not matches:
         if equals:
-            return name, False
+            return name, word, False
         raise ValueError("unknown option %s%s: neither sbatch (22.05, 24.11, 26.05) nor "
                          "resumable-chain has it (a site plugin's option can be written %s=VALUE "
                          "or go in the script's #SBATCH lines)" % (
                              name, did_you_mean(name, value_options | other_options), name))
-    return matches[0], not equals and matches[0] in value_options
+    return matches[0], matches[0] + equals + value, not equals and matches[0] in value_options
 
 
 def option_value(arguments, option):
@@ -3665,11 +3665,6 @@ def named_export(options, script):
     if not spec or spec.split(",")[0].upper() == "ALL":
         return []
     return ["--export=%s,%s=1" % (spec, NAMED_ENV)]
-
-
-def spelled_out(name, word):
-    """A long option as written (``--part=debug``) with its full name (``--partition=debug``)."""
-    return name + "".join(word.partition("=")[1:]) if name.startswith("--") else word
 
 
 def option_names(arguments):
@@ -4902,10 +4897,11 @@ def _split_options(command, words):
                 break
             run_dirs, index = run_dirs + [words[index]], index + 1
             continue
-        name, takes_value = resolve_option(words[index], SBATCH_VALUE_OPTIONS | own_values,
-                                           SBATCH_OTHER_OPTIONS | set(options) - own_values)
+        name, spelled, takes_value = resolve_option(
+            words[index], SBATCH_VALUE_OPTIONS | own_values,
+            SBATCH_OTHER_OPTIONS | set(options) - own_values)
         if name in options:
-            ours += [spelled_out(name, words[index])] + words[index + 1:index + 1 + takes_value]
+            ours += [spelled] + words[index + 1:index + 1 + takes_value]
         else:
             sbatch_args += words[index:index + 1 + takes_value]
         index += 1 + takes_value
