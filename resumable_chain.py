@@ -775,8 +775,7 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
     _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
     task = os.environ.get("SLURM_ARRAY_TASK_ID")  # an array task's links: one-task arrays
-    sbatch_args = chain_sbatch_args(sbatch_args) + (
-        ["--array=" + task] if task else [])
+    sbatch_args = chain_sbatch_args(sbatch_args) + (["--array=" + task] if task else [])
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd())  # every link's
     outcome = run_link(run_dir, Settings(max_retries, max_walltime), next_link, os.environ,
@@ -830,9 +829,8 @@ def view_wait(directory):
 
 
 def chain_sbatch_args(sbatch_args, allowed=()):
-    """sbatch arguments, long names written in full, a word sbatch may not know as written (a
-    running chain must not stop over a table); ValueError for REFUSED_SBATCH_OPTIONS (but
-    ``allowed``)."""
+    """sbatch arguments, long names in full, a word sbatch may not know as written (a running
+    chain must not stop over a table); ValueError for REFUSED_SBATCH_OPTIONS but ``allowed``."""
     if isinstance(sbatch_args, str) or len(sbatch_args) > MAX_WORDS:
         raise ValueError("sbatch_args must be a list of at most %d arguments, not %.60r"
                          % (MAX_WORDS, sbatch_args))
@@ -961,10 +959,9 @@ def parse_scontrol(text):
     restarts = fields.get("Restarts", "")
     return Job(fields.get("JobId", ""), fields["JobState"],
                0 if never_started else parse_duration(fields.get("RunTime")) or 0,
-               start=start, end=_known(fields.get("EndTime")),
+               start=start, end=_known(fields.get("EndTime")), exit_code=fields.get("ExitCode"),
                time_limit=parse_duration(fields.get("TimeLimit")),
                restarts=int(restarts) if is_digits(restarts, 9) else None,
-               exit_code=fields.get("ExitCode"),
                nodes=_known(fields.get("NodeList"), UNKNOWN_NODES))
 
 
@@ -3539,9 +3536,8 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
         raise ValueError("no shared budget in %s: create it first with resumable-chain budget %s "
                          "--max-walltime T" % (budget_dir, shell_quote(budget_dir)))
     script = None if script is None else os.path.abspath(check_path(script, "script"))
-    words += [("script", script),
-              ("budget-dir", budget_dir and os.path.abspath(budget_dir)), ("notify", notify),
-              ("warn", warn)]
+    words += [("script", script), ("budget-dir", budget_dir and os.path.abspath(budget_dir)),
+              ("notify", notify), ("warn", warn)]
     argv = step_command("prologue", *["--%s=%s" % word for word in words if word[1] is not None],
                         python=python) + [os.path.abspath(run_dir)]
     try:  # Slurm opens #SBATCH --output=<run dir>/... before the prologue could create it
