@@ -345,58 +345,49 @@ class LostEvents(StateError):
     """The events file cannot be read: that costs notifications, not the chain (journal_event)."""
 
 
-Decision = collections.namedtuple("Decision", "action retries reason")
-Decision.__doc__ = "What a job does: action (one of ACTIONS), updated retries, and why."
+def record_type(name, fields, doc, *defaults):
+    """A namedtuple with a docstring; ``defaults``: of its last fields (3.6 has no defaults=)."""
+    kind = collections.namedtuple(name, fields)
+    kind.__doc__, kind.__new__.__defaults__ = doc, defaults or None
+    return kind
 
-Job = collections.namedtuple("Job", "job_id state elapsed start end time_limit restarts "
-                                    "predecessor submit reason exit_code nodes")
-Job.__doc__ = 'A job as Slurm shows it: state "CANCELLED by 0", seconds, times, ExitCode "75:0".'
-Job.__new__.__defaults__ = (0, None, None, None, None, None, None, None, None, None)
 
+Decision = record_type("Decision", "action retries reason",
+                       "What a job does: action (one of ACTIONS), updated retries, and why.")
+Job = record_type("Job", "job_id state elapsed start end time_limit restarts predecessor submit "
+                  "reason exit_code nodes", 'A job as Slurm shows it: state "CANCELLED by 0", '
+                  'seconds, times, ExitCode "75:0".', 0, *(None,) * 9)
 RECORD_FIELDS = tuple((
     "job cluster predecessor predecessor_state predecessor_elapsed predecessor_exit_code source "
     "action cause reason walltime retries max_retries max_walltime settings_from link successor "
     "successor_error successor_retries guard guard_error guarded_by dead_successors time_limit "
     "warn budget_dir notify reserved next phase time").split())
-Record = collections.namedtuple("Record", list(RECORD_FIELDS))
-Record.__doc__ = "The journal: the last decision in a run directory (docs/state-files.md)."
-Record.__new__.__defaults__ = (None,) * len(RECORD_FIELDS)
-
-Event = collections.namedtuple("Event", "event job link reason time")
-Event.__doc__ = "A chain event, notified once; its job: the last link that ran (resumed: the new)."
-
-NextLink = collections.namedtuple("NextLink", "script sbatch_args script_args job_name workdir")
-NextLink.__doc__ = "How a link's successor is queued (the script, its options and arguments)."
-NextLink.__new__.__defaults__ = ((), (), None, None)
-
-Budget = collections.namedtuple("Budget", "cap settled reservations settled_jobs cluster")
-Budget.__doc__ = "Shared walltime (s): settled_jobs ended (each once); reservations may still run."
-Budget.__new__.__defaults__ = (None,)
-
+Record = record_type("Record", RECORD_FIELDS, "The journal: the last decision in a run directory "
+                     "(docs/state-files.md).", *(None,) * len(RECORD_FIELDS))
+Event = record_type("Event", "event job link reason time", "A chain event, notified once; its "
+                    "job: the last link that ran (resumed: the new).")
+NextLink = record_type("NextLink", "script sbatch_args script_args job_name workdir", "How a "
+                       "link's successor is queued (the script, its options and arguments).",
+                       (), (), None, None)
+Budget = record_type("Budget", "cap settled reservations settled_jobs cluster", "Shared walltime "
+                     "(s): settled_jobs ended (each once); reservations may still run.", None)
 SlurmResult = collections.namedtuple("SlurmResult", "returncode stdout stderr")
-
-ControllerAnswer = collections.namedtuple("ControllerAnswer", "job error forgotten")
-ControllerAnswer.__doc__ = ("The controller's Job (or None), its error text, and whether it has "
-                            "forgotten the job (MinJobAge) or hung, so asking again cannot help.")
-
-Observation = collections.namedtuple("Observation", "job source note")
-Observation.__doc__ = ("What the lookup found: the predecessor's Job (state NOT_VISIBLE when not "
-                       "found), which command said so, and a note on how it was found.")
-
-Snapshot = collections.namedtuple("Snapshot", "walltime retries last_job record cancelled")
-Snapshot.__doc__ = "The run directory read once, locked; cancelled: the mark's text; None: missing."
-
-Holder = collections.namedtuple("Holder", "cluster job host pid time token")
-Holder.__doc__ = ("Who holds a file lock (its JSON content): Slurm cluster and job (None outside "
-                  "a job), host, pid, since when (epoch seconds), and a token of its own.")
-
-Outcome = collections.namedtuple("Outcome", "status record observation warnings event")
-Outcome.__doc__ = ("What a link did: exit status, its Record, the lookup, warnings for the log, "
-                   "and the chain event it journaled (None: none, or journaled before).")
-Outcome.__new__.__defaults__ = (None,)
-
-LinkOptions = collections.namedtuple("LinkOptions", "settings next_link now budget_dir notify warn")
-LinkOptions.__doc__ = "What the prologue's command line gives a link (run_link's arguments)."
+ControllerAnswer = record_type("ControllerAnswer", "job error forgotten", "The controller's Job "
+                               "(or None), its error text, and whether it has forgotten the job "
+                               "(MinJobAge) or hung, so asking again cannot help.")
+Observation = record_type("Observation", "job source note", "What the lookup found: the "
+                          "predecessor's Job (state NOT_VISIBLE when not found), which command "
+                          "said so, and a note on how it was found.")
+Snapshot = record_type("Snapshot", "walltime retries last_job record cancelled", "The run "
+                       "directory read once, locked; cancelled: the mark's text; None: missing.")
+Holder = record_type("Holder", "cluster job host pid time token", "Who holds a file lock (its JSON "
+                     "content): Slurm cluster and job (None outside a job), host, pid, since when "
+                     "(epoch seconds), and a token of its own.")
+Outcome = record_type("Outcome", "status record observation warnings event", "What a link did: "
+                      "exit status, its Record, the lookup, warnings for the log, and the chain "
+                      "event it journaled (None: none, or journaled before).", None)
+LinkOptions = record_type("LinkOptions", "settings next_link now budget_dir notify warn", "What "
+                          "the prologue's command line gives a link (run_link's arguments).")
 
 
 class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
@@ -462,25 +453,19 @@ def read_chain(store):
 
 def run_slurm(argv, timeout=None, submit=False, cwd=None, named=False):
     """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
-    SLURM_CONF) and, unless ``submit``, the user's SBATCH_* defaults; never raises."""
+    SLURM_CONF), output-format variables and, unless ``submit``, the user's SBATCH_* defaults;
+    ``named``: sbatch of a job the journal names before it starts (NAMED_ENV); never raises."""
     _checkpoint()
-    return run_command(argv, timeout or command_timeout() * (
-        SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), slurm_environment(
-        os.environ, submit, named), cwd)
-
-
-def slurm_environment(environ, submit=False, named=False):
-    """The environment for a Slurm command: no stale allocation or output-format variables;
-    ``named``: sbatch of a job the journal names before it starts (NAMED_ENV)."""
     dropped = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_", NAMED_ENV) + (
         () if submit else ("SBATCH_",))
-    environment = {name: value for name, value in environ.items()
+    environment = {name: value for name, value in os.environ.items()
                    if name == "SLURM_CONF" or not name.startswith(dropped)}
     if named:
         environment[NAMED_ENV] = "1"
     if not submit:
         environment["LC_ALL"] = "C"
-    return environment
+    return run_command(argv, timeout or command_timeout() * (
+        SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), environment, cwd)
 
 
 def run_command(argv, timeout, environment, cwd=None):
@@ -492,10 +477,6 @@ def run_command(argv, timeout, environment, cwd=None):
                                    env=environment)
     except OSError as error:
         return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
-    return _wait_for(process, argv[0], timeout)
-
-
-def _wait_for(process, name, timeout):
     with process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
@@ -505,7 +486,7 @@ def _wait_for(process, name, timeout):
             process.wait()
             if isinstance(error, KeyboardInterrupt):
                 raise
-            return SlurmResult(None, "", "%s timed out after %g s" % (name, timeout))
+            return SlurmResult(None, "", "%s timed out after %g s" % (argv[0], timeout))
     return SlurmResult(process.returncode, stdout.decode("utf-8", "replace"),
                        stderr.decode("utf-8", "replace"))
 
@@ -579,7 +560,8 @@ class Slurm(object):
         return found, error
 
     def controller(self, job_id, timeout=None):
-        return controller_answer(self.run(show_job(job_id), timeout=timeout))
+        return controller_answer(self.run(["scontrol", "show", "job", "-o", job_id],
+                                          timeout=timeout))
 
     def final(self, job_id):
         """How a job ended (or where it is): the controller's Job, else accounting's, or None."""
@@ -605,12 +587,7 @@ class Slurm(object):
     def submit(self, options, script, script_args, cwd=None, named=False):
         """(job ID, the cluster sbatch named or None); StateError. ``cwd``: SLURM_SUBMIT_DIR if
         it can be entered; ``named``: the job's environment has NAMED_ENV (named_export)."""
-        if named:
-            try:
-                header = read_batch_script(script)[0]
-            except (StateError, ValueError):
-                header = ""  # sbatch says why it cannot read the script
-            options = list(options) + named_export(options, header, os.environ)
+        options = list(options) + (named_export(options, script) if named else [])
         return sbatch_answer(self.run(
             ["sbatch", "--parsable"] + list(options) + [script] + list(script_args), submit=True,
             cwd=cwd if cwd and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
@@ -797,10 +774,8 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     run_dir = os.path.abspath(task_run_dir(run_dir, os.environ))
     lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
     _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
-    # Not strict: render checked the options, and a running chain must not stop over a table.
     task = os.environ.get("SLURM_ARRAY_TASK_ID")  # an array task's links: one-task arrays
-    sbatch_args = check_sbatch_args(sbatch_args, strict=False) + (
-        ["--array=" + task] if task else [])
+    sbatch_args = chain_sbatch_args(sbatch_args) + (["--array=" + task] if task else [])
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd())  # every link's
     outcome = run_link(run_dir, Settings(max_retries, max_walltime), next_link, os.environ,
@@ -853,50 +828,59 @@ def view_wait(directory):
     return 0 if mount and mount[1] in LOCAL_FILESYSTEMS else VIEW_WAIT_SECONDS
 
 
-def check_sbatch_args(sbatch_args, allowed=(), strict=True):
-    """sbatch arguments with long names written in full; ValueError for REFUSED_SBATCH_OPTIONS
-    (but ``allowed``) and, ``strict``, what option_groups refuses."""
+def chain_sbatch_args(sbatch_args, allowed=()):
+    """sbatch arguments, long names in full, a word sbatch may not know as written (a running
+    chain must not stop over a table); ValueError for REFUSED_SBATCH_OPTIONS but ``allowed``."""
     if isinstance(sbatch_args, str) or len(sbatch_args) > MAX_WORDS:
         raise ValueError("sbatch_args must be a list of at most %d arguments, not %.60r"
                          % (MAX_WORDS, sbatch_args))
-    groups = option_groups(sbatch_args, strict)
-    for name, words in groups:
+    groups = option_groups(sbatch_args)
+    for name, words, _ in groups:
         if name in REFUSED_SBATCH_OPTIONS and name not in allowed:
             raise ValueError("sbatch option %r is not allowed in a chain: %s"
                              % (words[0], REFUSED_SBATCH_OPTIONS[name]))
-    for name in ("--time", "--time-min") if strict else ():  # else every successor fails
+    return [word for _, words, _ in groups for word in words]
+
+
+def check_sbatch_args(sbatch_args, allowed=()):
+    """chain_sbatch_args() of words sbatch takes: ValueError for an unknown, ambiguous or valueless
+    option, a stray word (said first) or a --time it cannot read (every successor would fail)."""
+    words = chain_sbatch_args(sbatch_args, REFUSED_SBATCH_OPTIONS)
+    for problem in filter(None, (group[2] for group in option_groups(words))):
+        raise ValueError(problem)
+    chain_sbatch_args(words, allowed)
+    for name in ("--time", "--time-min"):
         for value in option_values(sbatch_args, name):
             if value.upper() not in ("-1", "INFINITE", "UNLIMITED") and parse_duration(
                     value[:-1] + "-0" if value[-1:] == "-" else value) is None:  # D- is D days
                 raise ValueError("invalid %s %r: sbatch takes M, M:S, H:M:S, D-H, D-H:M, D-H:M:S "
                                  "or UNLIMITED (e.g. %s=4:00:00)" % (name, value, name))
-    return [word for _, words in groups for word in words]
+    return words
 
 
-def option_groups(arguments, strict=True):
-    """sbatch arguments as [(long name, its words, spelled out)]; ``strict``: ValueError for an
-    unknown, ambiguous or valueless option or a stray word, else such words name themselves."""
-    groups = []
+def option_groups(arguments):
+    """sbatch arguments as [(long name, its words, why sbatch refuses them or None)]; a word that
+    is no option sbatch knows (unknown, ambiguous, stray) names itself."""
+    groups, value_next = [], False
     for argument in arguments:
         if not isinstance(argument, str) or "\0" in argument:
             raise ValueError("sbatch argument %r is not a string" % (argument,))
-        if groups and groups[-1][2]:  # the value of the option before
-            groups[-1] = (groups[-1][0], groups[-1][1] + [argument], False)
+        if value_next:  # the value of the option before
+            groups[-1][1].append(argument)
+            value_next = False
             continue
+        name, spelled, problem = argument.partition("=")[0], argument, None
         try:
             if not argument.startswith("-") or argument in ("-", "--"):
                 raise ValueError("sbatch argument %r is not an option (or a value after one)"
                                  % argument)
-            name, value_next = resolve_option(argument)
-        except ValueError:
-            if strict:
-                raise
-            name, value_next = argument.partition("=")[0], False
-        groups.append((SBATCH_SHORT_NAMES.get(name, name), [spelled_out(name, argument)],
-                       value_next))
-    if strict and groups and groups[-1][2]:
-        raise ValueError("sbatch option %r needs a value" % groups[-1][1][0])
-    return [(name, words) for name, words, _ in groups]
+            name, spelled, value_next = resolve_option(argument)
+        except ValueError as error:
+            problem = str(error)
+        groups.append((SBATCH_SHORT_NAMES.get(name, name), [spelled], problem))
+    if value_next:
+        groups[-1] = groups[-1][:2] + ("sbatch option %r needs a value" % groups[-1][1][0],)
+    return groups
 
 
 class Settings(dict):
@@ -975,10 +959,9 @@ def parse_scontrol(text):
     restarts = fields.get("Restarts", "")
     return Job(fields.get("JobId", ""), fields["JobState"],
                0 if never_started else parse_duration(fields.get("RunTime")) or 0,
-               start=start, end=_known(fields.get("EndTime")),
+               start=start, end=_known(fields.get("EndTime")), exit_code=fields.get("ExitCode"),
                time_limit=parse_duration(fields.get("TimeLimit")),
                restarts=int(restarts) if is_digits(restarts, 9) else None,
-               exit_code=fields.get("ExitCode"),
                nodes=_known(fields.get("NodeList"), UNKNOWN_NODES))
 
 
@@ -1035,10 +1018,6 @@ def parse_dependency(text):
         raise ValueError("SLURM_JOB_DEPENDENCY %r names several afternotok jobs; a chain link "
                          "has exactly one predecessor" % (text,))
     return predecessors[0] if predecessors else None
-
-
-def show_job(job_id):
-    return ["scontrol", "show", "job", "-o", job_id]
 
 
 def first_lookup_timeout(window):
@@ -1132,7 +1111,7 @@ def _next_link_ok(value):
             isinstance(word, str) and "\0" not in word for word in words) for words in lists):
         return False
     try:  # an array task's links are one-task arrays (--array=<task>): nothing more
-        check_sbatch_args(without_options(lists[0], ("--array",)), strict=False)
+        chain_sbatch_args(without_options(lists[0], ("--array",)))
     except ValueError:
         return False
     return all(is_digits(task, 9) for task in option_values(lists[0], "--array"))
@@ -1575,7 +1554,7 @@ def check_warn(text):
 
 
 def without_options(arguments, names):
-    return [word for name, words in option_groups(arguments, strict=False)
+    return [word for name, words, _ in option_groups(arguments)
             if name not in names for word in words]
 
 
@@ -1583,7 +1562,7 @@ def option_values(arguments, option):
     """The values ``arguments`` give an option (long name), in order: sbatch takes the last."""
     return [words[1] if len(words) == 2 else words[0].partition("=")[2]
             if words[0].startswith("--") else words[0][2:]
-            for name, words in option_groups(arguments, strict=False) if name == option]
+            for name, words, _ in option_groups(arguments) if name == option]
 
 
 def exports_values(record):
@@ -2838,23 +2817,22 @@ def sweep_options(run_dir, header, sbatch_args):
         raise ValueError("--array=%s: the throttle %%%d would not hold: each later link of a task "
                          "is a job of its own, which it does not count; use a QOS limit such as "
                          "MaxJobsPerUser, or no throttle" % (spec, throttle))
-    if "limits" not in config.get("AccountingStorageEnforce", "").split(","):
-        return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
-    user = uid_name(os.getuid())
-    answers = [run_slurm(argv) for argv in (
-        ["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
-         "format=cluster,account,user,maxsubmit,defaultqos"],
-        ["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"],
-        ["squeue", "-h", "-r", "-u", user, "-o", "%A"])]  # -r: each array task counts
-    failed = next((result for result in answers if result.returncode != 0), None)
-    if failed:
-        raise StateError("cannot read your job limits (%s): nothing submitted" % last_line(
-            failed.stderr))
-    beyond = sweep_beyond_limit(len(tasks), submit_limits(
-        answers[0].stdout, answers[1].stdout, config.get("ClusterName"), option_value(
-            given, "--account"), option_value(given, "--qos")), len(_rows(answers[2].stdout, 1)))
-    if beyond:
-        raise StateError("--array=%s: %s; nothing submitted" % (spec, beyond))
+    if "limits" in config.get("AccountingStorageEnforce", "").split(","):
+        user = uid_name(os.getuid())
+        answers = [run_slurm(argv) for argv in (
+            ["sacctmgr", "-n", "-P", "show", "assoc", "where", "user=" + user,
+             "format=cluster,account,user,maxsubmit,defaultqos"],
+            ["sacctmgr", "-n", "-P", "show", "qos", "format=name,maxsubmitpu"],
+            ["squeue", "-h", "-r", "-u", user, "-o", "%A"])]  # -r: each array task counts
+        failed = next((result for result in answers if result.returncode != 0), None)
+        if failed:
+            raise StateError("cannot read your job limits (%s): nothing submitted"
+                             % last_line(failed.stderr))
+        limits = submit_limits(answers[0].stdout, answers[1].stdout, config.get("ClusterName"),
+                               option_value(given, "--account"), option_value(given, "--qos"))
+        beyond = sweep_beyond_limit(len(tasks), limits, len(_rows(answers[2].stdout, 1)))
+        if beyond:
+            raise StateError("--array=%s: %s; nothing submitted" % (spec, beyond))
     return tasks, lambda task: sbatch_args + ["--job-name=%d_%s" % (task, name)]
 
 
@@ -3026,10 +3004,8 @@ def check_warn_fits(warn, sbatch_args, max_walltime=None):
 # misses a limit the link lowers later), its B: form signals only the batch shell, its plain form
 # only srun steps. So the link starts a timer in a session of its own (not signalled with the
 # work, not waited for by the prologue's $(...)) that signals the batch shell and its descendants,
-# whatever their process group, that catch the signal (wants_signal): a work without a handler is
-# not killed by a USR1 it did not ask for, nor a shell with an EXIT trap (bash catches every
-# signal to run that trap, which SigCgt cannot tell from a trap of the signal). The timer exits
-# when the batch shell is gone (proctrack/linuxproc does not follow a process in its own session).
+# whatever their process group, that catch the signal (wants_signal). It exits when the batch
+# shell is gone (proctrack/linuxproc does not follow a process in its own session).
 
 
 def start_warner(warn, end, limit, environ):
@@ -3070,8 +3046,8 @@ def catches(status_text, signum):
 
 def wants_signal(program, status_text, signum):
     """srun always (it forwards the signal; 22.05's srun waits for signals in a thread with them
-    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its
-    own) without an EXIT trap, any other process if it has a handler; pure."""
+    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its own)
+    without an EXIT trap (EXIT_TRAP_MARKS), any other one with a handler (it would die); pure."""
     if program in SHELLS and (signum == signal.SIGINT or all(
             catches(status_text, mark) for mark in EXIT_TRAP_MARKS)):
         return False
@@ -3087,21 +3063,17 @@ def work_processes(parents, root):
     return sorted(found)
 
 
-def _program(pid):
-    """The program a process runs: its executable's name (a job script's comm is slurm_script)."""
-    try:
-        return os.path.basename(os.readlink("/proc/%d/exe" % pid))
-    except OSError:
-        return None
-
-
 def signal_work(shell, signum):
     """Signal the batch shell and its descendants that want it; return their pids."""
     parents = dict(filter(None, (parse_proc_stat(_proc_text(name, "stat"))
                                  for name in os.listdir("/proc") if is_digits(name))))
     sent = []
     for pid in work_processes(parents, shell):
-        if pid != os.getpid() and wants_signal(_program(pid), _proc_text(pid, "status"), signum):
+        try:  # its executable's name: a job script's comm is slurm_script
+            program = os.path.basename(os.readlink("/proc/%d/exe" % pid))
+        except OSError:
+            program = None
+        if pid != os.getpid() and wants_signal(program, _proc_text(pid, "status"), signum):
             with contextlib.suppress(OSError):
                 os.kill(pid, signum)
                 sent.append(pid)
@@ -3117,19 +3089,18 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
     at, proc = end - seconds, "/proc/%d" % shell
     late = clock() + 60 >= at  # due as the work starts (a cap lowered the link's end): warn
     # once it can hear it, as it may set its handler later
-    while clock() < at and os.path.isdir(proc):
-        sleep(min(at - clock(), WARN_POLL))
-    while True:
-        if not os.path.isdir(proc):
-            return 0  # the work ended before the warning
+    while os.path.isdir(proc):  # else the work ended before the warning
+        if clock() < at:
+            sleep(min(at - clock(), WARN_POLL))
+            continue
         sent = signal_work(shell, signum)
         if sent or not late or clock() + 1 >= end:
-            break
+            _log("SIG%s sent %d s before the link ends to %s" % (
+                warn.partition("@")[0], end - int(clock()), "pids " + " ".join(map(str, sent))
+                if sent else "no process (none catches it; a shell with an EXIT trap is left "
+                "alone)"))
+            return 0
         sleep(1)  # its handler may not be set yet
-    _log("SIG%s sent %d s before the link ends to %s" % (
-        warn.partition("@")[0], end - int(clock()),
-        "pids " + " ".join(map(str, sent)) if sent else "no process (none catches it; a shell "
-        "with an EXIT trap is left alone)"))
     return 0
 
 
@@ -3565,9 +3536,8 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
         raise ValueError("no shared budget in %s: create it first with resumable-chain budget %s "
                          "--max-walltime T" % (budget_dir, shell_quote(budget_dir)))
     script = None if script is None else os.path.abspath(check_path(script, "script"))
-    words += [("script", script),
-              ("budget-dir", budget_dir and os.path.abspath(budget_dir)), ("notify", notify),
-              ("warn", warn)]
+    words += [("script", script), ("budget-dir", budget_dir and os.path.abspath(budget_dir)),
+              ("notify", notify), ("warn", warn)]
     argv = step_command("prologue", *["--%s=%s" % word for word in words if word[1] is not None],
                         python=python) + [os.path.abspath(run_dir)]
     try:  # Slurm opens #SBATCH --output=<run dir>/... before the prologue could create it
@@ -3652,14 +3622,15 @@ def check_path(value, name):
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
                    other_options=SBATCH_OTHER_OPTIONS):
-    """(full name, whether the next word is its value), as sbatch's getopt_long reads ``--part``;
-    ValueError if unknown or ambiguous, but a site plugin's ``--name=value`` (sbatch judges it)."""
+    """(full name, the word spelled with it, whether the next word is its value), as sbatch's
+    getopt_long reads ``--part=debug`` (``--partition=debug``); ValueError if unknown or
+    ambiguous, but a site plugin's ``--name=value`` (sbatch judges it)."""
     if not word.startswith("--"):
         if word[:2] in value_options or word[:2] in other_options:
-            return word[:2], len(word) == 2 and word[:2] in value_options
+            return word[:2], word, len(word) == 2 and word[:2] in value_options
         raise ValueError("unknown option %s: sbatch (22.05, 24.11, 26.05) has no such short "
                          "option" % word[:2])
-    name, equals, _ = word.partition("=")
+    name, equals, value = word.partition("=")
     if name == "--":  # every long option would match: say what it is instead
         raise ValueError("unexpected '--': write sbatch options as they are, with no '--' before "
                          "them")
@@ -3669,35 +3640,31 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
         raise ValueError("ambiguous option %s: it could be %s" % (name, ", ".join(matches)))
     if not matches:
         if equals:
-            return name, False
+            return name, word, False
         raise ValueError("unknown option %s%s: neither sbatch (22.05, 24.11, 26.05) nor "
                          "resumable-chain has it (a site plugin's option can be written %s=VALUE "
                          "or go in the script's #SBATCH lines)" % (
                              name, did_you_mean(name, value_options | other_options), name))
-    return matches[0], not equals and matches[0] in value_options
+    return matches[0], matches[0] + equals + value, not equals and matches[0] in value_options
 
 
 def option_value(arguments, option):
     return (option_values(arguments, option) or [None])[-1]
 
 
-def named_export(options, header, environ):
+def named_export(options, script):
     """sbatch options that carry NAMED_ENV into a job that gets less than the whole environment
-    (``--export`` of the command line, else SBATCH_EXPORT, else of the ``header``), else []."""
-    spec = option_value(options, "--export") or environ.get("SBATCH_EXPORT") or option_value(
-        script_directives(header), "--export")
+    (``--export`` of the command line, else SBATCH_EXPORT, else of the script's), else []."""
+    spec = option_value(options, "--export") or os.environ.get("SBATCH_EXPORT")
+    with contextlib.suppress(StateError, ValueError):  # sbatch says why it cannot read it
+        spec = spec or option_value(script_directives(read_batch_script(script)[0]), "--export")
     if not spec or spec.split(",")[0].upper() == "ALL":
         return []
     return ["--export=%s,%s=1" % (spec, NAMED_ENV)]
 
 
-def spelled_out(name, word):
-    """A long option as written (``--part=debug``) with its full name (``--partition=debug``)."""
-    return name + "".join(word.partition("=")[1:]) if name.startswith("--") else word
-
-
 def option_names(arguments):
-    return set(name for name, _ in option_groups(arguments, strict=False))
+    return set(group[0] for group in option_groups(arguments))
 
 
 def split_batch_script(text):
@@ -4893,7 +4860,7 @@ def split_submit_argv(argv):
     if not ours or ours[0].startswith("-") or (index < dashes < len(argv)):
         raise ValueError("submit: give DIR first, then the options (see submit --help)")
     if not words:  # --wrap CMD is refused as such (not as a missing SCRIPT)
-        check_sbatch_args(sbatch_args, strict=False)
+        chain_sbatch_args(sbatch_args)
         raise ValueError("submit: give SCRIPT after --" if dashes < len(argv) else
                          "submit: give DIR first and SCRIPT after the options (see submit --help)")
     after = words[1:] if dashes == len(argv) else []  # SCRIPT's words that may be misplaced
@@ -4926,10 +4893,11 @@ def _split_options(command, words):
                 break
             run_dirs, index = run_dirs + [words[index]], index + 1
             continue
-        name, takes_value = resolve_option(words[index], SBATCH_VALUE_OPTIONS | own_values,
-                                           SBATCH_OTHER_OPTIONS | set(options) - own_values)
+        name, spelled, takes_value = resolve_option(
+            words[index], SBATCH_VALUE_OPTIONS | own_values,
+            SBATCH_OTHER_OPTIONS | set(options) - own_values)
         if name in options:
-            ours += [spelled_out(name, words[index])] + words[index + 1:index + 1 + takes_value]
+            ours += [spelled] + words[index + 1:index + 1 + takes_value]
         else:
             sbatch_args += words[index:index + 1 + takes_value]
         index += 1 + takes_value

@@ -499,6 +499,27 @@ def test_a_resumed_link_that_exports_nothing_still_carries_its_mark(cluster, run
     assert exports == ["--export=NONE", "--export=NONE,%s=1" % rc.NAMED_ENV]  # the last counts
 
 
+@pytest.mark.parametrize("options, environ, directive, expected", [
+    ([], {}, "", []),
+    ([], {}, "#SBATCH --export=NONE\n", ["--export=NONE,%s=1" % rc.NAMED_ENV]),
+    ([], {"SBATCH_EXPORT": "HOME"}, "#SBATCH --export=NONE\n",
+     ["--export=HOME,%s=1" % rc.NAMED_ENV]),
+    (["--export=A"], {"SBATCH_EXPORT": "HOME"}, "", ["--export=A,%s=1" % rc.NAMED_ENV]),
+    ([], {}, "#SBATCH --export=ALL,X=1\n", []),
+    ([], {}, None, []),  # no script: sbatch says why
+], ids=["whole environment", "script's", "SBATCH_EXPORT first", "command line first", "ALL",
+        "no script"])
+def test_a_named_job_keeps_its_mark_whatever_export_option_gives_it(
+        tmp_path, monkeypatch, options, environ, directive, expected):
+    monkeypatch.delenv("SBATCH_EXPORT", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    script = tmp_path / "job.sh"
+    if directive is not None:
+        script.write_text("#!/bin/bash\n" + directive + "true\n")
+    assert rc.named_export(options, str(script)) == expected
+
+
 def test_a_job_name_given_to_resume_names_the_guards_too(cluster, run_dir, capsys, monkeypatch):
     # A new user's trial on 22.05: resume --job-name=k5b queued k5b with the guard g:k5.
     failed_chain(cluster, run_dir)
@@ -1671,6 +1692,32 @@ def test_notify_is_validated_and_rendered_only_when_given(run_dir):
     for bad in ("", "  ", "a\0b", 3):
         with pytest.raises(ValueError, match="notify must be a shell command"):
             rc.render_prologue(run_dir, notify=bad)
+
+
+@pytest.mark.parametrize("sbatch_args, refused, kept", [
+    (["--part=gpu"], None, ["--partition=gpu"]),
+    (["--nosuch=1"], None, ["--nosuch=1"]),  # a site plugin's option: sbatch judges it
+    (["--nosuch"], "unknown option --nosuch", ["--nosuch"]),
+    (["--ti=1"], "ambiguous option --ti", ["--ti=1"]),
+    (["stray"], "'stray' is not an option", ["stray"]),
+    (["-p"], "'-p' needs a value", ["-p"]),
+    (["--time=1:2:3:4"], "invalid --time", ["--time=1:2:3:4"]),
+    (["--wrap=x", "stray"], "'stray' is not an option", None),  # sbatch's word said first
+    (["--wrap=x"], "not allowed in a chain", None),
+], ids=["abbreviated", "site plugin", "unknown", "ambiguous", "stray word", "no value",
+        "bad time", "refused and stray", "refused"])
+def test_sbatch_options_sbatch_refuses_are_refused_at_render_but_a_running_chain_keeps_them(
+        sbatch_args, refused, kept):
+    if refused:
+        with pytest.raises(ValueError, match=refused):
+            rc.check_sbatch_args(sbatch_args)
+    else:
+        assert rc.check_sbatch_args(sbatch_args) == kept
+    if kept is None:
+        with pytest.raises(ValueError, match="not allowed in a chain"):
+            rc.chain_sbatch_args(sbatch_args)
+    else:
+        assert rc.chain_sbatch_args(sbatch_args) == kept
 
 
 def test_a_link_that_slurm_kills_is_not_finished_though_its_trap_sees_status_0(cluster, run_dir):
