@@ -2389,7 +2389,7 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
     successor, error = (successor, None) if successor else queue_successor(
         array_task_id(record.job, environ), next_link, warnings)
     if own is None:  # the job's own limit from its environment (23.02+): no Slurm call
-        limit = job_start_and_limit(environ, record.job, ask=False)[1]
+        limit = job_start_and_limit(environ)[1]
         own = limit and Job(record.job, "RUNNING", time_limit=limit)
     record = record._replace(successor=successor, successor_error=error,
                              time_limit=planned_time_limit(record, own or None), phase="queued")
@@ -2440,24 +2440,13 @@ def successor_options(next_link, *extra):
 
 def sbatch_answer(result):
     """(job ID, cluster or None) of ``sbatch --parsable``; StateError when it queued nothing."""
-    job_id, named = parse_sbatch_reply(result.stdout) if result.returncode == 0 else (None, None)
-    if job_id is None:
-        raise StateError(last_line(result.stderr) if result.returncode != 0
-                         else "unexpected sbatch output %r" % first_line(result.stdout))
-    return job_id, named
-
-
-def parse_sbatch_reply(text):
-    """(job ID, cluster or None) of sbatch --parsable's ``ID[;cluster]``, or (None, None)."""
-    job_id, _, cluster = first_line(text).partition(";")
+    if result.returncode != 0:
+        raise StateError(last_line(result.stderr))
+    lines = [line.strip() for line in result.stdout.splitlines() if line.strip()] or ["no output"]
+    job_id, _, cluster = lines[0].partition(";")  # ID[;cluster]
     if not is_job_id(job_id) or any(char.isspace() for char in cluster):
-        return None, None
+        raise StateError("unexpected sbatch output %r" % lines[0])
     return job_id, cluster or None
-
-
-def first_line(text):
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[0] if lines else "no output"
 
 
 def last_line(text):
@@ -2467,15 +2456,13 @@ def last_line(text):
     return lines[-1] if lines else "no output"
 
 
-def job_start_and_limit(environ, job_id, ask=True):
-    """(start, time limit) of the running job in epoch seconds and seconds, or (None, None):
-    from SLURM_JOB_START_TIME/_END_TIME (23.02+), else from the controller when ``ask``."""
+def job_start_and_limit(environ):
+    """(start, time limit) of the running job in epoch seconds and seconds from
+    SLURM_JOB_START_TIME/_END_TIME (Slurm 23.02+), or (None, None); pure."""
     start, end = environ.get("SLURM_JOB_START_TIME", ""), environ.get("SLURM_JOB_END_TIME", "")
     if is_digits(start) and is_digits(end):
         return int(start), int(end) - int(start) if int(end) > int(start) else None
-    job = SLURM.controller(job_id).job if ask else None
-    start = epoch(job.start) if job else None
-    return (start, job.time_limit) if start is not None else (None, None)
+    return None, None
 
 
 def planned_time_limit(record, own=None):
@@ -2682,8 +2669,11 @@ def fit_own_limit(outcome, environ):
     caps lowers nothing, so its record says so (its work is told the limit it has). Slurm 23.02+
     tells the limit; before, the controller is asked, only by a link with a warning or caps."""
     record = outcome.record
-    start, limit = job_start_and_limit(environ, record.job,
-                                       ask=bool(record.warn or record.time_limit))
+    start, limit = job_start_and_limit(environ)
+    if start is None and (record.warn or record.time_limit):
+        job = SLURM.controller(record.job).job
+        start = epoch(job.start) if job else None
+        limit = job.time_limit if start is not None else None
     if record.time_limit and limit is not None and limit <= record.time_limit:
         outcome = outcome._replace(record=record._replace(time_limit=None))
     return outcome, start, limit
