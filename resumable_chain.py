@@ -2184,10 +2184,8 @@ def epoch(text):
 
 
 def decide_link(store, snapshot, place, observation, options, warnings):
-    """This link's final decision as its Record, and this job as scontrol showed it (None if
-    not asked): the table and the caps (plan_link), the exit trap's word that the work finished
-    (_work_done_before), the shared budget (draw_on_budget), the guard that watches it (its
-    predecessor, or ``submit`` for the first job, queued it)."""
+    """(this link's Record, this job as scontrol showed it or None): plan_link, _work_done_before,
+    draw_on_budget, and the guard its predecessor (or submit, for the first job) queued."""
     job_id, predecessor_id, cluster = place
     notify = store.read_notify() if options.notify is None else options.notify
     record = _work_done_before(store, plan_link(
@@ -2359,15 +2357,11 @@ def _work_done_before(store, record, warnings):
 def settle_ended(budget, keep=(), cluster=None):
     """Settle ended links' reservations (but ``keep``'s); one not final in accounting stays."""
     reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
-    if not reserved:
-        return budget
-    live = set(job.job_id for job in Slurm(cluster).jobs(reserved))
-    ended = [job for job in reserved if job not in live]
-    if ended:
-        found, _ = Slurm(cluster).accounting(ended)
-        for job_id, job in found.items():
-            if is_final(job.state):
-                budget = settle(budget, job_id, job.elapsed)
+    live = set(job.job_id for job in Slurm(cluster).jobs(reserved))  # none asked of no job
+    found, _ = Slurm(cluster).accounting([job for job in reserved if job not in live])
+    for job_id, job in found.items():
+        if is_final(job.state):
+            budget = settle(budget, job_id, job.elapsed)
     return budget
 
 
@@ -2388,11 +2382,14 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
     again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
         array_task_id(record.job, environ), next_link, warnings)
-    if own is None:  # the job's own limit from its environment (23.02+): no Slurm call
-        limit = job_start_and_limit(environ)[1]
-        own = limit and Job(record.job, "RUNNING", time_limit=limit)
+    # Lowered to whole minutes of its caps (the chain ends within a minute of them), unless its
+    # own limit fits: scontrol's if the budget asked, else its environment's (23.02+), no call
+    caps = link_caps(record)
+    cap = int(min(caps)) // 60 * 60 if caps else None
+    limit = own.time_limit if own is not None else job_start_and_limit(environ)[1]
+    fits = cap is None or limit is not None and limit <= cap
     record = record._replace(successor=successor, successor_error=error,
-                             time_limit=planned_time_limit(record, own or None), phase="queued")
+                             time_limit=None if fits else cap, phase="queued")
     if not record.guarded_by:
         record = _unguarded(record, store.directory, environ, warnings, again)
     store.write_record(record, durable=False)  # a crash that loses it is a kill after the sbatch
@@ -2463,17 +2460,6 @@ def job_start_and_limit(environ):
     if is_digits(start) and is_digits(end):
         return int(start), int(end) - int(start) if int(end) > int(start) else None
     return None, None
-
-
-def planned_time_limit(record, own=None):
-    """The seconds (whole minutes) a working link's time limit is lowered to, so that the chain
-    ends within a minute of its caps; None without a cap, or when ``own`` (this Job) fits."""
-    caps = link_caps(record)
-    limit = int(min(caps)) // 60 * 60 if caps else None
-    if limit is None or own is not None and own.time_limit is not None and \
-            own.time_limit <= limit:
-        return None
-    return limit
 
 
 def link_caps(record):
