@@ -2632,8 +2632,7 @@ def as_run(text):  # "resumable-chain resume" in messages and journals: the comm
 def visible(text):
     """Text with control and format characters (but newline, tab) escaped: no file drives a tty."""
     import unicodedata
-    return "".join(
-        char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
+    return "".join(char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
         else "\\x%02x" % ord(char) if ord(char) < 0x100 else "\\u%04x" % ord(char)
         for char in text)
 
@@ -3121,8 +3120,7 @@ def while_working_command(run_dir, again=False):
     record, warnings = finish_queueing(run_dir, os.environ, again=again)
     _log(*warnings)
     if record is not None and not (record.successor or record.guarded_by):
-        devnull = os.open(os.devnull, os.O_WRONLY)  # the job's log is not held open for hours
-        os.dup2(devnull, 2)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # the job's log is not held open for hours
         guard_until_queued(run_dir, os.environ)
     return 0
 
@@ -3331,14 +3329,13 @@ def _guard_covers(look):
     if successor is not None and is_final(successor.state):
         return _guard_died(look._replace(job=successor))
     covered = swap_guard(record, store.directory, look.environ, [], again=True)
-    if covered.guard or final:
-        store.write_record(covered)
+    if not (covered.guard or final):
+        return False, (None, None, "%s; sbatch failed (%s), trying again" % (
+            words, covered.guard_error))
+    store.write_record(covered)
     if covered.guard:
         return True, (None, None, "%s: queued guard %s" % (words, covered.guard))
-    if final:
-        return True, _guard_gives_up(look, "%s; none could be queued (%s)" % (
-            words, covered.guard_error))
-    return False, (None, None, "%s; sbatch failed (%s), trying again" % (
+    return True, _guard_gives_up(look, "%s; none could be queued (%s)" % (
         words, covered.guard_error))
 
 
