@@ -2146,8 +2146,7 @@ def parse_sacct(text):
     names = SACCT_FIELDS.split(",")
     records = collections.OrderedDict()
     for line in (text or "").splitlines():
-        values = [value.strip() for value in line.split("|")]
-        field = dict(zip(names, values))
+        field = dict(zip(names, (value.strip() for value in line.split("|"))))
         job_id, state = field.get("JobIDRaw") or field.get("JobID", ""), field.get("State", "")
         if not is_job_id(job_id) or not state or is_digits(state[0]):
             continue
@@ -2192,9 +2191,8 @@ def decide_link(store, snapshot, place, observation, options, warnings):
         job_id, predecessor_id, observation, snapshot, options.settings, options.next_link,
         now=options.now(), budget_dir=options.budget_dir, cluster=cluster, notify=notify,
         warn=options.warn), warnings)
-    own = None
-    if record.budget_dir:
-        record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
+    record, own = draw_on_budget(record.budget_dir, record, observation, warnings) \
+        if record.budget_dir else (record, None)
     previous = snapshot.record or (record.predecessor is None and first_job_record(
         store.read_submitted()))
     if previous and previous.successor == record.job:
@@ -2454,8 +2452,7 @@ def last_line(text):
 
 
 def job_start_and_limit(environ):
-    """(start, time limit) of the running job in epoch seconds and seconds from
-    SLURM_JOB_START_TIME/_END_TIME (Slurm 23.02+), or (None, None); pure."""
+    """(start, time limit) in seconds of SLURM_JOB_START_TIME/_END_TIME (23.02+) or (None, None)."""
     start, end = environ.get("SLURM_JOB_START_TIME", ""), environ.get("SLURM_JOB_END_TIME", "")
     if is_digits(start) and is_digits(end):
         return int(start), int(end) - int(start) if int(end) > int(start) else None
@@ -2542,8 +2539,7 @@ def _unguarded(record, run_dir, environ, warnings, again):
         return record._replace(guarded_by=own)
     if record.successor:
         return swap_guard(record, run_dir, environ, warnings, again=again)
-    guard, error = queue_guard(record.job, run_dir, (record.next or {}).get("job_name"),
-                               environ)
+    guard, error = queue_guard(record.job, run_dir, (record.next or {}).get("job_name"), environ)
     if error:
         warnings.append("WARNING: could not queue a guard for job %s either (%s): if it ends "
                         "before a successor is queued, resumable-chain resume continues the "
@@ -2651,11 +2647,10 @@ def _write(text):
 
 def fit_own_limit(outcome, environ):
     """(outcome, start, time limit) of a working link: one whose own time limit is within its
-    caps lowers nothing, so its record says so (its work is told the limit it has). Slurm 23.02+
-    tells the limit; before, the controller is asked, only by a link with a warning or caps."""
+    caps lowers nothing, so its record says so (its work is told the limit it has)."""
     record = outcome.record
     start, limit = job_start_and_limit(environ)
-    if start is None and (record.warn or record.time_limit):
+    if start is None and (record.warn or record.time_limit):  # before 23.02, if it matters
         job = SLURM.controller(record.job).job
         start = epoch(job.start) if job else None
         limit = job.time_limit if start is not None else None
