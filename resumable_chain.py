@@ -2125,8 +2125,7 @@ def parse_sacct(text):
     names = SACCT_FIELDS.split(",")
     records = collections.OrderedDict()
     for line in (text or "").splitlines():
-        values = [value.strip() for value in line.split("|")]
-        field = dict(zip(names, values))
+        field = dict(zip(names, (value.strip() for value in line.split("|"))))
         job_id, state = field.get("JobIDRaw") or field.get("JobID", ""), field.get("State", "")
         if not is_job_id(job_id) or not state or is_digits(state[0]):
             continue
@@ -2163,19 +2162,16 @@ def epoch(text):
 
 
 def decide_link(store, snapshot, place, observation, options, warnings):
-    """This link's final decision as its Record, and this job as scontrol showed it (None if
-    not asked): the table and the caps (plan_link), the exit trap's word that the work finished
-    (_work_done_before), the shared budget (draw_on_budget), the guard that watches it (its
-    predecessor, or ``submit`` for the first job, queued it)."""
+    """(this link's Record, this job as scontrol showed it or None): plan_link, _work_done_before,
+    draw_on_budget, and the guard its predecessor (or submit, for the first job) queued."""
     job_id, predecessor_id, cluster = place
     notify = store.read_notify() if options.notify is None else options.notify
     record = _work_done_before(store, plan_link(
         job_id, predecessor_id, observation, snapshot, options.settings, options.next_link,
         now=options.now(), budget_dir=options.budget_dir, cluster=cluster, notify=notify,
         warn=options.warn), warnings)
-    own = None
-    if record.budget_dir:
-        record, own = draw_on_budget(record.budget_dir, record, observation, warnings)
+    record, own = draw_on_budget(record.budget_dir, record, observation, warnings) \
+        if record.budget_dir else (record, None)
     previous = snapshot.record or (record.predecessor is None and first_job_record(
         store.read_submitted()))
     if previous and previous.successor == record.job:
@@ -2338,15 +2334,11 @@ def _work_done_before(store, record, warnings):
 def settle_ended(budget, keep=(), cluster=None):
     """Settle ended links' reservations (but ``keep``'s); one not final in accounting stays."""
     reserved = sorted((job for job in budget.reservations if job not in keep), key=int)
-    if not reserved:
-        return budget
-    live = set(job.job_id for job in Slurm(cluster).jobs(reserved))
-    ended = [job for job in reserved if job not in live]
-    if ended:
-        found, _ = Slurm(cluster).accounting(ended)
-        for job_id, job in found.items():
-            if is_final(job.state):
-                budget = settle(budget, job_id, job.elapsed)
+    live = set(job.job_id for job in Slurm(cluster).jobs(reserved))  # none asked of no job
+    found, _ = Slurm(cluster).accounting([job for job in reserved if job not in live])
+    for job_id, job in found.items():
+        if is_final(job.state):
+            budget = settle(budget, job_id, job.elapsed)
     return budget
 
 
@@ -2367,11 +2359,14 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
     again = bool(successor)  # a rerun found it: a killed run may have queued its guard too
     successor, error = (successor, None) if successor else queue_successor(
         array_task_id(record.job, environ), next_link, warnings)
-    if own is None:  # the job's own limit from its environment (23.02+): no Slurm call
-        limit = job_start_and_limit(environ, record.job, ask=False)[1]
-        own = limit and Job(record.job, "RUNNING", time_limit=limit)
+    # Lowered to whole minutes of its caps (the chain ends within a minute of them), unless its
+    # own limit fits: scontrol's if the budget asked, else its environment's (23.02+), no call
+    caps = link_caps(record)
+    cap = int(min(caps)) // 60 * 60 if caps else None
+    limit = own.time_limit if own is not None else job_start_and_limit(environ)[1]
+    fits = cap is None or limit is not None and limit <= cap
     record = record._replace(successor=successor, successor_error=error,
-                             time_limit=planned_time_limit(record, own or None), phase="queued")
+                             time_limit=None if fits else cap, phase="queued")
     if not record.guarded_by:
         record = _unguarded(record, store.directory, environ, warnings, again)
     store.write_record(record, durable=False)  # a crash that loses it is a kill after the sbatch
@@ -2419,24 +2414,13 @@ def successor_options(next_link, *extra):
 
 def sbatch_answer(result):
     """(job ID, cluster or None) of ``sbatch --parsable``; StateError when it queued nothing."""
-    job_id, named = parse_sbatch_reply(result.stdout) if result.returncode == 0 else (None, None)
-    if job_id is None:
-        raise StateError(last_line(result.stderr) if result.returncode != 0
-                         else "unexpected sbatch output %r" % first_line(result.stdout))
-    return job_id, named
-
-
-def parse_sbatch_reply(text):
-    """(job ID, cluster or None) of sbatch --parsable's ``ID[;cluster]``, or (None, None)."""
-    job_id, _, cluster = first_line(text).partition(";")
+    if result.returncode != 0:
+        raise StateError(last_line(result.stderr))
+    lines = [line.strip() for line in result.stdout.splitlines() if line.strip()] or ["no output"]
+    job_id, _, cluster = lines[0].partition(";")  # ID[;cluster]
     if not is_job_id(job_id) or any(char.isspace() for char in cluster):
-        return None, None
+        raise StateError("unexpected sbatch output %r" % lines[0])
     return job_id, cluster or None
-
-
-def first_line(text):
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return lines[0] if lines else "no output"
 
 
 def last_line(text):
@@ -2446,26 +2430,12 @@ def last_line(text):
     return lines[-1] if lines else "no output"
 
 
-def job_start_and_limit(environ, job_id, ask=True):
-    """(start, time limit) of the running job in epoch seconds and seconds, or (None, None):
-    from SLURM_JOB_START_TIME/_END_TIME (23.02+), else from the controller when ``ask``."""
+def job_start_and_limit(environ):
+    """(start, time limit) in seconds of SLURM_JOB_START_TIME/_END_TIME (23.02+) or (None, None)."""
     start, end = environ.get("SLURM_JOB_START_TIME", ""), environ.get("SLURM_JOB_END_TIME", "")
     if is_digits(start) and is_digits(end):
         return int(start), int(end) - int(start) if int(end) > int(start) else None
-    job = SLURM.controller(job_id).job if ask else None
-    start = epoch(job.start) if job else None
-    return (start, job.time_limit) if start is not None else (None, None)
-
-
-def planned_time_limit(record, own=None):
-    """The seconds (whole minutes) a working link's time limit is lowered to, so that the chain
-    ends within a minute of its caps; None without a cap, or when ``own`` (this Job) fits."""
-    caps = link_caps(record)
-    limit = int(min(caps)) // 60 * 60 if caps else None
-    if limit is None or own is not None and own.time_limit is not None and \
-            own.time_limit <= limit:
-        return None
-    return limit
+    return None, None
 
 
 def link_caps(record):
@@ -2548,8 +2518,7 @@ def _unguarded(record, run_dir, environ, warnings, again):
         return record._replace(guarded_by=own)
     if record.successor:
         return swap_guard(record, run_dir, environ, warnings, again=again)
-    guard, error = queue_guard(record.job, run_dir, (record.next or {}).get("job_name"),
-                               environ)
+    guard, error = queue_guard(record.job, run_dir, (record.next or {}).get("job_name"), environ)
     if error:
         warnings.append("WARNING: could not queue a guard for job %s either (%s): if it ends "
                         "before a successor is queued, resumable-chain resume continues the "
@@ -2638,8 +2607,7 @@ def as_run(text):  # "resumable-chain resume" in messages and journals: the comm
 def visible(text):
     """Text with control and format characters (but newline, tab) escaped: no file drives a tty."""
     import unicodedata
-    return "".join(
-        char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
+    return "".join(char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
         else "\\x%02x" % ord(char) if ord(char) < 0x100 else "\\u%04x" % ord(char)
         for char in text)
 
@@ -2658,11 +2626,13 @@ def _write(text):
 
 def fit_own_limit(outcome, environ):
     """(outcome, start, time limit) of a working link: one whose own time limit is within its
-    caps lowers nothing, so its record says so (its work is told the limit it has). Slurm 23.02+
-    tells the limit; before, the controller is asked, only by a link with a warning or caps."""
+    caps lowers nothing, so its record says so (its work is told the limit it has)."""
     record = outcome.record
-    start, limit = job_start_and_limit(environ, record.job,
-                                       ask=bool(record.warn or record.time_limit))
+    start, limit = job_start_and_limit(environ)
+    if start is None and (record.warn or record.time_limit):  # before 23.02, if it matters
+        job = SLURM.controller(record.job).job
+        start = epoch(job.start) if job else None
+        limit = job.time_limit if start is not None else None
     if record.time_limit and limit is not None and limit <= record.time_limit:
         outcome = outcome._replace(record=record._replace(time_limit=None))
     return outcome, start, limit
@@ -3116,8 +3086,7 @@ def while_working_command(run_dir, again=False):
     record, warnings = finish_queueing(run_dir, os.environ, again=again)
     _log(*warnings)
     if record is not None and not (record.successor or record.guarded_by):
-        devnull = os.open(os.devnull, os.O_WRONLY)  # the job's log is not held open for hours
-        os.dup2(devnull, 2)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 2)  # the job's log is not held open for hours
         guard_until_queued(run_dir, os.environ)
     return 0
 
@@ -3326,14 +3295,13 @@ def _guard_covers(look):
     if successor is not None and is_final(successor.state):
         return _guard_died(look._replace(job=successor))
     covered = swap_guard(record, store.directory, look.environ, [], again=True)
-    if covered.guard or final:
-        store.write_record(covered)
+    if not (covered.guard or final):
+        return False, (None, None, "%s; sbatch failed (%s), trying again" % (
+            words, covered.guard_error))
+    store.write_record(covered)
     if covered.guard:
         return True, (None, None, "%s: queued guard %s" % (words, covered.guard))
-    if final:
-        return True, _guard_gives_up(look, "%s; none could be queued (%s)" % (
-            words, covered.guard_error))
-    return False, (None, None, "%s; sbatch failed (%s), trying again" % (
+    return True, _guard_gives_up(look, "%s; none could be queued (%s)" % (
         words, covered.guard_error))
 
 

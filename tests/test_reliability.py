@@ -484,8 +484,7 @@ def fuzz_text(rng):
 
 
 @pytest.mark.parametrize("parser", ["parse_sacct", "summarize_sacct", "parse_scontrol",
-                                    "parse_sbatch_reply",
-                                    "parse_walltime", "parse_duration", "parse_job_id",
+                                    "sbatch_answer", "parse_walltime", "parse_duration", "parse_job_id",
                                     "parse_dependency", "base_state"])
 def test_fuzz_parsers_raise_nothing_but_value_error(parser, capsys):
     rng = random.Random("%s-%s" % (SEED, parser))
@@ -497,6 +496,12 @@ def test_fuzz_parsers_raise_nothing_but_value_error(parser, capsys):
                 for records in rc.parse_sacct(text).values():
                     job = rc.summarize_sacct(records)
                     assert job.elapsed >= 0
+            elif parser == "sbatch_answer":  # of an sbatch that exited 0
+                try:
+                    rc.sbatch_answer(rc.SlurmResult(0, text, ""))
+                except rc.StateError as error:  # it queued nothing: says what it printed
+                    assert str(error).startswith("unexpected sbatch output ")
+                    continue
             else:
                 getattr(rc, parser)(text)
             accepted += 1

@@ -67,12 +67,12 @@ def test_the_caps_a_link_is_lowered_to(record, caps):
     assert rc.link_caps(record) == caps
 
 
-@pytest.mark.parametrize("environ, ask, expected", [
-    ({"SLURM_JOB_START_TIME": "1000", "SLURM_JOB_END_TIME": "1600"}, True, (1000, 600)),
-    ({}, False, (None, None)),  # before 23.02, without a warning: the controller is not asked
+@pytest.mark.parametrize("environ, expected", [
+    ({"SLURM_JOB_START_TIME": "1000", "SLURM_JOB_END_TIME": "1600"}, (1000, 600)),
+    ({}, (None, None)),  # before 23.02: fit_own_limit asks the controller if it must
 ])
-def test_the_start_and_limit_come_from_slurms_variables(environ, ask, expected):
-    assert rc.job_start_and_limit(environ, "100", ask=ask) == expected
+def test_the_start_and_limit_come_from_slurms_variables(environ, expected):
+    assert rc.job_start_and_limit(environ) == expected
 
 
 STATUS = "Name:\tpython3\nSigBlk:\t0000000000000000\nSigIgn:\t%s\nSigCgt:\t%s\n"
