@@ -925,7 +925,7 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
     store = open_run_dir(run_dir, predecessor_id)
     with store.locked():
-        warnings = store.lock_note()
+        warnings = list(store.lock_note)
         snapshot, cluster = find_place(store, job_id, predecessor_id, environ, warnings)
         if snapshot.record and snapshot.record.job == job_id:
             return _run_again(store, snapshot, next_link, environ, warnings)
@@ -1174,7 +1174,7 @@ class StateStore(object):
     def __init__(self, directory, job_over=None):
         self.directory = directory
         self.job_over = job_over
-        self.lock_used = None  # (kind, why) of the last lock taken, for the log and status
+        self.lock_note = []  # the log line of a file lock (none for the kernel's record lock)
         self.acting = False  # set by locked(): from then on every file read must be the caller's
         self.notify_on_file = None  # NOTIFY_FILE as read or written ("": none), read at most once
 
@@ -1215,10 +1215,6 @@ class StateStore(object):
         if len(raw) > COUNTER_BYTES or not is_digits(digits, 13) or int(digits) > MAX_COUNTER:
             raise self.corrupt(name, raw, "a whole number of at most %d" % MAX_COUNTER)
         return int(digits)
-
-    def last_job(self):
-        """The chain file's last job ID (read from its tail: the hot path), or None if missing."""
-        return (self.chain_jobs(tail=63) or [None])[-1]
 
     def chain_jobs(self, tail=MAX_STATE_BYTES):
         """The chain file's job IDs in its last ``tail`` bytes (the file grows for ever)."""
@@ -1310,7 +1306,8 @@ class StateStore(object):
         writer killed after its journal (phase ``counted``), so every writer starts consistent."""
         return self.rolled_forward(Snapshot(
             walltime=self.read_counter(WALLTIME_FILE), retries=self.read_counter(RETRIES_FILE),
-            last_job=self.last_job(), record=self.read_record(), cancelled=self.read_cancelled()))
+            last_job=(self.chain_jobs(tail=63) or [None])[-1],  # the chain file's tail: hot path
+            record=self.read_record(), cancelled=self.read_cancelled()))
 
     def rolled_forward(self, snapshot):
         record = snapshot.record
@@ -1446,16 +1443,13 @@ class StateStore(object):
                 if time.monotonic() > deadline:
                     raise StateError(self._stuck(path, held, wait, descriptor))
                 time.sleep(0.2)
-            self.lock_used = (kind, why)
+            self.lock_note = ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if (
+                kind == "file") else []
             yield
         finally:
             if token:
                 self._drop_held(held, token)
             os.close(descriptor)
-
-    def lock_note(self):  # the log line of a file lock (none for the kernel's record lock)
-        kind, why = self.lock_used or ("kernel", None)
-        return ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if kind == "file" else []
 
     def _held_free(self, held):
         """Whether no live holder has the ``.held`` lock file: one provably gone (its process
@@ -1484,7 +1478,6 @@ class StateStore(object):
             return Holder(None, None, None, None, None, None)
 
     def _drop_held(self, held, token):
-        """Remove the ``.held`` lock file if it is still the one with ``token``."""
         holder = self._read_holder(held)
         if holder is not None and holder.token == token:
             try:
@@ -1723,8 +1716,7 @@ def _proc_text(pid, name):
 def parse_mounts(text):
     """[(mount point, fstype, [options])] of /proc/mounts text (``\\040`` is a space)."""
     mounts = []
-    for line in text.splitlines():
-        fields = line.split()
+    for fields in map(str.split, text.splitlines()):
         if len(fields) >= 4:
             point = fields[1]
             for code in ("\\040", "\\011", "\\012", "\\134"):
@@ -1926,11 +1918,8 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
         last = SLURM.final(snapshot.record.job)
         if last is not None and base_state(last.state) == "COMPLETED":
             return snapshot  # the chain finished (its journal could not say so): a new one starts
-    started = clock()
-    while unnamed(snapshot, job_id, named) and clock() - started < VIEW_WAIT_SECONDS:
-        sleep(1)
-        os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
-        snapshot = store.snapshot()
+    snapshot, waited = wait_for_view(store, snapshot, lambda now: unnamed(now, job_id, named),
+                                     sleep=sleep, clock=clock)
     if unnamed(snapshot, job_id, named):
         record = snapshot.record or Record()
         raise StateError(
@@ -1940,9 +1929,9 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
             "new job starts a new chain)" % (
                 job_id, store.directory, "was resumed or healed with it" if named else "goes on",
                 record.job, record.link, VIEW_WAIT_SECONDS))
-    if clock() - started >= 1:
+    if waited >= 1:
         warnings.append("the run directory's view lagged (a client cache): waited %d s until "
-                        "the journal named job %s" % (clock() - started, job_id))
+                        "the journal named job %s" % (waited, job_id))
     return snapshot
 
 
@@ -1979,26 +1968,25 @@ def settle_place(store, snapshot, job_id, predecessor_id, warnings):
     previous = snapshot.record
     if predecessor_id is None and previous and previous.successor == job_id:
         predecessor_id = previous.job
-    snapshot = wait_for_view(store, snapshot, predecessor_id, warnings)
+    lagged = view_lags(snapshot, predecessor_id)
+    snapshot, waited = wait_for_view(store, snapshot, lambda now: view_lags(now, predecessor_id))
+    if lagged:
+        warnings.append("the run directory's view lagged (a client cache): waited %d s for job "
+                        "%s's state%s" % (waited, predecessor_id, ", in vain" if view_lags(
+                            snapshot, predecessor_id) else ""))
     check_link_belongs(snapshot.record, job_id, predecessor_id, store.directory)
     return snapshot, predecessor_id
 
 
-def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
-                  clock=time.monotonic):
-    """If the view lags, re-read the run directory until it catches up or VIEW_WAIT_SECONDS
-    pass, and say so; return the last snapshot."""
-    if not view_lags(snapshot, predecessor_id):
-        return snapshot
+def wait_for_view(store, snapshot, lags, sleep=time.sleep, clock=time.monotonic):
+    """(the last snapshot, the seconds waited) once the run directory, re-read each second, no
+    longer ``lags(snapshot)`` or VIEW_WAIT_SECONDS passed."""
     started = clock()
-    while view_lags(snapshot, predecessor_id) and clock() - started < VIEW_WAIT_SECONDS:
+    while lags(snapshot) and clock() - started < VIEW_WAIT_SECONDS:
         sleep(1)
-        os.listdir(store.directory)
+        os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
         snapshot = store.snapshot()
-    warnings.append("the run directory's view lagged (a client cache): waited %d s for job %s's "
-                    "state%s" % (clock() - started, predecessor_id, ", in vain" if view_lags(
-                        snapshot, predecessor_id) else ""))
-    return snapshot
+    return snapshot, clock() - started
 
 
 def view_lags(snapshot, predecessor_id):
@@ -3266,7 +3254,7 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
     trusted = final or looked >= view_wait(store.directory)
     with store.locked():
-        snapshot = wait_for_view(store, store.snapshot(), after, [])  # the journal of ``after``
+        snapshot, _ = wait_for_view(store, store.snapshot(), lambda now: view_lags(now, after))
         record, job = snapshot.record, None
         submitted = store.read_submitted() if record is None and not snapshot.cancelled else None
         situation = _guard_situation(snapshot, submitted, job_id)
