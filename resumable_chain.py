@@ -1181,7 +1181,6 @@ class StateStore(object):
     def path(self, name):
         return os.path.join(self.directory, name)
 
-    # -- reading -----------------------------------------------------------
     def read_bytes(self, name, tail=None, most=None):
         """A state file's bytes, or None if missing; ``tail``: only the last ones (the chain file
         grows for ever); ``most``: a small file, read up to one byte more."""
@@ -1313,7 +1312,6 @@ class StateStore(object):
         record = snapshot.record
         return self.apply(snapshot, record) if record and record.phase == "counted" else snapshot
 
-    # -- writing -----------------------------------------------------------
     def write_text(self, name, text, mode=0o644, durable=True):
         """Replace a file atomically: temp file, fsync, rename, ``durable``: directory fsync."""
         path = self.path(name)
@@ -1356,17 +1354,16 @@ class StateStore(object):
 
     def keep_previous(self):
         """Under the lock: an old chain's files become ``*.prev`` (a new chain starts from none)."""
-        for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
-                     SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
-            try:
-                if os.path.isfile(self.path(name)) and not (
-                        name == GUARD_LOG and not os.path.getsize(self.path(name))):  # none ran
-                    os.replace(self.path(name), self.path(name) + PREVIOUS_SUFFIX)
-                    if name == JOURNAL_FILE:  # its options (exports_values) stay the owner's
-                        os.chmod(self.path(name) + PREVIOUS_SUFFIX, 0o600)
+        for path in map(self.path, (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE,
+                                    CANCEL_FILE, SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG)):
+            try:  # an empty guard log: no guard ran
+                if os.path.isfile(path) and (path != self.path(GUARD_LOG) or os.path.getsize(path)):
+                    os.replace(path, path + PREVIOUS_SUFFIX)
+                    if path == self.path(JOURNAL_FILE):  # its options (exports_values): the owner's
+                        os.chmod(path + PREVIOUS_SUFFIX, 0o600)
             except OSError as error:
                 raise StateError("cannot keep %s as %s: %s" % (
-                    self.path(name), PREVIOUS_SUFFIX, error.strerror or error))
+                    path, PREVIOUS_SUFFIX, error.strerror or error))
         self.notify_on_file = None
 
     def remove(self, name):
@@ -1481,9 +1478,8 @@ class StateStore(object):
         holder = self._read_holder(held)
         if holder is not None and holder.token == token:
             try:
-                os.unlink(held)
-            except FileNotFoundError:
-                pass
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(held)
             except OSError as error:
                 raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
@@ -1943,9 +1939,8 @@ def _run_again(store, snapshot, next_link, environ, warnings):
     record = snapshot.record
     if record.source == "resume" and snapshot.last_job != record.job:
         observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
-        own = None
-        if record.budget_dir:
-            record, own = draw_on_budget(record.budget_dir, record, None, warnings)
+        record, own = draw_on_budget(record.budget_dir, record, None, warnings) if (
+            record.budget_dir) else (record, None)
         if record.action in WORK_ACTIONS:
             store.apply(snapshot, record)
         return _finish_link(store, record, observation, next_link, environ, warnings, own=own)
@@ -1964,7 +1959,7 @@ def _run_again(store, snapshot, next_link, environ, warnings):
 
 def settle_place(store, snapshot, job_id, predecessor_id, warnings):
     """(the snapshot, the predecessor: the journal's for a job queued without a dependency) once
-    the view shows the predecessor's record and the link belongs to the chain."""
+    the view shows the predecessor's record; refuse a second continuation or an older chain's."""
     previous = snapshot.record
     if predecessor_id is None and previous and previous.successor == job_id:
         predecessor_id = previous.job
@@ -1974,7 +1969,19 @@ def settle_place(store, snapshot, job_id, predecessor_id, warnings):
         warnings.append("the run directory's view lagged (a client cache): waited %d s for job "
                         "%s's state%s" % (waited, predecessor_id, ", in vain" if view_lags(
                             snapshot, predecessor_id) else ""))
-    check_link_belongs(snapshot.record, job_id, predecessor_id, store.directory)
+    record = snapshot.record
+    if record is None or predecessor_id is None:
+        return snapshot, predecessor_id
+    if record.predecessor == predecessor_id:
+        raise StateError("job %s is a duplicate link: predecessor %s was already continued by job "
+                         "%s; no work, no successor" % (job_id, predecessor_id, record.job))
+    if record.job == predecessor_id and record.successor not in (None, job_id):
+        raise StateError("job %s is a duplicate link: job %s queued %s as its successor; no work, "
+                         "no successor" % (job_id, predecessor_id, record.successor))
+    if record.job != predecessor_id:
+        raise StateError("job %s continues job %s, which is not the last link of the chain in %s "
+                         "(job %s): it belongs to an older chain or is a stray; no work, no "
+                         "successor" % (job_id, predecessor_id, store.directory, record.job))
     return snapshot, predecessor_id
 
 
@@ -2000,22 +2007,6 @@ def view_lags(snapshot, predecessor_id):
         return snapshot.last_job is None
     return record.job != predecessor_id and (record.successor == predecessor_id or (
         is_job_id(record.job or "") and int(record.job) < int(predecessor_id)))
-
-
-def check_link_belongs(record, job_id, predecessor_id, run_dir):
-    """Refuse a link that would be a second continuation or belongs to an older chain."""
-    if record is None or predecessor_id is None:
-        return
-    if record.predecessor == predecessor_id:
-        raise StateError("job %s is a duplicate link: predecessor %s was already continued by job "
-                         "%s; no work, no successor" % (job_id, predecessor_id, record.job))
-    if record.job == predecessor_id and record.successor not in (None, job_id):
-        raise StateError("job %s is a duplicate link: job %s queued %s as its successor; no work, "
-                         "no successor" % (job_id, predecessor_id, record.successor))
-    if record.job != predecessor_id:
-        raise StateError("job %s continues job %s, which is not the last link of the chain in %s "
-                         "(job %s): it belongs to an older chain or is a stray; no work, no "
-                         "successor" % (job_id, predecessor_id, run_dir, record.job))
 
 
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
