@@ -1285,8 +1285,7 @@ class StateStore(object):
         return self.read_json(EVENTS_FILE, "events file", events_from_json) or []
 
     def add_event(self, event):
-        """Journal ``event`` unless it was since the chain was last resumed; whether it is new
-        (the caller holds the lock, and notifies only a new one)."""
+        """Whether ``event`` is new since the chain was last resumed (journaled, then notified)."""
         events = self.read_events()
         since = [index for index, old in enumerate(events) if old.event == "resumed"]
         if any(old.event == event.event and old.job == event.job
@@ -1449,8 +1448,7 @@ class StateStore(object):
             os.close(descriptor)
 
     def _held_free(self, held):
-        """Whether no live holder has the ``.held`` lock file: one provably gone (its process
-        here, or its job, ended) loses it."""
+        """Whether the ``.held`` lock file is free: a holder whose process or job ended loses it."""
         holder = self._read_holder(held)
         if holder is None:
             return True
@@ -1794,8 +1792,7 @@ def _same_file(descriptor, path):
 
 
 def lock_holders(descriptor):
-    """[(pid, uid)] of this node's processes holding (not awaiting) a lock on the open file, as
-    /proc/locks shows them; uid None where /proc hides the process."""
+    """[(pid, uid or None if hidden)] of this node's holders (not waiters) of a lock on the file."""
     info = os.fstat(descriptor)
     inode = "%02x:%02x:%d" % (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
     return [(int(words[4]), _proc_uid(words[4])) for words in map(str.split, _proc_text(
@@ -1986,8 +1983,7 @@ def settle_place(store, snapshot, job_id, predecessor_id, warnings):
 
 
 def wait_for_view(store, snapshot, lags, sleep=time.sleep, clock=time.monotonic):
-    """(the last snapshot, the seconds waited) once the run directory, re-read each second, no
-    longer ``lags(snapshot)`` or VIEW_WAIT_SECONDS passed."""
+    """(the last snapshot re-read each second, the seconds waited) once it no longer ``lags``."""
     started = clock()
     while lags(snapshot) and clock() - started < VIEW_WAIT_SECONDS:
         sleep(1)
