@@ -2040,9 +2040,8 @@ def save_script(store, next_link):
     spool copy (``$0``) goes when the job ends; ``resume`` needs it. A failure costs only that."""
     if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
         return  # already kept in the run directory (submit's copy)
-    with contextlib.suppress(OSError, StateError):
-        with open(next_link.script, "rb") as handle:
-            text = handle.read().decode("utf-8", "surrogateescape")
+    with contextlib.suppress(OSError, StateError), open(next_link.script, "rb") as handle:
+        text = handle.read().decode("utf-8", "surrogateescape")
         store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
 
 
