@@ -909,7 +909,7 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
     options = LinkOptions(settings, next_link, now, budget_dir, notify, warn)
     store = open_run_dir(run_dir, predecessor_id)
     with store.locked():
-        warnings = store.lock_note()
+        warnings = list(store.lock_note)
         snapshot, cluster = find_place(store, job_id, predecessor_id, environ, warnings)
         if snapshot.record and snapshot.record.job == job_id:
             return _run_again(store, snapshot, next_link, environ, warnings)
@@ -1153,14 +1153,13 @@ class StateStore(object):
     def __init__(self, directory, job_over=None):
         self.directory = directory
         self.job_over = job_over
-        self.lock_used = None  # (kind, why) of the last lock taken, for the log and status
+        self.lock_note = []  # the log line of a file lock (none for the kernel's record lock)
         self.acting = False  # set by locked(): from then on every file read must be the caller's
         self.notify_on_file = None  # NOTIFY_FILE as read or written ("": none), read at most once
 
     def path(self, name):
         return os.path.join(self.directory, name)
 
-    # -- reading -----------------------------------------------------------
     def read_bytes(self, name, tail=None, most=None):
         """A state file's bytes, or None if missing; ``tail``: only the last ones (the chain file
         grows for ever); ``most``: a small file, read up to one byte more."""
@@ -1194,10 +1193,6 @@ class StateStore(object):
         if len(raw) > COUNTER_BYTES or not is_digits(digits, 13) or int(digits) > MAX_COUNTER:
             raise self.corrupt(name, raw, "a whole number of at most %d" % MAX_COUNTER)
         return int(digits)
-
-    def last_job(self):
-        """The chain file's last job ID (read from its tail: the hot path), or None if missing."""
-        return (self.chain_jobs(tail=63) or [None])[-1]
 
     def chain_jobs(self, tail=MAX_STATE_BYTES):
         """The chain file's job IDs in its last ``tail`` bytes (the file grows for ever)."""
@@ -1269,8 +1264,7 @@ class StateStore(object):
         return self.read_json(EVENTS_FILE, "events file", events_from_json) or []
 
     def add_event(self, event):
-        """Journal ``event`` unless it was since the chain was last resumed; whether it is new
-        (the caller holds the lock, and notifies only a new one)."""
+        """Whether ``event`` is new since the chain was last resumed (journaled, then notified)."""
         events = self.read_events()
         since = [index for index, old in enumerate(events) if old.event == "resumed"]
         if any(old.event == event.event and old.job == event.job
@@ -1289,13 +1283,13 @@ class StateStore(object):
         writer killed after its journal (phase ``counted``), so every writer starts consistent."""
         return self.rolled_forward(Snapshot(
             walltime=self.read_counter(WALLTIME_FILE), retries=self.read_counter(RETRIES_FILE),
-            last_job=self.last_job(), record=self.read_record(), cancelled=self.read_cancelled()))
+            last_job=(self.chain_jobs(tail=63) or [None])[-1],  # the chain file's tail: hot path
+            record=self.read_record(), cancelled=self.read_cancelled()))
 
     def rolled_forward(self, snapshot):
         record = snapshot.record
         return self.apply(snapshot, record) if record and record.phase == "counted" else snapshot
 
-    # -- writing -----------------------------------------------------------
     def write_text(self, name, text, mode=0o644, durable=True):
         """Replace a file atomically: temp file, fsync, rename, ``durable``: directory fsync."""
         path = self.path(name)
@@ -1338,17 +1332,16 @@ class StateStore(object):
 
     def keep_previous(self):
         """Under the lock: an old chain's files become ``*.prev`` (a new chain starts from none)."""
-        for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE, CANCEL_FILE,
-                     SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG):
-            try:
-                if os.path.isfile(self.path(name)) and not (
-                        name == GUARD_LOG and not os.path.getsize(self.path(name))):  # none ran
-                    os.replace(self.path(name), self.path(name) + PREVIOUS_SUFFIX)
-                    if name == JOURNAL_FILE:  # its options (exports_values) stay the owner's
-                        os.chmod(self.path(name) + PREVIOUS_SUFFIX, 0o600)
+        for path in map(self.path, (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE,
+                                    CANCEL_FILE, SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG)):
+            try:  # an empty guard log: no guard ran
+                if os.path.isfile(path) and (path != self.path(GUARD_LOG) or os.path.getsize(path)):
+                    os.replace(path, path + PREVIOUS_SUFFIX)
+                    if path == self.path(JOURNAL_FILE):  # its options (exports_values): the owner's
+                        os.chmod(path + PREVIOUS_SUFFIX, 0o600)
             except OSError as error:
                 raise StateError("cannot keep %s as %s: %s" % (
-                    self.path(name), PREVIOUS_SUFFIX, error.strerror or error))
+                    path, PREVIOUS_SUFFIX, error.strerror or error))
         self.notify_on_file = None
 
     def remove(self, name):
@@ -1425,20 +1418,16 @@ class StateStore(object):
                 if time.monotonic() > deadline:
                     raise StateError(self._stuck(path, held, wait, descriptor))
                 time.sleep(0.2)
-            self.lock_used = (kind, why)
+            self.lock_note = ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if (
+                kind == "file") else []
             yield
         finally:
             if token:
                 self._drop_held(held, token)
             os.close(descriptor)
 
-    def lock_note(self):  # the log line of a file lock (none for the kernel's record lock)
-        kind, why = self.lock_used or ("kernel", None)
-        return ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if kind == "file" else []
-
     def _held_free(self, held):
-        """Whether no live holder has the ``.held`` lock file: one provably gone (its process
-        here, or its job, ended) loses it."""
+        """Whether the ``.held`` lock file is free: a holder whose process or job ended loses it."""
         holder = self._read_holder(held)
         if holder is None:
             return True
@@ -1463,13 +1452,11 @@ class StateStore(object):
             return Holder(None, None, None, None, None, None)
 
     def _drop_held(self, held, token):
-        """Remove the ``.held`` lock file if it is still the one with ``token``."""
         holder = self._read_holder(held)
         if holder is not None and holder.token == token:
             try:
-                os.unlink(held)
-            except FileNotFoundError:
-                pass
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(held)
             except OSError as error:
                 raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
@@ -1702,8 +1689,7 @@ def _proc_text(pid, name):
 def parse_mounts(text):
     """[(mount point, fstype, [options])] of /proc/mounts text (``\\040`` is a space)."""
     mounts = []
-    for line in text.splitlines():
-        fields = line.split()
+    for fields in map(str.split, text.splitlines()):
         if len(fields) >= 4:
             point = fields[1]
             for code in ("\\040", "\\011", "\\012", "\\134"):
@@ -1785,8 +1771,7 @@ def _same_file(descriptor, path):
 
 
 def lock_holders(descriptor):
-    """[(pid, uid)] of this node's processes holding (not awaiting) a lock on the open file, as
-    /proc/locks shows them; uid None where /proc hides the process."""
+    """[(pid, uid or None if hidden)] of this node's holders (not waiters) of a lock on the file."""
     info = os.fstat(descriptor)
     inode = "%02x:%02x:%d" % (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
     return [(int(words[4]), _proc_uid(words[4])) for words in map(str.split, _proc_text(
@@ -1905,11 +1890,8 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
         last = SLURM.final(snapshot.record.job)
         if last is not None and base_state(last.state) == "COMPLETED":
             return snapshot  # the chain finished (its journal could not say so): a new one starts
-    started = clock()
-    while unnamed(snapshot, job_id, named) and clock() - started < VIEW_WAIT_SECONDS:
-        sleep(1)
-        os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
-        snapshot = store.snapshot()
+    snapshot, waited = wait_for_view(store, snapshot, lambda now: unnamed(now, job_id, named),
+                                     sleep=sleep, clock=clock)
     if unnamed(snapshot, job_id, named):
         record = snapshot.record or Record()
         raise StateError(
@@ -1919,9 +1901,9 @@ def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
             "new job starts a new chain)" % (
                 job_id, store.directory, "was resumed or healed with it" if named else "goes on",
                 record.job, record.link, VIEW_WAIT_SECONDS))
-    if clock() - started >= 1:
+    if waited >= 1:
         warnings.append("the run directory's view lagged (a client cache): waited %d s until "
-                        "the journal named job %s" % (clock() - started, job_id))
+                        "the journal named job %s" % (waited, job_id))
     return snapshot
 
 
@@ -1933,9 +1915,8 @@ def _run_again(store, snapshot, next_link, environ, warnings):
     record = snapshot.record
     if record.source == "resume" and snapshot.last_job != record.job:
         observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
-        own = None
-        if record.budget_dir:
-            record, own = draw_on_budget(record.budget_dir, record, None, warnings)
+        record, own = draw_on_budget(record.budget_dir, record, None, warnings) if (
+            record.budget_dir) else (record, None)
         if record.action in WORK_ACTIONS:
             store.apply(snapshot, record)
         return _finish_link(store, record, observation, next_link, environ, warnings, own=own)
@@ -1954,30 +1935,40 @@ def _run_again(store, snapshot, next_link, environ, warnings):
 
 def settle_place(store, snapshot, job_id, predecessor_id, warnings):
     """(the snapshot, the predecessor: the journal's for a job queued without a dependency) once
-    the view shows the predecessor's record and the link belongs to the chain."""
+    the view shows the predecessor's record; refuse a second continuation or an older chain's."""
     previous = snapshot.record
     if predecessor_id is None and previous and previous.successor == job_id:
         predecessor_id = previous.job
-    snapshot = wait_for_view(store, snapshot, predecessor_id, warnings)
-    check_link_belongs(snapshot.record, job_id, predecessor_id, store.directory)
+    lagged = view_lags(snapshot, predecessor_id)
+    snapshot, waited = wait_for_view(store, snapshot, lambda now: view_lags(now, predecessor_id))
+    if lagged:
+        warnings.append("the run directory's view lagged (a client cache): waited %d s for job "
+                        "%s's state%s" % (waited, predecessor_id, ", in vain" if view_lags(
+                            snapshot, predecessor_id) else ""))
+    record = snapshot.record
+    if record is None or predecessor_id is None:
+        return snapshot, predecessor_id
+    if record.predecessor == predecessor_id:
+        raise StateError("job %s is a duplicate link: predecessor %s was already continued by job "
+                         "%s; no work, no successor" % (job_id, predecessor_id, record.job))
+    if record.job == predecessor_id and record.successor not in (None, job_id):
+        raise StateError("job %s is a duplicate link: job %s queued %s as its successor; no work, "
+                         "no successor" % (job_id, predecessor_id, record.successor))
+    if record.job != predecessor_id:
+        raise StateError("job %s continues job %s, which is not the last link of the chain in %s "
+                         "(job %s): it belongs to an older chain or is a stray; no work, no "
+                         "successor" % (job_id, predecessor_id, store.directory, record.job))
     return snapshot, predecessor_id
 
 
-def wait_for_view(store, snapshot, predecessor_id, warnings, sleep=time.sleep,
-                  clock=time.monotonic):
-    """If the view lags, re-read the run directory until it catches up or VIEW_WAIT_SECONDS
-    pass, and say so; return the last snapshot."""
-    if not view_lags(snapshot, predecessor_id):
-        return snapshot
+def wait_for_view(store, snapshot, lags, sleep=time.sleep, clock=time.monotonic):
+    """(the last snapshot re-read each second, the seconds waited) once it no longer ``lags``."""
     started = clock()
-    while view_lags(snapshot, predecessor_id) and clock() - started < VIEW_WAIT_SECONDS:
+    while lags(snapshot) and clock() - started < VIEW_WAIT_SECONDS:
         sleep(1)
-        os.listdir(store.directory)
+        os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
         snapshot = store.snapshot()
-    warnings.append("the run directory's view lagged (a client cache): waited %d s for job %s's "
-                    "state%s" % (clock() - started, predecessor_id, ", in vain" if view_lags(
-                        snapshot, predecessor_id) else ""))
-    return snapshot
+    return snapshot, clock() - started
 
 
 def view_lags(snapshot, predecessor_id):
@@ -1991,22 +1982,6 @@ def view_lags(snapshot, predecessor_id):
         return snapshot.last_job is None
     return record.job != predecessor_id and (record.successor == predecessor_id or (
         is_job_id(record.job or "") and int(record.job) < int(predecessor_id)))
-
-
-def check_link_belongs(record, job_id, predecessor_id, run_dir):
-    """Refuse a link that would be a second continuation or belongs to an older chain."""
-    if record is None or predecessor_id is None:
-        return
-    if record.predecessor == predecessor_id:
-        raise StateError("job %s is a duplicate link: predecessor %s was already continued by job "
-                         "%s; no work, no successor" % (job_id, predecessor_id, record.job))
-    if record.job == predecessor_id and record.successor not in (None, job_id):
-        raise StateError("job %s is a duplicate link: job %s queued %s as its successor; no work, "
-                         "no successor" % (job_id, predecessor_id, record.successor))
-    if record.job != predecessor_id:
-        raise StateError("job %s continues job %s, which is not the last link of the chain in %s "
-                         "(job %s): it belongs to an older chain or is a stray; no work, no "
-                         "successor" % (job_id, predecessor_id, run_dir, record.job))
 
 
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
@@ -2044,9 +2019,8 @@ def save_script(store, next_link):
     spool copy (``$0``) goes when the job ends; ``resume`` needs it. A failure costs only that."""
     if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
         return  # already kept in the run directory (submit's copy)
-    with contextlib.suppress(OSError, StateError):
-        with open(next_link.script, "rb") as handle:
-            text = handle.read().decode("utf-8", "surrogateescape")
+    with contextlib.suppress(OSError, StateError), open(next_link.script, "rb") as handle:
+        text = handle.read().decode("utf-8", "surrogateescape")
         store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
 
 
@@ -3206,7 +3180,7 @@ def _guard_once(store, job_id, environ, final, after=None, looked=0):
     os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
     trusted = final or looked >= view_wait(store.directory)
     with store.locked():
-        snapshot = wait_for_view(store, store.snapshot(), after, [])  # the journal of ``after``
+        snapshot, _ = wait_for_view(store, store.snapshot(), lambda now: view_lags(now, after))
         record, job = snapshot.record, None
         submitted = store.read_submitted() if record is None and not snapshot.cancelled else None
         situation = _guard_situation(snapshot, submitted, job_id)
