@@ -5110,48 +5110,47 @@ def render_command(run_dir, sbatch_args, **options):
     return 0
 
 
-def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=None, **options):
+def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **options):
     if looks:  # at once: a refusal (for want of --time, say) may follow
         _log("WARNING: %s after the script %s go to the script, not to sbatch: put sbatch options "
              "before SCRIPT (write -- SCRIPT ARGS to say they are the script's)"
              % (" ".join(looks), script))
-    header = read_batch_script(script)[0] if task is None else None
-    tasks, task_args = (None, None) if task is not None else sweep_options(
-        run_dir, header, sbatch_args)
+    header = read_batch_script(script)[0]
+    tasks, task_args = sweep_options(run_dir, header, sbatch_args)
     # A sweep: a chain per task in DIR/<task>, none queued unless all can be (none is live,
     # every log has its directory).
     for each in tasks or ():
         task_dir = os.path.abspath(os.path.join(run_dir, str(each)))
         _live_chain(task_dir, options.get("force"))
         _chain_defaults(task_dir, script, header, task_args(each))
-    if task is None:  # said once, right before the first sbatch (after every refusal)
-        given = script_directives(header) + check_sbatch_args(
-            task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
-        notes = list(filter(None, [time_limit_note(script, given, os.environ)]))
-        options["before_queueing"] = lambda: [_log(notes.pop(0)) for _ in list(notes)]
-        options["slurm"] = Slurm()  # the cluster's name asked once for all the tasks
-    for done, each in enumerate(tasks or ()):
+    given = script_directives(header) + check_sbatch_args(
+        task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
+    notes = list(filter(None, [time_limit_note(script, given, os.environ)]))
+    # said once, right before the first sbatch (after every refusal); the cluster asked once
+    options.update(before_queueing=lambda: [_log(notes.pop(0)) for _ in list(notes)],
+                   slurm=Slurm())
+    for done, each in enumerate(tasks or [None]):
         try:
-            submit_command(os.path.join(run_dir, str(each)), task_args(each), script,
-                           script_args, task=each, **options)
+            result = submit_chain(run_dir if each is None else os.path.join(run_dir, str(each)),
+                                  script, script_args, task_args(each) if tasks else sbatch_args,
+                                  task=each, **options)
         except (StateError, ValueError) as error:
+            if not tasks:
+                raise
             queued = ("task %s is" if done == 1 else "tasks %s are") % array_spec(tasks[:done])
             raise StateError("task %d: %s; %s queued: submit the rest with --array=%s" % (
                 each, error, queued if done else "nothing is", array_spec(tasks[done:])))
-    if tasks:
-        return 0
-    result = submit_chain(run_dir, script, script_args, sbatch_args, task=task, **options)
-    if result["cancelled"]:
-        _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
-    _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
-                                                             result["script"]))
-    if result["guard_error"]:
-        _log("WARNING: could not queue a guard for job %s (%s): if it dies before its prologue, "
-             "submit again" % (result["job"], result["guard_error"]))
-    if result["held"]:
-        _log("job %s is held as asked: scontrol release %s starts it (its successors are not "
-             "held)" % (result["job"], result["job"]))
-    _write(result["job"] + "\n")
+        if result["cancelled"]:
+            _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
+        _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
+                                                                 result["script"]))
+        if result["guard_error"]:
+            _log("WARNING: could not queue a guard for job %s (%s): if it dies before its "
+                 "prologue, submit again" % (result["job"], result["guard_error"]))
+        if result["held"]:
+            _log("job %s is held as asked: scontrol release %s starts it (its successors are "
+                 "not held)" % (result["job"], result["job"]))
+        _write(result["job"] + "\n")
     return 0
 
 
