@@ -4453,9 +4453,8 @@ def cancel_chains(run_dirs, dry_run=False):
 
 
 def _cancel_group(chains, ask, dry_run, results):
-    """cancel_chains of ``chains`` ({run_dir: Chain}) on one cluster (cluster_to_ask's ``ask``).
-    Left as they are: those with nothing queued and an ending verdict (not scancelled ones, which
-    the mark ends, nor broken ones: an earlier guard may still run)."""
+    """Left as they are: chains with nothing queued and an ending verdict (not scancelled ones,
+    which the mark ends, nor broken ones: an earlier guard may still run)."""
     answer = _squeue_answer(_union(chain.candidates() for chain in chains.values()), ask[0])
     idle = [path for path, chain in chains.items() if not any(_queued_of(chain.candidates(),
                                                                          *answer))]
@@ -4493,7 +4492,6 @@ def _cancel_group(chains, ask, dry_run, results):
 
 
 def _write_mark(store):
-    """Under the lock: mark the chain cancelled; its Chain, as read under the lock."""
     chain = open_chain(store.directory, store)
     store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
     return chain
@@ -4562,7 +4560,6 @@ def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
 
 
 def read_batch_script(script):
-    """(header, body) of a batch script that can be chained; StateError otherwise."""
     try:
         with open(script, "rb") as handle:
             text = handle.read().decode("utf-8")
@@ -4635,7 +4632,6 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
 
 
 def _live_chain(run_dir, force):
-    """The queued or running jobs of the chain in run_dir; StateError if any, unless ``force``."""
     old = read_chain(chain_store(run_dir)).whole()
     live = Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(old.candidates())
     if not force:
@@ -4645,9 +4641,8 @@ def _live_chain(run_dir, force):
 
 
 def _chain_defaults(run_dir, script, header, sbatch_args):
-    """sbatch_args with --output, --chdir and --job-name for the chain, unless given; StateError
-    for an --output or --error directory that does not exist: Slurm would fail every link at
-    its launch (FAILED 0:53)."""
+    """sbatch_args with --output, --chdir and --job-name for the chain, unless given; an --output
+    or --error directory must exist (else every link fails at its launch: FAILED 0:53)."""
     given = option_names(script_directives(header) + sbatch_args)
     if "--output" not in given:
         sbatch_args = ["--output=" + output_pattern(run_dir, "slurm-%j.out")] + sbatch_args
@@ -4792,7 +4787,6 @@ def _resumed_record(snapshot, previous, last_link, options):
 
 
 def _resumable_record(chain, cluster):
-    """The journal's last record if the chain can be resumed; StateError if not."""
     previous, directory = chain.record, chain.store.directory
     refuse_live(directory, Slurm(cluster).jobs(chain.candidates()), "nothing to resume; "
                 "wait for it or run resumable-chain cancel %s first" % shell_quote(directory))
@@ -4823,7 +4817,6 @@ def _count_last_link(store, snapshot, previous, cluster):
 
 
 def _recorded_next_link(store, previous, given):
-    """The journal's NextLink, with the sbatch options given."""
     spec = previous.next or {}
     if not spec.get("script"):
         raise StateError("the chain did not record how to queue its next link; use submit to "
@@ -4909,7 +4902,6 @@ def split_submit_argv(argv):
 
 
 def split_resume_argv(argv):
-    """``resume``'s words apart: (DIRs and our options, (sbatch options,))."""
     ours, sbatch_args, _ = _split_options("resume", argv)  # DIR... : it reads every word
     return ours, (sbatch_args,)  # no DIR: argparse says it is required
 
@@ -5309,7 +5301,6 @@ USER_COMMANDS = {
 
 
 def run_user_command(argv):
-    """argparse reads the command's DIRs and options, its split() the rest."""
     parser = _build_parser()
     command = USER_COMMANDS.get(argv[0]) if argv else None
     dashes = argv.index("--") if "--" in argv else len(argv)
