@@ -4708,11 +4708,10 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             chain.jobs or [None])[-1], chain.record.job and chain.record, chain.cancelled))
         target, note = cluster_to_ask(chain.record.cluster)
         try:
-            previous = _resumable_record(chain, target)
+            counted, state = _last_link(chain, snapshot, target)
         except StateError as error:
             raise StateError("%s (%s)" % (error, note)) if note else error
-        counted, state = _count_last_link(store, snapshot, previous, target)
-        next_link = _recorded_next_link(store, previous, given)
+        previous, next_link = chain.record, _recorded_next_link(store, chain.record, given)
         _check_copy_is_current(chain.submitted, next_link.script)
         record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
             cluster=chain.record.cluster, next=next_link._asdict())
@@ -4786,7 +4785,9 @@ def _resumed_record(snapshot, previous, last_link, options):
                   link=link_number(chain_length(snapshot), "resume"), **kept)
 
 
-def _resumable_record(chain, cluster):
+def _last_link(chain, snapshot, cluster):
+    """(seconds, state) of the journal's last link, or (0, None) if a successor counted it;
+    StateError if the chain cannot be resumed."""
     previous, directory = chain.record, chain.store.directory
     refuse_live(directory, Slurm(cluster).jobs(chain.candidates()), "nothing to resume; "
                 "wait for it or run resumable-chain cancel %s first" % shell_quote(directory))
@@ -4796,24 +4797,16 @@ def _resumable_record(chain, cluster):
     if previous.job is None:
         raise StateError("%s has no journal (%s): use submit to start a new chain"
                          % (directory, JOURNAL_FILE))
-    if previous.action == "complete":
-        raise StateError("the chain in %s finished (job %s found its predecessor COMPLETED): "
-                         "nothing to resume; submit starts a new run" % (directory, previous.job))
-    return previous
-
-
-def _count_last_link(store, snapshot, previous, cluster):
-    """(seconds, state) of the last link if no successor counted it; else (0, None)"""
-    if previous.action not in WORK_ACTIONS or previous.job != snapshot.last_job:
-        return 0, None
-    found = observe_predecessor(previous.job, window=0, slurm=Slurm(cluster)).job
-    if found.state == NOT_VISIBLE:
+    found = observe_predecessor(previous.job, window=0, slurm=Slurm(cluster)).job if (
+        previous.action in WORK_ACTIONS and previous.job == snapshot.last_job) else None
+    if found and found.state == NOT_VISIBLE:
         raise StateError("cannot find job %s's final state in accounting yet; try again "
                          "in a minute" % previous.job)
-    if base_state(found.state) == "COMPLETED":
-        raise StateError("the chain in %s finished (job %s COMPLETED): nothing to resume; "
-                         "submit starts a new run" % (store.directory, previous.job))
-    return found.elapsed, found.state
+    if previous.action == "complete" or found and base_state(found.state) == "COMPLETED":
+        raise StateError("the chain in %s finished (job %s %s): nothing to resume; submit starts "
+                         "a new run" % (directory, previous.job, "COMPLETED" if found else
+                                        "found its predecessor COMPLETED"))
+    return (found.elapsed, found.state) if found else (0, None)
 
 
 def _recorded_next_link(store, previous, given):
