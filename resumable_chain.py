@@ -4711,9 +4711,9 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             counted, state = _last_link(chain, snapshot, target)
         except StateError as error:
             raise StateError("%s (%s)" % (error, note)) if note else error
-        previous, next_link = chain.record, _recorded_next_link(store, chain.record, given)
+        next_link = _recorded_next_link(chain, given)
         _check_copy_is_current(chain.submitted, next_link.script)
-        record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
+        record = _resumed_record(snapshot, chain.record, (counted, state), options)._replace(
             cluster=chain.record.cluster, next=next_link._asdict())
         try:  # the script's #SBATCH --time limits the links too (as submit reads it)
             header = read_batch_script(next_link.script)[0]
@@ -4809,8 +4809,8 @@ def _last_link(chain, snapshot, cluster):
     return (found.elapsed, found.state) if found else (0, None)
 
 
-def _recorded_next_link(store, previous, given):
-    spec = previous.next or {}
+def _recorded_next_link(chain, given):
+    store, spec = chain.store, chain.record.next or {}
     if not spec.get("script"):
         raise StateError("the chain did not record how to queue its next link; use submit to "
                          "start a new chain")
