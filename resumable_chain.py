@@ -4665,8 +4665,6 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
 
 
 def _install_chain(run_dir, force, copy_path, submitted):
-    """Under the lock: cancel the live chain if ``force`` (its jobs returned), keep its files as
-    ``*.prev``, install the staged script and the submit record."""
     store, cancelled = chain_store(run_dir), []
     try:
         with store.locked():
