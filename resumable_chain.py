@@ -4711,7 +4711,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             raise StateError("%s (%s)" % (error, note)) if note else error
         next_link = _recorded_next_link(chain, given)
         _check_copy_is_current(chain.submitted, next_link.script)
-        record = _resumed_record(snapshot, chain.record, (counted, state), options)._replace(
+        record = _resumed_record(snapshot, chain.record, counted, state, options)._replace(
             cluster=chain.record.cluster, next=next_link._asdict())
         try:  # the script's #SBATCH --time limits the links too (as submit reads it)
             header = read_batch_script(next_link.script)[0]
@@ -4759,10 +4759,9 @@ def _check_copy_is_current(submitted, script):
                                                        shell_quote(copy)))
 
 
-def _resumed_record(snapshot, previous, last_link, options):
-    """A resumed link's record but job, cluster and next link; ``last_link``: (seconds counted,
-    state); ``options`` given (None: as recorded). Retries restart."""
-    counted, state = last_link
+def _resumed_record(snapshot, previous, counted, state, options):
+    """A resumed link's record but job, cluster and next link; ``counted``: the last link's
+    seconds counted now, ``state`` its state; ``options`` given (None: as recorded)."""
     ended = ("the chain %s (job %s)" % (EVENT_OF_ACTION[previous.action], previous.job)
              if previous.action in EVENT_OF_ACTION else "job %s ended" % previous.job
              + (" " + _state_words(state) if state else ""))
