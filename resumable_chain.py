@@ -4362,9 +4362,8 @@ def cancel_chains(run_dirs, dry_run=False):
 
 
 def _cancel_group(chains, ask, dry_run, results):
-    """cancel_chains of ``chains`` ({run_dir: Chain}) on one cluster (cluster_to_ask's ``ask``).
-    Left as they are: those with nothing queued and an ending verdict (not scancelled ones, which
-    the mark ends, nor broken ones: an earlier guard may still run)."""
+    """Left as they are: chains with nothing queued and an ending verdict (not scancelled ones,
+    which the mark ends, nor broken ones: an earlier guard may still run)."""
     answer = _squeue_answer(_union(chain.candidates() for chain in chains.values()), ask[0])
     idle = [path for path, chain in chains.items() if not any(_queued_of(chain.candidates(),
                                                                          *answer))]
@@ -4402,7 +4401,6 @@ def _cancel_group(chains, ask, dry_run, results):
 
 
 def _write_mark(store):
-    """Under the lock: mark the chain cancelled; its Chain, as read under the lock."""
     chain = open_chain(store.directory, store)
     store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
     return chain
@@ -4471,7 +4469,6 @@ def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
 
 
 def read_batch_script(script):
-    """(header, body) of a batch script that can be chained; StateError otherwise."""
     try:
         with open(script, "rb") as handle:
             text = handle.read().decode("utf-8")
@@ -4544,7 +4541,6 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
 
 
 def _live_chain(run_dir, force):
-    """The queued or running jobs of the chain in run_dir; StateError if any, unless ``force``."""
     old = read_chain(chain_store(run_dir)).whole()
     live = Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(old.candidates())
     if not force:
@@ -4554,9 +4550,8 @@ def _live_chain(run_dir, force):
 
 
 def _chain_defaults(run_dir, script, header, sbatch_args):
-    """sbatch_args with --output, --chdir and --job-name for the chain, unless given; StateError
-    for an --output or --error directory that does not exist: Slurm would fail every link at
-    its launch (FAILED 0:53)."""
+    """sbatch_args with --output, --chdir and --job-name for the chain, unless given; an --output
+    or --error directory must exist (else every link fails at its launch: FAILED 0:53)."""
     given = option_names(script_directives(header) + sbatch_args)
     if "--output" not in given:
         sbatch_args = ["--output=" + output_pattern(run_dir, "slurm-%j.out")] + sbatch_args
@@ -4579,8 +4574,6 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
 
 
 def _install_chain(run_dir, force, copy_path, submitted):
-    """Under the lock: cancel the live chain if ``force`` (its jobs returned), keep its files as
-    ``*.prev``, install the staged script and the submit record."""
     store, cancelled = chain_store(run_dir), []
     try:
         with store.locked():
@@ -4622,13 +4615,12 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             chain.jobs or [None])[-1], chain.record.job and chain.record, chain.cancelled))
         target, note = cluster_to_ask(chain.record.cluster)
         try:
-            previous = _resumable_record(chain, target)
+            counted, state = _last_link(chain, snapshot, target)
         except StateError as error:
             raise StateError("%s (%s)" % (error, note)) if note else error
-        counted, state = _count_last_link(store, snapshot, previous, target)
-        next_link = _recorded_next_link(store, previous, given)
+        next_link = _recorded_next_link(chain, given)
         _check_copy_is_current(chain.submitted, next_link.script)
-        record = _resumed_record(snapshot, previous, (counted, state), options)._replace(
+        record = _resumed_record(snapshot, chain.record, counted, state, options)._replace(
             cluster=chain.record.cluster, next=next_link._asdict())
         try:  # the script's #SBATCH --time limits the links too (as submit reads it)
             header = read_batch_script(next_link.script)[0]
@@ -4676,10 +4668,9 @@ def _check_copy_is_current(submitted, script):
                                                        shell_quote(copy)))
 
 
-def _resumed_record(snapshot, previous, last_link, options):
-    """A resumed link's record but job, cluster and next link; ``last_link``: (seconds counted,
-    state); ``options`` given (None: as recorded). Retries restart."""
-    counted, state = last_link
+def _resumed_record(snapshot, previous, counted, state, options):
+    """A resumed link's record but job, cluster and next link; ``counted``: the last link's
+    seconds counted now, ``state`` its state; ``options`` given (None: as recorded)."""
     ended = ("the chain %s (job %s)" % (EVENT_OF_ACTION[previous.action], previous.job)
              if previous.action in EVENT_OF_ACTION else "job %s ended" % previous.job
              + (" " + _state_words(state) if state else ""))
@@ -4700,8 +4691,9 @@ def _resumed_record(snapshot, previous, last_link, options):
                   link=link_number(chain_length(snapshot), "resume"), **kept)
 
 
-def _resumable_record(chain, cluster):
-    """The journal's last record if the chain can be resumed; StateError if not."""
+def _last_link(chain, snapshot, cluster):
+    """(seconds, state) of the journal's last link, or (0, None) if a successor counted it;
+    StateError if the chain cannot be resumed."""
     previous, directory = chain.record, chain.store.directory
     refuse_live(directory, Slurm(cluster).jobs(chain.candidates()), "nothing to resume; "
                 "wait for it or run resumable-chain cancel %s first" % shell_quote(directory))
@@ -4711,29 +4703,20 @@ def _resumable_record(chain, cluster):
     if previous.job is None:
         raise StateError("%s has no journal (%s): use submit to start a new chain"
                          % (directory, JOURNAL_FILE))
-    if previous.action == "complete":
-        raise StateError("the chain in %s finished (job %s found its predecessor COMPLETED): "
-                         "nothing to resume; submit starts a new run" % (directory, previous.job))
-    return previous
-
-
-def _count_last_link(store, snapshot, previous, cluster):
-    """(seconds, state) of the last link if no successor counted it; else (0, None)"""
-    if previous.action not in WORK_ACTIONS or previous.job != snapshot.last_job:
-        return 0, None
-    found = observe_predecessor(previous.job, window=0, slurm=Slurm(cluster)).job
-    if found.state == NOT_VISIBLE:
+    found = observe_predecessor(previous.job, window=0, slurm=Slurm(cluster)).job if (
+        previous.action in WORK_ACTIONS and previous.job == snapshot.last_job) else None
+    if found and found.state == NOT_VISIBLE:
         raise StateError("cannot find job %s's final state in accounting yet; try again "
                          "in a minute" % previous.job)
-    if base_state(found.state) == "COMPLETED":
-        raise StateError("the chain in %s finished (job %s COMPLETED): nothing to resume; "
-                         "submit starts a new run" % (store.directory, previous.job))
-    return found.elapsed, found.state
+    if previous.action == "complete" or found and base_state(found.state) == "COMPLETED":
+        raise StateError("the chain in %s finished (job %s %s): nothing to resume; submit starts "
+                         "a new run" % (directory, previous.job, "COMPLETED" if found else
+                                        "found its predecessor COMPLETED"))
+    return (found.elapsed, found.state) if found else (0, None)
 
 
-def _recorded_next_link(store, previous, given):
-    """The journal's NextLink, with the sbatch options given."""
-    spec = previous.next or {}
+def _recorded_next_link(chain, given):
+    store, spec = chain.store, chain.record.next or {}
     if not spec.get("script"):
         raise StateError("the chain did not record how to queue its next link; use submit to "
                          "start a new chain")
@@ -4818,7 +4801,6 @@ def split_submit_argv(argv):
 
 
 def split_resume_argv(argv):
-    """``resume``'s words apart: (DIRs and our options, (sbatch options,))."""
     ours, sbatch_args, _ = _split_options("resume", argv)  # DIR... : it reads every word
     return ours, (sbatch_args,)  # no DIR: argparse says it is required
 
@@ -5020,48 +5002,47 @@ def render_command(run_dir, sbatch_args, **options):
     return 0
 
 
-def submit_command(run_dir, sbatch_args, script, script_args, looks=(), task=None, **options):
+def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **options):
     if looks:  # at once: a refusal (for want of --time, say) may follow
         _log("WARNING: %s after the script %s go to the script, not to sbatch: put sbatch options "
              "before SCRIPT (write -- SCRIPT ARGS to say they are the script's)"
              % (" ".join(looks), script))
-    header = read_batch_script(script)[0] if task is None else None
-    tasks, task_args = (None, None) if task is not None else sweep_options(
-        run_dir, header, sbatch_args)
+    header = read_batch_script(script)[0]
+    tasks, task_args = sweep_options(run_dir, header, sbatch_args)
     # A sweep: a chain per task in DIR/<task>, none queued unless all can be (none is live,
     # every log has its directory).
     for each in tasks or ():
         task_dir = os.path.abspath(os.path.join(run_dir, str(each)))
         _live_chain(task_dir, options.get("force"))
         _chain_defaults(task_dir, script, header, task_args(each))
-    if task is None:  # said once, right before the first sbatch (after every refusal)
-        given = script_directives(header) + check_sbatch_args(
-            task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
-        notes = list(filter(None, [time_limit_note(script, given, os.environ)]))
-        options["before_queueing"] = lambda: [_log(notes.pop(0)) for _ in list(notes)]
-        options["slurm"] = Slurm()  # the cluster's name asked once for all the tasks
-    for done, each in enumerate(tasks or ()):
+    given = script_directives(header) + check_sbatch_args(
+        task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
+    notes = list(filter(None, [time_limit_note(script, given, os.environ)]))
+    # said once, right before the first sbatch (after every refusal); the cluster asked once
+    options.update(before_queueing=lambda: [_log(notes.pop(0)) for _ in list(notes)],
+                   slurm=Slurm())
+    for done, each in enumerate(tasks or [None]):
         try:
-            submit_command(os.path.join(run_dir, str(each)), task_args(each), script,
-                           script_args, task=each, **options)
+            result = submit_chain(run_dir if each is None else os.path.join(run_dir, str(each)),
+                                  script, script_args, task_args(each) if tasks else sbatch_args,
+                                  task=each, **options)
         except (StateError, ValueError) as error:
+            if not tasks:
+                raise
             queued = ("task %s is" if done == 1 else "tasks %s are") % array_spec(tasks[:done])
             raise StateError("task %d: %s; %s queued: submit the rest with --array=%s" % (
                 each, error, queued if done else "nothing is", array_spec(tasks[done:])))
-    if tasks:
-        return 0
-    result = submit_chain(run_dir, script, script_args, sbatch_args, task=task, **options)
-    if result["cancelled"]:
-        _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
-    _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
-                                                             result["script"]))
-    if result["guard_error"]:
-        _log("WARNING: could not queue a guard for job %s (%s): if it dies before its prologue, "
-             "submit again" % (result["job"], result["guard_error"]))
-    if result["held"]:
-        _log("job %s is held as asked: scontrol release %s starts it (its successors are not "
-             "held)" % (result["job"], result["job"]))
-    _write(result["job"] + "\n")
+        if result["cancelled"]:
+            _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
+        _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
+                                                                 result["script"]))
+        if result["guard_error"]:
+            _log("WARNING: could not queue a guard for job %s (%s): if it dies before its "
+                 "prologue, submit again" % (result["job"], result["guard_error"]))
+        if result["held"]:
+            _log("job %s is held as asked: scontrol release %s starts it (its successors are "
+                 "not held)" % (result["job"], result["job"]))
+        _write(result["job"] + "\n")
     return 0
 
 
@@ -5220,7 +5201,6 @@ USER_COMMANDS = {
 
 
 def run_user_command(argv):
-    """argparse reads the command's DIRs and options, its split() the rest."""
     parser = _build_parser()
     command = USER_COMMANDS.get(argv[0]) if argv else None
     dashes = argv.index("--") if "--" in argv else len(argv)

@@ -765,16 +765,21 @@ def test_resume_with_a_larger_cap_after_the_chain_stopped_at_it(cluster, run_dir
     assert "walltime 130 s of 600 s | retries 1/7" in result.stderr
 
 
-@pytest.mark.parametrize("situation", ["live", "completed", "not a chain", "corrupt"])
+@pytest.mark.parametrize("situation", ["live", "completed", "finished", "not a chain", "corrupt"])
 def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, monkeypatch,
                                            situation):
     script, successor = start_chain(cluster, run_dir)
     expected = {"live": "is live", "completed": "nothing to resume; submit starts a new run",
+                "finished": "found its predecessor COMPLETED): nothing to resume",
                 "not a chain": "is not a chain", "corrupt": "corrupt state file"}[situation]
     target = run_dir
     if situation == "completed":
         cluster.finish(100, "COMPLETED", 5)
         cluster.set_job(successor, state="CANCELLED", start="None")  # kill-on-invalid-dep
+    elif situation == "finished":  # its successor found it COMPLETED and ended the chain
+        cluster.finish(100, "COMPLETED", 5)
+        assert cluster.run_link(script, successor, predecessor=100).returncode == 0
+        cluster.finish(successor, "COMPLETED", 0)
     elif situation == "not a chain":
         target = str(tmp_path / "empty")
         os.makedirs(target)
