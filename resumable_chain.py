@@ -4010,12 +4010,8 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             if cluster not in clusters:
                 here = current_cluster() if here is False and cluster else here
                 clusters[cluster] = cluster_to_ask(cluster, here)
-            guards = guards_that_ran(chain.store)  # read once: for others and the guard's row
-            others = _other_roles(chain, guards) if rows > COLLECTION_ROWS else {}
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
-                              _status_roles(chain, rows), others, [what for guard, _, what in guards
-                                                                   if guard == chain.record.guard],
-                              *clusters[cluster])  # kept: O(rows), not O(files)
+                              *(_roles(chain, rows) + clusters[cluster]))  # O(rows), not O(files)
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
                 (job, None) for job in list(plan.roles) + [chain.guard()] + list(plan.others)
                 if job)
@@ -4052,17 +4048,6 @@ def unreadable_status(run_dir, error):
     return status
 
 
-def _status_roles(chain, rows):
-    """{job ID: role} of the jobs of the verdict: newest links, record's, successor (or first)."""
-    record = chain.record
-    roles = collections.OrderedDict((job, "link") for job in chain.jobs[-rows:])
-    if record.job and record.job not in roles:
-        roles[record.job] = "decided" if record.action not in WORK_ACTIONS else "resumed link"
-    if record.successor and record.successor not in roles:
-        roles[record.successor] = "successor" if record.job else "first job"
-    return roles
-
-
 def guards_that_ran(store):
     """[(guard, job it guarded, what it did)], oldest first, from GUARD_LOG's last MiB or []."""
     try:
@@ -4081,9 +4066,18 @@ def guards_that_ran(store):
     return found
 
 
-def _other_roles(chain, guards):
-    """{job ID: (role, note)} of guards (what they did), dead successors and what guards queued."""
-    record, others = chain.record, collections.OrderedDict()
+def _roles(chain, rows):
+    """StatusPlan's roles (newest links, record's, successor or first job), others (guards, dead
+    successors, what guards queued: one chain's) and ran, from one read of GUARD_LOG."""
+    record, guards, others = chain.record, guards_that_ran(chain.store), collections.OrderedDict()
+    roles = collections.OrderedDict((job, "link") for job in chain.jobs[-rows:])
+    if record.job and record.job not in roles:
+        roles[record.job] = "decided" if record.action not in WORK_ACTIONS else "resumed link"
+    if record.successor and record.successor not in roles:
+        roles[record.successor] = "successor" if record.job else "first job"
+    ran = [what for guard, _, what in guards if guard == record.guard]
+    if rows <= COLLECTION_ROWS:  # a collection's rows: the verdict's jobs alone
+        return roles, others, ran
     for guard, guarded, what in guards:
         others[guard] = ("guard", "ran once job %s ended: %s" % (guarded, what))
         queued = what.partition(CONTINUED_WITH)[2].split(" ")[0].rstrip(";,")
@@ -4101,10 +4095,10 @@ def _other_roles(chain, guards):
                                   "continues the chain if job %s dies before its prologue"
                                   % record.successor if guard == record.guard else
                                   "queues the successor of job %s when it ends" % record.job))
-    return others
+    return roles, others, ran
 
 
-def _status_of(plan, answer, budgets, deadline=None):
+def _status_of(plan, answer, budgets, deadline):
     """One chain's status from ``answer`` ({job ID: Job}, errors) and ``budgets`` ({dir: report
     or StateError}, filled in until the ``deadline``)."""
     chain, (known, unanswered) = plan.chain, answer
@@ -4143,28 +4137,28 @@ def _status_of(plan, answer, budgets, deadline=None):
         status["problems"].append(str(status["budget"]))
         status["budget"] = None
     verdict = _verdict(record, rows, status, chain)
-    unreadable = status["problems"] if verdict.word not in ("finished", "stopped") else \
-        chain.problems  # an ended chain's own files: resume refuses it till they are fixed
+    refused = [problem for problem in chain.problems if not isinstance(problem, LostEvents)]
+    unreadable = refused if verdict.word in ("finished", "stopped") else status["problems"]
     status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
                   attention=verdict.text if verdict.fails else unreadable and (
-                      "a state file cannot be read: %s" % status["problems"][0]) or None)
-    if chain.problems and verdict.next and record.job is not None:  # resume refuses till then
+                      "a state file cannot be read: %s" % unreadable[0]) or None)
+    if refused and verdict.next and record.job is not None:  # resume refuses till they are fixed
         status["next"] = "fix or delete the file named above, then: " + verdict.next
     _show_other_jobs(status, plan, known)
     return status
 
 
-def _budget_of(budget_dir, budgets, deadline=None):
+def _budget_of(budget_dir, budgets, deadline):
     """budget_dir's report (None: none) or its StateError, cached in budgets."""
-    if budget_dir and budget_dir not in budgets and deadline and time.monotonic() > deadline:
-        return StateError("budget %s not read: status ran out of its %d s"
-                          % (budget_dir, STATUS_SECONDS))
     if budget_dir and budget_dir not in budgets:
         try:
+            if time.monotonic() > deadline:
+                raise StateError("budget %s not read: status ran out of its %d s"
+                                 % (budget_dir, STATUS_SECONDS))
             budgets[budget_dir] = budget_report(budget_dir)
         except StateError as error:
             budgets[budget_dir] = error
-    return budgets.get(budget_dir) if budget_dir else None
+    return budgets.get(budget_dir)
 
 
 def _show_other_jobs(status, plan, known):
@@ -5063,9 +5057,10 @@ def format_collection(statuses):
             format_duration(status["walltime_used"]), cap), "%d/%s" % (
                 status["retries"], "-" if status["max_retries"] is None else status["max_retries"]),
             _live_job(status)))
-        notes += ["NEEDS ATTENTION %s: %s" % (shown, status["attention"])] \
-            if status["attention"] else []
-        notes += _status_warnings(status, shown)
+        attention = status["attention"] or ""  # a problem it names is not repeated
+        notes += ["NEEDS ATTENTION %s: %s" % (shown, attention)] if attention else []
+        notes += _status_warnings(dict(status, problems=[
+            problem for problem in status["problems"] if problem not in attention]), shown)
         steps += ["next %s: %s" % (shown, status["next"].replace(shell_quote(
             status["run_dir"]), shell_quote(shown)))] if status["next"] else []
     widths = [max(len(row[column]) for row in table) for column in range(len(table[0]))]
