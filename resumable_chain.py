@@ -3860,7 +3860,6 @@ def chain_in(run_dir, store=None):
 
 
 def refuse_live(run_dir, live, refused):
-    """Refuse what ``refused`` says while the chain in run_dir has ``live`` (queued) Jobs."""
     if live:
         raise StateError("the chain in %s is live (%s): %s" % (run_dir, ", ".join(
             "job %s %s" % (job.job_id, job.state) for job in live), refused))
@@ -3878,7 +3877,7 @@ def not_a_chain(run_dir):
     return StateError("%s is not a chain made by resumable_chain%s" % (run_dir, below and (
         "; %d chain(s) are below it (status lists them): name them, e.g. %s" % (
             len(below), " ".join(name if name == "..." else shell_quote(run_dir) + "/" + name
-                                 for name in named))) or ""))
+                                 for name in named))) or " and no directory below it holds one"))
 
 
 def query_jobs(job_ids, cluster=None):
@@ -3925,8 +3924,7 @@ def chain_dirs(paths):
             except OSError as error:
                 raise StateError("cannot list %s: %s" % (path, error.strerror or error))
             if not children:
-                raise StateError("%s is not a chain made by resumable_chain and no directory "
-                                 "below it holds one" % path)
+                raise not_a_chain(path)
         for child in children:  # runs/latest -> runs/sweep/a is one chain, shown by its name
             real = os.path.realpath(child)
             if real not in seen:
@@ -3969,8 +3967,9 @@ def chain_status(run_dir):
 
 
 # What status keeps of a chain till Slurm answers: its links shown (``links``: how many), ``roles``
-# ({job ID: role}) the verdict's jobs, ``others`` ({job ID: (role, note)}) rows to see, ``ran``
-# what the journal's guard did (guards_that_ran), cluster_to_ask's.
+# ({job ID: role}) the verdict's jobs (newest links, record's, successor or first job), ``others``
+# ({job ID: (role, note)}) rows to see (guards, dead successors, what guards queued), ``ran`` what
+# the journal's guard did (guards_that_ran), cluster_to_ask's.
 StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles others ran "
                                                   "cluster note")
 
@@ -4067,8 +4066,7 @@ def guards_that_ran(store):
 
 
 def _roles(chain, rows):
-    """StatusPlan's roles (newest links, record's, successor or first job), others (guards, dead
-    successors, what guards queued: one chain's) and ran, from one read of GUARD_LOG."""
+    """StatusPlan's roles, others (one chain's) and ran, from one read of GUARD_LOG."""
     record, guards, others = chain.record, guards_that_ran(chain.store), collections.OrderedDict()
     roles = collections.OrderedDict((job, "link") for job in chain.jobs[-rows:])
     if record.job and record.job not in roles:
@@ -4099,11 +4097,10 @@ def _roles(chain, rows):
 
 
 def _status_of(plan, answer, budgets, deadline):
-    """One chain's status from ``answer`` ({job ID: Job}, errors) and ``budgets`` ({dir: report
-    or StateError}, filled in until the ``deadline``)."""
+    """One chain's status from ``answer`` ({job ID: Job}, errors) and the budgets read so far."""
     chain, (known, unanswered) = plan.chain, answer
     record = chain.record
-    rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN", 0), role, record)
+    rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN"), role, record)
             for job_id, role in plan.roles.items()]
     # the last link's time while the walltime file lacks it (running, or never continued)
     last = record.job if record.action in WORK_ACTIONS and chain.jobs[-1:] == [record.job] else 0
@@ -4165,14 +4162,14 @@ def _show_other_jobs(status, plan, known):
     record, rows, ran = plan.chain.record, list(status["jobs"]), plan.ran
     shown = dict((row["job"], row) for row in rows)
     for job_id, (role, note) in plan.others.items():
-        if job_id in shown:  # a link or successor that a guard queued: say so (a link stays one)
-            shown[job_id].update(role=shown[job_id]["role"] if shown[job_id]["role"] == "link"
-                                 else role, note="; ".join(
-                words for words in (note, shown[job_id]["note"]) if words))
-            continue
-        job = known.get(job_id) or Job(job_id, "UNKNOWN", 0)
-        ended = job_id == record.guard and is_final(job.state) and not ran  # e.g. cancelled
-        rows.append(dict(_status_row(job, role, record), note=None if ended else note))
+        row = shown.get(job_id)
+        if row:  # a link or successor that a guard queued: say so (a link stays one)
+            row.update(role="link" if row["link"] else role,
+                       note="; ".join(words for words in (note, row["note"]) if words))
+        else:
+            job = known.get(job_id) or Job(job_id, "UNKNOWN")
+            ended = job_id == record.guard and is_final(job.state) and not ran  # e.g. cancelled
+            rows.append(dict(_status_row(job, role, record), note=None if ended else note))
     status["jobs"] = sorted(rows, key=lambda row: int(row["job"]))
     if status["guard"] and ran:
         status["guard"]["ran"] = ran[-1]
@@ -4314,7 +4311,6 @@ def _verdict_of(situation, facts):
 
 
 def _verdict(record, rows, status, chain):
-    """The chain's Verdict: its situation's row of VERDICTS, or its cause's of STOP_CAUSES."""
     facts = {"run_dir": shell_quote(status["run_dir"]),
              "resume": "resumable-chain resume %s" % shell_quote(status["run_dir"]),
              "submit_again": _submit_again(chain.submitted, status["run_dir"])}
@@ -5009,7 +5005,6 @@ def format_status(status):
 
 
 def _guard_line(status):
-    """[the guard line] while the chain goes on; or why none."""
     guard = status["guard"]
     if status["verdict_word"] not in ("running", "waiting") or not (guard or status["guard_error"]):
         return []
@@ -5029,12 +5024,10 @@ def _status_warnings(status, shown):
 
 
 def _live_job(status):
-    """The running job, else the pending one: its time left or why."""
     live = [row for row in status["jobs"] if base_state(row["state"]) in LIVE_STATES]
-    running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if not live:
         return "-"
-    row = (running or live)[-1]
+    row = ([row for row in live if base_state(row["state"]) != "PENDING"] or live)[-1]
     text = "%s %s" % (row["job"], base_state(row["state"]))
     if row["time_left"] is not None:
         return text + " %s left" % format_duration(row["time_left"])
@@ -5082,7 +5075,6 @@ def _pretty_json(value):
 
 
 def _each_text(value, change):
-    """``value`` with ``change`` applied to every string in it."""
     if isinstance(value, str):
         return change(value)
     if isinstance(value, dict):
