@@ -3737,10 +3737,9 @@ def queued_guard(job_id):
 def parse_squeue(text):
     jobs = []
     for job_id, state, elapsed, start, limit, dependency, reason in _rows(text, 7):
-        try:
-            predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
-        except ValueError:
-            predecessor = None
+        predecessor = None
+        with contextlib.suppress(ValueError):  # "(unfulfilled)" and such are dropped
+            predecessor = parse_dependency(dependency)
         jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known(start),
                         time_limit=parse_duration(limit), predecessor=predecessor,
                         reason=None if reason in ("", "None", "(null)") else reason))
@@ -3867,10 +3866,9 @@ def refuse_live(run_dir, live, refused):
 
 def not_a_chain(run_dir):
     """The error for a directory without a chain, naming the chains below it (a sweep's tasks)."""
-    try:
+    below = []
+    with contextlib.suppress(OSError):
         below = [os.path.relpath(path, run_dir) for path in _chains_below(run_dir, CHAIN_DEPTH)]
-    except OSError:
-        below = []
     depths = sorted(set(name.count(os.sep) for name in below))
     named = [os.path.join(*["*"] * (depths[0] + 1))] if len(depths) == 1 else below[:3] + [
         "..."] * (len(below) > 3)  # one glob when they are all as deep, else the first ones
@@ -3948,10 +3946,9 @@ def _chains_below(path, depth, top=True):
         return []  # not the caller's to look into: no chain of theirs is there
     found = []
     for entry in entries:
-        try:  # False when it cannot be stat'ed (a link into a directory one may not search)
+        is_dir = False  # when it cannot be stat'ed (a link into a directory one may not search)
+        with contextlib.suppress(OSError):
             is_dir = entry.is_dir()
-        except OSError:
-            is_dir = False
         if entry.name.startswith(".") or not is_dir:
             continue
         if holds_chain(entry.path):
@@ -4324,9 +4321,8 @@ def _verdict(record, rows, status, chain):
     if record.action in ("complete", "fail", "stop"):  # by its cause
         # sacct says who cancelled the predecessor (the controller, which the link asked, does not)
         predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
-        cause = record.cause
-        if cause not in STOP_CAUSES or (cause == "cancelled" and not predecessor):
-            cause = None  # a cause of a newer version, or who cancelled is unknown
+        cause = record.cause if record.cause in STOP_CAUSES and (  # else a newer version's, or
+            predecessor or record.cause != "cancelled") else None  # a cancel by someone unknown
         words = dict(record._asdict(), resume=facts["resume"], cancelled_by=_state_words(
             predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
                 record.budget_dir or "DIR"))
