@@ -3646,10 +3646,9 @@ def queued_guard(job_id):
 def parse_squeue(text):
     jobs = []
     for job_id, state, elapsed, start, limit, dependency, reason in _rows(text, 7):
-        try:
-            predecessor = parse_dependency(dependency)  # "(unfulfilled)" and such are dropped
-        except ValueError:
-            predecessor = None
+        predecessor = None
+        with contextlib.suppress(ValueError):  # "(unfulfilled)" and such are dropped
+            predecessor = parse_dependency(dependency)
         jobs.append(Job(job_id, state, parse_duration(elapsed) or 0, start=_known(start),
                         time_limit=parse_duration(limit), predecessor=predecessor,
                         reason=None if reason in ("", "None", "(null)") else reason))
@@ -3769,7 +3768,6 @@ def chain_in(run_dir, store=None):
 
 
 def refuse_live(run_dir, live, refused):
-    """Refuse what ``refused`` says while the chain in run_dir has ``live`` (queued) Jobs."""
     if live:
         raise StateError("the chain in %s is live (%s): %s" % (run_dir, ", ".join(
             "job %s %s" % (job.job_id, job.state) for job in live), refused))
@@ -3777,17 +3775,16 @@ def refuse_live(run_dir, live, refused):
 
 def not_a_chain(run_dir):
     """The error for a directory without a chain, naming the chains below it (a sweep's tasks)."""
-    try:
+    below = []
+    with contextlib.suppress(OSError):
         below = [os.path.relpath(path, run_dir) for path in _chains_below(run_dir, CHAIN_DEPTH)]
-    except OSError:
-        below = []
     depths = sorted(set(name.count(os.sep) for name in below))
     named = [os.path.join(*["*"] * (depths[0] + 1))] if len(depths) == 1 else below[:3] + [
         "..."] * (len(below) > 3)  # one glob when they are all as deep, else the first ones
     return StateError("%s is not a chain made by resumable_chain%s" % (run_dir, below and (
         "; %d chain(s) are below it (status lists them): name them, e.g. %s" % (
             len(below), " ".join(name if name == "..." else shell_quote(run_dir) + "/" + name
-                                 for name in named))) or ""))
+                                 for name in named))) or " and no directory below it holds one"))
 
 
 def query_jobs(job_ids, cluster=None):
@@ -3834,8 +3831,7 @@ def chain_dirs(paths):
             except OSError as error:
                 raise StateError("cannot list %s: %s" % (path, error.strerror or error))
             if not children:
-                raise StateError("%s is not a chain made by resumable_chain and no directory "
-                                 "below it holds one" % path)
+                raise not_a_chain(path)
         for child in children:  # runs/latest -> runs/sweep/a is one chain, shown by its name
             real = os.path.realpath(child)
             if real not in seen:
@@ -3859,10 +3855,9 @@ def _chains_below(path, depth, top=True):
         return []  # not the caller's to look into: no chain of theirs is there
     found = []
     for entry in entries:
-        try:  # False when it cannot be stat'ed (a link into a directory one may not search)
+        is_dir = False  # when it cannot be stat'ed (a link into a directory one may not search)
+        with contextlib.suppress(OSError):
             is_dir = entry.is_dir()
-        except OSError:
-            is_dir = False
         if entry.name.startswith(".") or not is_dir:
             continue
         if holds_chain(entry.path):
@@ -3878,8 +3873,9 @@ def chain_status(run_dir):
 
 
 # What status keeps of a chain till Slurm answers: its links shown (``links``: how many), ``roles``
-# ({job ID: role}) the verdict's jobs, ``others`` ({job ID: (role, note)}) rows to see, ``ran``
-# what the journal's guard did (guards_that_ran), cluster_to_ask's.
+# ({job ID: role}) the verdict's jobs (newest links, record's, successor or first job), ``others``
+# ({job ID: (role, note)}) rows to see (guards, dead successors, what guards queued), ``ran`` what
+# the journal's guard did (guards_that_ran), cluster_to_ask's.
 StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles others ran "
                                                   "cluster note")
 
@@ -3919,12 +3915,8 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             if cluster not in clusters:
                 here = current_cluster() if here is False and cluster else here
                 clusters[cluster] = cluster_to_ask(cluster, here)
-            guards = guards_that_ran(chain.store)  # read once: for others and the guard's row
-            others = _other_roles(chain, guards) if rows > COLLECTION_ROWS else {}
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
-                              _status_roles(chain, rows), others, [what for guard, _, what in guards
-                                                                   if guard == chain.record.guard],
-                              *clusters[cluster])  # kept: O(rows), not O(files)
+                              *(_roles(chain, rows) + clusters[cluster]))  # O(rows), not O(files)
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
                 (job, None) for job in list(plan.roles) + [chain.guard()] + list(plan.others)
                 if job)
@@ -3961,17 +3953,6 @@ def unreadable_status(run_dir, error):
     return status
 
 
-def _status_roles(chain, rows):
-    """{job ID: role} of the jobs of the verdict: newest links, record's, successor (or first)."""
-    record = chain.record
-    roles = collections.OrderedDict((job, "link") for job in chain.jobs[-rows:])
-    if record.job and record.job not in roles:
-        roles[record.job] = "decided" if record.action not in WORK_ACTIONS else "resumed link"
-    if record.successor and record.successor not in roles:
-        roles[record.successor] = "successor" if record.job else "first job"
-    return roles
-
-
 def guards_that_ran(store):
     """[(guard, job it guarded, what it did)], oldest first, from GUARD_LOG's last MiB or []."""
     try:
@@ -3990,9 +3971,17 @@ def guards_that_ran(store):
     return found
 
 
-def _other_roles(chain, guards):
-    """{job ID: (role, note)} of guards (what they did), dead successors and what guards queued."""
-    record, others = chain.record, collections.OrderedDict()
+def _roles(chain, rows):
+    """StatusPlan's roles, others (one chain's) and ran, from one read of GUARD_LOG."""
+    record, guards, others = chain.record, guards_that_ran(chain.store), collections.OrderedDict()
+    roles = collections.OrderedDict((job, "link") for job in chain.jobs[-rows:])
+    if record.job and record.job not in roles:
+        roles[record.job] = "decided" if record.action not in WORK_ACTIONS else "resumed link"
+    if record.successor and record.successor not in roles:
+        roles[record.successor] = "successor" if record.job else "first job"
+    ran = [what for guard, _, what in guards if guard == record.guard]
+    if rows <= COLLECTION_ROWS:  # a collection's rows: the verdict's jobs alone
+        return roles, others, ran
     for guard, guarded, what in guards:
         others[guard] = ("guard", "ran once job %s ended: %s" % (guarded, what))
         queued = what.partition(CONTINUED_WITH)[2].split(" ")[0].rstrip(";,")
@@ -4010,15 +3999,14 @@ def _other_roles(chain, guards):
                                   "continues the chain if job %s dies before its prologue"
                                   % record.successor if guard == record.guard else
                                   "queues the successor of job %s when it ends" % record.job))
-    return others
+    return roles, others, ran
 
 
-def _status_of(plan, answer, budgets, deadline=None):
-    """One chain's status from ``answer`` ({job ID: Job}, errors) and ``budgets`` ({dir: report
-    or StateError}, filled in until the ``deadline``)."""
+def _status_of(plan, answer, budgets, deadline):
+    """One chain's status from ``answer`` ({job ID: Job}, errors) and the budgets read so far."""
     chain, (known, unanswered) = plan.chain, answer
     record = chain.record
-    rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN", 0), role, record)
+    rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN"), role, record)
             for job_id, role in plan.roles.items()]
     # the last link's time while the walltime file lacks it (running, or never continued)
     last = record.job if record.action in WORK_ACTIONS and chain.jobs[-1:] == [record.job] else 0
@@ -4052,42 +4040,42 @@ def _status_of(plan, answer, budgets, deadline=None):
         status["problems"].append(str(status["budget"]))
         status["budget"] = None
     verdict = _verdict(record, rows, status, chain)
-    unreadable = status["problems"] if verdict.word not in ("finished", "stopped") else \
-        chain.problems  # an ended chain's own files: resume refuses it till they are fixed
+    refused = [problem for problem in chain.problems if not isinstance(problem, LostEvents)]
+    unreadable = refused if verdict.word in ("finished", "stopped") else status["problems"]
     status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
                   attention=verdict.text if verdict.fails else unreadable and (
-                      "a state file cannot be read: %s" % status["problems"][0]) or None)
-    if chain.problems and verdict.next and record.job is not None:  # resume refuses till then
+                      "a state file cannot be read: %s" % unreadable[0]) or None)
+    if refused and verdict.next and record.job is not None:  # resume refuses till they are fixed
         status["next"] = "fix or delete the file named above, then: " + verdict.next
     _show_other_jobs(status, plan, known)
     return status
 
 
-def _budget_of(budget_dir, budgets, deadline=None):
+def _budget_of(budget_dir, budgets, deadline):
     """budget_dir's report (None: none) or its StateError, cached in budgets."""
-    if budget_dir and budget_dir not in budgets and deadline and time.monotonic() > deadline:
-        return StateError("budget %s not read: status ran out of its %d s"
-                          % (budget_dir, STATUS_SECONDS))
     if budget_dir and budget_dir not in budgets:
         try:
+            if time.monotonic() > deadline:
+                raise StateError("budget %s not read: status ran out of its %d s"
+                                 % (budget_dir, STATUS_SECONDS))
             budgets[budget_dir] = budget_report(budget_dir)
         except StateError as error:
             budgets[budget_dir] = error
-    return budgets.get(budget_dir) if budget_dir else None
+    return budgets.get(budget_dir)
 
 
 def _show_other_jobs(status, plan, known):
     record, rows, ran = plan.chain.record, list(status["jobs"]), plan.ran
     shown = dict((row["job"], row) for row in rows)
     for job_id, (role, note) in plan.others.items():
-        if job_id in shown:  # a link or successor that a guard queued: say so (a link stays one)
-            shown[job_id].update(role=shown[job_id]["role"] if shown[job_id]["role"] == "link"
-                                 else role, note="; ".join(
-                words for words in (note, shown[job_id]["note"]) if words))
-            continue
-        job = known.get(job_id) or Job(job_id, "UNKNOWN", 0)
-        ended = job_id == record.guard and is_final(job.state) and not ran  # e.g. cancelled
-        rows.append(dict(_status_row(job, role, record), note=None if ended else note))
+        row = shown.get(job_id)
+        if row:  # a link or successor that a guard queued: say so (a link stays one)
+            row.update(role="link" if row["link"] else role,
+                       note="; ".join(words for words in (note, row["note"]) if words))
+        else:
+            job = known.get(job_id) or Job(job_id, "UNKNOWN")
+            ended = job_id == record.guard and is_final(job.state) and not ran  # e.g. cancelled
+            rows.append(dict(_status_row(job, role, record), note=None if ended else note))
     status["jobs"] = sorted(rows, key=lambda row: int(row["job"]))
     if status["guard"] and ran:
         status["guard"]["ran"] = ran[-1]
@@ -4229,7 +4217,6 @@ def _verdict_of(situation, facts):
 
 
 def _verdict(record, rows, status, chain):
-    """The chain's Verdict: its situation's row of VERDICTS, or its cause's of STOP_CAUSES."""
     facts = {"run_dir": shell_quote(status["run_dir"]),
              "resume": "resumable-chain resume %s" % shell_quote(status["run_dir"]),
              "submit_again": _submit_again(chain.submitted, status["run_dir"])}
@@ -4243,9 +4230,8 @@ def _verdict(record, rows, status, chain):
     if record.action in ("complete", "fail", "stop"):  # by its cause
         # sacct says who cancelled the predecessor (the controller, which the link asked, does not)
         predecessor = next((row for row in rows if row["job"] == record.predecessor), {})
-        cause = record.cause
-        if cause not in STOP_CAUSES or (cause == "cancelled" and not predecessor):
-            cause = None  # a cause of a newer version, or who cancelled is unknown
+        cause = record.cause if record.cause in STOP_CAUSES and (  # else a newer version's, or
+            predecessor or record.cause != "cancelled") else None  # a cancel by someone unknown
         words = dict(record._asdict(), resume=facts["resume"], cancelled_by=_state_words(
             predecessor.get("state")), budget="resumable-chain budget " + shell_quote(
                 record.budget_dir or "DIR"))
@@ -4907,7 +4893,6 @@ def format_status(status):
 
 
 def _guard_line(status):
-    """[the guard line] while the chain goes on; or why none."""
     guard = status["guard"]
     if status["verdict_word"] not in ("running", "waiting") or not (guard or status["guard_error"]):
         return []
@@ -4927,12 +4912,10 @@ def _status_warnings(status, shown):
 
 
 def _live_job(status):
-    """The running job, else the pending one: its time left or why."""
     live = [row for row in status["jobs"] if base_state(row["state"]) in LIVE_STATES]
-    running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if not live:
         return "-"
-    row = (running or live)[-1]
+    row = ([row for row in live if base_state(row["state"]) != "PENDING"] or live)[-1]
     text = "%s %s" % (row["job"], base_state(row["state"]))
     if row["time_left"] is not None:
         return text + " %s left" % format_duration(row["time_left"])
@@ -4955,9 +4938,10 @@ def format_collection(statuses):
             format_duration(status["walltime_used"]), cap), "%d/%s" % (
                 status["retries"], "-" if status["max_retries"] is None else status["max_retries"]),
             _live_job(status)))
-        notes += ["NEEDS ATTENTION %s: %s" % (shown, status["attention"])] \
-            if status["attention"] else []
-        notes += _status_warnings(status, shown)
+        attention = status["attention"] or ""  # a problem it names is not repeated
+        notes += ["NEEDS ATTENTION %s: %s" % (shown, attention)] if attention else []
+        notes += _status_warnings(dict(status, problems=[
+            problem for problem in status["problems"] if problem not in attention]), shown)
         steps += ["next %s: %s" % (shown, status["next"].replace(shell_quote(
             status["run_dir"]), shell_quote(shown)))] if status["next"] else []
     widths = [max(len(row[column]) for row in table) for column in range(len(table[0]))]
@@ -4979,7 +4963,6 @@ def _pretty_json(value):
 
 
 def _each_text(value, change):
-    """``value`` with ``change`` applied to every string in it."""
     if isinstance(value, str):
         return change(value)
     if isinstance(value, dict):

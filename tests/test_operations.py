@@ -1286,14 +1286,19 @@ def test_a_chain_cancelled_before_its_first_job_ran_says_how_to_submit_it_again(
     assert json.loads(read(run_dir, rc.SUBMIT_FILE))["max_walltime"] == 7200
 
 
-def test_status_next_line_says_to_fix_a_corrupt_file_first(cluster, run_dir, capsys,
-                                                           monkeypatch):
+@pytest.mark.parametrize("corrupt,refused", [
+    (rc.WALLTIME_FILE, True),  # resume refuses till it is fixed: status says so first
+    (rc.EVENTS_FILE, False),  # it costs a notification alone (LostEvents): a warning, no more
+])
+def test_status_next_line_says_to_fix_a_corrupt_file_first_if_resume_refuses_it(
+        cluster, run_dir, capsys, monkeypatch, corrupt, refused):
     failed_chain(cluster, run_dir)
-    with open(os.path.join(run_dir, rc.WALLTIME_FILE), "w") as handle:
+    with open(os.path.join(run_dir, corrupt), "w") as handle:
         handle.write("garbage\n")
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
-    assert report["next"].startswith("fix or delete the file named above, then: ")
-    assert resume(cluster, capsys, monkeypatch, run_dir)[0] == 2  # indeed refused till then
+    assert report["next"].startswith("fix or delete the file named above, then: ") == refused
+    assert report["problems"][0].startswith("corrupt state file")  # shown either way
+    assert resume(cluster, capsys, monkeypatch, run_dir)[0] == (2 if refused else 0)
 
 
 def test_a_link_on_another_cluster_refuses_to_continue_the_chain(cluster, run_dir):
@@ -1514,6 +1519,23 @@ def test_status_of_a_collection_is_one_table_from_one_sacct_and_one_squeue(clust
                                 "--json")[1])
     assert [item["verdict_word"] for item in listed] == ["broken", "running"]
     assert run_cli(cluster, capsys, monkeypatch, "status", "runs", "--check")[0] == 1
+
+
+@pytest.mark.parametrize("files,phrase", [
+    ({rc.WALLTIME_FILE: "garbage\n"}, "is not a whole number"),  # resume refuses it till fixed
+    ({rc.JOURNAL_FILE: "[" * 100000 + "]" * 100000}, "resumable_chain journal (JSON object)"),
+], ids=["an ended chain's counter", "a journal"])
+def test_a_collection_names_a_corrupt_file_once(cluster, tmp_path, capsys, monkeypatch, files,
+                                                phrase):
+    parent = str(tmp_path / "runs")
+    collection_chain(cluster, parent, "a", "running with a pending successor")
+    run_dir = collection_chain(cluster, parent, "b", "finished")
+    for name, content in files.items():
+        write(os.path.join(run_dir, name), content)
+    monkeypatch.chdir(str(tmp_path))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", "--check", "runs")
+    assert status == 1 and "NEEDS ATTENTION runs/b: " in out, err
+    assert " ".join(out.split()).count(phrase) == 1, out  # however the note wraps
 
 
 @pytest.mark.parametrize("situation", ["a submitted first job not started yet",
