@@ -378,7 +378,10 @@ def recorded(name):
 
 def parse_sbatch_output(text):
     """The job ID sbatch printed, or None."""
-    return rc.parse_sbatch_reply(text)[0]
+    try:
+        return rc.sbatch_answer(rc.SlurmResult(0, text, ""))[0]
+    except rc.StateError:
+        return None
 
 
 @pytest.mark.parametrize("release,held", [("22.05", "1728"), ("24.11", "197"), ("26.05", "716")])
@@ -862,12 +865,17 @@ def test_the_sbatch_option_table_is_what_the_recorded_releases_accept():
 
 
 @pytest.mark.parametrize("word,expected", [
-    ("--part", ("--partition", True)), ("--part=debug", ("--partition", False)),
-    ("--arr=1-4", ("--array", False)), ("--dep", ("--dependency", True)),
-    ("--hint", ("--hint", True)), ("--kill-on-invalid-dep", ("--kill-on-invalid-dep", True)),
-    ("--exclusive", ("--exclusive", False)), ("--requeue", ("--requeue", False)),
-    ("-p", ("-p", True)), ("-pdebug", ("-p", False)), ("-H", ("-H", False)),
-    ("--container-image=nvcr.io/x", ("--container-image", False)),  # a site plugin's option
+    ("--part", ("--partition", "--partition", True)),
+    ("--part=debug", ("--partition", "--partition=debug", False)),
+    ("--arr=1-4", ("--array", "--array=1-4", False)),
+    ("--dep", ("--dependency", "--dependency", True)),
+    ("--hint", ("--hint", "--hint", True)),
+    ("--kill-on-invalid-dep", ("--kill-on-invalid-dep", "--kill-on-invalid-dep", True)),
+    ("--exclusive", ("--exclusive", "--exclusive", False)),
+    ("--requeue", ("--requeue", "--requeue", False)), ("-p", ("-p", "-p", True)),
+    ("-pdebug", ("-p", "-pdebug", False)), ("-H", ("-H", "-H", False)),
+    ("--container-image=nvcr.io/x",  # a site plugin's option
+     ("--container-image", "--container-image=nvcr.io/x", False)),
 ], ids=lambda value: value if isinstance(value, str) else "")
 def test_resolve_option_reads_options_as_sbatch_does(word, expected):
     assert rc.resolve_option(word) == expected
@@ -989,11 +997,21 @@ def test_decide_counts_an_exit_75_within_a_minute_as_a_retry(situation, elapsed,
      ["--export=NONE,RESUMABLE_CHAIN_NAMED=1"]),  # sbatch: the environment over the script
     ([], {}, "#!/bin/bash\n#SBATCH --export=NONE\n", ["--export=NONE,RESUMABLE_CHAIN_NAMED=1"]),
     ([], {"SBATCH_EXPORT": "ALL,FOO=1"}, "", []),
+    (["--export=A"], {"SBATCH_EXPORT": "HOME"}, "", ["--export=A,RESUMABLE_CHAIN_NAMED=1"]),
+    ([], {}, None, []),  # sbatch says why it cannot read the script
 ], ids=["whole environment", "ALL over the script's NONE", "--export=NONE", "a list",
-        "SBATCH_EXPORT=NONE", "the script's #SBATCH --export=NONE", "ALL with more"])
-def test_a_named_job_keeps_its_mark_whatever_it_exports(options, environ, header, expected):
+        "SBATCH_EXPORT=NONE", "the script's #SBATCH --export=NONE", "ALL with more",
+        "the command line over SBATCH_EXPORT", "no script"])
+def test_a_named_job_keeps_its_mark_whatever_it_exports(tmp_path, monkeypatch, options, environ,
+                                                        header, expected):
     # Seen on 22.05 and 26.05: sbatch --export=NONE,VAR=1 gives the job VAR and no other.
-    assert rc.named_export(options, header, environ) == expected
+    monkeypatch.delenv("SBATCH_EXPORT", raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    script = tmp_path / "job.sh"
+    if header is not None:
+        script.write_text(header + "true\n")
+    assert rc.named_export(options, str(script)) == expected
 
 
 @pytest.mark.parametrize("caps,left", [

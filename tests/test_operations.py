@@ -499,27 +499,6 @@ def test_a_resumed_link_that_exports_nothing_still_carries_its_mark(cluster, run
     assert exports == ["--export=NONE", "--export=NONE,%s=1" % rc.NAMED_ENV]  # the last counts
 
 
-@pytest.mark.parametrize("options, environ, directive, expected", [
-    ([], {}, "", []),
-    ([], {}, "#SBATCH --export=NONE\n", ["--export=NONE,%s=1" % rc.NAMED_ENV]),
-    ([], {"SBATCH_EXPORT": "HOME"}, "#SBATCH --export=NONE\n",
-     ["--export=HOME,%s=1" % rc.NAMED_ENV]),
-    (["--export=A"], {"SBATCH_EXPORT": "HOME"}, "", ["--export=A,%s=1" % rc.NAMED_ENV]),
-    ([], {}, "#SBATCH --export=ALL,X=1\n", []),
-    ([], {}, None, []),  # no script: sbatch says why
-], ids=["whole environment", "script's", "SBATCH_EXPORT first", "command line first", "ALL",
-        "no script"])
-def test_a_named_job_keeps_its_mark_whatever_export_option_gives_it(
-        tmp_path, monkeypatch, options, environ, directive, expected):
-    monkeypatch.delenv("SBATCH_EXPORT", raising=False)
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
-    script = tmp_path / "job.sh"
-    if directive is not None:
-        script.write_text("#!/bin/bash\n" + directive + "true\n")
-    assert rc.named_export(options, str(script)) == expected
-
-
 def test_a_job_name_given_to_resume_names_the_guards_too(cluster, run_dir, capsys, monkeypatch):
     # A new user's trial on 22.05: resume --job-name=k5b queued k5b with the guard g:k5.
     failed_chain(cluster, run_dir)
