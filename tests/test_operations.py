@@ -1965,7 +1965,9 @@ def test_a_submit_whose_sbatch_hangs_after_queueing_cancels_the_held_job(cluster
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH -t 5\ntrue\n")
     run_dir = str(tmp_path / "r")
     process = subprocess.Popen([sys.executable, rc.__file__, "submit", run_dir, script],
-                               env=cluster.env(RESUMABLE_CHAIN_COMMAND_TIMEOUT=2),
+                               # Ctrl-C: its sbatch may wait 24 s (under 30), time to interrupt
+                               env=cluster.env(RESUMABLE_CHAIN_COMMAND_TIMEOUT=2 if how ==
+                                               "timeout" else 8),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                universal_newlines=True)
     if how == "Ctrl-C":
