@@ -4040,11 +4040,12 @@ def _status_of(plan, answer, budgets, deadline):
         status["problems"].append(str(status["budget"]))
         status["budget"] = None
     verdict = _verdict(record, rows, status, chain)
-    refused = [problem for problem in chain.problems if not isinstance(problem, LostEvents)]
-    unreadable = refused if verdict.word in ("finished", "stopped") else status["problems"]
+    unreadable = status["problems"] if verdict.word not in ("finished", "stopped") else \
+        chain.problems  # an ended chain's own files (a lost event too: --check says so)
     status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
                   attention=verdict.text if verdict.fails else unreadable and (
-                      "a state file cannot be read: %s" % unreadable[0]) or None)
+                      "a state file cannot be read: %s" % status["problems"][0]) or None)
+    refused = [problem for problem in chain.problems if not isinstance(problem, LostEvents)]
     if refused and verdict.next and record.job is not None:  # resume refuses till they are fixed
         status["next"] = "fix or delete the file named above, then: " + verdict.next
     _show_other_jobs(status, plan, known)

@@ -1503,7 +1503,8 @@ def test_status_of_a_collection_is_one_table_from_one_sacct_and_one_squeue(clust
 @pytest.mark.parametrize("files,phrase", [
     ({rc.WALLTIME_FILE: "garbage\n"}, "is not a whole number"),  # resume refuses it till fixed
     ({rc.JOURNAL_FILE: "[" * 100000 + "]" * 100000}, "resumable_chain journal (JSON object)"),
-], ids=["an ended chain's counter", "a journal"])
+    ({rc.EVENTS_FILE: "garbage\n"}, "events file"),  # resume takes it, --check still fails
+], ids=["an ended chain's counter", "a journal", "an ended chain's events"])
 def test_a_collection_names_a_corrupt_file_once(cluster, tmp_path, capsys, monkeypatch, files,
                                                 phrase):
     parent = str(tmp_path / "runs")
