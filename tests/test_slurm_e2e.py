@@ -141,6 +141,13 @@ class Chain(object):
     def wait_running(self, job_id):
         self.wait_for(lambda: self.live().get(job_id) == "RUNNING", "job %s running" % job_id)
 
+    def start(self):
+        """Release the first job, held at submit, and wait until it runs: a test that acts on
+        a running first link must not find it already ended (a one-minute link ended while
+        the tests before its own ran, on a slow CI machine)."""
+        run(["scontrol", "release", self.first])
+        self.wait_running(self.first)
+
     def wait_working(self, job_id):
         """Wait until the link's work started: its successor is queued before its work (only
         that sbatch precedes it), so a test that kills it and counts its work waits for this."""
@@ -337,16 +344,19 @@ def phase_a(root):
     if stale:  # chains left by an interrupted earlier run would compete for the node
         run(["scancel"] + stale, check=False)
     for name, chain in chains.items():
+        # the chains whose test acts on their running first link start when it does (start())
+        hold = ["--hold"] if name in ("scancel", "never-starts", "cancel", "broken", "force",
+                                      "requeue", "cluster") else []
         if name == "srun-mem":
             chain.submit("--mem=100")
         elif name == "requeue":
-            chain.submit("--requeue")
+            chain.submit("--requeue", *hold)
         elif name == "submit":
             chain.submit_with_cli("--max-retries", "1")
         elif name == "force":
-            chain.submit_with_cli()
+            chain.submit_with_cli(*hold)
         else:
-            chain.submit("--no-requeue")
+            chain.submit("--no-requeue", *hold)
     return chains
 
 
@@ -355,7 +365,7 @@ def phase_a(root):
 
 def test_user_scancel_of_the_running_link_stops_the_chain(phase_a):
     chain = phase_a["scancel"]
-    chain.wait_running(chain.first)
+    chain.start()
     chain.wait_working(chain.first)
     successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                "a pending successor")[0]
@@ -370,7 +380,7 @@ def test_user_scancel_of_the_running_link_stops_the_chain(phase_a):
 
 def test_a_successor_that_can_never_start_fails_status_check(phase_a):
     chain = phase_a["never-starts"]
-    chain.wait_running(chain.first)
+    chain.start()
     [successor] = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                  "a pending successor")
     run(["scontrol", "update", "JobId=%s" % successor, "MinMemoryNode=100000000"])  # 100 TB
@@ -388,7 +398,7 @@ def test_a_successor_that_can_never_start_fails_status_check(phase_a):
 
 def test_cancel_command_stops_a_running_chain_for_good(phase_a):
     chain = phase_a["cancel"]
-    chain.wait_running(chain.first)
+    chain.start()
     chain.wait_working(chain.first)
     successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                "a pending successor")[0]
@@ -407,7 +417,7 @@ def test_cancel_command_stops_a_running_chain_for_good(phase_a):
 
 def test_a_chain_whose_pending_successor_a_person_cancelled_stops_and_resumes(phase_a):
     chain = phase_a["broken"]
-    chain.wait_running(chain.first)
+    chain.start()
     chain.wait_working(chain.first)
     successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                "a pending successor")[0]
@@ -439,7 +449,7 @@ def test_a_chain_whose_pending_successor_a_person_cancelled_stops_and_resumes(ph
 
 def test_submit_force_cancels_the_live_chain_and_a_refused_submit_changes_nothing(phase_a):
     chain = phase_a["force"]
-    chain.wait_running(chain.first)
+    chain.start()
     chain.wait_working(chain.first)
     old_successor = chain.wait_for(lambda: [j for j, s in chain.live().items() if s == "PENDING"],
                                    "a pending successor")[0]
@@ -481,7 +491,7 @@ def test_submit_force_cancels_the_live_chain_and_a_refused_submit_changes_nothin
 
 def test_requeued_link_keeps_one_successor_and_counts_walltime_once(phase_a):
     chain = phase_a["requeue"]
-    chain.wait_running(chain.first)
+    chain.start()
     chain.wait_for(lambda: len(chain.live()) == 2, "the successor queued")
     time.sleep(3)
     # the chain leaves a job's requeue flag as its owner set it (--requeue here): a person
@@ -675,7 +685,7 @@ def other_cluster_environment():
 def test_from_another_clusters_shell_status_and_resume_never_take_its_jobs_for_the_chains(
         phase_a):
     chain = phase_a["cluster"]
-    chain.wait_running(chain.first)
+    chain.start()
     try:
         _status_and_resume_from_another_cluster(chain)
     finally:  # a failed check must not leave a chain of 10-minute links running (it kept the
