@@ -124,7 +124,7 @@ SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # warned only 
 EXIT_TRAP_MARKS = (signal.SIGXFSZ, signal.SIGVTALRM, signal.SIGSYS)
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_TRIES_SECONDS = 240  # how long a guard keeps looking and trying sbatch
-GUARD_REQUEUES = 30  # a guard your job limit refuses requeues itself (some 4 h), then gives up
+GUARD_REQUEUES = 30  # a guard the job limit refuses (some 4 h) or a preemption ends requeues itself
 GUARD_MINUTES = 10  # its tries, a lagging view's wait, the lock's: never killed before it journals
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
 GUARD_PREFIX = "g:"  # before a guard's link's name: squeue cuts names at 8 characters
@@ -2516,7 +2516,9 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
     options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
         ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
         if environ.get(variable)]
-    command = " ".join(shell_quote(word) for word in step_command(*words, python=python))
+    # exec: the guard hears Slurm's SIGTERM (guard_command) with no shell that dies at it first
+    command = " ".join(["exec"] + [shell_quote(word) for word in step_command(*words,
+                                                                              python=python)])
     try:
         return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command]))[0], None
     except StateError as error:
@@ -3128,6 +3130,9 @@ def guard_command(run_dir, job, *defaults, after=None):
     run_dir = os.path.abspath(run_dir)
     check_owned_dir(run_dir)
     os.environ.update(word.split("=", 1) for word in defaults)
+    # Slurm's SIGTERM (a preemption, a cancel) waits while a look acts, then ends guard_chain's
+    # sleep: a look is never cut half-done. Slurm's commands inherit the mask (they are short).
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])
     event, command, words = guard_chain(run_dir, job, os.environ, after=after)
     _log("%s guard %s of job %s: %s" % (time.strftime("%Y-%m-%dT%H:%M:%S"),
                                         os.environ.get("SLURM_JOB_ID", "?"), job, words))
@@ -3136,7 +3141,13 @@ def guard_command(run_dir, job, *defaults, after=None):
     return 0
 
 
-def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic, after=None):
+def sleep_until_term(seconds):
+    """Sleep; True if SIGTERM (which guard_command blocks) came before or meanwhile."""
+    return signal.sigtimedwait([signal.SIGTERM], seconds) is not None
+
+
+def guard_chain(run_dir, job_id, environ, sleep=sleep_until_term, clock=time.monotonic,
+                after=None):
     """JOB ended: continue the chain if it waits on JOB (``after``: the link that queued it)."""
     store, started = chain_store(run_dir), clock()
     deadline = started + GUARD_TRIES_SECONDS
@@ -3145,7 +3156,28 @@ def guard_chain(run_dir, job_id, environ, sleep=time.sleep, clock=time.monotonic
         done, result = _guard_once(store, job_id, environ, final, after, clock() - started)
         if done or final:
             return result
-        sleep(delay)
+        ending = sleep(delay) and _guard_terminated(environ)
+        if ending:
+            return None, None, "%s; %s" % (result[2], ending)
+
+
+def _guard_terminated(environ):
+    """After SIGTERM, what ends the guard (None: a preemption's GraceTime, it goes on). Preempted,
+    it requeues itself: PreemptMode=CANCEL ignores its --requeue, and nothing else would look
+    again (chaos run 13 lost 2 chains so). A person's cancel ends it."""
+    answer = SLURM.controller(environ.get("SLURM_JOB_ID") or "")
+    state = answer.job and base_state(answer.job.state)
+    if state == "RUNNING":
+        return None
+    if state == "PREEMPTED" and _requeue_guard(environ):
+        return "preempted: it looks again once Slurm has requeued it"
+    return "it ended %s" % (state or "(%s)" % answer.error)
+
+
+def _requeue_guard(environ):
+    """Requeue this guard (its slot kept, idempotent), at most GUARD_REQUEUES times."""
+    return int(environ.get("SLURM_RESTART_COUNT") or 0) < GUARD_REQUEUES and not SLURM.error(
+        ["scontrol", "requeue", environ.get("SLURM_JOB_ID", "")])
 
 
 # The guard's situations (_guard_situation, then _guard_ending): (whether this look is its last:
@@ -3348,9 +3380,7 @@ def _guard_heals(look, field, what, *, dead):
             store.write_record(state._replace(successor_error=error))
         if not look.final:
             return False, (None, None, words + ("" if field == "job" else ", trying again"))
-        if job_limit_refusal(error) and int(environ.get("SLURM_RESTART_COUNT") or 0) < \
-                GUARD_REQUEUES and not SLURM.error(  # no slot frees: it holds its own
-                    ["scontrol", "requeue", environ.get("SLURM_JOB_ID", "")]):  # idempotent
+        if job_limit_refusal(error) and _requeue_guard(environ):  # no slot frees: keep its own
             return True, (None, None, words + "; your job limit: this guard tries again once "
                           "Slurm has requeued it")
         return True, _guard_gives_up(look, words if field != "successor" else "%s; its "

@@ -1,13 +1,17 @@
 """Issue 43 items 2-3: sweeps and chains under the job limits and rate limits of large sites."""
+import contextlib
 import os
+import signal
+import subprocess
 import sys
+import time
 
 import pytest
 
 import resumable_chain as rc
 import fake_slurm
 import histories
-from fake_cluster import read, run_cli
+from fake_cluster import FakeCluster, read, run_cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SWEEP_SCRIPT = "#!/bin/bash\n#SBATCH --time=10\necho work\n"
@@ -191,6 +195,77 @@ def test_a_requeued_guard_continues_the_chain_once_a_job_ended(tmp_path, monkeyp
     journaled, _, words = guard(run_dir)
     assert journaled.event == "healed" and "continued with job 2000" in words, words
     assert rc.StateStore(run_dir).read_record().successor == "2000"
+
+
+def set_state(path, job_id, state):
+    cluster = fake_slurm.load(path)
+    cluster["jobs"][job_id]["state"] = state
+    fake_slurm.save(path, cluster)
+
+
+@pytest.mark.parametrize("state, restarts, requeued, event, said", [
+    ("PREEMPTED", None, True, None, "preempted: it looks again once Slurm has requeued it"),
+    ("PREEMPTED", rc.GUARD_REQUEUES, False, None, "it ended PREEMPTED"),
+    ("CANCELLED", None, False, None, "it ended CANCELLED"),  # a person's: it goes
+    ("RUNNING", None, False, "broken", "could not queue the next link"),  # GraceTime: it goes on
+], ids=["preempted while sbatch fails", "preempted too often", "cancelled by a person",
+        "told during a preemption's grace time"])
+def test_a_guard_sent_sigterm_while_its_sbatch_fails_requeues_itself_only_when_preempted(
+        tmp_path, monkeypatch, state, restarts, requeued, event, said):
+    """Chaos run 13: both guards of two chains were preempted between their tries (sbatch was
+    out): nothing looked again. Slurm's SIGTERM ends a guard's pause (sleep_until_term)."""
+    run_dir, path = refused_link(tmp_path, monkeypatch, "other")
+    clock, pauses = histories.OwnClock(), []
+
+    def sigterm(seconds):
+        pauses.append(seconds)
+        clock.sleep(seconds)
+        set_state(path, "1500", state)
+        return True
+    environ = dict({"SLURM_JOB_ID": "1500"}, **({"SLURM_RESTART_COUNT": str(restarts)}
+                                               if restarts is not None else {}))
+    journaled, _, words = rc.guard_chain(run_dir, "1000", environ, sleep=sigterm, clock=clock)
+    assert (fake_slurm.load(path)["jobs"]["1500"]["state"] == "PENDING") == requeued, words
+    assert (journaled and journaled.event) == event and said in words, words
+    assert len(pauses) == (1 if event is None else len(rc.RETRY_DELAYS) + 1), pauses
+
+
+def test_a_queued_guard_hears_slurms_sigterm_and_requeues_itself_when_preempted(
+        tmp_path, monkeypatch):
+    """The wrap as sbatch writes it, run in a process group of its own as slurmstepd does: SIGTERM
+    to all of it, SIGKILL to what is left once the script ended. Without exec its shell dies
+    first; without the blocked signal the guard does."""
+    run_dir, path = refused_link(tmp_path, monkeypatch, "other")
+    cluster = fake_slurm.load(path)
+    error = cluster.pop("sbatch_error")
+    fake_slurm.save(path, cluster)
+    guard, _ = rc.queue_guard("1000", run_dir, "job.sh", {})
+    cluster = fake_slurm.load(path)
+    cluster["sbatch_error"] = error
+    cluster["jobs"][guard]["state"] = "RUNNING"
+    fake = FakeCluster(str(tmp_path / "slurm"))
+    fake.save(cluster)
+    script, log = str(tmp_path / "wrap.sh"), str(tmp_path / "guard.log")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/sh\n# This script was created by sbatch --wrap.\n\n%s\n"
+                     % cluster["jobs"][guard]["wrap"])
+    with open(log, "w") as output:
+        process = subprocess.Popen(["/bin/sh", script], env=fake.env(guard), stdout=output,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.time() + 30
+        while not fake.calls("sbatch") and time.time() < deadline:  # its first try failed
+            time.sleep(0.1)
+        time.sleep(0.5)  # it pauses 10 s before the next
+        set_state(fake.state_path, guard, "PREEMPTED")
+        os.killpg(process.pid, signal.SIGTERM)
+        status = process.wait(timeout=8)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    words = read(str(tmp_path), "guard.log")
+    assert status == 0 and fake.job(guard)["state"] == "PENDING", (status, words)
+    assert "preempted: it looks again once Slurm has requeued it" in words, words
 
 
 @pytest.mark.parametrize("command, hang, queued", [

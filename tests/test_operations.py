@@ -1852,7 +1852,7 @@ def test_the_guards_submit_and_resume_queue_run_the_python_the_links_run(
     assert status == 0, err
     first = out.strip().split()[-1]
     [guard] = cluster.calls("sbatch", guards=True)[-1:]
-    assert guard["argv"][-1].startswith(python + " -I -S "), guard["argv"]
+    assert guard["argv"][-1].startswith("exec " + python + " -I -S "), guard["argv"]
     copy = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     assert cluster.run_link(copy, first).returncode == 0
     [successor] = cluster.pending()
@@ -1862,7 +1862,7 @@ def test_the_guards_submit_and_resume_queue_run_the_python_the_links_run(
     status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
     assert status == 0, err
     [guard] = cluster.calls("sbatch", guards=True)[-1:]
-    assert guard["argv"][-1].startswith(python + " -I -S "), guard["argv"]
+    assert guard["argv"][-1].startswith("exec " + python + " -I -S "), guard["argv"]
 
 
 def test_status_of_a_parent_shows_a_chain_linked_into_it(cluster, tmp_path, capsys, monkeypatch):
