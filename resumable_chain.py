@@ -3156,22 +3156,19 @@ def guard_chain(run_dir, job_id, environ, sleep=sleep_until_term, clock=time.mon
         done, result = _guard_once(store, job_id, environ, final, after, clock() - started)
         if done or final:
             return result
-        ending = sleep(delay) and _guard_terminated(environ)
-        if ending:
-            return None, None, "%s; %s" % (result[2], ending)
+        if sleep(delay):
+            return None, None, "%s; %s" % (result[2], _guard_terminated(environ))
 
 
 def _guard_terminated(environ):
-    """After SIGTERM, what ends the guard (None: a preemption's GraceTime, it goes on). Preempted,
-    it requeues itself: PreemptMode=CANCEL ignores its --requeue, and nothing else would look
-    again (chaos run 13 lost 2 chains so). A person's cancel ends it."""
-    answer = SLURM.controller(environ.get("SLURM_JOB_ID") or "")
-    state = answer.job and base_state(answer.job.state)
-    if state == "RUNNING":
-        return None
-    if state == "PREEMPTED" and _requeue_guard(environ):
+    """After SIGTERM, why the guard ends. Preempted (PreemptMode=CANCEL ignores its --requeue),
+    it requeues itself: nothing else would look again (chaos run 13 lost 2 chains so). Slurm
+    shows that by PreemptTime: its JobState is COMPLETING meanwhile, PREEMPTED after."""
+    result = SLURM.run(["scontrol", "show", "job", "-o", environ.get("SLURM_JOB_ID") or ""])
+    fields = dict(word.partition("=")[::2] for word in result.stdout.split())
+    if _known(fields.get("PreemptTime")) and _requeue_guard(environ):
         return "preempted: it looks again once Slurm has requeued it"
-    return "it ended %s" % (state or "(%s)" % answer.error)
+    return "it ended %s" % (fields.get("JobState") or last_line(result.stderr))
 
 
 def _requeue_guard(environ):

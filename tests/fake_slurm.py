@@ -278,7 +278,8 @@ def scontrol(argv, cluster, now):
                                      if job.get("array") else "") + "JobName=%s UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=%d Nice=0 "
             "Account=(null) QOS=(null) JobState=%s Reason=%s Dependency=(null) Requeue=%s "
             "Restarts=%d BatchFlag=1 Reboot=0 ExitCode=%s RunTime=%s TimeLimit=%s TimeMin=N/A "
-            "SubmitTime=2026-11-30T00:00:00 StartTime=%s EndTime=%s Partition=debug "
+            "SubmitTime=2026-11-30T00:00:00 StartTime=%s EndTime=%s Deadline=N/A "
+            "PreemptEligibleTime=2026-11-30T00:00:00 PreemptTime=%s SuspendTime=None Partition=debug "
             "NodeList=%s Command=%s WorkDir=/tmp" % (
                 job.get("name") or "job", 0 if job.get("held") else 1,
                 job["state"].split()[0], job.get("reason") or (
@@ -287,6 +288,7 @@ def scontrol(argv, cluster, now):
                                         len(job.get("runs", [])), job.get("exit_code", "0:0"),
                                         seconds_to_clock(job.get("elapsed", 0)),
                                         limit, start, job.get("end", "Unknown"),
+                                        job.get("preempt_time", "None"),
                                         nodes_of(dict(job, start=start)),
                                         job.get("script") or "/tmp/job.sh"))
     if "-o" not in argv and "--oneliner" not in argv:

@@ -145,6 +145,7 @@ class Chain(object):
         """Release the first job, held at submit, and wait until it runs: a test that acts on
         a running first link must not find it already ended (a one-minute link ended while
         the tests before its own ran, on a slow CI machine)."""
+        self.held = False
         run(["scontrol", "release", self.first])
         self.wait_running(self.first)
 
@@ -345,8 +346,9 @@ def phase_a(root):
         run(["scancel"] + stale, check=False)
     for name, chain in chains.items():
         # the chains whose test acts on their running first link start when it does (start())
-        hold = ["--hold"] if name in ("scancel", "never-starts", "cancel", "broken", "force",
-                                      "requeue", "cluster") else []
+        chain.held = name in ("scancel", "never-starts", "cancel", "broken", "force", "requeue",
+                              "cluster")
+        hold = ["--hold"] * chain.held
         if name == "srun-mem":
             chain.submit("--mem=100")
         elif name == "requeue":
@@ -357,7 +359,18 @@ def phase_a(root):
             chain.submit_with_cli(*hold)
         else:
             chain.submit("--no-requeue", *hold)
-    return chains
+    yield chains
+    cancel_unstarted(chains)
+
+
+def cancel_unstarted(chains):
+    """The held chains whose test did not start them (deselected, or an earlier step failed)
+    would stay pending: cancel them and their guards."""
+    for chain in chains.values():
+        if getattr(chain, "held", False):
+            run(["scancel", "--name", chain.name], check=False)
+            run(["scancel", "--name", rc.GUARD_PREFIX + chain.name], check=False)
+            chain.held = False
 
 
 # Tests that act on a running link come first: the other chains run meanwhile.
@@ -783,6 +796,7 @@ def test_two_chains_on_one_shared_budget_stay_within_it(phase_a):
 @pytest.fixture
 def node_alone(phase_a):
     """Wait until no job of this session runs, so node-wide events hit only one chain."""
+    cancel_unstarted(phase_a)
     deadline = time.time() + CHAIN_TIMEOUT
     while run(["squeue", "-h", "-o", "%j"]).stdout.count("rce2e-") and time.time() < deadline:
         time.sleep(2)
@@ -817,6 +831,41 @@ def test_node_failure_resumes_without_a_retry(root, node_alone):
     assert [job["state"] for job in jobs] == ["NODE_FAIL", "COMPLETED", "CANCELLED"], jobs
     assert chain.work() == [jobs[0]["id"], jobs[1]["id"]]
     assert chain.state_file(rc.RETRIES_FILE) == "0\n"
+
+
+def test_a_guard_preempted_between_its_tries_requeues_itself(root, node_alone):
+    """Chaos run 13: two guards whose sbatch failed (an outage) were preempted between their
+    tries, and nothing looked again. Here the guard's sbatch always fails (its links' partition,
+    from its SBATCH_PARTITION default, does not exist); a preemption (PreemptMode=CANCEL) ends its
+    first run: it requeues itself."""
+    chain = Chain(root, "guard-preempt", "true", time_limit="5", plain=True)
+    ended = run(["sbatch", "--parsable", "--job-name=%s" % chain.name, "--output=/dev/null",
+                 "--no-requeue", "--wrap", "exit 3"]).stdout.strip()
+    chain.wait_for(lambda: ended not in chain.live(), "job %s's end" % ended)
+    store = rc.StateStore(chain.run_dir)
+    store.write_text(rc.CHAIN_FILE, ended + "\n")
+    store.write_record(rc.Record(  # it ran its prologue, its successor's sbatch failed
+        job=ended, action="resume", walltime=0, retries=0, max_retries=3, link=1,
+        successor_error="an outage", phase="queued",
+        next=rc.NextLink(chain.script, [], [], chain.name)._asdict()))
+    guard, error = rc.queue_guard(ended, chain.run_dir, chain.name, {"SBATCH_PARTITION": "nosuch"})
+    assert guard, error
+    chain.wait_for(lambda: chain.guards().get(guard) == "RUNNING", "its guard running", timeout=60)
+    time.sleep(3)  # its first try failed: it pauses 10 s
+    run(["sbatch", "--partition=high", "--exclusive", "--job-name=rce2e-preemptor-%s" % TAG,
+         "--output=/dev/null", "--wrap", "sleep 3"])
+    said = "trying again; preempted: it looks again once Slurm has requeued it"
+    try:
+        chain.wait_for(lambda: said in chain.state_file(rc.GUARD_LOG), "its words", timeout=120)
+        chain.wait_for(lambda: chain.guards().get(guard) == "RUNNING", "its second run",
+                       timeout=240)  # after the requeue delay
+        states = run(["sacct", "-j", guard, "-D", "-X", "-P", "-n", "-o", "State"]).stdout
+        assert states.split()[:1] == ["REQUEUED"], states
+    finally:
+        run(["scancel", guard], check=False)  # a person's cancel: it does not requeue itself
+    chain.wait_for(lambda: not chain.guards(), "the guard's end", timeout=60)
+    log = chain.state_file(rc.GUARD_LOG)
+    assert log.count("preempted: it looks again") == 1 and "it ended " in log, log
 
 
 def launching_successor(chain, node, how):
