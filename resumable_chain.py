@@ -944,14 +944,17 @@ def _read_lookup(lookup, job_id, timeout):
         return SlurmResult(None, "", "scontrol timed out after %g s" % timeout)
 
 
+def scontrol_fields(text):
+    """{name: value} of the first job ``scontrol show job -o`` prints (an array's tasks follow);
+    the last one wins, as Slurm prints the real field last."""
+    words = (word.partition("=") for word in (text or "").split("\nJobId=")[0].split())
+    return {name: value for name, _, value in words if value}
+
+
 def parse_scontrol(text):
     """The Job ``scontrol show job -o`` describes, or None; one that never started has run 0 s
     (22.05 shows a bogus RunTime for a job cancelled by its dependency)."""
-    fields = {}
-    for word in (text or "").split("\nJobId=")[0].split():  # an array's ID: its tasks follow
-        name, _, value = word.partition("=")
-        if value:  # the last one wins, as Slurm prints the real field last
-            fields[name] = value
+    fields = scontrol_fields(text)
     if "JobState" not in fields:
         return None
     start = _known(fields.get("StartTime"))
@@ -3165,7 +3168,7 @@ def _guard_terminated(environ):
     it requeues itself: nothing else would look again (chaos run 13 lost 2 chains so). Slurm
     shows that by PreemptTime: its JobState is COMPLETING meanwhile, PREEMPTED after."""
     result = SLURM.run(["scontrol", "show", "job", "-o", environ.get("SLURM_JOB_ID") or ""])
-    fields = dict(word.partition("=")[::2] for word in result.stdout.split())
+    fields = scontrol_fields(result.stdout)
     if _known(fields.get("PreemptTime")) and _requeue_guard(environ):
         return "preempted: it looks again once Slurm has requeued it"
     return "it ended %s" % (fields.get("JobState") or last_line(result.stderr))

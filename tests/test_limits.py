@@ -261,7 +261,7 @@ def test_a_queued_guard_hears_slurms_sigterm_and_requeues_itself_when_preempted(
         while not fake.calls("sbatch") and time.time() < deadline:  # its first try failed
             time.sleep(0.1)
         time.sleep(0.5)  # it pauses 10 s before the next
-        set_state(fake.state_path, guard, "COMPLETING", PREEMPTED)
+        fake.set_job(guard, state="COMPLETING", preempt_time=PREEMPTED)
         os.killpg(process.pid, signal.SIGTERM)
         status = process.wait(timeout=8)
     finally:

@@ -108,6 +108,7 @@ class Chain(object):
                          'n=$(wc -l < %s)\n' % (shlex.quote(self.worklog), shlex.quote(self.worklog)))
             handle.write(work + "\n")
         self.first = None
+        self.held = False  # its first job queued held: start() releases it
 
     def submit(self, *sbatch_options):
         self.first = run(["sbatch", "--parsable"] + list(sbatch_options) + [self.script],
@@ -367,7 +368,7 @@ def cancel_unstarted(chains):
     """The held chains whose test did not start them (deselected, or an earlier step failed)
     would stay pending: cancel them and their guards."""
     for chain in chains.values():
-        if getattr(chain, "held", False):
+        if chain.held:
             run(["scancel", "--name", chain.name], check=False)
             run(["scancel", "--name", rc.GUARD_PREFIX + chain.name], check=False)
             chain.held = False
