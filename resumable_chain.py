@@ -831,7 +831,7 @@ def view_wait(directory):
 def chain_sbatch_args(sbatch_args, allowed=()):
     """sbatch arguments, long names in full, a word sbatch may not know as written (a running
     chain must not stop over a table); ValueError for REFUSED_SBATCH_OPTIONS but ``allowed``."""
-    if isinstance(sbatch_args, str) or len(sbatch_args) > MAX_WORDS:
+    if not isinstance(sbatch_args, (list, tuple)) or len(sbatch_args) > MAX_WORDS:
         raise ValueError("sbatch_args must be a list of at most %d arguments, not %.60r"
                          % (MAX_WORDS, sbatch_args))
     groups = option_groups(sbatch_args)
@@ -1997,7 +1997,7 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
         warnings.append("a new chain in %s: the previous one's files are kept as *%s"
                         % (store.directory, PREVIOUS_SUFFIX))
         snapshot = Snapshot(None, None, None, None, None)
-    save_script(store, next_link)
+    save_script(store, next_link, warnings)
     return snapshot
 
 
@@ -2017,14 +2017,24 @@ def check_no_live_chain(store, record, job_id, cluster, warnings):
                 "successor (cancel it with resumable-chain cancel)" % job_id)
 
 
-def save_script(store, next_link):
+def save_script(store, next_link, warnings):
     """Keep a copy of the job script in the run directory (a first job does this once): Slurm's
-    spool copy (``$0``) goes when the job ends; ``resume`` needs it. A failure costs only that."""
+    spool copy (``$0``) goes when the job ends; ``resume`` needs it. A failure costs only that.
+    Warn when no --time reaches the successors: a --time on sbatch's command line is this job's
+    alone (``submit`` reads it, so it is not warned here)."""
     if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
         return  # already kept in the run directory (submit's copy)
+    text = ""
     with contextlib.suppress(OSError, StateError), open(next_link.script, "rb") as handle:
         text = handle.read().decode("utf-8", "surrogateescape")
         store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
+    with contextlib.suppress(ValueError):  # not a batch script: sbatch said so already
+        given = script_directives(split_batch_script(text)[0]) + list(next_link.sbatch_args)
+        if not (option_value(given, "--time") or os.environ.get("SBATCH_TIMELIMIT")):
+            warnings.append("WARNING: no --time in %s or in the prologue's sbatch options: the "
+                            "successors get the partition's default time limit, not this job's "
+                            "(a --time given to sbatch on its command line is this job's alone)"
+                            % next_link.script)
 
 
 # ---------------------------------------------------------------------------
@@ -2597,9 +2607,13 @@ def _say(text):
 
 
 def _write(text):
-    # Bytes, so that a non-ASCII path prints under any locale (Python 3.6 under LANG=C).
+    # Bytes, so that a non-ASCII path prints under any locale (Python 3.6 under LANG=C); text
+    # to a stream without bytes (a driver's contextlib.redirect_stdout(io.StringIO())).
     sys.stdout.flush()
-    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    if hasattr(sys.stdout, "buffer"):
+        sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
+    else:
+        sys.stdout.write(text)
     sys.stdout.flush()
 
 
@@ -3490,8 +3504,9 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     (``resumable-chain budget``), which must exist. ``notify``: a shell command run for each
     chain event; with it, an EXIT trap reports a finished chain when the job exits 0. ``warn``
     (``SIG@SECONDS``): the work gets SIG that long before its link ends. Works with and without
-    ``set -euo pipefail``.
+    ``set -euo pipefail``. ``sbatch_args=None``: none (a driver's unset setting).
     """
+    sbatch_args = () if sbatch_args is None else sbatch_args
     run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ValueError("run directory %s exists and is not a directory" % run_dir)

@@ -1,6 +1,8 @@
 """Unit tests for resumable_chain: the decision table, parsers fed by real Slurm outputs
 (tests/slurm_outputs), validators, the state JSON, rendering and the command line. The
 rendered prologue against a fake Slurm and real clusters is tested under tests/."""
+import contextlib
+import io
 import json
 import random
 import shlex
@@ -677,16 +679,31 @@ def test_rendered_prologue_runs_this_module_by_absolute_path():
     ({"sbatch_args": ["--array=1-4"]}, "array"),
     ({"sbatch_args": ["-a1-4"]}, "array"),
     ({"sbatch_args": "-p gpu"}, "list"),
+    ({"sbatch_args": iter(["-p", "gpu"])}, "list"),
     ({"max_retries": -1}, "max_retries"),
     ({"max_retries": True}, "max_retries"),
     ({"max_walltime": "0"}, "walltime"),
     ({"python": ""}, "python"),
-], ids=["dependency", "short dependency", "array", "short array", "string args", "negative retries",
-        "bool retries", "zero walltime", "empty python"])
+], ids=["dependency", "short dependency", "array", "short array", "string args",
+        "iterator args", "negative retries", "bool retries", "zero walltime", "empty python"])
 def test_render_rejects(options, message):
     with pytest.raises(ValueError) as error:
         rc.render_prologue("runs/a", **options)
     assert message in str(error.value)
+
+
+def test_a_drivers_unset_sbatch_args_are_none(tmp_path, monkeypatch):
+    monkeypatch.chdir(str(tmp_path))
+    assert rc.render_prologue("runs/a", sbatch_args=None) == rc.render_prologue("runs/a")
+
+
+def test_main_prints_to_a_drivers_text_stream(tmp_path, monkeypatch):
+    """A driver captures main's output with contextlib.redirect_stdout(io.StringIO())."""
+    monkeypatch.chdir(str(tmp_path))
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        assert rc.main(["render", "runs/a"]) == 0
+    assert captured.getvalue() == rc.render_prologue("runs/a")
 
 
 def test_cli_render_matches_the_function(capsys, tmp_path, monkeypatch):

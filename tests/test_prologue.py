@@ -55,6 +55,27 @@ def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
     assert "successor 1000" in result.stderr
 
 
+@pytest.mark.parametrize("time_line, sbatch_args, environ, warned", [
+    ("#SBATCH --time=10", [], {}, False),  # the script's own limit: every link's
+    ("#SBATCH -t 10", [], {}, False),
+    ("", ["--time=10"], {}, False),  # render's options after --: every successor's
+    ("", [], {"SBATCH_TIMELIMIT": "10"}, False),  # sbatch's default, in every link's environment
+    ("", [], {}, True),  # sbatch --time=10 job.sh: that --time is the first job's alone
+], ids=["script", "script-short", "prologue-options", "sbatch-environment", "command-line-only"])
+def test_a_first_job_warns_when_no_time_limit_reaches_its_successors(
+        cluster, run_dir, time_line, sbatch_args, environ, warned):
+    script = cluster.write_script(run_dir, sbatch_args=sbatch_args)
+    with open(script) as handle:
+        text = handle.read().replace("#SBATCH --time=10\n", time_line and time_line + "\n")
+    with open(script, "w") as handle:
+        handle.write(text)
+    result = cluster.run_link(script, 100, **environ)
+    assert result.returncode == 0, result.stderr
+    said = "no --time in %s or in the prologue's sbatch options" % script
+    assert (said in result.stderr) == warned, result.stderr
+    assert cluster.work_done() == ["100"]  # a warning, never a refusal
+
+
 LINKS = [
     # situation: (predecessor state, its elapsed s), (retries before, max_retries, max_walltime),
     #            (exit status, works and queues a successor, walltime after, retries after)
