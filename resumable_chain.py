@@ -846,8 +846,13 @@ def check_sbatch_args(sbatch_args, allowed=()):
     """chain_sbatch_args() of words sbatch takes: ValueError for an unknown, ambiguous or valueless
     option, a stray word (said first) or a --time it cannot read (every successor would fail)."""
     words = chain_sbatch_args(sbatch_args, REFUSED_SBATCH_OPTIONS)
-    for problem in filter(None, (group[2] for group in option_groups(words))):
-        raise ValueError(problem)
+    for name, _, problem in option_groups(words):
+        typo = not problem and sorted(known for known in SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS
+                                      if one_typo_apart(name, known))
+        if problem or typo:  # a site plugin's --name=value, unless a typo of sbatch's own
+            raise ValueError(problem or "unknown option %s (did you mean %s?): sbatch would refuse "
+                             "it in every successor (a site plugin's option of that name goes in "
+                             "the script's #SBATCH lines)" % (name, typo[0]))
     chain_sbatch_args(words, allowed)
     for name in ("--time", "--time-min"):
         for value in option_values(sbatch_args, name):
@@ -856,6 +861,16 @@ def check_sbatch_args(sbatch_args, allowed=()):
                 raise ValueError("invalid %s %r: sbatch takes M, M:S, H:M:S, D-H, D-H:M, D-H:M:S "
                                  "or UNLIMITED (e.g. %s=4:00:00)" % (name, value, name))
     return words
+
+
+def one_typo_apart(word, known):
+    """Whether ``word`` is ``known`` with one letter changed, added or dropped, or two swapped."""
+    at = next((i for i, pair in enumerate(zip(word, known)) if pair[0] != pair[1]),
+              min(len(word), len(known)))  # the first letter that differs
+    return word != known and known in (
+        word[:at] + known[at:at + 1] + word[at + 1:], word[:at] + word[at + 1:],
+        word[:at] + known[at:at + 1] + word[at:], word[:at] + word[at + 1:at + 2] + word[at:at + 1]
+        + word[at + 2:])
 
 
 def option_groups(arguments):
@@ -4756,10 +4771,29 @@ def _recorded_next_link(chain, given):
         "sbatch_args") or ()), option_names(given)) + given, list(spec.get("script_args") or ()),
         option_value(given, "--job-name") or spec.get("job_name"),  # its guards' name follows
         spec.get("workdir"))
+    moved = "was the run directory moved or copied? Its links run where it was made: submit a " \
+        "new chain here"
     if not os.path.isfile(spec.script):
         raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
-                         "cannot resume" % (spec.script, store.path(SCRIPT_COPY)))
+                         "cannot resume (%s)" % (spec.script, store.path(SCRIPT_COPY), moved))
+    named = prologue_run_dir(spec.script)
+    if named and os.path.realpath(named) != os.path.realpath(store.directory):
+        raise StateError("the chain's job script %s keeps its state in %s, not in %s: %s"
+                         % (spec.script, named, store.directory, moved))
     return spec
+
+
+def prologue_run_dir(script):
+    """The run directory a job script's rendered prologue names (the step's first absolute path
+    that is no option: 0.1 wrote ``--max-retries 3``), or None: where its links keep their
+    state, whatever resume was given."""
+    import shlex
+    with contextlib.suppress(OSError, ValueError), open(script, "rb") as handle:
+        for line in handle.read(MAX_STATE_BYTES).decode("utf-8", "replace").splitlines():
+            if " prologue --" in line:  # the in-job step's line: prologue --max-retries=N DIR
+                return next((word for word in shlex.split(line.split(" prologue ", 1)[1])
+                             if os.path.isabs(word)), None)
+    return None
 
 
 DURATION_HELP = "a Slurm duration such as 48:00:00 (a bare number is minutes) or seconds as 5400s"

@@ -4,6 +4,7 @@ import json
 import os
 import pwd
 import shlex
+import shutil
 import signal
 import stat
 import subprocess
@@ -744,13 +745,16 @@ def test_resume_with_a_larger_cap_after_the_chain_stopped_at_it(cluster, run_dir
     assert "walltime 130 s of 600 s | retries 1/7" in result.stderr
 
 
-@pytest.mark.parametrize("situation", ["live", "completed", "finished", "not a chain", "corrupt"])
+@pytest.mark.parametrize("situation", ["live", "completed", "finished", "not a chain", "corrupt",
+                                       "copied", "moved"])
 def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, monkeypatch,
                                            situation):
     script, successor = start_chain(cluster, run_dir)
     expected = {"live": "is live", "completed": "nothing to resume; submit starts a new run",
                 "finished": "found its predecessor COMPLETED): nothing to resume",
-                "not a chain": "is not a chain", "corrupt": "corrupt state file"}[situation]
+                "not a chain": "is not a chain", "corrupt": "corrupt state file",
+                "copied": "keeps its state in %s, not in" % run_dir,  # the links would run there
+                "moved": "keeps its state in %s, not in" % run_dir}.get(situation)
     target = run_dir
     if situation == "completed":
         cluster.finish(100, "COMPLETED", 5)
@@ -767,6 +771,11 @@ def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, m
         cluster.set_job(successor, state="CANCELLED by 0")
         with open(os.path.join(run_dir, rc.WALLTIME_FILE), "w") as handle:
             handle.write("lots\n")
+    elif situation in ("copied", "moved"):  # a chain resume would continue, in another place
+        cluster.finish(100, "TIMEOUT", 5)
+        cluster.set_job(successor, state="CANCELLED by 0")
+        target = str(tmp_path / "elsewhere")
+        (shutil.copytree if situation == "copied" else os.rename)(run_dir, target)
     before = len(cluster.calls("sbatch"))
     status, out, err = resume(cluster, capsys, monkeypatch, target)
     assert status == 2 and expected in err and err.count("\n") == 1 and out == ""
@@ -1704,6 +1713,8 @@ def test_notify_is_validated_and_rendered_only_when_given(run_dir):
 @pytest.mark.parametrize("sbatch_args, refused, kept", [
     (["--part=gpu"], None, ["--partition=gpu"]),
     (["--nosuch=1"], None, ["--nosuch=1"]),  # a site plugin's option: sbatch judges it
+    (["--tiem=1"], "did you mean --time", ["--tiem=1"]),  # a typo in that form is no plugin's
+    (["--container-name=x"], None, ["--container-name=x"]),  # pyxis: near --container-type, no typo
     (["--nosuch"], "unknown option --nosuch", ["--nosuch"]),
     (["--ti=1"], "ambiguous option --ti", ["--ti=1"]),
     (["stray"], "'stray' is not an option", ["stray"]),
@@ -1711,8 +1722,8 @@ def test_notify_is_validated_and_rendered_only_when_given(run_dir):
     (["--time=1:2:3:4"], "invalid --time", ["--time=1:2:3:4"]),
     (["--wrap=x", "stray"], "'stray' is not an option", None),  # sbatch's word said first
     (["--wrap=x"], "not allowed in a chain", None),
-], ids=["abbreviated", "site plugin", "unknown", "ambiguous", "stray word", "no value",
-        "bad time", "refused and stray", "refused"])
+], ids=["abbreviated", "site plugin", "typo with a value", "pyxis", "unknown", "ambiguous",
+        "stray word", "no value", "bad time", "refused and stray", "refused"])
 def test_sbatch_options_sbatch_refuses_are_refused_at_render_but_a_running_chain_keeps_them(
         sbatch_args, refused, kept):
     if refused:
