@@ -846,9 +846,10 @@ def check_sbatch_args(sbatch_args, allowed=()):
     """chain_sbatch_args() of words sbatch takes: ValueError for an unknown, ambiguous or valueless
     option, a stray word (said first) or a --time it cannot read (every successor would fail)."""
     words = chain_sbatch_args(sbatch_args, REFUSED_SBATCH_OPTIONS)
+    known = SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS
     for name, _, problem in option_groups(words):
-        typo = not problem and sorted(known for known in SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS
-                                      if one_typo_apart(name, known))
+        typo = not problem and name not in known and sorted(
+            option for option in known if one_typo_apart(name, option))
         if problem or typo:  # a site plugin's --name=value, unless a typo of sbatch's own
             raise ValueError(problem or "unknown option %s (did you mean %s?): sbatch would refuse "
                              "it in every successor (a site plugin's option of that name goes in "
@@ -4283,7 +4284,7 @@ def _verdict(record, rows, status, chain):
              "submit_again": _submit_again(chain.submitted, status["run_dir"])}
     live = [row for row in rows if base_state(row["state"]) in LIVE_STATES]
     running = [row for row in live if base_state(row["state"]) != "PENDING"]
-    if chain.problems and record.job is None:
+    if chain.problems and (record.job is None or not chain.jobs):  # not "no job recorded yet"
         return _verdict_of("unreadable", dict(facts, problem=chain.problems[0]))
     if status["cancelled"] and not live:
         return _verdict_of("cancelled" if record.job is not None else "cancelled unstarted", dict(

@@ -1289,6 +1289,20 @@ def test_status_next_line_says_to_fix_a_corrupt_file_first_if_resume_refuses_it(
     assert resume(cluster, capsys, monkeypatch, run_dir)[0] == (2 if refused else 0)
 
 
+def test_a_corrupt_chain_file_is_named_in_the_verdict_not_taken_for_a_chain_without_jobs(
+        cluster, run_dir, capsys, monkeypatch):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 70)
+    cluster.set_job(successor, state="CANCELLED by 0")
+    with open(os.path.join(run_dir, rc.CHAIN_FILE), "a") as handle:
+        handle.write("5093x\n")
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json", "--check")
+    report = json.loads(out)
+    assert status == 1 and report["verdict"].startswith(
+        "unknown: cannot read the chain's state (corrupt state file %s" % os.path.join(
+            run_dir, rc.CHAIN_FILE)), report["verdict"]
+
+
 def test_a_link_on_another_cluster_refuses_to_continue_the_chain(cluster, run_dir):
     script, successor = start_chain(cluster, run_dir)
     assert json.loads(read(run_dir, rc.JOURNAL_FILE))["cluster"] == "local"
@@ -1715,6 +1729,7 @@ def test_notify_is_validated_and_rendered_only_when_given(run_dir):
     (["--nosuch=1"], None, ["--nosuch=1"]),  # a site plugin's option: sbatch judges it
     (["--tiem=1"], "did you mean --time", ["--tiem=1"]),  # a typo in that form is no plugin's
     (["--container-name=x"], None, ["--container-name=x"]),  # pyxis: near --container-type, no typo
+    (["--clusters=b"], None, ["--clusters=b"]),  # sbatch's own, a letter off its own --cluster
     (["--nosuch"], "unknown option --nosuch", ["--nosuch"]),
     (["--ti=1"], "ambiguous option --ti", ["--ti=1"]),
     (["stray"], "'stray' is not an option", ["stray"]),
@@ -1722,8 +1737,8 @@ def test_notify_is_validated_and_rendered_only_when_given(run_dir):
     (["--time=1:2:3:4"], "invalid --time", ["--time=1:2:3:4"]),
     (["--wrap=x", "stray"], "'stray' is not an option", None),  # sbatch's word said first
     (["--wrap=x"], "not allowed in a chain", None),
-], ids=["abbreviated", "site plugin", "typo with a value", "pyxis", "unknown", "ambiguous",
-        "stray word", "no value", "bad time", "refused and stray", "refused"])
+], ids=["abbreviated", "site plugin", "typo with a value", "pyxis", "own near own", "unknown",
+        "ambiguous", "stray word", "no value", "bad time", "refused and stray", "refused"])
 def test_sbatch_options_sbatch_refuses_are_refused_at_render_but_a_running_chain_keeps_them(
         sbatch_args, refused, kept):
     if refused:
