@@ -4777,7 +4777,8 @@ def _recorded_next_link(chain, given):
     if not os.path.isfile(spec.script):
         raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
                          "cannot resume (%s)" % (spec.script, store.path(SCRIPT_COPY), moved))
-    named = prologue_run_dir(spec.script)
+    named = (prologue_run_dir(spec.script) or "").replace("%a", option_value(  # a sweep's task
+        spec.sbatch_args, "--array") or "%a")
     if named and os.path.realpath(named) != os.path.realpath(store.directory):
         raise StateError("the chain's job script %s keeps its state in %s, not in %s: %s"
                          % (spec.script, named, store.directory, moved))

@@ -368,6 +368,21 @@ def test_scontrol_of_an_arrays_id_describes_the_task_that_kept_it():
     assert (job.job_id, job.state) == ("2639", "RUNNING")
 
 
+def test_resume_of_a_rendered_sweeps_task_runs_where_its_prologue_keeps_the_task(
+        cluster, tmp_path, capsys, monkeypatch):
+    """The prologue names sweep/%a: resume of sweep/4 is no moved run directory."""
+    sweep = str(tmp_path / "sweep")
+    script = cluster.write_script(os.path.join(sweep, "%a"))
+    assert cluster.run_link(script, 100, SLURM_ARRAY_TASK_ID="4", SLURM_ARRAY_JOB_ID="99",
+                            SLURM_ARRAY_TASK_COUNT="5").returncode == 0
+    [successor] = cluster.pending()
+    cluster.finish(100, "TIMEOUT", 60)
+    cluster.set_job(successor, state="CANCELLED by 0")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", os.path.join(sweep, "4"))
+    assert status == 0, err
+    assert cluster.job(cluster.pending()[-1])["array"] == "4"
+
+
 def test_resume_of_a_cancelled_task_queues_the_same_task(cluster, tmp_path, capsys, monkeypatch):
     sweep, (_, out, _) = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=0-1")
     first = out.split()[1]
