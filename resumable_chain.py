@@ -4779,22 +4779,24 @@ def _recorded_next_link(chain, given):
                          "cannot resume (%s)" % (spec.script, store.path(SCRIPT_COPY), moved))
     named = (prologue_run_dir(spec.script) or "").replace("%a", option_value(  # a sweep's task
         spec.sbatch_args, "--array") or "%a")
-    if named and os.path.realpath(named) != os.path.realpath(store.directory):
+    if named and not (os.path.isdir(named) and os.path.samefile(named, store.directory)):
         raise StateError("the chain's job script %s keeps its state in %s, not in %s: %s"
                          % (spec.script, named, store.directory, moved))
     return spec
 
 
 def prologue_run_dir(script):
-    """The run directory a job script's rendered prologue names (the step's first absolute path
-    that is no option: 0.1 wrote ``--max-retries 3``), or None: where its links keep their
+    """The run directory a job script's rendered prologue names (the step's first word that is
+    no option, if absolute: 0.1 wrote ``--max-retries 3``), or None: where its links keep their
     state, whatever resume was given."""
     import shlex
     with contextlib.suppress(OSError, ValueError), open(script, "rb") as handle:
         for line in handle.read(MAX_STATE_BYTES).decode("utf-8", "replace").splitlines():
             if " prologue --" in line:  # the in-job step's line: prologue --max-retries=N DIR
-                return next((word for word in shlex.split(line.split(" prologue ", 1)[1])
-                             if os.path.isabs(word)), None)
+                words = shlex.split(line.split(" prologue ", 1)[1]) + ["--"]
+                named = next((word for word in words[:words.index("--")]  # not the script's
+                              if not word.startswith("-")), "")
+                return named if os.path.isabs(named) else None
     return None
 
 
