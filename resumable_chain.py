@@ -3851,17 +3851,15 @@ def chain_dirs(paths):
     directory the caller cannot list (a colleague's, lost+found)."""
     found, seen = [], {}  # realpath: index in found
     for path in paths:
-        if holds_chain(path):
-            children = [path]
-        elif not os.path.isdir(path):
+        whole = holds_chain(path)
+        if not (whole or os.path.isdir(path)):
             raise StateError("%s is not a directory" % path)
-        else:
-            try:
-                children = _chains_below(path, CHAIN_DEPTH)
-            except OSError as error:
-                raise StateError("cannot list %s: %s" % (path, error.strerror or error))
-            if not children:
-                raise not_a_chain(path)
+        try:
+            children = [path] if whole else _chains_below(path, CHAIN_DEPTH)
+        except OSError as error:
+            raise StateError("cannot list %s: %s" % (path, error.strerror or error))
+        if not children:
+            raise not_a_chain(path)
         for child in children:  # runs/latest -> runs/sweep/a is one chain, shown by its name
             real = os.path.realpath(child)
             if real not in seen:
@@ -3971,16 +3969,15 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
 def unreadable_status(run_dir, error):
     problem = str(error) if isinstance(error, StateError) else (
         "cannot read the chain safely (%s: %s)" % (type(error).__name__, error))
-    status = dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
-                            "guard_error", "guard", "pending_successor", "cancelled", "budget",
-                            "cluster", "cluster_note", "would_not_continue", "task"))
-    status.update(run_dir=os.path.abspath(run_dir), jobs=[], links=0, walltime=0,
-                  walltime_uncounted=0, walltime_used=0, retries=0, problems=[problem],
-                  slurm_errors=[], lock={"kind": "unknown", "why": None}, events=[])
     verdict = _verdict_of("unreadable", {"problem": problem})
-    status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
-                  attention=verdict.text)
-    return status
+    return dict(dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
+                               "guard_error", "guard", "pending_successor", "cancelled", "budget",
+                               "cluster", "cluster_note", "would_not_continue", "task")),
+                run_dir=os.path.abspath(run_dir), jobs=[], links=0, walltime=0,
+                walltime_uncounted=0, walltime_used=0, retries=0, problems=[problem],
+                slurm_errors=[], lock={"kind": "unknown", "why": None}, events=[],
+                verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
+                attention=verdict.text)
 
 
 def guards_that_ran(store):
@@ -4128,9 +4125,8 @@ def _status_row(job, role, record):
         note = "pending: %s" % job.reason
     elif role == "link" and is_final(job.state) and state != "CANCELLED":
         note = _how_link_ended(job, record)
-    if state == "PENDING" and never_starts(job.reason):
-        note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
-                                                        never_starts(job.reason))
+    if state == "PENDING" and never_starts(job.reason):  # a note is set: job.reason is one
+        note = "%s (%s: it never starts by itself)" % (note, never_starts(job.reason))
     running = state in LIVE_STATES and state != "PENDING"
     return {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
             "nodes": job.nodes, "exit_code": job.exit_code,
