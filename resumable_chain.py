@@ -4043,6 +4043,8 @@ def _status_of(plan, answer, budgets, deadline):
     guard_id = chain.guard()
     guard = guard_id and (known.get(guard_id) or Job(guard_id, "UNKNOWN"))
     task = option_value((record.next or {}).get("sbatch_args") or (), "--array")
+    budget, unread = _budget_of(record.budget_dir, budgets, deadline)
+    kind, why = probe_lock(plan.run_dir)
     status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": plan.links,
               "walltime": chain.walltime or 0, "walltime_uncounted": uncounted,
               "walltime_used": used, "max_walltime": record.max_walltime,
@@ -4053,19 +4055,13 @@ def _status_of(plan, answer, budgets, deadline):
               "guard": guard and {"job": guard.job_id, "state": guard.state},
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
-              "cancelled": chain.cancelled, "problems": [str(one) for one in chain.problems],
-              "budget": _budget_of(record.budget_dir, budgets, deadline),
+              "cancelled": chain.cancelled, "budget": budget, "problems": [
+                  str(one) for one in chain.problems] + [why] * (kind == "refused") + unread,
               "slurm_errors": list(unanswered), "cluster": record.cluster,
-              "cluster_note": plan.note, "lock": dict(zip(("kind", "why"),
-                                                          probe_lock(plan.run_dir))),
+              "cluster_note": plan.note, "lock": {"kind": kind, "why": why},
               "would_not_continue": _nothing_continues(record, rows, chain),
               "events": [event._asdict() for event in chain.events],
               "task": int(task) if task else None}  # an array task's chain: its task
-    if status["lock"]["kind"] == "refused":
-        status["problems"].append(status["lock"]["why"])
-    if isinstance(status["budget"], StateError):
-        status["problems"].append(str(status["budget"]))
-        status["budget"] = None
     verdict = _verdict(record, rows, status, chain)
     unreadable = status["problems"] if verdict.word not in ("finished", "stopped") else \
         chain.problems  # an ended chain's own files (a lost event too: --check says so)
@@ -4080,16 +4076,16 @@ def _status_of(plan, answer, budgets, deadline):
 
 
 def _budget_of(budget_dir, budgets, deadline):
-    """budget_dir's report (None: none) or its StateError, cached in budgets."""
+    """(budget_dir's report or None, [why it was not read]), cached in budgets."""
     if budget_dir and budget_dir not in budgets:
         try:
             if time.monotonic() > deadline:
                 raise StateError("budget %s not read: status ran out of its %d s"
                                  % (budget_dir, STATUS_SECONDS))
-            budgets[budget_dir] = budget_report(budget_dir)
+            budgets[budget_dir] = budget_report(budget_dir), []
         except StateError as error:
-            budgets[budget_dir] = error
-    return budgets.get(budget_dir)
+            budgets[budget_dir] = None, [str(error)]
+    return budgets.get(budget_dir, (None, []))
 
 
 def _show_other_jobs(status, plan, known):
