@@ -4121,7 +4121,7 @@ def _status_row(job, role, record):
         note = "pending: %s" % job.reason
     elif role == "link" and is_final(job.state) and state != "CANCELLED":
         note = _how_link_ended(job, record)
-    if state == "PENDING" and never_starts(job.reason):  # a note is set: job.reason is one
+    if state == "PENDING" and never_starts(job.reason):  # with a reason, a branch above set note
         note = "%s (%s: it never starts by itself)" % (note, never_starts(job.reason))
     running = state in LIVE_STATES and state != "PENDING"
     return {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
@@ -4291,33 +4291,31 @@ def _verdict(record, rows, status, chain):
 def _idle(record, rows, unanswered, facts):
     """(situation, facts) of a chain with nothing queued or running and no record ending it."""
     links = [row for row in rows if row["link"]]
-    first = next((row for row in rows if row["role"] == "first job"), None)
-    if not (unanswered or links) and first and is_final(first["state"]):
-        cancelled = base_state(first["state"]) == "CANCELLED" and not first["nodes"] and (
-            first["state"] != "CANCELLED" or facts["stopped"])  # a person, on purpose
-        return "first job %s" % ("cancelled" if cancelled else "died"), dict(
-            facts, job=first["job"], state=_state_words(first["state"]))
-    if unanswered or not links:  # what Slurm did not say cannot make a chain look ended
+    ended = next((row for row in rows if row["role"] == "first job"), None)
+    if not (unanswered or links) and ended and is_final(ended["state"]):
+        who, facts = "first job", dict(facts, job=ended["job"], state=_state_words(ended["state"]))
+    elif unanswered or not links:  # what Slurm did not say cannot make a chain look ended
         return "no answer" if unanswered else "no job", dict(facts, errors="; ".join(unanswered))
-    last = links[-1]
-    facts = dict(facts, job=last["job"], state=_state_words(last["state"]))
-    if base_state(last["state"]) == "COMPLETED":
-        return "completed", facts
-    if last["state"] == "UNKNOWN":
-        return "forgotten", facts
-    successor = next((row for row in rows if row["role"] == "successor"), None)
-    if successor:
-        facts.update(successor=successor["job"], successor_raw=successor["state"],
-                     successor_state=_state_words(successor["state"]),
-                     on=" on %s" % successor["nodes"] if successor["nodes"] else "")
-        # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
-        cancelled = base_state(successor["state"]) == "CANCELLED" and not successor["nodes"] and (
-            successor["state"] != "CANCELLED" or facts["stopped"])
-        return "successor %s" % ("cancelled" if cancelled else "died"), facts
-    if record.successor_error and record.job == last["job"]:
-        return "job limit" if job_limit_refusal(record.successor_error) else "sbatch failed", \
-            dict(facts, error=record.successor_error)
-    return "no successor", facts
+    else:
+        last, who = links[-1], "successor"
+        facts = dict(facts, job=last["job"], state=_state_words(last["state"]))
+        if base_state(last["state"]) == "COMPLETED":
+            return "completed", facts
+        if last["state"] == "UNKNOWN":
+            return "forgotten", facts
+        ended = next((row for row in rows if row["role"] == "successor"), None)
+        if ended is None and record.successor_error and record.job == last["job"]:
+            return "job limit" if job_limit_refusal(record.successor_error) else \
+                "sbatch failed", dict(facts, error=record.successor_error)
+        if ended is None:
+            return "no successor", facts
+        facts.update(successor=ended["job"], successor_raw=ended["state"],
+                     successor_state=_state_words(ended["state"]),
+                     on=" on %s" % ended["nodes"] if ended["nodes"] else "")
+    # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
+    cancelled = base_state(ended["state"]) == "CANCELLED" and not ended["nodes"] and (
+        ended["state"] != "CANCELLED" or facts["stopped"])
+    return "%s %s" % (who, "cancelled" if cancelled else "died"), facts
 
 
 def _submit_again(submitted, run_dir):
