@@ -3882,17 +3882,15 @@ def chain_dirs(paths):
     directory the caller cannot list (a colleague's, lost+found)."""
     found, seen = [], {}  # realpath: index in found
     for path in paths:
-        if holds_chain(path):
-            children = [path]
-        elif not os.path.isdir(path):
+        whole = holds_chain(path)
+        if not (whole or os.path.isdir(path)):
             raise StateError("%s is not a directory" % path)
-        else:
-            try:
-                children = _chains_below(path, CHAIN_DEPTH)
-            except OSError as error:
-                raise StateError("cannot list %s: %s" % (path, error.strerror or error))
-            if not children:
-                raise not_a_chain(path)
+        try:
+            children = [path] if whole else _chains_below(path, CHAIN_DEPTH)
+        except OSError as error:
+            raise StateError("cannot list %s: %s" % (path, error.strerror or error))
+        if not children:
+            raise not_a_chain(path)
         for child in children:  # runs/latest -> runs/sweep/a is one chain, shown by its name
             real = os.path.realpath(child)
             if real not in seen:
@@ -4002,16 +4000,15 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
 def unreadable_status(run_dir, error):
     problem = str(error) if isinstance(error, StateError) else (
         "cannot read the chain safely (%s: %s)" % (type(error).__name__, error))
-    status = dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
-                            "guard_error", "guard", "pending_successor", "cancelled", "budget",
-                            "cluster", "cluster_note", "would_not_continue", "task"))
-    status.update(run_dir=os.path.abspath(run_dir), jobs=[], links=0, walltime=0,
-                  walltime_uncounted=0, walltime_used=0, retries=0, problems=[problem],
-                  slurm_errors=[], lock={"kind": "unknown", "why": None}, events=[])
     verdict = _verdict_of("unreadable", {"problem": problem})
-    status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
-                  attention=verdict.text)
-    return status
+    return dict(dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
+                               "guard_error", "guard", "pending_successor", "cancelled", "budget",
+                               "cluster", "cluster_note", "would_not_continue", "task")),
+                run_dir=os.path.abspath(run_dir), jobs=[], links=0, walltime=0,
+                walltime_uncounted=0, walltime_used=0, retries=0, problems=[problem],
+                slurm_errors=[], lock={"kind": "unknown", "why": None}, events=[],
+                verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
+                attention=verdict.text)
 
 
 def guards_that_ran(store):
@@ -4077,6 +4074,8 @@ def _status_of(plan, answer, budgets, deadline):
     guard_id = chain.guard()
     guard = guard_id and (known.get(guard_id) or Job(guard_id, "UNKNOWN"))
     task = option_value((record.next or {}).get("sbatch_args") or (), "--array")
+    budget, unread = _budget_of(record.budget_dir, budgets, deadline)
+    kind, why = probe_lock(plan.run_dir)
     status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": plan.links,
               "walltime": chain.walltime or 0, "walltime_uncounted": uncounted,
               "walltime_used": used, "max_walltime": record.max_walltime,
@@ -4087,19 +4086,13 @@ def _status_of(plan, answer, budgets, deadline):
               "guard": guard and {"job": guard.job_id, "state": guard.state},
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
-              "cancelled": chain.cancelled, "problems": [str(one) for one in chain.problems],
-              "budget": _budget_of(record.budget_dir, budgets, deadline),
+              "cancelled": chain.cancelled, "budget": budget, "problems": [
+                  str(one) for one in chain.problems] + [why] * (kind == "refused") + unread,
               "slurm_errors": list(unanswered), "cluster": record.cluster,
-              "cluster_note": plan.note, "lock": dict(zip(("kind", "why"),
-                                                          probe_lock(plan.run_dir))),
+              "cluster_note": plan.note, "lock": {"kind": kind, "why": why},
               "would_not_continue": _nothing_continues(record, rows, chain),
               "events": [event._asdict() for event in chain.events],
               "task": int(task) if task else None}  # an array task's chain: its task
-    if status["lock"]["kind"] == "refused":
-        status["problems"].append(status["lock"]["why"])
-    if isinstance(status["budget"], StateError):
-        status["problems"].append(str(status["budget"]))
-        status["budget"] = None
     verdict = _verdict(record, rows, status, chain)
     unreadable = status["problems"] if verdict.word not in ("finished", "stopped") else \
         chain.problems  # an ended chain's own files (a lost event too: --check says so)
@@ -4114,16 +4107,16 @@ def _status_of(plan, answer, budgets, deadline):
 
 
 def _budget_of(budget_dir, budgets, deadline):
-    """budget_dir's report (None: none) or its StateError, cached in budgets."""
+    """(budget_dir's report or None, [why it was not read]), cached in budgets."""
     if budget_dir and budget_dir not in budgets:
         try:
             if time.monotonic() > deadline:
                 raise StateError("budget %s not read: status ran out of its %d s"
                                  % (budget_dir, STATUS_SECONDS))
-            budgets[budget_dir] = budget_report(budget_dir)
+            budgets[budget_dir] = budget_report(budget_dir), []
         except StateError as error:
-            budgets[budget_dir] = error
-    return budgets.get(budget_dir)
+            budgets[budget_dir] = None, [str(error)]
+    return budgets.get(budget_dir, (None, []))
 
 
 def _show_other_jobs(status, plan, known):
@@ -4159,9 +4152,8 @@ def _status_row(job, role, record):
         note = "pending: %s" % job.reason
     elif role == "link" and is_final(job.state) and state != "CANCELLED":
         note = _how_link_ended(job, record)
-    if state == "PENDING" and never_starts(job.reason):
-        note = "%s (%s: it never starts by itself)" % (note or "pending: " + job.reason,
-                                                        never_starts(job.reason))
+    if state == "PENDING" and never_starts(job.reason):  # with a reason, a branch above set note
+        note = "%s (%s: it never starts by itself)" % (note, never_starts(job.reason))
     running = state in LIVE_STATES and state != "PENDING"
     return {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
             "nodes": job.nodes, "exit_code": job.exit_code,
@@ -4330,33 +4322,31 @@ def _verdict(record, rows, status, chain):
 def _idle(record, rows, unanswered, facts):
     """(situation, facts) of a chain with nothing queued or running and no record ending it."""
     links = [row for row in rows if row["link"]]
-    first = next((row for row in rows if row["role"] == "first job"), None)
-    if not (unanswered or links) and first and is_final(first["state"]):
-        cancelled = base_state(first["state"]) == "CANCELLED" and not first["nodes"] and (
-            first["state"] != "CANCELLED" or facts["stopped"])  # a person, on purpose
-        return "first job %s" % ("cancelled" if cancelled else "died"), dict(
-            facts, job=first["job"], state=_state_words(first["state"]))
-    if unanswered or not links:  # what Slurm did not say cannot make a chain look ended
+    ended = next((row for row in rows if row["role"] == "first job"), None)
+    if not (unanswered or links) and ended and is_final(ended["state"]):
+        who, facts = "first job", dict(facts, job=ended["job"], state=_state_words(ended["state"]))
+    elif unanswered or not links:  # what Slurm did not say cannot make a chain look ended
         return "no answer" if unanswered else "no job", dict(facts, errors="; ".join(unanswered))
-    last = links[-1]
-    facts = dict(facts, job=last["job"], state=_state_words(last["state"]))
-    if base_state(last["state"]) == "COMPLETED":
-        return "completed", facts
-    if last["state"] == "UNKNOWN":
-        return "forgotten", facts
-    successor = next((row for row in rows if row["role"] == "successor"), None)
-    if successor:
-        facts.update(successor=successor["job"], successor_raw=successor["state"],
-                     successor_state=_state_words(successor["state"]),
-                     on=" on %s" % successor["nodes"] if successor["nodes"] else "")
-        # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
-        cancelled = base_state(successor["state"]) == "CANCELLED" and not successor["nodes"] and (
-            successor["state"] != "CANCELLED" or facts["stopped"])
-        return "successor %s" % ("cancelled" if cancelled else "died"), facts
-    if record.successor_error and record.job == last["job"]:
-        return "job limit" if job_limit_refusal(record.successor_error) else "sbatch failed", \
-            dict(facts, error=record.successor_error)
-    return "no successor", facts
+    else:
+        last, who = links[-1], "successor"
+        facts = dict(facts, job=last["job"], state=_state_words(last["state"]))
+        if base_state(last["state"]) == "COMPLETED":
+            return "completed", facts
+        if last["state"] == "UNKNOWN":
+            return "forgotten", facts
+        ended = next((row for row in rows if row["role"] == "successor"), None)
+        if ended is None and record.successor_error and record.job == last["job"]:
+            return "job limit" if job_limit_refusal(record.successor_error) else \
+                "sbatch failed", dict(facts, error=record.successor_error)
+        if ended is None:
+            return "no successor", facts
+        facts.update(successor=ended["job"], successor_raw=ended["state"],
+                     successor_state=_state_words(ended["state"]),
+                     on=" on %s" % ended["nodes"] if ended["nodes"] else "")
+    # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
+    cancelled = base_state(ended["state"]) == "CANCELLED" and not ended["nodes"] and (
+        ended["state"] != "CANCELLED" or facts["stopped"])
+    return "%s %s" % (who, "cancelled" if cancelled else "died"), facts
 
 
 def _submit_again(submitted, run_dir):
