@@ -4570,10 +4570,13 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
     """sbatch_args with --output, --chdir and --job-name for the chain, unless given; an --output
     or --error directory must exist (else every link fails at its launch: FAILED 0:53)."""
     given = option_names(script_directives(header) + sbatch_args)
-    if "--output" not in given:
-        sbatch_args = ["--output=" + output_pattern(run_dir, "slurm-%j.out")] + sbatch_args
-    if "--chdir" not in given:  # the links work in the run directory, not where submit ran
-        sbatch_args = ["--chdir=" + run_dir] + sbatch_args
+    # --chdir: the links work in the run directory, not where submit ran; --job-name: sbatch
+    # would name it after our copy, squeue shows 8 characters: the chain's name tells them apart
+    defaults = (("--output", output_pattern(run_dir, "slurm-%j.out")), ("--chdir", run_dir),
+                ("--job-name", os.path.basename(run_dir) or os.path.basename(script)))
+    for name, value in defaults:
+        if name not in given:
+            sbatch_args = [name + "=" + value] + sbatch_args
     options = script_directives(header) + sbatch_args
     for name in ("--output", "--error"):
         path = option_value(options, name)
@@ -4583,10 +4586,6 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
             raise StateError("%s=%s: its directory %s does not exist, and Slurm would fail every "
                              "link at its launch; create it first (mkdir -p %s)"
                              % (name, path, folder, shell_quote(folder)))
-    if "--job-name" not in given:  # sbatch would name it after our copy; squeue shows 8
-        # characters: the chain's name tells the same script's chains apart
-        sbatch_args = ["--job-name=" + (os.path.basename(run_dir) or os.path.basename(script))
-                       ] + sbatch_args
     return sbatch_args
 
 
