@@ -4713,12 +4713,10 @@ def _last_link(chain, snapshot, cluster):
     previous, directory = chain.record, chain.store.directory
     refuse_live(directory, Slurm(cluster).jobs(chain.candidates()), "nothing to resume; "
                 "wait for it or run resumable-chain cancel %s first" % shell_quote(directory))
-    if previous.job is None and not chain.jobs:  # as status says
-        raise StateError("nothing to resume in %s: %s" % (
-            directory, _submit_again(chain.submitted, directory)))
-    if previous.job is None:
-        raise StateError("%s has no journal (%s): use submit to start a new chain"
-                         % (directory, JOURNAL_FILE))
+    if previous.job is None:  # no link ran: as status says
+        raise StateError("%s has no journal (%s): use submit to start a new chain" % (
+            directory, JOURNAL_FILE) if chain.jobs else "nothing to resume in %s: %s" % (
+                directory, _submit_again(chain.submitted, directory)))
     found = observe_predecessor(previous.job, window=0, slurm=Slurm(cluster)).job if (
         previous.action in WORK_ACTIONS and previous.job == snapshot.last_job) else None
     if found and found.state == NOT_VISIBLE:
