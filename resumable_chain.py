@@ -5221,13 +5221,12 @@ def run_user_command(argv):
         return EXIT_USAGE
     def named(error):  # every error names the command once
         return ("" if str(error).startswith(argv[0] + ": ") else argv[0] + ": ") + str(error)
-    try:
-        ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], ())
+    try:  # render: sbatch options after --
+        ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], (
+            (argv[dashes + 1:],) if "[-- " in command.usage else ()))
     except ValueError as error:
         raise ValueError(named(error))
-    if not command.split and "[-- " in command.usage:  # render: sbatch options after --
-        rest = (argv[dashes + 1:],)
-    elif not command.split and argv[dashes + 1:]:
+    if not (command.split or rest) and argv[dashes + 1:]:
         raise StateError("%s takes no arguments after --" % argv[0])
     try:
         options = vars(parser.parse_args(argv[:1] + ours))
