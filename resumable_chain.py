@@ -4591,10 +4591,13 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
     """sbatch_args with --output, --chdir and --job-name for the chain, unless given; an --output
     or --error directory must exist (else every link fails at its launch: FAILED 0:53)."""
     given = option_names(script_directives(header) + sbatch_args)
-    if "--output" not in given:
-        sbatch_args = ["--output=" + output_pattern(run_dir, "slurm-%j.out")] + sbatch_args
-    if "--chdir" not in given:  # the links work in the run directory, not where submit ran
-        sbatch_args = ["--chdir=" + run_dir] + sbatch_args
+    # --chdir: the links work in the run directory, not where submit ran; --job-name: sbatch
+    # would name it after our copy, squeue shows 8 characters: the chain's name tells them apart
+    defaults = (("--output", output_pattern(run_dir, "slurm-%j.out")), ("--chdir", run_dir),
+                ("--job-name", os.path.basename(run_dir) or os.path.basename(script)))
+    for name, value in defaults:
+        if name not in given:
+            sbatch_args = [name + "=" + value] + sbatch_args
     options = script_directives(header) + sbatch_args
     for name in ("--output", "--error"):
         path = option_value(options, name)
@@ -4604,10 +4607,6 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
             raise StateError("%s=%s: its directory %s does not exist, and Slurm would fail every "
                              "link at its launch; create it first (mkdir -p %s)"
                              % (name, path, folder, shell_quote(folder)))
-    if "--job-name" not in given:  # sbatch would name it after our copy; squeue shows 8
-        # characters: the chain's name tells the same script's chains apart
-        sbatch_args = ["--job-name=" + (os.path.basename(run_dir) or os.path.basename(script))
-                       ] + sbatch_args
     return sbatch_args
 
 
@@ -4735,12 +4734,10 @@ def _last_link(chain, snapshot, cluster):
     previous, directory = chain.record, chain.store.directory
     refuse_live(directory, Slurm(cluster).jobs(chain.candidates()), "nothing to resume; "
                 "wait for it or run resumable-chain cancel %s first" % shell_quote(directory))
-    if previous.job is None and not chain.jobs:  # as status says
-        raise StateError("nothing to resume in %s: %s" % (
-            directory, _submit_again(chain.submitted, directory)))
-    if previous.job is None:
-        raise StateError("%s has no journal (%s): use submit to start a new chain"
-                         % (directory, JOURNAL_FILE))
+    if previous.job is None:  # no link ran: as status says
+        raise StateError("%s has no journal (%s): use submit to start a new chain" % (
+            directory, JOURNAL_FILE) if chain.jobs else "nothing to resume in %s: %s" % (
+                directory, _submit_again(chain.submitted, directory)))
     found = observe_predecessor(previous.job, window=0, slurm=Slurm(cluster)).job if (
         previous.action in WORK_ACTIONS and previous.job == snapshot.last_job) else None
     if found and found.state == NOT_VISIBLE:
@@ -5267,13 +5264,12 @@ def run_user_command(argv):
         return EXIT_USAGE
     def named(error):  # every error names the command once
         return ("" if str(error).startswith(argv[0] + ": ") else argv[0] + ": ") + str(error)
-    try:
-        ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], ())
+    try:  # render: sbatch options after --
+        ours, rest = command.split(argv[1:]) if command.split else (argv[1:dashes], (
+            (argv[dashes + 1:],) if "[-- " in command.usage else ()))
     except ValueError as error:
         raise ValueError(named(error))
-    if not command.split and "[-- " in command.usage:  # render: sbatch options after --
-        rest = (argv[dashes + 1:],)
-    elif not command.split and argv[dashes + 1:]:
+    if not (command.split or rest) and argv[dashes + 1:]:
         raise StateError("%s takes no arguments after --" % argv[0])
     try:
         options = vars(parser.parse_args(argv[:1] + ours))
