@@ -849,7 +849,7 @@ def check_sbatch_args(sbatch_args, allowed=()):
     known = SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS
     for name, _, problem in option_groups(words):
         typo = not problem and name not in known and sorted(
-            option for option in known if one_typo_apart(name, option))
+            option for option in known if option[:2] == "--" and one_typo_apart(name, option))
         if problem or typo:  # a site plugin's --name=value, unless a typo of sbatch's own
             raise ValueError(problem or "unknown option %s (did you mean %s?): sbatch would refuse "
                              "it in every successor (a site plugin's option of that name goes in "
@@ -4778,8 +4778,8 @@ def prologue_run_dir(script):
     state, whatever resume was given."""
     import shlex
     with contextlib.suppress(OSError, ValueError), open(script, "rb") as handle:
-        for line in handle.read(MAX_STATE_BYTES).decode("utf-8", "replace").splitlines():
-            if " prologue --" in line:  # the in-job step's line: prologue --max-retries=N DIR
+        for line in os.fsdecode(handle.read(MAX_STATE_BYTES)).splitlines():  # paths as os has them
+            if " prologue --" in line and not line.lstrip().startswith("#"):  # the in-job step's
                 words = shlex.split(line.split(" prologue ", 1)[1]) + ["--"]
                 named = next((word for word in words[:words.index("--")]  # not the script's
                               if not word.startswith("-")), "")

@@ -692,6 +692,28 @@ def test_render_rejects(options, message):
     assert message in str(error.value)
 
 
+@pytest.mark.parametrize("lines, named", [
+    (["RENDERED"], "/runs/a"),
+    (["# was: resumable-chain prologue --max-retries=3 /scratch/old", "RENDERED"], "/runs/a"),
+    (["python3 rc.py prologue --max-retries=3 --script=\"$0\" runs/a -- /data/in"], None),
+    (["python3 rc.py prologue --max-retries 3 /runs/a -- \"$@\""], None),  # 0.1's words
+    (["echo no prologue here"], None),
+], ids=["rendered", "a comment before it", "relative, an absolute script argument", "0.1",
+        "none"])
+def test_the_run_directory_a_scripts_prologue_names(tmp_path, lines, named):
+    script = tmp_path / "job.sh"
+    rendered = rc.render_prologue(str(tmp_path / "runs" / "a")).replace(str(tmp_path), "")
+    script.write_text("#!/bin/bash\n" + "\n".join(lines).replace("RENDERED", rendered) + "\n")
+    assert rc.prologue_run_dir(str(script)) == named
+
+
+def test_a_run_directory_not_in_utf8_is_named_as_the_filesystem_has_it(tmp_path):
+    run_dir = os.path.join(os.fsencode(str(tmp_path)), b"run\xffdir")
+    script = tmp_path / "job.sh"
+    script.write_bytes(b"#!/bin/bash\n" + os.fsencode(rc.render_prologue(os.fsdecode(run_dir))))
+    assert rc.prologue_run_dir(str(script)) == os.fsdecode(run_dir)
+
+
 def test_a_drivers_unset_sbatch_args_are_none(tmp_path, monkeypatch):
     monkeypatch.chdir(str(tmp_path))
     assert rc.render_prologue("runs/a", sbatch_args=None) == rc.render_prologue("runs/a")
