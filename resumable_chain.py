@@ -125,6 +125,8 @@ EXIT_TRAP_MARKS = (signal.SIGXFSZ, signal.SIGVTALRM, signal.SIGSYS)
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_TRIES_SECONDS = 240  # how long a guard keeps looking and trying sbatch
 GUARD_REQUEUES = 30  # a guard the job limit refuses (some 4 h) or a preemption ends requeues itself
+NODE_DEATHS = 10  # the cluster's deaths before the prologue replaced in a row (not max_retries')
+NODE_ENDS = ("BOOT_FAIL", "CANCELLED")  # before the prologue: no boot, the node Prolog failed
 GUARD_MINUTES = 10  # its tries, a lagging view's wait, the lock's: never killed before it journals
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
 GUARD_PREFIX = "g:"  # before a guard's link's name: squeue cuts names at 8 characters
@@ -1843,7 +1845,13 @@ def job_over(job_id):
 
 def probe_lock(directory):
     """(kind, why) of the lock writers of ``directory`` take now, for status: as lock_kind, and
-    "file" where a lock call is refused (tried shared, released at once)."""
+    "file" where a lock call is refused (tried shared, released at once); "refused" where every
+    writer refuses the directory (its owner's status says why; others' read it as they may)."""
+    info = os.stat(directory)
+    problem = info.st_uid == os.geteuid() and (
+        owner_problem(info, directory, "run directory") or unsafe_path(directory))
+    if problem:
+        return "refused", problem
     kind, why = lock_kind(directory)
     if kind == "file":
         return kind, why
@@ -2226,6 +2234,8 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
            exit_code=None, elapsed=None):
     """The Decision of a job whose predecessor ended in ``state`` (None: first job; NOT_VISIBLE:
     not found) with ExitCode ``"75:0"`` (or 75) after ``elapsed`` s; ``walltime`` includes it."""
+    list(map(check_max_retries, (retries, walltime, max_retries, max_walltime or 0),  # a driver's
+             ("retries", "walltime", "max_retries", "max_walltime")))  # text: not a TypeError
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
@@ -3350,7 +3360,9 @@ def _guard_ran(look):
 
 
 def _guard_died(look):
-    """Replaced up to max_retries + 1 times in a row (the first death is free, as a node's)."""
+    """Replaced up to max_retries + 1 times in a row (the first death is free), or NODE_DEATHS
+    times if the cluster killed it: its node failed or its Prolog did (the seed does not count
+    a node's failure as a retry; a node Prolog's failure cancels the job and drains the node)."""
     state, job = look.state, look.job
     first = isinstance(state, dict)
     field = "first_job" if first else "job" if state.job == job.job_id else "successor"
@@ -3358,12 +3370,17 @@ def _guard_died(look):
         "first_job": ", the chain's first job,", "job": ", queued by resume,"}.get(field, ""),
         "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
     dead = (state.get("dead_first_jobs", 0) if first else state.dead_successors or 0) + 1
-    if dead <= ((state.get("max_retries") if first else state.max_retries) or 0) + 1:
+    retries = (state.get("max_retries") if first else state.max_retries) or 0
+    nodes = state_meaning(job.state) == INTERRUPTED or base_state(job.state) in NODE_ENDS
+    if dead <= max(retries + 1, NODE_DEATHS if nodes else 0):
         return _guard_heals(look, field, died, dead=dead)
-    return True, _guard_gives_up(look, "%s: %d first jobs in a row died: not replaced" % (
-        died, dead) if first else "%s: %d in a row" % (died, dead) if field == "job" else
-        "%s: %d successors of job %s in a row died before their prologue, more than max_retries "
-        "%s allows: not replaced" % (died, dead, state.job, state.max_retries))
+    allows = "the %d node failures in a row allowed" % NODE_DEATHS if nodes else \
+        "max_retries %s allows" % retries
+    return True, _guard_gives_up(look, "%s: %d first jobs in a row died, more than %s: not "
+                                 "replaced" % (died, dead, allows) if first else "%s: %d in a row"
+                                 % (died, dead) if field == "job" else "%s: %d successors of job "
+                                 "%s in a row died before their prologue, more than %s: not "
+                                 "replaced" % (died, dead, state.job, allows))
 
 
 def _guard_cancelled(look):
@@ -4100,7 +4117,9 @@ def _status_of(plan, answer, budgets, deadline):
                   attention=verdict.text if verdict.fails else unreadable and (
                       "a state file cannot be read: %s" % status["problems"][0]) or None)
     refused = [problem for problem in chain.problems if not isinstance(problem, LostEvents)]
-    if refused and verdict.next and record.job is not None:  # resume refuses till they are fixed
+    if kind == "refused" and verdict.next:  # resume refuses till it is fixed
+        status["next"] = "fix the run directory as said above, then: " + verdict.next
+    elif refused and verdict.next and record.job is not None:
         status["next"] = "fix or delete the file named above, then: " + verdict.next
     _show_other_jobs(status, plan, known)
     return status

@@ -89,6 +89,15 @@ def test_decide_is_keyword_only():
     with pytest.raises(TypeError):
         decide("FAILED", 1)
 
+
+@pytest.mark.parametrize("name,value", [
+    ("max_walltime", "48:00:00"), ("walltime", "3600"), ("retries", -1), ("max_retries", True),
+    ("walltime", 12.5)], ids=["a YAML duration not parsed", "a state file's text not parsed",
+                              "negative retries", "a boolean", "a float"])
+def test_decide_refuses_what_is_not_a_count_in_one_line(name, value):
+    with pytest.raises(ValueError, match="^%s must be a whole number from 0 to" % name):
+        decide("TIMEOUT", **{name: value})
+
 @pytest.mark.parametrize("situation,state,max_walltime,action,cause", [
     ("work is done", "COMPLETED", None, "complete", "completed"),
     ("a person cancelled the predecessor", "CANCELLED by 0", None, "stop", "cancelled"),

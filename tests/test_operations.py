@@ -1289,6 +1289,20 @@ def test_status_next_line_says_to_fix_a_corrupt_file_first_if_resume_refuses_it(
     assert resume(cluster, capsys, monkeypatch, run_dir)[0] == (2 if refused else 0)
 
 
+def test_status_next_line_says_to_fix_an_unsafe_run_directory_first_as_resume_refuses_it(
+        cluster, run_dir, capsys, monkeypatch):
+    failed_chain(cluster, run_dir)
+    os.chmod(run_dir, 0o777)  # anyone may write it: every writer refuses it, the guard too
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["next"].startswith("fix the run directory as said above, then: "), report
+    assert "mode 0777 lets group and others write it" in report["problems"][-1]
+    status, _, err = resume(cluster, capsys, monkeypatch, run_dir)
+    assert status == 2 and "mode 0777 lets group and others write it" in err
+    os.chmod(run_dir, 0o700)  # fixed: the plain next line again
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert not report["next"].startswith("fix the run directory") and report["problems"] == []
+
+
 def test_a_corrupt_chain_file_is_named_in_the_verdict_not_taken_for_a_chain_without_jobs(
         cluster, run_dir, capsys, monkeypatch):
     script, successor = start_chain(cluster, run_dir)

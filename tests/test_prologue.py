@@ -1026,23 +1026,32 @@ def test_a_successor_cancelled_before_it_started_is_not_continued_by_its_guard(
     assert [(event["event"], event["job"]) for event in events] == [(word, "100")]
 
 
-def test_successors_that_keep_dying_before_their_prologue_end_in_broken(cluster, run_dir, capsys,
-                                                                       monkeypatch):
+@pytest.mark.parametrize("state,replaced,allows", [
     # max_retries 1: the first death is free, the second counts, the third is not replaced
+    ("FAILED", 2, "max_retries 1 allows"),
+    ("DEADLINE", 2, "max_retries 1 allows"),
+    # the cluster's deaths are not retries (as a running link's node failure), up to NODE_DEATHS
+    ("NODE_FAIL", rc.NODE_DEATHS, "the 10 node failures in a row allowed"),
+    ("CANCELLED by 0", rc.NODE_DEATHS, "the 10 node failures in a row allowed"),  # node Prolog
+], ids=["its script fails before the prologue", "its deadline passed",
+        "its node fails at launch", "its node's Prolog fails"])
+def test_successors_that_keep_dying_before_their_prologue_end_in_broken(
+        cluster, run_dir, capsys, monkeypatch, state, replaced, allows):
     script, successor = start_chain(cluster, run_dir, max_retries=1)
     cluster.finish(100, "TIMEOUT", 60)
     dead = [successor]
-    for _ in range(3):
-        cluster.set_job(dead[-1], state="CANCELLED by 0", start="2026-11-30T01:01:00",
+    for _ in range(replaced + 1):
+        cluster.set_job(dead[-1], state=state, start="2026-11-30T01:01:00",
                         end="2026-11-30T01:01:00")
         result = cluster.run_guard(dead[-1])
         assert result.returncode == 0, result.stderr
         dead += cluster.pending()
-    assert len(dead) == 3 and cluster.pending() == [] and cluster.guards() == {}
-    assert ("3 successors of job 100 in a row died before their prologue, more than max_retries "
-            "1 allows: not replaced; %s resume continues the chain" % BY_PATH) in result.stderr
+    assert len(dead) == replaced + 1 and cluster.pending() == [] and cluster.guards() == {}
+    assert ("%d successors of job 100 in a row died before their prologue, more than %s: not "
+            "replaced; %s resume continues the chain" % (replaced + 1, allows, BY_PATH)
+            ) in result.stderr
     events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
-    assert [event["event"] for event in events] == ["healed", "healed", "broken"]
+    assert [event["event"] for event in events] == ["healed"] * replaced + ["broken"]
     status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
     assert status == 1 and "verdict: broken" in out
     status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
