@@ -125,8 +125,8 @@ EXIT_TRAP_MARKS = (signal.SIGXFSZ, signal.SIGVTALRM, signal.SIGSYS)
 WARN_POLL = 30  # seconds the warning timer sleeps at most between looks at its batch shell
 GUARD_TRIES_SECONDS = 240  # how long a guard keeps looking and trying sbatch
 GUARD_REQUEUES = 30  # a guard the job limit refuses (some 4 h) or a preemption ends requeues itself
-NODE_DEATHS = 10  # the cluster's deaths before the prologue replaced in a row (not max_retries')
-NODE_ENDS = ("BOOT_FAIL", "CANCELLED")  # before the prologue: no boot, the node Prolog failed
+NODE_DEATHS = 10  # deaths before the prologue the cluster caused, replaced in a row (not retries)
+NODE_ENDS = ("NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "CANCELLED")  # CANCELLED: the node Prolog's
 GUARD_MINUTES = 10  # its tries, a lagging view's wait, the lock's: never killed before it journals
 GUARD_MEMORY = "256M"  # a guard asks for one CPU and this: never the links' resources
 GUARD_PREFIX = "g:"  # before a guard's link's name: squeue cuts names at 8 characters
@@ -362,8 +362,8 @@ Job = record_type("Job", "job_id state elapsed start end time_limit restarts pre
 RECORD_FIELDS = tuple((
     "job cluster predecessor predecessor_state predecessor_elapsed predecessor_exit_code source "
     "action cause reason walltime retries max_retries max_walltime settings_from link successor "
-    "successor_error successor_retries guard guard_error guarded_by dead_successors time_limit "
-    "warn budget_dir notify reserved next phase time").split())
+    "successor_error successor_retries guard guard_error guarded_by dead_successors node_deaths "
+    "time_limit warn budget_dir notify reserved next phase time").split())
 Record = record_type("Record", RECORD_FIELDS, "The journal: the last decision in a run directory "
                      "(docs/state-files.md).", *(None,) * len(RECORD_FIELDS))
 Event = record_type("Event", "event job link reason time", "A chain event, notified once; its "
@@ -1147,8 +1147,9 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
     "max_walltime": _count, "settings_from": _one_of(None, "prologue", "resume"),
     "link": _count, "successor": _job, "successor_error": _text, "successor_retries": _count,
     "guard": _job, "guard_error": _text, "guarded_by": _job, "dead_successors": _count,
-    "time_limit": _count, "budget_dir": _word, "warn": _warn_ok, "reserved": _count,
-    "notify": lambda value: value is True or _word(value), "next": _next_link_ok,
+    "node_deaths": _count, "time_limit": _count, "budget_dir": _word, "warn": _warn_ok,
+    "reserved": _count, "notify": lambda value: value is True or _word(value),
+    "next": _next_link_ok,
     "phase": _one_of(None, "counted", "queued", "done"),
     "time": lambda value: value is None or (type(value) in (int, float) and 0 <= value < 1e11),
 }
@@ -1162,7 +1163,7 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "max_retries": _count, "max_walltime": _count, "budget_dir": _word,
     "workdir": lambda value: _word(value) and (value is None or os.path.isabs(value)),  # sbatch cwd
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
-    "guard": _job, "dead_first_jobs": _count,
+    "guard": _job, "dead_first_jobs": _count, "node_deaths": _count,
     "python": lambda value: _word(value) and (value is None or bool(value.strip())),
 }
 
@@ -1847,11 +1848,12 @@ def probe_lock(directory):
     """(kind, why) of the lock writers of ``directory`` take now, for status: as lock_kind, and
     "file" where a lock call is refused (tried shared, released at once); "refused" where every
     writer refuses the directory (its owner's status says why; others' read it as they may)."""
-    info = os.stat(directory)
-    problem = info.st_uid == os.geteuid() and (
-        owner_problem(info, directory, "run directory") or unsafe_path(directory))
-    if problem:
-        return "refused", problem
+    with contextlib.suppress(OSError):  # gone since it was read: the lock says nothing either
+        info = os.stat(directory)
+        problem = info.st_uid == os.geteuid() and (
+            owner_problem(info, directory, "run directory") or unsafe_path(directory))
+        if problem:
+            return "refused", problem
     kind, why = lock_kind(directory)
     if kind == "file":
         return kind, why
@@ -2234,8 +2236,9 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
            exit_code=None, elapsed=None):
     """The Decision of a job whose predecessor ended in ``state`` (None: first job; NOT_VISIBLE:
     not found) with ExitCode ``"75:0"`` (or 75) after ``elapsed`` s; ``walltime`` includes it."""
-    list(map(check_max_retries, (retries, walltime, max_retries, max_walltime or 0),  # a driver's
-             ("retries", "walltime", "max_retries", "max_walltime")))  # text: not a TypeError
+    list(map(check_max_retries, (retries, walltime, max_retries, 0 if max_walltime is None else
+                                 max_walltime), ("retries", "walltime", "max_retries",
+                                                 "max_walltime")))  # a driver's text: ValueError
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
@@ -3338,8 +3341,9 @@ def _guard_covers(look):
         return False, (None, None, "%s; looking again before acting (the run directory's view "
                        "may lag)" % words)
     successor = SLURM.final(record.successor)
-    if successor is not None and is_final(successor.state):
-        return _guard_died(look._replace(job=successor))
+    if successor is not None and is_final(successor.state):  # cancelled unstarted, or dead
+        return (_guard_cancelled if base_state(successor.state) == "CANCELLED" and
+                successor.nodes is None else _guard_died)(look._replace(job=successor))
     covered = swap_guard(record, store.directory, look.environ, [], again=True)
     if not (covered.guard or final):
         return False, (None, None, "%s; sbatch failed (%s), trying again" % (
@@ -3352,35 +3356,43 @@ def _guard_covers(look):
 
 
 def _guard_ran(look):
-    record, job = look.state, look.job
+    job = look.job
     if base_state(job.state) == "COMPLETED":
         return True, (None, None, "job %s COMPLETED: the work is done" % job.job_id)
     return _guard_heals(look, "successor", "job %s ended %s before it queued its successor" % (
-        job.job_id, job.state), dead=record.dead_successors)
+        job.job_id, job.state), counted={})
 
 
 def _guard_died(look):
-    """Replaced up to max_retries + 1 times in a row (the first death is free), or NODE_DEATHS
-    times if the cluster killed it: its node failed or its Prolog did (the seed does not count
-    a node's failure as a retry; a node Prolog's failure cancels the job and drains the node)."""
+    """Replaced up to max_retries + 1 times in a row (the first death is free), and, not counted
+    as retries (as the seed says of node failures), up to NODE_DEATHS the cluster caused: its
+    node failed, did not boot, was preempted, or its node Prolog failed (slurmd cancels it and
+    drains the node: by root in accounting). A person's scancel of it stops the chain."""
     state, job = look.state, look.job
     first = isinstance(state, dict)
     field = "first_job" if first else "job" if state.job == job.job_id else "successor"
     died = "job %s%s died before its prologue (%s)" % (job.job_id, {
         "first_job": ", the chain's first job,", "job": ", queued by resume,"}.get(field, ""),
         "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
-    dead = (state.get("dead_first_jobs", 0) if first else state.dead_successors or 0) + 1
+    by = base_state(job.state) == "CANCELLED" and SLURM.accounting([job.job_id])[0].get(
+        job.job_id)  # only accounting says who cancelled it (a lagging one: the node's doing)
+    if by and base_state(by.state) == "CANCELLED" and by.state not in ("CANCELLED",
+                                                                       "CANCELLED by 0"):
+        return (True, (None, None, "%s: a person cancelled it (%s): nothing continues the chain"
+                       % (died, _state_words(by.state)))) if first else _guard_cancelled(look)
+    node = base_state(job.state) in NODE_ENDS
+    counter = "node_deaths" if node else "dead_first_jobs" if first else "dead_successors"
+    dead = ((state.get(counter) if first else getattr(state, counter)) or 0) + 1
     retries = (state.get("max_retries") if first else state.max_retries) or 0
-    nodes = state_meaning(job.state) == INTERRUPTED or base_state(job.state) in NODE_ENDS
-    if dead <= max(retries + 1, NODE_DEATHS if nodes else 0):
-        return _guard_heals(look, field, died, dead=dead)
-    allows = "the %d node failures in a row allowed" % NODE_DEATHS if nodes else \
-        "max_retries %s allows" % retries
-    return True, _guard_gives_up(look, "%s: %d first jobs in a row died, more than %s: not "
-                                 "replaced" % (died, dead, allows) if first else "%s: %d in a row"
-                                 % (died, dead) if field == "job" else "%s: %d successors of job "
-                                 "%s in a row died before their prologue, more than %s: not "
-                                 "replaced" % (died, dead, state.job, allows))
+    if dead <= (NODE_DEATHS if node else retries + 1):
+        return _guard_heals(look, field, died, counted={counter: dead})
+    who = "first jobs of the chain" if first else "links in place of the one resume queued" if \
+        field == "job" else "successors of job %s" % state.job
+    return True, _guard_gives_up(look, "%s: %d %s died before their prologue by %s failures, more "
+                                 "than %s: not replaced" % (died, dead, who, "the cluster's" if node
+                                                            else "their own", "the %d allowed" %
+                                                            NODE_DEATHS if node else "max_retries "
+                                                            "%s allows" % retries))
 
 
 def _guard_cancelled(look):
@@ -3408,7 +3420,7 @@ def _guard_cancelled(look):
     return True, (journal_event(look.store, event, []), record.notify, reason)
 
 
-def _guard_heals(look, field, what, *, dead):
+def _guard_heals(look, field, what, *, counted):
     """Queue the link in place of the guard's job and its guard, record both in ``field``, release
     it, journal ``healed``. Held and without dependency (Slurm refuses one on a forgotten job),
     released once recorded: never two. A successor a failed sbatch created after all is kept."""
@@ -3433,9 +3445,8 @@ def _guard_heals(look, field, what, *, dead):
         return True, _guard_gives_up(look, words if field != "successor" else "%s; its "
                                      "guard could not queue the next link (%s)" % (what, error))
     if field == "successor":
-        state = swap_guard(state._replace(successor=successor, successor_error=None,
-                                          dead_successors=dead), store.directory, environ,
-                           warnings)
+        state = swap_guard(state._replace(successor=successor, successor_error=None, **counted),
+                           store.directory, environ, warnings)
         store.write_record(state)
     else:
         guard = queue_guard(successor, store.directory, option_value(state["sbatch_args"],
@@ -3443,10 +3454,9 @@ def _guard_heals(look, field, what, *, dead):
                             environ)[0]
         if first:
             store.write_public(SUBMIT_FILE, dict(state, first_job=successor, guard=guard,
-                                                 dead_first_jobs=dead))
+                                                 **counted))
         else:
-            store.write_record(state._replace(job=successor, guarded_by=guard,
-                                              dead_successors=dead))
+            store.write_record(state._replace(job=successor, guarded_by=guard, **counted))
     error = held and SLURM.error(["scontrol", "release", successor])
     reason = "%s; %s%s%s" % (what, CONTINUED_WITH, successor, " (held: %s; scontrol release %s)"
                              % (error, successor) if error else "")
@@ -4114,8 +4124,8 @@ def _status_of(plan, answer, budgets, deadline):
     unreadable = status["problems"] if verdict.word not in ("finished", "stopped") else \
         chain.problems  # an ended chain's own files (a lost event too: --check says so)
     status.update(verdict_word=verdict.word, verdict=verdict.text, next=verdict.next,
-                  attention=verdict.text if verdict.fails else unreadable and (
-                      "a state file cannot be read: %s" % status["problems"][0]) or None)
+                  attention=verdict.text if verdict.fails else unreadable and
+                  status["problems"][0] or None)  # each says what it is and what to do
     refused = [problem for problem in chain.problems if not isinstance(problem, LostEvents)]
     if kind == "refused" and verdict.next:  # resume refuses till it is fixed
         status["next"] = "fix the run directory as said above, then: " + verdict.next

@@ -3,6 +3,7 @@ Slurm commands, with the calls they make checked."""
 import json
 import os
 import pwd
+import re
 import shlex
 import shutil
 import signal
@@ -537,10 +538,13 @@ def test_resume_a_failed_chain_keeps_history_and_walltime(cluster, run_dir, caps
 
 
 @pytest.mark.parametrize("state,replaced", [
-    ("NODE_FAIL", True),  # its node failed while Slurm launched it
-    ("CANCELLED by 0", True),  # the node Prolog failed: slurmd cancels a --no-requeue job
-    ("CANCELLED", False),  # a person cancelled it before it started (no node): not replaced
-], ids=["node failed at launch", "node Prolog failed", "cancelled before it started"])
+    ("NODE_FAIL", "node_deaths"),  # its node failed while Slurm launched it: not a retry
+    ("CANCELLED by 0", "node_deaths"),  # the node Prolog failed: slurmd cancels it (--no-requeue)
+    ("FAILED", "dead_first_jobs"),  # its script broke before the prologue: counted as a retry
+    ("CANCELLED by 1000", None),  # a person cancelled it as Slurm launched it: not replaced
+    ("CANCELLED", None),  # a person cancelled it before it started (no node): not replaced
+], ids=["node failed at launch", "node Prolog failed", "its script failed before the prologue",
+        "a person cancelled it as it launched", "cancelled before it started"])
 def test_a_first_job_that_died_before_its_prologue_is_replaced_by_the_guard_submit_queued(
         cluster, tmp_path, capsys, monkeypatch, state, replaced):
     script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT)
@@ -549,7 +553,7 @@ def test_a_first_job_that_died_before_its_prologue_is_replaced_by_the_guard_subm
                                sys.executable, script)
     assert status == 0, err
     first = out.strip()
-    if replaced:  # it had its node
+    if state != "CANCELLED":  # it had its node
         cluster.set_job(first, state=state, start="2026-11-30T01:01:00", end="2026-11-30T01:01:00")
     else:
         cluster.set_job(first, state=state)
@@ -561,7 +565,9 @@ def test_a_first_job_that_died_before_its_prologue_is_replaced_by_the_guard_subm
     event, _, words = rc.guard_chain(run_dir, first, dict(os.environ), sleep=sleep,
                                      clock=lambda: now[0])
     if not replaced:
-        assert event is None and cluster.pending() == [] and "nothing to do" in words
+        assert event is None and cluster.pending() == [] and ("nothing to do" in words if state
+                                                              == "CANCELLED" else re.search(
+            r"a person cancelled it \(CANCELLED by \S+ \(uid 1000\)\): nothing continues", words))
         return
     assert now[0] >= rc.VIEW_WAIT_SECONDS  # a lagging view may hide its journal: it waited
     [new] = cluster.pending()
@@ -573,7 +579,7 @@ def test_a_first_job_that_died_before_its_prologue_is_replaced_by_the_guard_subm
     assert (queued["script"], queued["script_text"], queued["options"][-3:]) == (
         submitted["script"], died["script_text"], died["options"][-3:])
     assert (queued["held"], queued["requeue"]) == (False, "0")
-    assert (submitted["first_job"], submitted["dead_first_jobs"]) == (new, 1)
+    assert (submitted["first_job"], submitted[replaced]) == (new, 1)
     assert cluster.guards()[new] == submitted["guard"]  # the replacement is guarded in turn
     result = cluster.run_link(queued["script"], new)
     assert result.returncode == 0, result.stderr
@@ -601,7 +607,7 @@ def test_a_resumed_link_that_never_ran_is_replaced_or_left_by_its_guard(
         return
     [new] = cluster.pending()
     record = rc.StateStore(run_dir).read_record()
-    assert (record.job, record.source, record.dead_successors) == (new, "resume", 1)
+    assert (record.job, record.source, record.node_deaths) == (new, "resume", 1)
     assert record.guarded_by == cluster.guards()[new] != guard
     assert events[-1]["event"] == "healed" and "continued with job %s" % new in result.stderr
     assert "job %s, queued by resume, died before its prologue (NODE_FAIL" % job in \

@@ -989,7 +989,8 @@ def test_a_successor_that_died_before_its_prologue_is_replaced_by_its_guard(
     assert cluster.calls("sbatch")[-1]["env"]["SBATCH_GRES"] == "gpu:8"  # the user's defaults
     assert cluster.guards() == {new: "900001"}  # the new link is guarded in turn
     record = json.loads(read(run_dir, rc.JOURNAL_FILE))
-    assert (record["job"], record["successor"], record["dead_successors"]) == ("100", new, 1)
+    assert (record["job"], record["successor"], record["node_deaths"]) == ("100", new, 1)
+    assert record["dead_successors"] is None  # the cluster's deaths are not retries
     result = cluster.run_link(script, new)  # no dependency: the journal names its predecessor
     assert result.returncode == 0, result.stderr
     assert "resume | predecessor 100 TIMEOUT" in result.stderr
@@ -1026,32 +1027,42 @@ def test_a_successor_cancelled_before_it_started_is_not_continued_by_its_guard(
     assert [(event["event"], event["job"]) for event in events] == [(word, "100")]
 
 
-@pytest.mark.parametrize("state,replaced,allows", [
+OWN = "their own failures, more than max_retries 1 allows"
+CLUSTERS = "the cluster's failures, more than the 10 allowed"
+
+
+@pytest.mark.parametrize("deaths,given_up", [
     # max_retries 1: the first death is free, the second counts, the third is not replaced
-    ("FAILED", 2, "max_retries 1 allows"),
-    ("DEADLINE", 2, "max_retries 1 allows"),
+    (["FAILED"] * 3, "3 successors of job 100 died before their prologue by " + OWN),
+    (["DEADLINE"] * 3, "3 successors of job 100 died before their prologue by " + OWN),
     # the cluster's deaths are not retries (as a running link's node failure), up to NODE_DEATHS
-    ("NODE_FAIL", rc.NODE_DEATHS, "the 10 node failures in a row allowed"),
-    ("CANCELLED by 0", rc.NODE_DEATHS, "the 10 node failures in a row allowed"),  # node Prolog
+    (["NODE_FAIL"] * 11, "11 successors of job 100 died before their prologue by " + CLUSTERS),
+    (["CANCELLED by 0"] * 11, "11 successors of job 100 died before their prologue by " + CLUSTERS),
+    (["PREEMPTED", "BOOT_FAIL"] * 5 + ["NODE_FAIL"], "11 successors of job 100 died before "
+     "their prologue by " + CLUSTERS),
+    (["NODE_FAIL"] * 3 + ["FAILED"] * 3, "3 successors of job 100 died before their prologue "
+     "by " + OWN),  # one counter each: the cluster's failures do not use up max_retries
+    (["FAILED"] * 2 + ["NODE_FAIL"] * 11, "11 successors of job 100 died before their prologue "
+     "by " + CLUSTERS),
 ], ids=["its script fails before the prologue", "its deadline passed",
-        "its node fails at launch", "its node's Prolog fails"])
+        "its node fails at launch", "its node's Prolog fails", "preempted, its node did not boot",
+        "node failures, then its script's", "its script's failures, then the nodes'"])
 def test_successors_that_keep_dying_before_their_prologue_end_in_broken(
-        cluster, run_dir, capsys, monkeypatch, state, replaced, allows):
+        cluster, run_dir, capsys, monkeypatch, deaths, given_up):
     script, successor = start_chain(cluster, run_dir, max_retries=1)
     cluster.finish(100, "TIMEOUT", 60)
     dead = [successor]
-    for _ in range(replaced + 1):
+    for state in deaths:
         cluster.set_job(dead[-1], state=state, start="2026-11-30T01:01:00",
                         end="2026-11-30T01:01:00")
         result = cluster.run_guard(dead[-1])
         assert result.returncode == 0, result.stderr
         dead += cluster.pending()
-    assert len(dead) == replaced + 1 and cluster.pending() == [] and cluster.guards() == {}
-    assert ("%d successors of job 100 in a row died before their prologue, more than %s: not "
-            "replaced; %s resume continues the chain" % (replaced + 1, allows, BY_PATH)
-            ) in result.stderr
+    assert len(dead) == len(deaths) and cluster.pending() == [] and cluster.guards() == {}
+    assert "%s: not replaced; %s resume continues the chain" % (given_up, BY_PATH) \
+        in result.stderr
     events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
-    assert [event["event"] for event in events] == ["healed"] * replaced + ["broken"]
+    assert [event["event"] for event in events] == ["healed"] * (len(deaths) - 1) + ["broken"]
     status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
     assert status == 1 and "verdict: broken" in out
     status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)

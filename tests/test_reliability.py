@@ -1080,7 +1080,28 @@ def test_a_link_that_ends_before_its_background_step_leaves_its_successor_to_its
                                          sleep=clock.sleep, clock=clock)
     assert event.event == "healed" and "job 5000 died before its prologue" in words, words
     record = rc.StateStore(run_dir).read_record()
-    assert (record.job, record.successor, record.dead_successors) == ("1000", "5001", 1)
+    assert (record.job, record.successor, record.node_deaths) == ("1000", "5001", 1)
+
+
+def test_a_link_that_completed_before_its_background_step_finishes_the_chain_through_its_guard(
+        tmp_path, monkeypatch):
+    # Its work completed at once: Slurm cancelled the unstarted successor (no node), which did
+    # not die: the link's own guard journals the chain's end, and queues nothing.
+    run_dir, calls = chain_at_its_second_link(tmp_path, monkeypatch, "1500")
+    rc.run_link(run_dir, rc.Settings(3, 3600), rc.NextLink(TRUE_SCRIPT, [], [], "job.sh"),
+                {"SLURM_JOB_ID": "1000", "SLURM_JOB_DEPENDENCY": "afternotok:100"})
+    path = os.path.join(str(tmp_path), "cluster.json")
+    cluster = fake_slurm.load(path)
+    cluster["jobs"]["1000"].update(state="COMPLETED", start="2026-11-30T01:00:02",
+                                   end="2026-11-30T01:00:03")
+    cluster["jobs"]["5000"].update(state="CANCELLED", end="2026-11-30T01:00:03",
+                                   reason="DependencyNeverSatisfied")
+    fake_slurm.save(path, cluster)
+    clock = histories.OwnClock()
+    event, _, words = rc.guard_chain(run_dir, "1000", {"SLURM_JOB_ID": "1500"},
+                                     sleep=clock.sleep, clock=clock)
+    assert event.event == "finished" and "Slurm cancelled its successor 5000" in words, words
+    assert [job for job in fake_slurm.load(path)["jobs"] if int(job) > 5000] == []
 
 
 def stale_view(run_dir, names, before, seconds=3):
