@@ -1625,16 +1625,23 @@ def foreign_write(info):
     bits = info.st_mode & 0o022
     if not bits & 0o020 or not info.st_gid:  # the common case: nothing to look up (no pwd)
         return bits
+    return bits & ~0o020 if _private_group(info.st_uid, info.st_gid, int(time.time()) // 60) \
+        else bits
+
+
+# A minute's answers: status of many chains lists the accounts once (LDAP lists everyone), and a
+# long-lived process (a driver) sees a new member of the group within a minute.
+@functools.lru_cache(maxsize=64)
+def _private_group(uid, gid, minute):
     import grp
     import pwd
     with contextlib.suppress(KeyError, OverflowError):
-        user = pwd.getpwuid(info.st_uid)
-        group = user.pw_gid == info.st_gid and grp.getgrgid(info.st_gid)
-        if group and group.gr_name == user.pw_name and set(group.gr_mem) <= {user.pw_name} and \
-                not any(other.pw_gid == info.st_gid and other.pw_uid != info.st_uid
-                        for other in pwd.getpwall()):  # nor another account's primary group
-            return bits & ~0o020
-    return bits
+        user = pwd.getpwuid(uid)
+        group = user.pw_gid == gid and grp.getgrgid(gid)
+        return bool(group and group.gr_name == user.pw_name and set(group.gr_mem) <= {
+            user.pw_name} and not any(other.pw_gid == gid and other.pw_uid != uid
+                                      for other in pwd.getpwall()))  # nor another's primary one
+    return False
 
 
 def unsafe_path(path, what="run directory"):

@@ -935,4 +935,27 @@ def test_a_private_group_that_is_another_accounts_primary_group_is_not_private(t
     os.chmod(str(run_dir), 0o775)
     assert pwd.getpwnam("rcupg2").pw_gid == owner.pw_gid  # rcupg2 can write the directory
     import resumable_chain
+    resumable_chain._private_group.cache_clear()  # as a new process: no earlier answer
     assert resumable_chain.foreign_write(os.stat(str(run_dir))) == 0o020
+
+
+def test_status_of_many_chains_lists_the_accounts_once_not_once_per_chain(tmp_path, monkeypatch):
+    # Review: status judges each own run directory; at a umask 002 site each is 0775, and
+    # pwd.getpwall() (every account: slow where LDAP enumerates) ran once per chain.
+    if subprocess.run(["getent", "passwd", "rcupg1"], stdout=subprocess.DEVNULL).returncode:
+        subprocess.run(["useradd", "-M", "-s", "/bin/sh", "-U", "rcupg1"], check=True)
+    owner = pwd.getpwnam("rcupg1")
+    import resumable_chain
+    resumable_chain._private_group.cache_clear()
+    listed = []
+    monkeypatch.setattr(pwd, "getpwall", lambda: listed.append(1) or [owner])
+    try:
+        for name in "abc":
+            run_dir = tmp_path / name
+            run_dir.mkdir()
+            os.chown(str(run_dir), owner.pw_uid, owner.pw_gid)
+            os.chmod(str(run_dir), 0o775)
+            assert resumable_chain.foreign_write(os.stat(str(run_dir))) == 0  # private group's
+    finally:
+        resumable_chain._private_group.cache_clear()  # the faked list must not outlive the test
+    assert listed == [1]
