@@ -3382,11 +3382,13 @@ def _guard_died(look):
         "first_job": ", the chain's first job,", "job": ", queued by resume,"}.get(field, ""),
         "%s on %s" % (job.state, job.nodes) if job.nodes else job.state)
     by = base_state(job.state) == "CANCELLED" and SLURM.accounting([job.job_id])[0].get(
-        job.job_id)  # only accounting says who cancelled it (a lagging one: the node's doing)
-    if by and base_state(by.state) == "CANCELLED" and by.state not in ("CANCELLED",
-                                                                       "CANCELLED by 0"):
+        job.job_id)  # only accounting says who cancelled it: ask till the last look
+    if by is not False and not (by and is_final(by.state)) and not look.final:
+        return False, (None, None, "%s; accounting has not said who cancelled it: looking "
+                       "again" % died)
+    if by and cancelled_by_person(by.state, job.nodes):
         return (True, (None, None, "%s: a person cancelled it (%s): nothing continues the chain"
-                       % (died, _state_words(by.state)))) if first else _guard_cancelled(look)
+                       % (died, _state_words(by.state)))) if first else _guard_cancelled(look, by)
     node = base_state(job.state) in NODE_ENDS
     counter = "node_deaths" if node else "dead_first_jobs" if first else "dead_successors"
     dead = ((state.get(counter) if first else getattr(state, counter)) or 0) + 1
@@ -3402,18 +3404,21 @@ def _guard_died(look):
                                                             "%s allows" % retries))
 
 
-def _guard_cancelled(look):
-    """Cancelled before it started: by Slurm, as its predecessor completed (the chain
-    finished), or by a person (it stops). No link is left to journal it: the guard does."""
+def _guard_cancelled(look, by=None):
+    """Cancelled before it started (or as Slurm launched it: ``by``, accounting's Job): by
+    Slurm, as its predecessor completed (the chain finished), or by a person (it stops). No
+    link is left to journal it: the guard does."""
     record, job = look.state, look.job
     resumed = record.job == job.job_id  # only accounting says who cancelled a successor:
-    by = None if resumed else SLURM.accounting([job.job_id])[0].get(job.job_id) or job
+    by = None if resumed else by or SLURM.accounting([job.job_id])[0].get(job.job_id) or job
     if resumed:
-        kind, reason = "stopped", "job %s, queued by resume, was cancelled before it started: " \
-            "the chain does not go on" % job.job_id
-    elif by.state != "CANCELLED" and base_state(by.state) == "CANCELLED":
-        kind, reason = "stopped", "job %s, the pending successor of job %s, was cancelled " \
-            "before it started (%s): the chain stops when job %s ends" % (
+        kind, reason = "stopped", "job %s, queued by resume, was cancelled %s: the chain does " \
+            "not go on" % (job.job_id, "as Slurm launched it" if job.nodes else "before it started")
+    elif cancelled_by_person(by.state, job.nodes):
+        kind, reason = "stopped", (
+            "job %s, the successor of job %s, was cancelled as Slurm launched it (%s): the chain "
+            "stops with job %s" if job.nodes else "job %s, the pending successor of job %s, was "
+            "cancelled before it started (%s): the chain stops when job %s ends") % (
                 job.job_id, record.job, _state_words(by.state), record.job)
     else:
         predecessor = SLURM.final(record.job)
@@ -3896,6 +3901,14 @@ def query_jobs(job_ids, cluster=None):
     return found, errors
 
 
+def cancelled_by_person(state, nodes):
+    """Whether a job's accounting state says a person cancelled it: "CANCELLED by UID" (plain
+    CANCELLED: Slurm's, for an invalid dependency), and not root once it had nodes (slurmd
+    cancels a job whose node Prolog failed)."""
+    return base_state(state) == "CANCELLED" and state != "CANCELLED" and not (
+        nodes and state == "CANCELLED by 0")
+
+
 def _state_words(state):
     """``CANCELLED by 0`` -> ``CANCELLED by root (uid 0)``: say whose cancel it was."""
     words = (state or "").split()
@@ -4279,6 +4292,7 @@ VERDICTS = {
                             False),
     "completed": ("finished", "job {job} COMPLETED", None, False),
     "forgotten": ("unknown", "Slurm no longer knows job {job}", None, False),
+    "stopped by a person": ("stopped", "{reason}", "{resume} continues it", False),
     "successor cancelled": ("stopped", "job {job} ended {state} and its successor {successor} "
                             "was {successor_state} before it ran", "{resume} continues it",
                             False),
@@ -4352,6 +4366,8 @@ def _verdict(record, rows, status, chain):
     if VERDICTS[situation][0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
         return _verdict_of("guarded", dict(facts, guard=guard["job"], guard_state=guard["state"],
                                            broken=VERDICTS[situation][1].format(**facts)))
+    if VERDICTS[situation][0] == "broken" and stopped:  # a person cancelled what resume queued
+        return _verdict_of("stopped by a person", dict(facts, reason=stopped[-1].reason))
     return _verdict_of(situation, facts)
 
 
@@ -4379,9 +4395,8 @@ def _idle(record, rows, unanswered, facts):
         facts.update(successor=ended["job"], successor_raw=ended["state"],
                      successor_state=_state_words(ended["state"]),
                      on=" on %s" % ended["nodes"] if ended["nodes"] else "")
-    # a person, on purpose (slurmd cancels a job whose node Prolog failed: it had nodes)
-    cancelled = base_state(ended["state"]) == "CANCELLED" and not ended["nodes"] and (
-        ended["state"] != "CANCELLED" or facts["stopped"])
+    cancelled = base_state(ended["state"]) == "CANCELLED" and (  # by a person, on purpose
+        cancelled_by_person(ended["state"], ended["nodes"]) or facts["stopped"])
     return "%s %s" % (who, "cancelled" if cancelled else "died"), facts
 
 

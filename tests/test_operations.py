@@ -587,23 +587,27 @@ def test_a_first_job_that_died_before_its_prologue_is_replaced_by_the_guard_subm
     assert rc.StateStore(run_dir).read_record().guarded_by == submitted["guard"]
 
 
-@pytest.mark.parametrize("state,replaced", [
-    ("NODE_FAIL", True),  # its node failed while Slurm launched it
-    ("CANCELLED", False),  # a person cancelled it before it started: the chain stays stopped
-], ids=["died at launch", "cancelled before it started"])
+@pytest.mark.parametrize("state,launched,replaced", [
+    ("NODE_FAIL", True, True),  # its node failed while Slurm launched it
+    ("CANCELLED", False, False),  # a person cancelled it before it started: the chain stops
+    ("CANCELLED by 1000", True, False),  # a person cancelled it as Slurm launched it: the same
+], ids=["died at launch", "cancelled before it started", "cancelled as it launched"])
 def test_a_resumed_link_that_never_ran_is_replaced_or_left_by_its_guard(
-        cluster, run_dir, capsys, monkeypatch, state, replaced):
+        cluster, run_dir, capsys, monkeypatch, state, launched, replaced):
     script = failed_chain(cluster, run_dir)
     status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
     assert status == 0, err
     job = out.strip()
     guard = cluster.guards()[job]
-    cluster.set_job(job, state=state, **({"start": "2026-11-30T01:01:00"} if replaced else {}))
+    cluster.set_job(job, state=state, **({"start": "2026-11-30T01:01:00"} if launched else {}))
     result = cluster.run_guard(job)
     assert result.returncode == 0, result.stderr
     events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
     if not replaced:
         assert cluster.pending() == [] and events[-1]["event"] == "stopped", result.stderr
+        status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+        assert status == 0 and "verdict: stopped: job %s, queued by resume, was cancelled" % job \
+            in out, out
         return
     [new] = cluster.pending()
     record = rc.StateStore(run_dir).read_record()

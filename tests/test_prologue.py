@@ -1027,6 +1027,28 @@ def test_a_successor_cancelled_before_it_started_is_not_continued_by_its_guard(
     assert [(event["event"], event["job"]) for event in events] == [(word, "100")]
 
 
+@pytest.mark.parametrize("accounting", ["answers", "lags, then answers"])
+def test_a_successor_a_person_cancelled_as_slurm_launched_it_stops_the_chain(
+        cluster, run_dir, capsys, monkeypatch, accounting):
+    # It had its node (a person's scancel as the node Prolog ran): not the node's failure, and
+    # the controller does not say who cancelled it; accounting does, once it has caught up.
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "TIMEOUT", 60)
+    cluster.set_job(successor, state="CANCELLED by 1000", start="2026-11-30T01:01:00",
+                    end="2026-11-30T01:01:00",
+                    **({"sacct_hidden_calls": 1} if accounting != "answers" else {}))
+    result = cluster.run_guard(successor)
+    assert result.returncode == 0, result.stderr
+    assert len(cluster.calls("sacct")) == (1 if accounting == "answers" else 2)  # asked again
+    assert cluster.pending() == [] and cluster.guards() == {}  # nothing replaced it
+    events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]
+    assert [(event["event"], event["job"]) for event in events] == [("stopped", "100")]
+    assert "was cancelled as Slurm launched it (CANCELLED by " in events[0]["reason"]
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    assert status == 0 and "verdict: stopped: job 100 ended TIMEOUT and its successor %s was " \
+        "CANCELLED by " % successor in out, out
+
+
 OWN = "their own failures, more than max_retries 1 allows"
 CLUSTERS = "the cluster's failures, more than the 10 allowed"
 
