@@ -973,7 +973,7 @@ def parse_scontrol(text):
     """The Job ``scontrol show job -o`` describes, or None; one that never started has run 0 s
     (22.05 shows a bogus RunTime for a job cancelled by its dependency)."""
     fields = scontrol_fields(text)
-    if "JobState" not in fields:
+    if not fields.get("JobState"):
         return None
     start = _known(fields.get("StartTime"))
     never_started = "StartTime" in fields and start is None
@@ -1205,7 +1205,7 @@ class StateStore(object):
         shown = raw.decode("utf-8", "backslashreplace")
         shown = shown[:60] + "..." if len(shown) > 60 else shown
         return StateError("corrupt state file %s: content %r is not %s; fix or delete it "
-                          "(nothing was changed, no work ran)" % (self.path(name), shown, expected))
+                          "(nothing was changed)" % (self.path(name), shown, expected))
 
     def read_counter(self, name):
         raw = self.read_bytes(name, most=COUNTER_BYTES)
@@ -2243,9 +2243,8 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
            exit_code=None, elapsed=None):
     """The Decision of a job whose predecessor ended in ``state`` (None: first job; NOT_VISIBLE:
     not found) with ExitCode ``"75:0"`` (or 75) after ``elapsed`` s; ``walltime`` includes it."""
-    list(map(check_max_retries, (retries, walltime, max_retries, 0 if max_walltime is None else
-                                 max_walltime), ("retries", "walltime", "max_retries",
-                                                 "max_walltime")))  # a driver's text: ValueError
+    _check_job_report(state, elapsed, dict(retries=retries, walltime=walltime, max_retries=(
+        max_retries), max_walltime=0 if max_walltime is None else max_walltime))
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
     if state == NOT_VISIBLE:
@@ -2275,6 +2274,17 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
                         "failing the chain" % (state, retries + 1, max_retries))
     return Decision("resume", retries + 1, "predecessor %s: retry %d of %d"
                     % (state, retries + 1, max_retries))
+
+
+def _check_job_report(state, elapsed, counts):
+    """A one-line ValueError for what no job reports (a driver's YAML text, say)."""
+    for name, value in counts.items():
+        check_max_retries(value, name)
+    if not (state is None or isinstance(state, str) and state.strip()) or isinstance(
+            elapsed, (str, bool)) or not (elapsed is None or elapsed >= 0):
+        raise ValueError("decide: state must be a Slurm job state, None or NOT_VISIBLE (got %r) "
+                         "and elapsed seconds (parse_walltime() reads sacct's), got %r"
+                         % (state, elapsed))
 
 
 def state_meaning(state, exit_code=None, elapsed=None):
@@ -4047,7 +4057,8 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
 def unreadable_status(run_dir, error):
     problem = str(error) if isinstance(error, StateError) else (
         "cannot read the chain safely (%s: %s)" % (type(error).__name__, error))
-    verdict = _verdict_of("unreadable", {"problem": problem})
+    verdict = _verdict_of("unreadable" if os.path.isdir(run_dir) else "no directory",
+                          {"problem": problem})
     return dict(dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
                                "guard_error", "guard", "pending_successor", "cancelled", "budget",
                                "cluster", "cluster_note", "would_not_continue", "task")),
@@ -4149,8 +4160,9 @@ def _status_of(plan, answer, budgets, deadline):
     refused = [problem for problem in chain.problems if not isinstance(problem, LostEvents)]
     if kind == "refused" and verdict.next:  # resume refuses till it is fixed
         status["next"] = "fix the run directory as said above, then: " + verdict.next
-    elif refused and verdict.next and record.job is not None:
-        status["next"] = "fix or delete the file named above, then: " + verdict.next
+    elif refused and record.job is not None:  # an ended chain's too: --check fails till then
+        status["next"] = "fix or delete the file named above" + (
+            verdict.next and ", then: " + verdict.next or "")
     _show_other_jobs(status, plan, known)
     return status
 
@@ -4259,6 +4271,8 @@ VERDICTS = {
     "unreadable": ("unknown", "cannot read the chain's state ({problem})",
                    "fix or delete the named file (if only its owner may read it, ask them), "
                    "then run status again", True),
+    "no directory": ("unknown", "{problem}", "give the run directory a chain was submitted with",
+                     True),
     "cancelled": ("stopped", "cancelled with the cancel command ({cancelled})",
                   "{resume} continues it (the walltime so far is kept)", False),
     "cancelled unstarted": ("stopped", "cancelled with the cancel command ({cancelled})",
@@ -4895,7 +4909,7 @@ def split_submit_argv(argv):
     if not words:  # --wrap CMD is refused as such (not as a missing SCRIPT)
         chain_sbatch_args(sbatch_args)
         raise ValueError("submit: give SCRIPT after --" if dashes < len(argv) else
-                         "submit: give DIR first and SCRIPT after the options (see submit --help)")
+                         "submit: no SCRIPT: give DIR, the options, then SCRIPT (see --help)")
     after = words[1:] if dashes == len(argv) else []  # SCRIPT's words that may be misplaced
     misplaced = [word for word in after
                  if word.split("=", 1)[0] in usage_options(USER_COMMANDS["submit"].usage)]

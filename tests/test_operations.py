@@ -66,6 +66,12 @@ def test_a_directory_that_is_not_a_chain_is_said_so_and_left_untouched(
     assert os.listdir(str(directory)) == []  # not even a lock file
 
 
+def test_status_of_a_path_that_is_no_directory_says_to_give_the_run_directory(tmp_path):
+    report = rc.chain_status(str(tmp_path / "typo"))
+    assert report["verdict"] == "unknown: %s is not a directory" % (tmp_path / "typo")
+    assert report["next"] == "give the run directory a chain was submitted with"
+
+
 @pytest.mark.parametrize("final,verdict", [
     ("complete", "finished"), ("stop", "stopped"), ("fail", "failed")])
 def test_status_verdict_of_an_ended_chain(cluster, run_dir, capsys, monkeypatch, final, verdict):
@@ -460,7 +466,8 @@ def test_a_guard_for_a_missing_run_directory_says_so_in_one_line(capsys, tmp_pat
 @pytest.mark.parametrize("words,message", [
     (["d", "--max-retries", "x", "t.sh"], "max_retries must be a whole number from 0"),
     (["d", "--max-walltime", "0:30", "t.sh"], "under Slurm's 1-minute minimum"),
-], ids=["bad retries", "walltime under a minute"])
+    (["d", "-p", "debug"], "submit: no SCRIPT: give DIR, the options, then SCRIPT"),
+], ids=["bad retries", "walltime under a minute", "no script after the options"])
 def test_submit_refuses_bad_caps_in_one_line(cluster, capsys, monkeypatch, words, message):
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", *words)
     assert status == 2 and message in err and err.count("\n") == 1
@@ -1297,6 +1304,18 @@ def test_status_next_line_says_to_fix_a_corrupt_file_first_if_resume_refuses_it(
     assert report["next"].startswith("fix or delete the file named above, then: ") == refused
     assert report["problems"][0].startswith("corrupt state file")  # shown either way
     assert resume(cluster, capsys, monkeypatch, run_dir)[0] == (2 if refused else 0)
+
+
+def test_a_finished_chain_with_a_corrupt_counter_says_what_to_do_and_fails_check(
+        cluster, run_dir, capsys, monkeypatch):
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "COMPLETED", 5)
+    cluster.run_link(script, successor, predecessor=100)
+    with open(os.path.join(run_dir, rc.RETRIES_FILE), "w") as handle:
+        handle.write("garbage\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    assert status == 1 and "verdict: finished" in out, out
+    assert out.splitlines()[-1] == "next: fix or delete the file named above", out
 
 
 def test_status_next_line_says_to_fix_an_unsafe_run_directory_first_as_resume_refuses_it(

@@ -544,6 +544,21 @@ def test_sacct_runs_of_one_job_id_count_as_one_only_when_requeued(situation, nex
     assert (job.state, job.elapsed, job.restarts) == ("TIMEOUT", elapsed, restarts)
 
 
+@pytest.mark.parametrize("state,options", [
+    pytest.param("TIMEOUT", {"max_walltime": "48:00:00"}, id="a driver's max_walltime text"),
+    pytest.param("FAILED", {"retries": 1.5}, id="a counter that is not whole"),
+    pytest.param("TIMEOUT", {"max_retries": True}, id="a bool for a count"),
+    pytest.param("TIMEOUT", {"elapsed": "00:05:00"}, id="sacct's Elapsed text unparsed"),
+    pytest.param("TIMEOUT", {"elapsed": -1}, id="negative elapsed seconds"),
+    pytest.param("", {}, id="an empty state (not a first job: that is None)"),
+    pytest.param(75, {}, id="a number for the state"),
+])
+def test_decide_refuses_what_no_job_reports_with_one_line(state, options):
+    with pytest.raises(ValueError) as caught:
+        rc.decide(state, **options)
+    assert "\n" not in str(caught.value) and "must be" in str(caught.value)
+
+
 def test_fuzz_decide_keeps_the_table_invariants():
     # Properties any correct table has, checked without restating the table: random states
     # (fuzzed text too), counters and caps.
@@ -552,6 +567,10 @@ def test_fuzz_decide_keeps_the_table_invariants():
         state = rng.choice([None, rc.NOT_VISIBLE, fuzz_text(rng)] + TOKENS)
         retries, max_retries = rng.randint(0, 10), rng.randint(0, 5)
         walltime, cap = rng.randint(0, 10 ** 6), rng.choice([None, rng.randint(1, 10 ** 6)])
+        if state is not None and not state.strip():  # no job reports a blank state
+            with pytest.raises(ValueError):
+                rc.decide(state, retries=retries)
+            continue
         decision = rc.decide(state, retries=retries, walltime=walltime, max_retries=max_retries,
                              max_walltime=cap)
         assert decision.action in rc.ACTIONS and decision.reason
