@@ -365,14 +365,16 @@ def test_split_submit_words(words, expected):
 
 @pytest.mark.parametrize("words,message", [
     ([], "give DIR first"),
-    (["d"], "give DIR first"),
+    (["d"], "submit: no SCRIPT: give DIR, the options, then SCRIPT"),
+    (["d", "-p", "debug"], "submit: no SCRIPT: give DIR, the options, then SCRIPT"),
     (["-p", "gpu", "--", "t.sh"], "give DIR first"),
     (["d", "t.sh", "--max-walltime", "10"], "--max-walltime comes after the script t.sh"),
     (["d", "--"], "give SCRIPT after --"),
     (["d", "--max", "3", "t.sh"], "ambiguous option --max: it could be --max-retries, --max-walltime"),
     (["d", "--nosuch", "3", "t.sh"], "unknown option --nosuch"),
     (["d", "--max-retry", "3", "t.sh"], "unknown option --max-retry"),
-], ids=["nothing", "no script", "no dir", "our option after the script", "nothing after --",
+], ids=["nothing", "no script", "options but no script", "no dir",
+        "our option after the script", "nothing after --",
         "ambiguous", "unknown", "a typo of ours"])
 def test_split_submit_words_refuses(words, message):
     with pytest.raises(ValueError) as error:
@@ -466,8 +468,7 @@ def test_a_guard_for_a_missing_run_directory_says_so_in_one_line(capsys, tmp_pat
 @pytest.mark.parametrize("words,message", [
     (["d", "--max-retries", "x", "t.sh"], "max_retries must be a whole number from 0"),
     (["d", "--max-walltime", "0:30", "t.sh"], "under Slurm's 1-minute minimum"),
-    (["d", "-p", "debug"], "submit: no SCRIPT: give DIR, the options, then SCRIPT"),
-], ids=["bad retries", "walltime under a minute", "no script after the options"])
+], ids=["bad retries", "walltime under a minute"])
 def test_submit_refuses_bad_caps_in_one_line(cluster, capsys, monkeypatch, words, message):
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", *words)
     assert status == 2 and message in err and err.count("\n") == 1
