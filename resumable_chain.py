@@ -88,6 +88,7 @@ DEFAULT_COMMAND_TIMEOUT = 60  # seconds one Slurm command may take before it is 
 SBATCH_TIMEOUT_FACTOR = 3  # rate-limited sbatch sleeps 1, 2, 3 s...: 180 s is 18 tries, not 10
 MIN_COMMAND_TIMEOUT = 5  # even at the end of the lookup window a query gets this long
 LOCK_WAIT_SECONDS = 300  # a lock held longer than this means a stuck writer
+MAX_SCRIPT_BYTES = 4 << 20  # Slurm's default max_script_size: a longer script is refused
 MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file: read by its tail
 MAX_WORDS = 1024  # more sbatch or script arguments are corrupt (each costs status a parse)
 MAX_EVENTS = 100  # the events file keeps the newest (a planted million would cost every status)
@@ -3587,6 +3588,10 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
             budget_dir, "budget_dir"), BUDGET_FILE)):
         raise ValueError("no shared budget in %s: create it first with resumable-chain budget %s "
                          "--max-walltime T" % (budget_dir, shell_quote(budget_dir)))
+    problem = budget_dir and (owner_problem(os.stat(budget_dir), budget_dir, "budget directory")
+                              or unsafe_path(budget_dir, "budget directory"))
+    if problem:  # its links would refuse it, each a failure the guard replaces
+        raise ValueError(problem)
     script = None if script is None else os.path.abspath(check_path(script, "script"))
     words += [("script", script), ("budget-dir", budget_dir and os.path.abspath(budget_dir)),
               ("notify", notify), ("warn", warn)]
@@ -4160,7 +4165,7 @@ def _status_of(plan, answer, budgets, deadline):
     refused = [problem for problem in chain.problems if not isinstance(problem, LostEvents)]
     if kind == "refused" and verdict.next:  # resume refuses till it is fixed
         status["next"] = "fix the run directory as said above, then: " + verdict.next
-    elif refused and record.job is not None:  # an ended chain's too: --check fails till then
+    elif refused and record.job is not None and verdict.word != "unknown":  # an ended chain's too
         status["next"] = "fix or delete the file named above" + (
             verdict.next and ", then: " + verdict.next or "")
     _show_other_jobs(status, plan, known)
@@ -4572,12 +4577,16 @@ def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
 
 
 def read_batch_script(script):
-    try:
+    try:  # a device or FIFO (/dev/zero) would be read forever: sbatch takes regular files only
+        if not stat.S_ISREG(os.stat(script).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
         with open(script, "rb") as handle:
-            text = handle.read().decode("utf-8")
+            text = handle.read(MAX_SCRIPT_BYTES + 1).decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise StateError("cannot read batch script %s: %s" % (script, getattr(
             error, "strerror", None) or error))
+    if len(text) > MAX_SCRIPT_BYTES:
+        raise StateError("batch script %s is over 4 MiB, Slurm's default max_script_size" % script)
     if "\r\n" in text:  # sbatch refuses it, in two lines of which a one-line error keeps one
         raise StateError("%s has DOS line breaks (\\r\\n), which sbatch refuses: run dos2unix %s"
                          % (script, shell_quote(script)))
@@ -4602,10 +4611,11 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     notify, warn = check_notify(notify), check_warn(warn)
     check_warn_fits(warn, script_directives(header) + sbatch_args, max_walltime)
-    run_dir = os.path.abspath(run_dir)
+    run_dir = os.path.abspath(check_path(run_dir, "DIR"))
     python = os.path.abspath(python) if os.sep in python else python  # jobs run in run_dir
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
+    _check_not_nested(run_dir)
     live = _live_chain(run_dir, force)
     sbatch_args = _chain_defaults(run_dir, script, header, without_options(sbatch_args,
                                                                            ("--hold",)))
@@ -4673,6 +4683,24 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
                              "link at its launch; create it first (mkdir -p %s)"
                              % (name, path, folder, shell_quote(folder)))
     return sbatch_args
+
+
+def _check_not_nested(run_dir):
+    """StateError if run_dir is inside a chain's directory or holds chains: status never looks
+    into a chain, so one would hide the other."""
+    parent = run_dir
+    while parent != os.path.dirname(parent):
+        parent = os.path.dirname(parent)
+        if holds_chain(parent):
+            raise StateError("run directory %s is inside the chain in %s, where status never "
+                             "looks: give a directory outside it" % (run_dir, parent))
+    below = []
+    if os.path.isdir(run_dir) and not holds_chain(run_dir):
+        with contextlib.suppress(OSError):
+            below = _chains_below(run_dir, CHAIN_DEPTH)
+    if below:
+        raise StateError("run directory %s holds chains (%s): status would show the new one "
+                         "alone; give a directory of its own" % (run_dir, below[0]))
 
 
 def _install_chain(run_dir, force, copy_path, submitted):

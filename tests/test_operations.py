@@ -989,6 +989,37 @@ def test_a_budget_directory_others_may_write_is_refused_by_that_name(cluster, tm
     assert not (budget_dir / ".resumable_chain.budget.json").exists()
 
 
+@pytest.mark.parametrize("run_dir,words,message", [
+    pytest.param("runs/a/eval", "t.sh", "is inside the chain in {tmp}/runs/a, where status never",
+                 id="inside another chain's directory"),
+    pytest.param("runs", "t.sh", "holds chains ({tmp}/runs/a): status would show the new one alone",
+                 id="above another chain"),
+    pytest.param("", "t.sh", "DIR must be a non-empty path", id="an empty DIR (the cwd)"),
+    pytest.param("runs/b", "/dev/zero", "cannot read batch script /dev/zero: not a regular file",
+                 id="a device for the script (read forever)"),
+    pytest.param("runs/b", "big.sh", "is over 4 MiB, Slurm's default max_script_size",
+                 id="a script over Slurm's size"),
+    pytest.param("runs/b", "t.sh --budget-dir {tmp}/open", "budget directory {tmp}/open: mode 0777",
+                 id="a budget directory others may write (its links would refuse it)"),
+])
+def test_submit_refuses_what_its_links_or_status_could_not_serve(
+        cluster, tmp_path, capsys, monkeypatch, run_dir, words, message):
+    script = write(str(tmp_path / "t.sh"), "#!/bin/bash\ntrue\n")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "runs/a"), script)[0] == 0
+    write(str(tmp_path / "big.sh"), "#!/bin/bash\n" + "#" * (4 << 20) + "\n")
+    (tmp_path / "open").mkdir()
+    write(str(tmp_path / "open" / rc.BUDGET_FILE), "{}")
+    os.chmod(str(tmp_path / "open"), 0o777)
+    before = len(cluster.calls("sbatch"))
+    monkeypatch.chdir(str(tmp_path))
+    words = words.replace("{tmp}", str(tmp_path)).split()  # SCRIPT, then our options
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", *(
+        words[1:] + [run_dir and str(tmp_path / run_dir)] + words[:1]))
+    assert status == 2 and message.replace("{tmp}", str(tmp_path)) in err, err
+    assert err.count("\n") == 1 and out == ""
+    assert len(cluster.calls("sbatch")) == before
+
+
 def test_a_corrupt_budget_is_never_reset_and_stops_links(cluster, tmp_path, capsys, monkeypatch):
     budget_dir = str(tmp_path / "b")
     make_budget(cluster, capsys, monkeypatch, budget_dir, "1:00:00")
@@ -1305,6 +1336,15 @@ def test_status_next_line_says_to_fix_a_corrupt_file_first_if_resume_refuses_it(
     assert report["next"].startswith("fix or delete the file named above, then: ") == refused
     assert report["problems"][0].startswith("corrupt state file")  # shown either way
     assert resume(cluster, capsys, monkeypatch, run_dir)[0] == (2 if refused else 0)
+
+
+def test_an_unreadable_chain_file_says_what_to_do_once(cluster, run_dir, capsys, monkeypatch):
+    failed_chain(cluster, run_dir)
+    with open(os.path.join(run_dir, rc.CHAIN_FILE), "w") as handle:
+        handle.write("garbage\n")
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["verdict_word"] == "unknown" and report["next"].startswith(
+        "fix or delete the named file"), report["next"]
 
 
 def test_a_finished_chain_with_a_corrupt_counter_says_what_to_do_and_fails_check(
