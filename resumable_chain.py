@@ -2281,8 +2281,9 @@ def _check_job_report(state, elapsed, counts):
     """A one-line ValueError for what no job reports (a driver's YAML text, say)."""
     for name, value in counts.items():
         check_max_retries(value, name)
-    if not (state is None or isinstance(state, str) and state.strip()) or isinstance(
-            elapsed, (str, bool)) or not (elapsed is None or elapsed >= 0):
+    seconds = elapsed is None or isinstance(elapsed, (int, float)) and not isinstance(
+        elapsed, bool) and elapsed >= 0
+    if not (seconds and (state is None or isinstance(state, str) and state.strip())):
         raise ValueError("decide: state must be a Slurm job state, None or NOT_VISIBLE (got %r) "
                          "and elapsed seconds (parse_walltime() reads sacct's), got %r"
                          % (state, elapsed))
@@ -4165,7 +4166,7 @@ def _status_of(plan, answer, budgets, deadline):
     refused = [problem for problem in chain.problems if not isinstance(problem, LostEvents)]
     if kind == "refused" and verdict.next:  # resume refuses till it is fixed
         status["next"] = "fix the run directory as said above, then: " + verdict.next
-    elif refused and record.job is not None and verdict.word != "unknown":  # an ended chain's too
+    elif refused and record.job is not None and chain.jobs:  # else it is the verdict; ended too
         status["next"] = "fix or delete the file named above" + (
             verdict.next and ", then: " + verdict.next or "")
     _show_other_jobs(status, plan, known)
@@ -4581,12 +4582,13 @@ def read_batch_script(script):
         if not stat.S_ISREG(os.stat(script).st_mode):
             raise OSError(errno.EINVAL, "not a regular file")
         with open(script, "rb") as handle:
-            text = handle.read(MAX_SCRIPT_BYTES + 1).decode("utf-8")
+            data = handle.read(MAX_SCRIPT_BYTES + 1)
+        if len(data) > MAX_SCRIPT_BYTES:
+            raise OSError(errno.EFBIG, "over 4 MiB, Slurm's default max_script_size")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise StateError("cannot read batch script %s: %s" % (script, getattr(
             error, "strerror", None) or error))
-    if len(text) > MAX_SCRIPT_BYTES:
-        raise StateError("batch script %s is over 4 MiB, Slurm's default max_script_size" % script)
     if "\r\n" in text:  # sbatch refuses it, in two lines of which a one-line error keeps one
         raise StateError("%s has DOS line breaks (\\r\\n), which sbatch refuses: run dos2unix %s"
                          % (script, shell_quote(script)))
@@ -4696,8 +4698,9 @@ def _check_not_nested(run_dir):
                              "looks: give a directory outside it" % (run_dir, parent))
     below = []
     if os.path.isdir(run_dir) and not holds_chain(run_dir):
-        with contextlib.suppress(OSError):
-            below = _chains_below(run_dir, CHAIN_DEPTH)
+        with contextlib.suppress(OSError):  # a symlink to a chain (latest -> ...) hides none
+            below = [path for path in _chains_below(run_dir, CHAIN_DEPTH)
+                     if not os.path.islink(path)]
     if below:
         raise StateError("run directory %s holds chains (%s): status would show the new one "
                          "alone; give a directory of its own" % (run_dir, below[0]))
@@ -5159,7 +5162,8 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
     # A sweep: a chain per task in DIR/<task>, none queued unless all can be (none is live,
     # every log has its directory).
     for each in tasks or ():
-        task_dir = os.path.abspath(os.path.join(run_dir, str(each)))
+        task_dir = os.path.abspath(os.path.join(check_path(run_dir, "DIR"), str(each)))
+        _check_not_nested(task_dir)
         _live_chain(task_dir, options.get("force"))
         _chain_defaults(task_dir, script, header, task_args(each))
     given = script_directives(header) + check_sbatch_args(

@@ -997,8 +997,13 @@ def test_a_budget_directory_others_may_write_is_refused_by_that_name(cluster, tm
     pytest.param("", "t.sh", "DIR must be a non-empty path", id="an empty DIR (the cwd)"),
     pytest.param("runs/b", "/dev/zero", "cannot read batch script /dev/zero: not a regular file",
                  id="a device for the script (read forever)"),
-    pytest.param("runs/b", "big.sh", "is over 4 MiB, Slurm's default max_script_size",
+    pytest.param("runs/b", "big.sh", "big.sh: over 4 MiB, Slurm's default max_script_size",
                  id="a script over Slurm's size"),
+    pytest.param("runs/b", "wide.sh", "wide.sh: over 4 MiB, Slurm's default max_script_size",
+                 id="a script over Slurm's size in bytes, not in characters (never cut short)"),
+    pytest.param("runs/s", "t.sh --array=0-1", "run directory {tmp}/runs/s/1 holds chains",
+                 id="a sweep whose second task's directory holds a chain (nothing queued)"),
+    pytest.param("", "t.sh --array=0-1", "DIR must be a non-empty path", id="an empty DIR sweep"),
     pytest.param("runs/b", "t.sh --budget-dir {tmp}/open", "budget directory {tmp}/open: mode 0777",
                  id="a budget directory others may write (its links would refuse it)"),
 ])
@@ -1007,6 +1012,9 @@ def test_submit_refuses_what_its_links_or_status_could_not_serve(
     script = write(str(tmp_path / "t.sh"), "#!/bin/bash\ntrue\n")
     assert run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "runs/a"), script)[0] == 0
     write(str(tmp_path / "big.sh"), "#!/bin/bash\n" + "#" * (4 << 20) + "\n")
+    write(str(tmp_path / "wide.sh"), "#!/bin/bash\n#" + "\u00e9" * (2 << 20) + "\ntrue\n")
+    os.makedirs(str(tmp_path / "runs/s/1/old"))
+    write(str(tmp_path / "runs/s/1/old" / rc.SUBMIT_FILE), "{}")
     (tmp_path / "open").mkdir()
     write(str(tmp_path / "open" / rc.BUDGET_FILE), "{}")
     os.chmod(str(tmp_path / "open"), 0o777)
@@ -1018,6 +1026,17 @@ def test_submit_refuses_what_its_links_or_status_could_not_serve(
     assert status == 2 and message.replace("{tmp}", str(tmp_path)) in err, err
     assert err.count("\n") == 1 and out == ""
     assert len(cluster.calls("sbatch")) == before
+    assert not os.path.exists(str(tmp_path / "runs/b")) and not os.path.exists("0")
+
+
+def test_submit_beside_a_symlink_to_a_chain_is_no_nesting(cluster, tmp_path, capsys, monkeypatch):
+    script = write(str(tmp_path / "t.sh"), "#!/bin/bash\ntrue\n")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "a"), script)[0] == 0
+    os.makedirs(str(tmp_path / "runs"))
+    os.symlink(str(tmp_path / "a"), str(tmp_path / "runs/latest"))  # status finds a by itself
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "runs"),
+                               script)
+    assert status == 0, err
 
 
 def test_a_corrupt_budget_is_never_reset_and_stops_links(cluster, tmp_path, capsys, monkeypatch):
@@ -1338,6 +1357,16 @@ def test_status_next_line_says_to_fix_a_corrupt_file_first_if_resume_refuses_it(
     assert resume(cluster, capsys, monkeypatch, run_dir)[0] == (2 if refused else 0)
 
 
+def test_a_corrupt_counter_while_slurm_is_down_still_says_to_fix_it(
+        cluster, run_dir, running_chain, capsys, monkeypatch):
+    with open(os.path.join(run_dir, rc.WALLTIME_FILE), "w") as handle:
+        handle.write("garbage\n")
+    cluster.update(squeue_down=True, sacct_down=True)
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["verdict"].startswith("unknown: Slurm did not answer")
+    assert report["next"] == "fix or delete the file named above, then: try again when Slurm answers"
+
+
 def test_an_unreadable_chain_file_says_what_to_do_once(cluster, run_dir, capsys, monkeypatch):
     failed_chain(cluster, run_dir)
     with open(os.path.join(run_dir, rc.CHAIN_FILE), "w") as handle:
@@ -1345,6 +1374,7 @@ def test_an_unreadable_chain_file_says_what_to_do_once(cluster, run_dir, capsys,
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert report["verdict_word"] == "unknown" and report["next"].startswith(
         "fix or delete the named file"), report["next"]
+    assert report["next"].count("fix or delete") == 1
 
 
 def test_a_finished_chain_with_a_corrupt_counter_says_what_to_do_and_fails_check(

@@ -544,19 +544,25 @@ def test_sacct_runs_of_one_job_id_count_as_one_only_when_requeued(situation, nex
     assert (job.state, job.elapsed, job.restarts) == ("TIMEOUT", elapsed, restarts)
 
 
-@pytest.mark.parametrize("state,options", [
-    pytest.param("TIMEOUT", {"max_walltime": "48:00:00"}, id="a driver's max_walltime text"),
-    pytest.param("FAILED", {"retries": 1.5}, id="a counter that is not whole"),
-    pytest.param("TIMEOUT", {"max_retries": True}, id="a bool for a count"),
-    pytest.param("TIMEOUT", {"elapsed": "00:05:00"}, id="sacct's Elapsed text unparsed"),
-    pytest.param("TIMEOUT", {"elapsed": -1}, id="negative elapsed seconds"),
-    pytest.param("", {}, id="an empty state (not a first job: that is None)"),
-    pytest.param(75, {}, id="a number for the state"),
+@pytest.mark.parametrize("state,options,message", [
+    pytest.param("TIMEOUT", {"max_walltime": "48:00:00"}, "max_walltime must be a whole number",
+                 id="a driver's max_walltime text"),
+    pytest.param("FAILED", {"retries": 1.5}, "retries must be a whole number",
+                 id="a counter that is not whole"),
+    pytest.param("TIMEOUT", {"max_retries": True}, "max_retries must be a whole number",
+                 id="a bool for a count"),
+    pytest.param("TIMEOUT", {"elapsed": "00:05:00"}, "got '00:05:00'",
+                 id="sacct's Elapsed text unparsed"),
+    pytest.param("TIMEOUT", {"elapsed": b"5"}, "got b'5'", id="bytes for elapsed"),
+    pytest.param("TIMEOUT", {"elapsed": True}, "got True", id="a bool for elapsed"),
+    pytest.param("TIMEOUT", {"elapsed": -1}, "got -1", id="negative elapsed seconds"),
+    pytest.param("", {}, "(got '')", id="an empty state (not a first job: that is None)"),
+    pytest.param(75, {}, "(got 75)", id="a number for the state"),
 ])
-def test_decide_refuses_what_no_job_reports_with_one_line(state, options):
+def test_decide_refuses_what_no_job_reports_with_one_line(state, options, message):
     with pytest.raises(ValueError) as caught:
         rc.decide(state, **options)
-    assert "\n" not in str(caught.value) and "must be" in str(caught.value)
+    assert "\n" not in str(caught.value) and message in str(caught.value)
 
 
 def test_fuzz_decide_keeps_the_table_invariants():
