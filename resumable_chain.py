@@ -2217,6 +2217,9 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     # Exit 75 after the warning is progress, however soon it came (a short or lowered time limit)
     limit = observed.time_limit or (previous.time_limit if previous is not None else None)
     warned = warn and limit and elapsed >= limit - warn_signal(warn)[1]
+    if previous is not None and previous.predecessor_exit_code == RESUME_EXIT and (
+            previous.predecessor_elapsed or 0) < NO_PROGRESS_SECONDS:  # twice in a row: the
+        warned = False  # warning comes before the work can save anything; retries end the loop
     progress = None if warned else elapsed
     decision = decide(observed.state, retries=snapshot.retries or 0, walltime=walltime,
                       max_retries=settings.max_retries, max_walltime=settings.max_walltime,

@@ -659,6 +659,24 @@ def test_a_warned_work_that_checkpoints_within_its_first_minute_made_progress(
             result.stderr
 
 
+def test_warned_checkpoints_under_a_minute_twice_in_a_row_count_so_the_chain_ends(
+        cluster, run_dir):
+    # Trial on 26.05: --time=1 --warn USR1@50, the work saves nothing in its 10 s and exits 75:
+    # each link resumed uncounted, a chain with no progress and no end (but the cap).
+    script, successor = start_chain(cluster, run_dir, max_retries=0, warn="USR1@50")
+    cluster.finish("100", "FAILED", 12)
+    cluster.set_job("100", exit_code="75:0", time_limit="00:01:00")
+    assert cluster.run_link(script, successor, predecessor="100").returncode == 0  # once: a
+    first = json.loads(read(run_dir, rc.JOURNAL_FILE))  # warned checkpoint, as above
+    assert (first["action"], first["retries"]) == ("resume", 0)
+    cluster.finish(successor, "FAILED", 12)
+    cluster.set_job(successor, exit_code="75:0", time_limit="00:01:00")
+    result = cluster.run_link(script, first["successor"], predecessor=successor)
+    record = json.loads(read(run_dir, rc.JOURNAL_FILE))
+    assert (result.returncode, record["cause"], record["retries"]) == (1, "no_progress", 1), \
+        result.stderr
+
+
 def test_resume_of_a_live_chain_names_the_cancel_command_with_its_directory(
         cluster, run_dir, capsys, monkeypatch):
     # issue 40, trial on 24.11: "run python3 .../resumable_chain.py cancel first", pasted, said
