@@ -2214,7 +2214,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
             (previous.next or {}).get("sbatch_args", next_link.sbatch_args)))
     elapsed = observed.elapsed
     walltime = 0 if first else (snapshot.walltime or 0) + elapsed
-    # Exit 75 after the warning is progress, however soon it came (a short or lowered time limit)
+    # Exit 75 after the warning is progress, however soon it came (a short or lowered limit), once
     limit = observed.time_limit or (previous.time_limit if previous is not None else None)
     warned = warn and limit and elapsed >= limit - warn_signal(warn)[1]
     if previous is not None and previous.predecessor_exit_code == RESUME_EXIT and (
