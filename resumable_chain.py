@@ -3592,17 +3592,15 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
             budget_dir, "budget_dir"), BUDGET_FILE)):
         raise ValueError("no shared budget in %s: create it first with resumable-chain budget %s "
                          "--max-walltime T" % (budget_dir, shell_quote(budget_dir)))
-    problem = budget_dir and (owner_problem(os.stat(budget_dir), budget_dir, "budget directory")
-                              or unsafe_path(budget_dir, "budget directory"))
-    if problem:  # its links would refuse it, each a failure the guard replaces
-        raise ValueError(problem)
     script = None if script is None else os.path.abspath(check_path(script, "script"))
     words += [("script", script), ("budget-dir", budget_dir and os.path.abspath(budget_dir)),
               ("notify", notify), ("warn", warn)]
     argv = step_command("prologue", *["--%s=%s" % word for word in words if word[1] is not None],
                         python=python) + [os.path.abspath(run_dir)]
-    try:  # Slurm opens #SBATCH --output=<run dir>/... before the prologue could create it
-        make_run_dir(made_dir(run_dir))
+    try:  # the budget as its links check it (each refusal a failure the guard would replace)
+        if budget_dir is not None:
+            check_owned_dir(budget_dir, "budget directory")
+        make_run_dir(made_dir(run_dir))  # Slurm opens #SBATCH --output=<run dir>/... first
     except StateError as error:
         raise ValueError(str(error))
     command = " ".join(shell_quote(argument) for argument in argv)
