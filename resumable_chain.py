@@ -1114,10 +1114,9 @@ def _one_of(*allowed):
 
 
 def _warn_ok(value):
-    try:
+    with contextlib.suppress(ValueError):
         return check_warn(value) == value
-    except ValueError:
-        return False
+    return False
 
 
 def _next_link_ok(value):
@@ -1132,11 +1131,10 @@ def _next_link_ok(value):
     if not all(isinstance(words, list) and len(words) <= MAX_WORDS and all(
             isinstance(word, str) and "\0" not in word for word in words) for words in lists):
         return False
-    try:  # an array task's links are one-task arrays (--array=<task>): nothing more
+    with contextlib.suppress(ValueError):  # an array task's links: --array=<task>, no more
         chain_sbatch_args(without_options(lists[0], ("--array",)))
-    except ValueError:
-        return False
-    return all(is_digits(task, 9) for task in option_values(lists[0], "--array"))
+        return all(is_digits(task, 9) for task in option_values(lists[0], "--array"))
+    return False
 
 
 RECORD_CHECKS = {  # every journal field's test (True: the value may be used as it is)
@@ -1194,8 +1192,7 @@ class StateStore(object):
         with os.fdopen(descriptor, "rb") as handle:
             try:
                 if tail is not None:
-                    handle.seek(0, os.SEEK_END)
-                    handle.seek(max(0, handle.tell() - tail))
+                    handle.seek(max(0, os.fstat(descriptor).st_size - tail))
                     return handle.read(tail)
                 return handle.read(MAX_STATE_BYTES + 1 if most is None else most + 1)
             except OSError as error:
@@ -1232,8 +1229,7 @@ class StateStore(object):
         return jobs
 
     def read_json(self, name, what, convert):
-        """``convert(the file's JSON object)``, or None if missing; corrupt (a StateError naming
-        ``what`` it should be) when it is not one or convert says ValueError or None."""
+        """``convert(the file's JSON object)``, or None if missing; corrupt if not a ``what``."""
         raw = self.read_bytes(name)
         if raw is None:
             return None
@@ -1516,8 +1512,7 @@ class StateStore(object):
 
 
 def find_place(store, job_id, predecessor_id, environ, warnings):
-    """(the snapshot, the chain's cluster), under the lock, once the journal names a job without
-    a predecessor if it should (wait_to_be_named); a job on another cluster is refused."""
+    """(the snapshot, the chain's cluster) under the lock; a job on another cluster is refused."""
     snapshot = store.snapshot()
     if predecessor_id is None:  # a first job, or one a guard or resume queued: which?
         snapshot = wait_to_be_named(store, snapshot, job_id, environ.get("SLURM_CLUSTER_NAME"),
@@ -1595,9 +1590,8 @@ def check_owned_dir(path, what="run directory"):
         info = os.stat(path)
     except OSError as error:
         raise StateError("cannot use %s %s: %s" % (what, path, error.strerror or error))
-    if not stat.S_ISDIR(info.st_mode):
-        raise StateError("%s %s is not a directory" % (what, path))
-    problem = owner_problem(info, path, what) or unsafe_path(path, what)
+    problem = ("%s %s is not a directory" % (what, path) if not stat.S_ISDIR(info.st_mode) else
+               owner_problem(info, path, what) or unsafe_path(path, what))
     if problem:
         raise StateError(problem)
 
@@ -1718,14 +1712,9 @@ def _proc_text(pid, name):
 
 def parse_mounts(text):
     """[(mount point, fstype, [options])] of /proc/mounts text (``\\040`` is a space)."""
-    mounts = []
-    for fields in map(str.split, text.splitlines()):
-        if len(fields) >= 4:
-            point = fields[1]
-            for code in ("\\040", "\\011", "\\012", "\\134"):
-                point = point.replace(code, chr(int(code[1:], 8)))
-            mounts.append((point, fields[2], fields[3].split(",")))
-    return mounts
+    return [(fields[1].replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n")
+             .replace("\\134", "\\"), fields[2], fields[3].split(","))
+            for fields in map(str.split, text.splitlines()) if len(fields) >= 4]
 
 
 def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
