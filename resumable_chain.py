@@ -1182,8 +1182,7 @@ class StateStore(object):
         return os.path.join(self.directory, name)
 
     def read_bytes(self, name, tail=None, most=None):
-        """A state file's bytes, or None if missing; ``tail``: only the last ones (the chain file
-        grows for ever); ``most``: a small file, read up to one byte more."""
+        """A state file's bytes, or None if missing: the last ``tail``, or up to ``most`` + 1."""
         path = self.path(name)
         try:
             descriptor = open_own_file(path, os.O_RDONLY, owned=self.acting)
@@ -1426,7 +1425,7 @@ class StateStore(object):
                     continue
                 if kernel not in ("taken", "busy") and kind == "kernel":
                     kind, why = "file", "lock calls refused here (%s)" % kernel
-                if self._replaced(name, descriptor, kernel):
+                if self._replaced(name, path, held, descriptor, kernel):
                     continue
                 token = kernel != "busy" and self._held_free(held) and (
                     _create_held(held) if kind == "file" else "")
@@ -1479,12 +1478,11 @@ class StateStore(object):
             except OSError as error:
                 raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
-    def _replaced(self, name, descriptor, kernel):
+    def _replaced(self, name, path, held, descriptor, kernel):
         """Replace a lock file others may hold a lock on (readable by them, as 0.4 left it: an
         open descriptor survives chmod, and a shared lockf stops every writer) by a new 0600
         one, whether it was: under the .held lock file, while this process holds it or
         /proc/locks shows another user's lock on it (so no writer of the chain has it)."""
-        path, held = self.path(name), self.path(name + HELD_SUFFIX)
         if not (kernel == "taken" and os.fstat(descriptor).st_mode & 0o044 or
                 kernel == "busy" and _others_lock(descriptor)):
             return False
