@@ -1454,10 +1454,9 @@ class StateStore(object):
         else:
             gone = holder.job and self.job_over and holder.cluster in (
                 None, os.environ.get("SLURM_CLUSTER_NAME")) and self.job_over(str(holder.job))
-        if gone is not True:
-            return False
-        self._drop_held(held, holder.token)
-        return True
+        if gone is True:
+            self._drop_held(held, holder.token)
+        return gone is True
 
     def _read_holder(self, held):
         try:
