@@ -2385,8 +2385,7 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
         array_task_id(record.job, environ), next_link, warnings)
     # Lowered to whole minutes of its caps (the chain ends within a minute of them), unless its
     # own limit fits: scontrol's if the budget asked, else its environment's (23.02+), no call
-    caps = link_caps(record)
-    cap = int(min(caps)) // 60 * 60 if caps else None
+    cap = link_end(0, None, link_caps(record))
     limit = own.time_limit if own is not None else job_start_and_limit(environ)[1]
     fits = cap is None or limit is not None and limit <= cap
     record = record._replace(successor=successor, successor_error=error,
@@ -2567,8 +2566,7 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
         ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
         if environ.get(variable)]
     # exec: the guard hears Slurm's SIGTERM (guard_command) with no shell that dies at it first
-    command = " ".join(["exec"] + [shell_quote(word) for word in step_command(*words,
-                                                                              python=python)])
+    command = "exec " + " ".join(map(shell_quote, step_command(*words, python=python)))
     try:
         return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command]))[0], None
     except StateError as error:
@@ -2863,9 +2861,8 @@ def budget_left(budget):
 
 
 def reserve(budget, job_id, limit):
-    """(budget, seconds) with whole minutes of min(limit, what is left) reserved for a link
-    (seconds None: under a minute left). A requeued link keeps its reservation."""
-    if job_id in budget.reservations:
+    """(budget, seconds): whole minutes of min(limit, what is left) reserved, None if under 1."""
+    if job_id in budget.reservations:  # a requeued link keeps its reservation
         return budget, budget.reservations[job_id]
     left = budget_left(budget)
     seconds = (left if limit is None else min(limit, left)) // 60 * 60
