@@ -2884,8 +2884,7 @@ def settle(budget, job_id, elapsed):
 
 
 def draw_on_budget(budget_dir, record, observation, warnings):
-    """Settle the predecessor and every other link that ended, whatever the decision; a working
-    link reserves its time, or stops with under a minute left: (record, this job from scontrol)."""
+    """(record, this job from scontrol): all ended links settled; a working link's time reserved."""
     store = chain_store(budget_dir)
     with store.locked(name=BUDGET_LOCK):
         budget = store.read_budget()
