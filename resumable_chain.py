@@ -4649,11 +4649,10 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
     given = option_names(script_directives(header) + sbatch_args)
     # --chdir: the links work in the run directory, not where submit ran; --job-name: sbatch
     # would name it after our copy, squeue shows 8 characters: the chain's name tells them apart
-    defaults = (("--output", output_pattern(run_dir, "slurm-%j.out")), ("--chdir", run_dir),
-                ("--job-name", os.path.basename(run_dir) or os.path.basename(script)))
-    for name, value in defaults:
-        if name not in given:
-            sbatch_args = [name + "=" + value] + sbatch_args
+    defaults = (("--job-name", os.path.basename(run_dir) or os.path.basename(script)),
+                ("--chdir", run_dir), ("--output", output_pattern(run_dir, "slurm-%j.out")))
+    sbatch_args = [name + "=" + value for name, value in defaults
+                   if name not in given] + sbatch_args
     options = script_directives(header) + sbatch_args
     for name in ("--output", "--error"):
         path = option_value(options, name)
@@ -4667,8 +4666,7 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
 
 
 def _check_not_nested(run_dir):
-    """StateError if run_dir is inside a chain's directory or holds chains: status never looks
-    into a chain, so one would hide the other."""
+    """StateError if run_dir is inside a chain's directory or holds chains (status hides one)."""
     parent = run_dir
     while parent != os.path.dirname(parent):
         parent = os.path.dirname(parent)
@@ -4804,8 +4802,7 @@ def _resumed_record(snapshot, previous, counted, state, options):
 
 
 def _last_link(chain, snapshot, cluster):
-    """(seconds, state) of the journal's last link, or (0, None) if a successor counted it;
-    StateError if the chain cannot be resumed."""
+    """(seconds, state) of the journal's last link, or (0, None) if a successor counted it."""
     previous, directory = chain.record, chain.store.directory
     refuse_live(directory, Slurm(cluster).jobs(chain.candidates()), "nothing to resume; "
                 "wait for it or run resumable-chain cancel %s first" % shell_quote(directory))
@@ -4848,9 +4845,8 @@ def _recorded_next_link(chain, given):
 
 
 def prologue_run_dir(script):
-    """The run directory a job script's rendered prologue names (the step's first word that is
-    no option, if absolute: 0.1 wrote ``--max-retries 3``), or None: where its links keep their
-    state, whatever resume was given."""
+    """The absolute run directory a job script's prologue step names (0.1 wrote ``--max-retries
+    3`` first), or None: where its links keep their state, whatever resume was given."""
     import shlex
     with contextlib.suppress(OSError, ValueError), open(script, "rb") as handle:
         for line in os.fsdecode(handle.read(MAX_STATE_BYTES)).splitlines():  # paths as os has them
