@@ -420,13 +420,11 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
 
 
 def first_job_record(submitted):
-    """Submit's record read as the journal of a first job that has not run (None: none)."""
-    if not submitted:
-        return None
-    return Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
-                  next={name: submitted.get(name) for name in NextLink._fields},
-                  **{name: submitted.get(name) for name in (
-                      "cluster", "max_retries", "max_walltime", "budget_dir", "notify", "warn")})
+    """Submit's record read as the journal of a first job that has not run (falsy: none)."""
+    return submitted and Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
+                                next={name: submitted.get(name) for name in NextLink._fields},
+                                **{name: submitted.get(name) for name in ("cluster", "max_retries",
+                                   "max_walltime", "budget_dir", "notify", "warn")})
 
 
 def read_chain(store):
@@ -472,8 +470,7 @@ def run_slurm(argv, timeout=None, submit=False, cwd=None, named=False):
 
 
 def run_command(argv, timeout, environment, cwd=None):
-    """Run a command in a session of its own (a timeout kills all it started); returncode None:
-    timed out, 127: cannot run; never raises."""
+    """Run a command in a session of its own (a timeout kills all it started); never raises."""
     try:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
@@ -592,7 +589,7 @@ class Slurm(object):
         it can be entered; ``named``: the job's environment has NAMED_ENV (named_export)."""
         options = list(options) + (named_export(options, script) if named else [])
         return sbatch_answer(self.run(
-            ["sbatch", "--parsable"] + list(options) + [script] + list(script_args), submit=True,
+            ["sbatch", "--parsable"] + options + [script] + list(script_args), submit=True,
             cwd=cwd if cwd and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
             named=named))
 
