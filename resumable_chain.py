@@ -420,11 +420,13 @@ class Chain(collections.namedtuple("Chain", "store jobs record submitted cancell
 
 
 def first_job_record(submitted):
-    """Submit's record read as the journal of a first job that has not run (falsy: none)."""
-    return submitted and Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
-                                next={name: submitted.get(name) for name in NextLink._fields},
-                                **{name: submitted.get(name) for name in ("cluster", "max_retries",
-                                   "max_walltime", "budget_dir", "notify", "warn")})
+    """Submit's record read as the journal of a first job that has not run (None: none)."""
+    if not submitted:
+        return None
+    return Record(successor=submitted.get("first_job"), guard=submitted.get("guard"),
+                  next={name: submitted.get(name) for name in NextLink._fields},
+                  **{name: submitted.get(name) for name in (
+                      "cluster", "max_retries", "max_walltime", "budget_dir", "notify", "warn")})
 
 
 def read_chain(store):
