@@ -1231,7 +1231,8 @@ class StateStore(object):
         raw = self.read_bytes(name)
         if raw is None:
             return None
-        why = "longer than %d bytes" % MAX_STATE_BYTES
+        why = "longer than %d bytes" % MAX_STATE_BYTES if len(raw) > MAX_STATE_BYTES else \
+            "valid JSON, not an object of the fields this release reads"
         try:  # RecursionError: JSON nested deeper than Python's stack, never a real state file
             data = load_json(raw.decode("utf-8")) if len(raw) <= MAX_STATE_BYTES else None
             value = convert(data) if isinstance(data, dict) else None

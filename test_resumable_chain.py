@@ -285,6 +285,17 @@ def test_a_counter_is_read_whole(tmp_path, content):
     assert "corrupt state file" in str(error.value)
 
 
+@pytest.mark.parametrize("content,reason", [
+    (b"[1]", "valid JSON, not an object"), (b"{", "Expecting"),
+    (b"{}" + b" " * rc.MAX_STATE_BYTES, "longer than %d bytes" % rc.MAX_STATE_BYTES),
+], ids=["a JSON list", "cut short", "too long"])
+def test_a_corrupt_journal_says_why(tmp_path, content, reason):
+    (tmp_path / rc.JOURNAL_FILE).write_bytes(content)
+    with pytest.raises(rc.StateError) as error:
+        rc.StateStore(str(tmp_path)).read_record()
+    assert "corrupt state file" in str(error.value) and reason in str(error.value)
+
+
 def test_run_slurm_reports_a_missing_command_as_127():
     result = rc.run_slurm(["/nonexistent/sacct", "-j", "1"], timeout=5)
     assert result.returncode == 127 and "No such file" in result.stderr
