@@ -1217,9 +1217,10 @@ class StateStore(object):
         raw = self.read_bytes(CHAIN_FILE, tail=tail + 1)
         if raw is None:
             return []
-        if len(raw) > tail:  # its first line may be cut
-            raw = raw[raw.index(b"\n") + 1:] if b"\n" in raw[:-1] else b""
-        jobs = raw.decode("ascii", "replace").split()
+        lines = raw  # its first line may be cut; the error shows the tail read
+        if len(raw) > tail:
+            lines = raw[raw.index(b"\n") + 1:] if b"\n" in raw[:-1] else b""
+        jobs = lines.decode("ascii", "replace").split()
         words = " " + " ".join(jobs)  # checked at C speed: a planted MiB costs every status
         if not jobs or not words.replace(" ", "").isdigit() or " 0" in words or not all(
                 is_job_id(job) for job in jobs if len(job) > 9):

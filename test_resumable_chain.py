@@ -296,6 +296,13 @@ def test_a_corrupt_journal_says_why(tmp_path, content, reason):
     assert "corrupt state file" in str(error.value) and reason in str(error.value)
 
 
+def test_a_long_chain_file_without_job_ids_shows_its_tail(tmp_path):
+    (tmp_path / rc.CHAIN_FILE).write_bytes(b"x" * (rc.MAX_STATE_BYTES + 10))
+    with pytest.raises(rc.StateError) as error:
+        rc.StateStore(str(tmp_path)).chain_jobs()
+    assert "content 'xxxx" in str(error.value)  # not '' (its cut first line dropped)
+
+
 def test_run_slurm_reports_a_missing_command_as_127():
     result = rc.run_slurm(["/nonexistent/sacct", "-j", "1"], timeout=5)
     assert result.returncode == 127 and "No such file" in result.stderr
