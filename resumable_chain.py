@@ -4222,6 +4222,9 @@ def _how_link_ended(job, record):
     """"exit 75: not a failure: no retry counted" (what the next link did is its own row)."""
     meaning = state_meaning(job.state, job.exit_code, job.elapsed)
     words = LINK_ENDS.get(meaning, "")
+    if meaning == NO_PROGRESS and record.warn and job.time_limit and \
+            job.elapsed >= job.time_limit - warn_signal(record.warn)[1]:  # plan_link's rule
+        words = "after the --warn signal: no retry counted unless the link before it ended so too"
     if record.action == "fail" and job.job_id == record.predecessor:  # no retry was left
         words = "no progress (under a minute): " * (meaning == NO_PROGRESS) + \
             "the failure that exhausted the retries"

@@ -355,3 +355,14 @@ def test_a_warning_that_can_never_come_before_the_limit_is_refused_in_one_line(
     assert (sorted(os.listdir(str(tmp_path))), cluster.load()["jobs"]) == before
     argv[argv.index("--warn") + 1] = "USR1@59"  # a second under a minute comes before it
     assert run_cli(cluster, capsys, monkeypatch, *argv)[0] == 0
+
+
+@pytest.mark.parametrize("elapsed,warn,words", [
+    (45, "USR1@30", "exit 75: after the --warn signal: no retry counted unless the link before "
+     "it ended so too"),
+    (20, "USR1@30", "exit 75: no progress (under a minute): counted as a retry"),
+    (45, None, "exit 75: no progress (under a minute): counted as a retry"),
+], ids=["warned", "before the warning", "no warning asked"])
+def test_status_says_a_quick_exit_75_after_the_warning_was_not_counted(elapsed, warn, words):
+    job = rc.Job("7", "FAILED", elapsed, time_limit=60, exit_code="75:0")
+    assert rc._how_link_ended(job, rc.Record(job="8", action="resume", warn=warn)) == words
