@@ -3228,6 +3228,97 @@ def _requeue_guard(environ):
         ["scontrol", "requeue", environ.get("SLURM_JOB_ID", "")])
 
 
+# The guard's situations (_guard_situation, then _guard_ending): (whether this look is its last:
+# True, False, "trusted": once its view is old enough, "final": its last look gives up; words),
+# or (None, what _guard_once's function does, waiting for a trusted view unless none can undo it).
+GUARD_SITUATIONS = {
+    "chain cancelled": ("trusted", "nothing to guard: the chain was cancelled{lag}"),
+    "not named": ("trusted", "nothing to guard: the chain does not name job {job}{lag}"),
+    "went on": (True, "nothing to guard: the chain went on past job {job}"),
+    "orphan": (None, "queue the guard of the link it went on to (no successor, no guard)"),
+    "queued": (True, "nothing to guard: job {job} ran its prologue and queued job {successor}"),
+    "decided": (True, "nothing to guard: job {job} ran its prologue and decided {action}"),
+    "uncovered": (None, "be the guard of its successor, which has none"),
+    "lost": ("final", "cannot tell how job {job} ended: neither the controller nor accounting "
+             "knows it"),
+    "first job lost": ("final", "cannot tell how job {job}, the chain's first job, ended: "
+                       "neither the controller nor accounting knows it"),
+    "not ended": (True, "job {job} is {state}: its own prologue goes on"),
+    "first job not ended": (True, "job {job} is {state}: nothing to do"),
+    "cancelled unstarted": (None, "journal why the chain stops or finished"),
+    "view lags": (False, "job {job} ended {state}; looking again before acting (the run "
+                  "directory's view may lag)"),
+    "ran": (None, "replace the successor it did not queue"),
+    "died": (None, "replace it (the first job, a successor, a link resume queued)"),
+}
+# One look of the guard at its job (``state``: the journal's record, or submit's for the first).
+GuardLook = collections.namedtuple("GuardLook", "store state job_id job environ final trusted")
+
+
+def _guard_once(store, job_id, environ, final, after=None, looked=0):
+    """One look under the lock: (over, (event, command, words))."""
+    os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
+    trusted = final or looked >= view_wait(store.directory)
+    with store.locked():
+        snapshot, _ = wait_for_view(store, store.snapshot(), lambda now: view_lags(now, after))
+        record, job = snapshot.record, None
+        submitted = store.read_submitted() if record is None and not snapshot.cancelled else None
+        situation = _guard_situation(snapshot, submitted, job_id)
+        if situation == "ended":
+            job = SLURM.final(job_id)
+            situation = _guard_ending(snapshot, job, trusted)
+        look = GuardLook(store, record or submitted, job_id, job, environ, final, trusted)
+        over, words = GUARD_SITUATIONS[situation]
+        if over is None:
+            return {"orphan": _guard_adopts, "uncovered": _guard_covers, "ran": _guard_ran,
+                    "cancelled unstarted": _guard_cancelled, "died": _guard_died}[situation](look)
+        words = words.format(job=job_id, state=job and job.state, successor=record and
+                             record.successor, action=record and record.action, lag="" if
+                             trusted else "; looking again (the run directory's view may lag)")
+        if over == "final" and final:
+            return True, _guard_gives_up(look, words)
+    return {"trusted": trusted, "final": final}.get(over, over), (None, None, words)
+
+
+def _guard_situation(snapshot, submitted, job_id):
+    """The guard's situation from the journal; pure."""
+    record = snapshot.record
+    if snapshot.cancelled:  # resumable-chain cancel: nothing continues the chain
+        return "chain cancelled"
+    if submitted and submitted.get("first_job") == job_id:
+        return "ended"
+    if record is not None and record.predecessor == job_id:
+        working = record.action in WORK_ACTIONS
+        return "orphan" if working and not (record.successor or record.guarded_by) else "went on"
+    if record is None or job_id not in (record.job, record.successor):
+        return "not named"
+    if record.job == job_id and record.action not in WORK_ACTIONS:
+        return "decided"
+    if record.job == job_id and record.successor:
+        return "queued" if record.guard else "uncovered"
+    return "ended"
+
+
+def _guard_ending(snapshot, job, trusted):
+    """The guard's situation once the chain waits on ``job`` (None: nobody knows it); pure."""
+    record = snapshot.record
+    if job is None:
+        return "first job lost" if record is None else "lost"
+    unstarted = base_state(job.state) == "CANCELLED" and job.nodes is None
+    if record is None:  # the chain's first job
+        return "first job not ended" if not is_final(job.state) or unstarted else \
+            "died" if trusted else "view lags"
+    if not is_final(job.state):
+        return "not ended"
+    resumed = record.job == job.job_id and record.source == "resume" and \
+        snapshot.last_job != job.job_id  # a link resume queued that never ran its prologue
+    if unstarted and (resumed or record.successor == job.job_id):  # nothing newer can exist
+        return "cancelled unstarted"
+    if not trusted:
+        return "view lags"
+    return "ran" if record.job == job.job_id and not resumed else "died"
+
+
 def _guard_adopts(look):
     """The chain went on to a link without successor or guard: queue its guard, or be it."""
     store, record, final = look.store, look.state, look.final
@@ -3408,96 +3499,6 @@ def _guard_gives_up(look, reason):
     return journal_event(look.store, event, []), notify, reason
 
 
-# The guard's situations (_guard_situation, then _guard_ending): (whether this look is its last:
-# True, False, "trusted": once its view is old enough, "final": its last look gives up; words),
-# or (the function that acts, what it does, waiting for a trusted view unless none can undo it).
-GUARD_SITUATIONS = {
-    "chain cancelled": ("trusted", "nothing to guard: the chain was cancelled{lag}"),
-    "not named": ("trusted", "nothing to guard: the chain does not name job {job}{lag}"),
-    "went on": (True, "nothing to guard: the chain went on past job {job}"),
-    "orphan": (_guard_adopts, "queue the guard of the link it went on to (no successor, no guard)"),
-    "queued": (True, "nothing to guard: job {job} ran its prologue and queued job {successor}"),
-    "decided": (True, "nothing to guard: job {job} ran its prologue and decided {action}"),
-    "uncovered": (_guard_covers, "be the guard of its successor, which has none"),
-    "lost": ("final", "cannot tell how job {job} ended: neither the controller nor accounting "
-             "knows it"),
-    "first job lost": ("final", "cannot tell how job {job}, the chain's first job, ended: "
-                       "neither the controller nor accounting knows it"),
-    "not ended": (True, "job {job} is {state}: its own prologue goes on"),
-    "first job not ended": (True, "job {job} is {state}: nothing to do"),
-    "cancelled unstarted": (_guard_cancelled, "journal why the chain stops or finished"),
-    "view lags": (False, "job {job} ended {state}; looking again before acting (the run "
-                  "directory's view may lag)"),
-    "ran": (_guard_ran, "replace the successor it did not queue"),
-    "died": (_guard_died, "replace it (the first job, a successor, a link resume queued)"),
-}
-# One look of the guard at its job (``state``: the journal's record, or submit's for the first).
-GuardLook = collections.namedtuple("GuardLook", "store state job_id job environ final trusted")
-
-
-def _guard_once(store, job_id, environ, final, after=None, looked=0):
-    """One look under the lock: (over, (event, command, words))."""
-    os.listdir(store.directory)  # refreshes an NFS client's cache of the directory
-    trusted = final or looked >= view_wait(store.directory)
-    with store.locked():
-        snapshot, _ = wait_for_view(store, store.snapshot(), lambda now: view_lags(now, after))
-        record, job = snapshot.record, None
-        submitted = store.read_submitted() if record is None and not snapshot.cancelled else None
-        situation = _guard_situation(snapshot, submitted, job_id)
-        if situation == "ended":
-            job = SLURM.final(job_id)
-            situation = _guard_ending(snapshot, job, trusted)
-        look = GuardLook(store, record or submitted, job_id, job, environ, final, trusted)
-        over, words = GUARD_SITUATIONS[situation]
-        if callable(over):
-            return over(look)
-        words = words.format(job=job_id, state=job and job.state, successor=record and
-                             record.successor, action=record and record.action, lag="" if
-                             trusted else "; looking again (the run directory's view may lag)")
-        if over == "final" and final:
-            return True, _guard_gives_up(look, words)
-    return {"trusted": trusted, "final": final}.get(over, over), (None, None, words)
-
-
-def _guard_situation(snapshot, submitted, job_id):
-    """The guard's situation from the journal; pure."""
-    record = snapshot.record
-    if snapshot.cancelled:  # resumable-chain cancel: nothing continues the chain
-        return "chain cancelled"
-    if submitted and submitted.get("first_job") == job_id:
-        return "ended"
-    if record is not None and record.predecessor == job_id:
-        working = record.action in WORK_ACTIONS
-        return "orphan" if working and not (record.successor or record.guarded_by) else "went on"
-    if record is None or job_id not in (record.job, record.successor):
-        return "not named"
-    if record.job == job_id and record.action not in WORK_ACTIONS:
-        return "decided"
-    if record.job == job_id and record.successor:
-        return "queued" if record.guard else "uncovered"
-    return "ended"
-
-
-def _guard_ending(snapshot, job, trusted):
-    """The guard's situation once the chain waits on ``job`` (None: nobody knows it); pure."""
-    record = snapshot.record
-    if job is None:
-        return "first job lost" if record is None else "lost"
-    unstarted = base_state(job.state) == "CANCELLED" and job.nodes is None
-    if record is None:  # the chain's first job
-        return "first job not ended" if not is_final(job.state) or unstarted else \
-            "died" if trusted else "view lags"
-    if not is_final(job.state):
-        return "not ended"
-    resumed = record.job == job.job_id and record.source == "resume" and \
-        snapshot.last_job != job.job_id  # a link resume queued that never ran its prologue
-    if unstarted and (resumed or record.successor == job.job_id):  # nothing newer can exist
-        return "cancelled unstarted"
-    if not trusted:
-        return "view lags"
-    return "ran" if record.job == job.job_id and not resumed else "died"
-
-
 # ---------------------------------------------------------------------------
 # 13. Render: the bash snippet a job script runs before its work, and what it checks
 # ---------------------------------------------------------------------------
@@ -3617,7 +3618,8 @@ def parse_walltime(text):
 
 
 def parse_resumable(value):
-    """A driver's ``resumable:`` (False/None: off; True: defaults; a mapping of Settings.KEYS)."""
+    """Validate a driver's ``resumable:`` setting (False/None: off; True: defaults; a mapping of
+    Settings.KEYS): Settings or None; ValueError naming the key and what is allowed."""
     if value is None or value is False:
         return None
     if value is True:
