@@ -860,6 +860,7 @@ def test_a_guard_preempted_between_its_tries_requeues_itself(root, node_alone):
         chain.wait_for(lambda: said in chain.state_file(rc.GUARD_LOG), "its words", timeout=120)
         chain.wait_for(lambda: chain.guards().get(guard) == "RUNNING", "its second run",
                        timeout=240)  # after the requeue delay
+        time.sleep(3)  # past its start: a SIGTERM before the guard blocks it ends it unheard
         states = run(["sacct", "-j", guard, "-D", "-X", "-P", "-n", "-o", "State"]).stdout.split()
         # accounting names the requeued run REQUEUED (22.05, 24.11) or PREEMPTED (26.05)
         assert len(states) >= 2 and states[0] in ("REQUEUED", "PREEMPTED"), states
