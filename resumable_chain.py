@@ -2187,6 +2187,11 @@ def decide_link(store, snapshot, place, observation, options, warnings):
     return record, own
 
 
+def warned_before(warn, limit, elapsed):
+    """Whether --warn's signal (``warn``: SIG@S) came before a link ended after ``elapsed`` s."""
+    return bool(warn and limit and elapsed >= limit - warn_signal(warn)[1])
+
+
 def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, *, now=0,
               budget_dir=None, cluster=None, notify=None, warn=None):
     """This link's Record: decide(), then the cancel mark and the cap. ``observation``: the
@@ -2203,7 +2208,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     walltime = 0 if first else (snapshot.walltime or 0) + elapsed
     # Exit 75 after the warning is progress, however soon it came (a short or lowered limit), once
     limit = observed.time_limit or (previous.time_limit if previous is not None else None)
-    warned = warn and limit and elapsed >= limit - warn_signal(warn)[1]
+    warned = warned_before(warn, limit, elapsed)
     if previous is not None and previous.predecessor_exit_code == RESUME_EXIT and (
             previous.predecessor_elapsed or 0) < NO_PROGRESS_SECONDS:  # twice in a row: the
         warned = False  # warning comes before the work can save anything; retries end the loop
@@ -4224,8 +4229,7 @@ def _how_link_ended(job, record):
     """"exit 75: not a failure: no retry counted" (what the next link did is its own row)."""
     meaning = state_meaning(job.state, job.exit_code, job.elapsed)
     words = LINK_ENDS.get(meaning, "")
-    if meaning == NO_PROGRESS and record.warn and job.time_limit and \
-            job.elapsed >= job.time_limit - warn_signal(record.warn)[1]:  # plan_link's rule
+    if meaning == NO_PROGRESS and warned_before(record.warn, job.time_limit, job.elapsed):
         words = "after the --warn signal: no retry counted unless the link before it ended so too"
     if record.action == "fail" and job.job_id == record.predecessor:  # no retry was left
         words = "no progress (under a minute): " * (meaning == NO_PROGRESS) + \
