@@ -996,7 +996,7 @@ def parse_duration(text):
     if not isinstance(text, str):
         return None
     days, dash, clock = text.strip().rpartition("-")
-    parts = clock.split(":")
+    parts = (clock if clock or not dash else "0").split(":")  # "1-" is a day, as sbatch has it
     if dash and not is_digits(days) or len(parts) > 3 or not all(map(is_digits, parts)):
         return None
     numbers = [int(part) for part in parts] + [0, 0]
@@ -2238,7 +2238,8 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
 def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
            exit_code=None, elapsed=None):
     """The Decision of a job whose predecessor ended in ``state`` (None: first job; NOT_VISIBLE:
-    not found) with ExitCode ``"75:0"`` (or 75) after ``elapsed`` s; ``walltime`` includes it."""
+    not found) with ExitCode ``"75:0"`` (or 75) after ``elapsed`` s; ``walltime`` includes it.
+    ``elapsed`` None: not known, or the work was warned (--warn), so a quick exit 75 resumes."""
     _check_job_report(state, elapsed, dict(retries=retries, walltime=walltime, max_retries=(
         max_retries), max_walltime=0 if max_walltime is None else max_walltime))
     if state is None:
@@ -2276,12 +2277,12 @@ def _check_job_report(state, elapsed, counts):
     """A one-line ValueError for what no job reports (a driver's YAML text, say)."""
     for name, value in counts.items():
         check_max_retries(value, name)
-    seconds = elapsed is None or isinstance(elapsed, (int, float)) and not isinstance(
-        elapsed, bool) and elapsed >= 0
-    if not (seconds and (state is None or isinstance(state, str) and state.strip())):
-        raise ValueError("decide: state must be a Slurm job state, None or NOT_VISIBLE (got %r) "
-                         "and elapsed seconds (parse_walltime() reads sacct's), got %r"
-                         % (state, elapsed))
+    if not (state is None or isinstance(state, str) and state.strip()):
+        raise ValueError("decide: state must be a Slurm job state, None or NOT_VISIBLE (got %r)"
+                         % (state,))
+    if not (elapsed is None or isinstance(elapsed, (int, float)) and not isinstance(
+            elapsed, bool) and elapsed >= 0):  # nan fails >= 0 too
+        raise ValueError("decide: elapsed must be seconds, 0 or more, or None, got %r" % (elapsed,))
 
 
 def state_meaning(state, exit_code=None, elapsed=None):
@@ -3618,7 +3619,8 @@ def parse_walltime(text):
                else int(word[:-1]) if word[-1:] == "s" and is_digits(word[:-1], 12)
                else parse_duration(word))
     if not seconds:
-        raise ValueError("invalid walltime %r: use a positive %s" % (text, DURATION_FORMS))
+        raise ValueError("invalid walltime %r: use a positive %s%s" % (
+            text, "" if isinstance(text, str) else "int of seconds, or text: ", DURATION_FORMS))
     return seconds
 
 
@@ -3632,11 +3634,13 @@ def parse_resumable(value):
     if not hasattr(value, "keys"):
         raise ValueError("resumable must be true, false or a mapping with max_retries "
                          "and max_walltime, got %r" % (value,))
-    unknown = sorted(str(key) for key in value.keys() if key not in Settings.KEYS)
+    value = dict(value)  # a mapping with keys() and [] only, too
+    unknown = sorted(repr(key) for key in value if key not in Settings.KEYS)
     if unknown:
         raise ValueError("resumable: unknown key %s; allowed keys: max_retries, max_walltime"
-                         % ", ".join(repr(key) for key in unknown))
-    return Settings(check_max_retries(value.get("max_retries", DEFAULT_MAX_RETRIES),
+                         % ", ".join(unknown))
+    retries = value.get("max_retries")  # null (YAML's "max_retries:"): the default, as walltime's
+    return Settings(check_max_retries(DEFAULT_MAX_RETRIES if retries is None else retries,
                                       "resumable.max_retries"),
                     check_max_walltime(value.get("max_walltime"), "resumable.max_walltime"))
 

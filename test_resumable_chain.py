@@ -123,6 +123,7 @@ WALLTIMES = [
     ("days and hours", "0-06", 21600), ("days hours minutes", "1-02:03", 93780),
     ("days hours minutes seconds", "1-00:00:01", 86401), ("padded", " 10 ", 600),
     ("seconds as int", 3600, 3600), ("seconds with s", "5400s", 5400),
+    ("days with nothing after the dash (sbatch reads a day)", "1-", 86400),
 ]
 
 
@@ -132,7 +133,7 @@ def test_parse_walltime(text, seconds):
 
 
 BAD_WALLTIMES = ["", "0", "00:00:00", "0-0", "abc", "1:2:3:4", "-1", "INFINITE", "UNLIMITED",
-                 "1.5", "١٢", "48h", "1-", "-5", "1:-2", "48:00:00\nx", 0, -5, True, None, 1.5, "0s",
+                 "1.5", "١٢", "48h", "-5", "1:-2", "48:00:00\nx", 0, -5, True, None, 1.5, "0s",
                  "s", "1:00s"]
 
 
@@ -141,6 +142,7 @@ def test_parse_walltime_rejects(text):
     with pytest.raises(ValueError) as error:
         rc.parse_walltime(text)
     assert repr(text) in str(error.value) and "D-H:M:S" in str(error.value)
+    assert ("int of seconds" in str(error.value)) is not isinstance(text, str)  # 90 is 90 s
 
 
 RESUMABLE = [
@@ -150,6 +152,11 @@ RESUMABLE = [
     ("zero retries", {"max_retries": 0}, rc.Settings(0, None)),
     ("walltime", {"max_walltime": "48:00:00"}, rc.Settings(3, 172800)),
     ("both", {"max_retries": 1, "max_walltime": 600}, rc.Settings(1, 600)),
+    ("null retries (YAML's empty value) as null walltime: the default", {"max_retries": None},
+     rc.Settings(3, None)),
+    ("a mapping with keys() and [] only", type("Mapping", (), {
+        "keys": lambda self: ["max_retries"], "__getitem__": lambda self, key: 2})(),
+     rc.Settings(2, None)),
 ]
 
 
@@ -165,6 +172,7 @@ BAD_RESUMABLE = [
     ("zero walltime", {"max_walltime": "0"}, "max_walltime"),
     ("bad walltime", {"max_walltime": "2 days"}, "max_walltime"),
     ("string", "yes", "resumable"), ("number", 1, "resumable"),
+    ("a number for a key, shown as one", {1: 2}, "unknown key 1;"),
 ]
 
 

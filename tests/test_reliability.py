@@ -556,6 +556,8 @@ def test_sacct_runs_of_one_job_id_count_as_one_only_when_requeued(situation, nex
     pytest.param("TIMEOUT", {"elapsed": b"5"}, "got b'5'", id="bytes for elapsed"),
     pytest.param("TIMEOUT", {"elapsed": True}, "got True", id="a bool for elapsed"),
     pytest.param("TIMEOUT", {"elapsed": -1}, "got -1", id="negative elapsed seconds"),
+    pytest.param("FAILED", {"elapsed": -1}, "decide: elapsed must be seconds, 0 or more, or None",
+                 id="a bad elapsed named alone, not the valid state"),
     pytest.param("", {}, "(got '')", id="an empty state (not a first job: that is None)"),
     pytest.param(75, {}, "(got 75)", id="a number for the state"),
 ])
