@@ -4586,6 +4586,13 @@ def read_batch_script(script):
         raise StateError("%s has DOS line breaks (\\r\\n), which sbatch refuses: run dos2unix %s"
                          % (script, shell_quote(script)))
     header, body = split_batch_script(text)
+    words = header.split("\n", 1)[0][2:].split() or ["(nothing)"]  # env's: -S bash -l, A=1 bash
+    if os.path.basename(words[0]) == "env":
+        words = [word for word in words[1:] if not word.startswith("-") and "=" not in word] or [""]
+    if os.path.basename(words[0]).rstrip("0123456789.") not in SHELLS:  # ksh93, bash5
+        raise StateError("%s runs %s (its #! line), not a shell: the prologue submit puts in it "
+                         "is shell code; submit a #!/bin/bash script that runs it" % (
+                             script, words[0]))
     for name in sorted(option_names(script_directives(header)).intersection(IN_NO_SCRIPT)):
         raise StateError("%s has an #SBATCH %s line: %s; remove it" % (
             script, name, REFUSED_SBATCH_OPTIONS[name]))

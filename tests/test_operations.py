@@ -227,15 +227,28 @@ def test_submit_refuses_a_log_whose_directory_is_missing(cluster, tmp_path, caps
     ("#!/bin/bash\n#SBATCH --wait\ntrue\n", [], "wait for the job to end"),
     ("#!/bin/bash\ntrue\n", ["-Q"], "not print the job ID"),
     ("#!/bin/bash\ntrue\n", ["-V"], "only print text and queue nothing"),
+    ("#!/usr/bin/env python3\n#SBATCH --time=1\nprint(1)\n", [], "runs python3 (its #! line)"),
+    ("#!/usr/bin/python3 -u\nprint(1)\n", [], "runs /usr/bin/python3 (its #! line), not a shell"),
+    ("#!/usr/bin/env -S perl -w\nprint 1;\n", [], "runs perl (its #! line)"),
 ], ids=["no shebang", "array throttle in script", "bad array option", "dependency option",
         "a script saved on Windows", "sbatch --test-only", "#SBATCH --test-only", "--wait", "-W",
-        "#SBATCH --wait", "-Q", "-V"])
+        "#SBATCH --wait", "-Q", "-V", "a Python script (env)", "a Python script",
+        "a Perl script (env -S)"])
 def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, message):
     script = write(str(tmp_path / "s.sh"), text)
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
                                *(options + ["--", script]))
     assert status == 2 and message in err and err.count("\n") == 1
     assert cluster.calls("sbatch") == []
+
+
+@pytest.mark.parametrize("shebang", ["#!/bin/bash", "#!/bin/sh", "#! /bin/bash -l",
+                                     "#!/usr/bin/env bash", "#!/usr/bin/env -S bash -l",
+                                     "#!/bin/ksh93", "#!/usr/bin/zsh"])
+def test_submit_takes_a_shell_script(cluster, tmp_path, capsys, monkeypatch, shebang):
+    script = write(str(tmp_path / "s.sh"), shebang + "\n#SBATCH --time=5\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)
+    assert status == 0, err
 
 
 def test_submit_refuses_a_script_with_a_pasted_prologue(cluster, tmp_path, capsys, monkeypatch):
