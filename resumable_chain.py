@@ -3047,14 +3047,40 @@ def catches(status_text, signum):
         return False
 
 
-def wants_signal(program, status_text, signum):
+def wants_signal(program, status_text, signum, script=""):
     """srun always (it forwards the signal; 22.05's srun waits for signals in a thread with them
-    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its own)
-    without an EXIT trap (EXIT_TRAP_MARKS), any other one with a handler (it would die); pure."""
+    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its own):
+    by its SigCgt, or with an EXIT trap (EXIT_TRAP_MARKS: it catches every signal then) by its
+    ``script``'s trap lines; any other one with a handler (it would die); pure."""
     if program in SHELLS and (signum == signal.SIGINT or all(
-            catches(status_text, mark) for mark in EXIT_TRAP_MARKS)):
+            catches(status_text, mark) for mark in EXIT_TRAP_MARKS) and not traps(script, signum)):
         return False
     return program == "srun" or catches(status_text, signum)
+
+
+def traps(script, signum):
+    """Whether a line of a shell script traps ``signum`` (``trap 'save; exit 75' USR1``); pure."""
+    import shlex
+    names = {signal.Signals(signum).name, signal.Signals(signum).name[3:], str(int(signum))}
+    for line in script.splitlines():
+        with contextlib.suppress(ValueError):  # a handler over several lines is not read
+            words = [word.rstrip(";") for word in shlex.split(line, comments=True)]
+            if words[:1] == ["trap"] and names.intersection(words[2:]):
+                return True
+    return False
+
+
+def shell_script(pid):
+    """The script a shell runs: -c's text, or its first argument's (the batch shell's)."""
+    words = _proc_text(pid, "cmdline").split("\0")[1:]
+    if "-c" in words[:-1]:
+        return words[words.index("-c") + 1]
+    with contextlib.suppress(StateError, OSError, StopIteration):
+        descriptor = open_own_file(next(word for word in words if not word.startswith("-")),
+                                   os.O_RDONLY, what="script", owned=False)
+        with open(descriptor, "rb") as handle:
+            return handle.read(MAX_SCRIPT_BYTES).decode("utf-8", "replace")
+    return ""
 
 
 def work_processes(parents, root):
@@ -3076,7 +3102,8 @@ def signal_work(shell, signum):
             program = os.path.basename(os.readlink("/proc/%d/exe" % pid))
         except OSError:
             program = None
-        if pid != os.getpid() and wants_signal(program, _proc_text(pid, "status"), signum):
+        if pid != os.getpid() and wants_signal(program, _proc_text(pid, "status"), signum,
+                                               program in SHELLS and shell_script(pid) or ""):
             with contextlib.suppress(OSError):
                 os.kill(pid, signum)
                 sent.append(pid)
@@ -3098,10 +3125,10 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
             continue
         sent = signal_work(shell, signum)
         if sent or not late or clock() + 1 >= end:
-            _log("SIG%s sent %d s before the link ends to %s" % (
-                warn.partition("@")[0], end - int(clock()), "pids " + " ".join(map(str, sent))
-                if sent else "no process (none catches it; a shell with an EXIT trap is left "
-                "alone)"))
+            _log(("SIG%s sent %d s before the link ends to pids " + " ".join(map(str, sent))
+                  if sent else "SIG%s not sent %d s before the link ends: no process of the work "
+                  "catches it (nor traps it: a shell with an EXIT trap catches every signal)") % (
+                      warn.partition("@")[0], end - int(clock())))
             return 0
         sleep(1)  # its handler may not be set yet
     return 0

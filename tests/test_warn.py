@@ -103,7 +103,7 @@ def test_srun_always_gets_the_warning_to_forward_it(program, caught, expected):
     ("bash", "0000000000010202", signal.SIGUSR1, True),  # trap ... USR1
     ("dash", "0000000000010202", signal.SIGUSR1, True),
     ("bash", "0000000000010002", signal.SIGUSR1, False),  # no trap: it would die
-    ("bash", "0000000043817efb", signal.SIGUSR1, False),  # an EXIT trap (with or without USR1's)
+    ("bash", "0000000043817efb", signal.SIGUSR1, False),  # an EXIT trap: its script says
     ("bash", "0000000000010002", signal.SIGINT, False),  # a shell's own SIGINT handler
     ("bash", "0000000000014000", signal.SIGTERM, True),  # trap ... TERM
 ], ids=["bash traps USR1", "dash traps USR1", "bash without a trap", "bash with an EXIT trap",
@@ -112,6 +112,25 @@ def test_a_shell_gets_the_warning_only_when_it_traps_it_and_has_no_exit_trap(
         program, caught, signum, expected):
     status = STATUS % ("0000000000000000", caught)
     assert rc.wants_signal(program, status, signum) is expected
+
+
+def test_a_shell_with_an_exit_trap_gets_the_warning_when_its_script_traps_it():
+    status = STATUS % ("0000000000000000", "0000000043817efb")
+    assert rc.wants_signal("bash", status, signal.SIGUSR1, "trap 'save; exit 75' USR1\n")
+    assert not rc.wants_signal("bash", status, signal.SIGUSR2, "trap 'save; exit 75' USR1\n")
+
+
+@pytest.mark.parametrize("script, expected", [
+    ("trap 'save; exit 75' USR1\n", True),
+    ("  trap -- \"kill $pid\" SIGUSR1 TERM  # comment\n", True),
+    ("trap on_usr1 10; python3 train.py & wait $!\n", True),
+    ("trap 'echo USR1' TERM\n", False),  # the handler's words are not signals
+    ("trap finish EXIT\necho USR1\n", False),
+    ("trap 'a\nb' USR1\n", False),  # a handler over two lines is not read
+], ids=["quoted handler", "-- and SIG prefix", "number and a ; after it", "USR1 in the handler",
+        "only an EXIT trap", "a handler over lines"])
+def test_a_scripts_trap_lines_say_whether_it_traps_the_signal(script, expected):
+    assert rc.traps(script, signal.SIGUSR1) is expected
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -207,8 +226,10 @@ echo "shell survived" >> "$DIR/log"
     ("trap 'echo trapped >> \"$DIR/log\"; exit 75' USR1", 75, ["trapped"]),
     ("", 0, ["shell survived"]),
     ("trap 'echo trapped >> \"$DIR/log\"; exit 75' USR1; trap 'echo exit trap >> \"$DIR/log\"' "
-     "EXIT", 0, ["shell survived", "exit trap"]),
-], ids=["its own trap", "no trap: left alone", "an EXIT trap too: left alone"])
+     "EXIT", 75, ["trapped", "exit trap"]),
+    ("trap 'echo exit trap >> \"$DIR/log\"' EXIT", 0, ["shell survived", "exit trap"]),
+], ids=["its own trap", "no trap: left alone", "an EXIT trap too (--notify's): its trap line says",
+        "an EXIT trap only: left alone"])
 def test_a_batch_script_that_traps_the_signal_itself_hears_it(tmp_path, traps, status, heard):
     (tmp_path / "slurm_script").write_text(TRAP_BATCH % (BASH, traps))
     os.chmod(str(tmp_path / "slurm_script"), 0o755)
