@@ -2994,13 +2994,21 @@ def warn_signal(text):
 
 
 def check_warn_fits(warn, sbatch_args, max_walltime=None):
-    """ValueError if ``warn`` comes no sooner than a link's end (link_end: --time, max_walltime)."""
+    """ValueError if ``warn`` comes no sooner than a link's end (link_end: --time, max_walltime);
+    a warning if it comes in a link's first minute (see plan_link), else None."""
     longest = link_end(0, parse_duration(option_value(sbatch_args, "--time")) or None,
                        [max_walltime] if max_walltime else [])
-    if warn and longest and warn_signal(warn)[1] >= longest:
+    lead = warn_signal(warn)[1] if warn and longest else None
+    if lead is not None and lead >= longest:
         raise ValueError("--warn %s can never come before a link ends: its --time or "
                          "--max-walltime ends it after %s; give it fewer seconds"
                          % (warn, format_duration(longest)))
+    if lead is not None and longest - lead < NO_PROGRESS_SECONDS:
+        return ("WARNING: --warn %s comes %d s into a link (its --time or --max-walltime ends it "
+                "after %s): an exit 75 under a minute into a link counts a retry when the link "
+                "before did so too (a work that cannot save in time would loop for ever); give "
+                "the links a longer --time" % (warn, longest - lead, format_duration(longest)))
+    return None
 
 
 # The warning before a link ends (--warn SIG@S). Slurm's --signal is fixed at submit time (it
@@ -5191,7 +5199,8 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
         _chain_defaults(task_dir, script, header, task_args(each))
     given = script_directives(header) + check_sbatch_args(
         task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
-    notes = list(filter(None, [time_limit_note(script, given, os.environ)]))
+    notes = list(filter(None, [time_limit_note(script, given, os.environ), check_warn_fits(
+        options.get("warn"), given, options.get("max_walltime"))]))
     # said once, right before the first sbatch (after every refusal); the cluster asked once
     options.update(before_queueing=lambda: [_log(notes.pop(0)) for _ in list(notes)],
                    slurm=Slurm())

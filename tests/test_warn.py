@@ -378,6 +378,24 @@ def test_a_warning_that_can_never_come_before_the_limit_is_refused_in_one_line(
     assert run_cli(cluster, capsys, monkeypatch, *argv)[0] == 0
 
 
+@pytest.mark.parametrize("options, warned", [
+    (["--warn", "USR1@20", "--time=1"], "--warn USR1@20 comes 40 s into a link"),
+    (["--warn", "USR1@20", "--max-walltime", "1:30"], "--warn USR1@20 comes 40 s into a link"),
+    (["--warn", "USR1@20", "--time=2"], None),
+    (["--warn", "USR1@20"], None),  # the partition's default time: not known here
+], ids=["a 1-minute link", "a cap of a minute and a half", "a 2-minute link", "no --time"])
+def test_submit_warns_when_the_warning_comes_in_a_links_first_minute(
+        cluster, capsys, monkeypatch, tmp_path, options, warned):
+    script = str(tmp_path / "train.sbatch")
+    with open(script, "w") as handle:
+        handle.write("#!/bin/bash\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "run"),
+                               *(options + [script]))
+    assert status == 0, err
+    assert (err.count("counts a retry when the link before did so too") == 1) is bool(warned)
+    assert warned is None or warned in err
+
+
 @pytest.mark.parametrize("elapsed,warn,words", [
     (45, "USR1@30", "exit 75: after the --warn signal: no retry counted unless the link before "
      "it ended so too"),
