@@ -324,8 +324,9 @@ SBATCH_SHORT_NAMES.update(_VALUE_SHORT_NAMES)
 SHELL_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-")
 DURATION_FORMS = ("M, M:S, H:M:S, D-H, D-H:M or D-H:M:S (e.g. 90 for 90 minutes, 48:00:00, "
                   "2-00), or seconds as 5400s")
-# An array task's JobID is ``14_0``: JobIDRaw (last: older fakes print fewer) and %A are its own ID.
-SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End,ExitCode,NodeList,JobIDRaw"
+# An array task's JobID is ``14_0``: JobIDRaw and %A are its own ID. JobIDRaw and Timelimit last:
+# older recordings print fewer. Timelimit: status tells a link warned by --warn after its end.
+SACCT_FIELDS = "JobID,State,ElapsedRaw,Submit,Start,End,ExitCode,NodeList,JobIDRaw,Timelimit"
 SQUEUE_FORMAT = "%A|%T|%M|%S|%l|%E|%r"  # JobID|State|elapsed|start|limit|dependency|reason
 HIDDEN_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))  # visible() escapes
 UNKNOWN_TIMES = ("", "Unknown", "None", "N/A", "(null)")  # Slurm's ways to say "no time"
@@ -2142,7 +2143,8 @@ def parse_sacct(text):
             job_id, state, int(elapsed) if is_digits(elapsed, 12) else 0,
             start=_known(field.get("Start")), end=_known(field.get("End")),
             submit=_known(field.get("Submit")), exit_code=field.get("ExitCode") or None,
-            nodes=_known(field.get("NodeList"), UNKNOWN_NODES)))
+            nodes=_known(field.get("NodeList"), UNKNOWN_NODES),
+            time_limit=parse_duration(field.get("Timelimit"))))  # UNLIMITED: None
     return records
 
 

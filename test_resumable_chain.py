@@ -552,6 +552,14 @@ def test_parse_recorded_sacct(release):
     assert pending[0].start is None and pending[0].end is None
 
 
+@pytest.mark.parametrize("release", RELEASES)
+def test_parse_recorded_sacct_time_limits(release):
+    command, status, stdout, _ = recorded(release + "/sacct-timelimit")
+    assert command.split(" -o ")[1] == rc.SACCT_FIELDS and status == 0
+    limits = [records[0].time_limit for records in rc.parse_sacct(stdout).values()]
+    assert limits == [60, 86400, None]  # --time=1, 1-00:00:00, UNLIMITED
+
+
 def test_parse_recorded_sacct_steps():
     _, _, stdout, _ = recorded("22.05/sacct-steps")  # without -X: step lines are not the job
     assert [job.state for job in rc.parse_sacct(stdout)["119"]] == ["PREEMPTED"]

@@ -44,7 +44,7 @@ import time
 Result = collections.namedtuple("Result", "returncode stdout stderr")  # as run_slurm returns
 
 FIELDS_ALL = {"JobIDRaw", "JobID", "State", "ElapsedRaw", "Start", "End", "ExitCode", "Submit",
-              "NodeList"}
+              "NodeList", "Timelimit"}
 NODE = "node1"  # the fake cluster's one node
 PARTITIONS = {"debug": {"DefaultTime": "01:00:00", "MaxTime": "UNLIMITED"}}  # the first: Default
 PARTITION_LINE = (
@@ -213,8 +213,15 @@ def render(job_id, job, fields):
               "ElapsedRaw": str(job.get("elapsed", 0)), "Start": job.get("start", "Unknown"),
               "End": job.get("end", "Unknown"), "ExitCode": job.get("exit_code", "0:0"),
               "Submit": job.get("submit", "2026-11-30T00:00:00"),
-              "NodeList": nodes_of(job) or "None assigned"}
+              "NodeList": nodes_of(job) or "None assigned",
+              "Timelimit": "" if "." in job_id else limit_clock(job)}  # steps: none (seen)
     return "|".join(values[field] for field in fields)
+
+
+def limit_clock(job):
+    """The job's time limit as scontrol, squeue and sacct show it: minutes as a clock."""
+    limit = job.get("time_limit") or "01:00:00"
+    return seconds_to_clock(int(limit) * 60) if str(limit).isdigit() else limit
 
 
 def array_id(job_id, job, pending="%s_%s"):
@@ -268,9 +275,7 @@ def scontrol(argv, cluster, now):
         return 1, "", "slurm_load_jobs error: Unable to contact slurm controller (connect failure)\n"
     if not job or not job.get("in_controller", True):
         return 1, "", "slurm_load_jobs error: Invalid job id specified\n"
-    limit = job.get("time_limit") or "01:00:00"
-    if str(limit).isdigit():  # scontrol shows minutes as a clock, like real Slurm
-        limit = seconds_to_clock(int(limit) * 60)
+    limit = limit_clock(job)
     start = job.get("start", "Unknown")
     if start == "Unknown" and job.get("elapsed", 0):  # a job that ran has a start time
         start = "2026-11-30T01:00:00"
@@ -322,9 +327,7 @@ def squeue(argv, cluster, now):
             dependency += "_*"
         if dependency != "(null)":
             dependency += "(unfulfilled)"
-        limit = job.get("time_limit") or "1:00:00"
-        if str(limit).isdigit():
-            limit = seconds_to_clock(int(limit) * 60)
+        limit = limit_clock(job)
         start = job.get("start", "N/A")
         line = (fmt.replace("%i", array_id(job_id, job, "%s_[%s]")).replace("%A", job_id)
                 .replace("%T", base).replace("%E", dependency)

@@ -396,6 +396,20 @@ def test_submit_warns_when_the_warning_comes_in_a_links_first_minute(
     assert warned is None or warned in err
 
 
+def test_status_tells_a_warned_exit_75_from_accounting_as_not_counted(
+        cluster, run_dir, capsys, monkeypatch):
+    """sacct (the controller has forgotten the job) gives its time limit too (Timelimit)."""
+    script, successor = start_chain(cluster, run_dir, warn="USR1@20")
+    cluster.set_job("100", state="FAILED", elapsed=45, exit_code="75:0", time_limit="1",
+                    end="2026-11-30T02:00:00", in_controller=False)
+    result = cluster.run_link(script, successor, predecessor=100)
+    assert "not counted as a retry" in result.stderr, result.stderr
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")
+    rows = {row["job"]: row for row in json.loads(out)["jobs"]}
+    assert rows["100"]["note"] == ("exit 75: after the --warn signal: no retry counted unless "
+                                   "the link before it ended so too"), rows["100"]
+
+
 @pytest.mark.parametrize("elapsed,warn,words", [
     (45, "USR1@30", "exit 75: after the --warn signal: no retry counted unless the link before "
      "it ended so too"),
