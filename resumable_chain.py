@@ -4245,7 +4245,7 @@ def _status_row(job, role, record):
         note = _state_words(job.state)
     elif state == "PENDING" and job.reason:
         note = "pending: %s" % job.reason
-    elif role == "link" and is_final(job.state) and state != "CANCELLED":
+    elif role == "link" and is_final(job.state) and state not in ("CANCELLED", "UNKNOWN"):
         note = _how_link_ended(job, record)
     if state == "PENDING" and never_starts(job.reason):  # with a reason, a branch above set note
         note = "%s (%s: it never starts by itself)" % (note, never_starts(job.reason))
@@ -5080,7 +5080,8 @@ def format_status(status):
         lines.append("shared budget %s: %s used, %s reserved, %s left of %s" % (
             budget["dir"], format_duration(budget["used"]), format_duration(budget["reserved"]),
             format_duration(budget["left"]), format_duration(budget["cap"])))
-    lines.append("pending successor: %s" % (status["pending_successor"] or "none"))
+    lines.append("pending successor: %s" % (status["pending_successor"] or (
+        "unknown (Slurm did not answer)" if status["slurm_errors"] else "none")))
     lines += _guard_line(status)
     if status["lock"]["kind"] == "file":  # the kernel's lock, the common case, goes unsaid
         lines.append("lock: file (%s)" % status["lock"]["why"])

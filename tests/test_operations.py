@@ -1298,6 +1298,8 @@ def test_status_says_when_slurm_did_not_answer(cluster, run_dir, running_chain, 
     if "sacct_down" in down:  # nothing says what the jobs are doing: no verdict from silence
         assert verdict.startswith("verdict: unknown: Slurm did not answer")
         assert "resume" not in out and "broken" not in out
+        assert "pending successor: unknown (Slurm did not answer)" in out
+        assert "UNKNOWN" in out and "a failure" not in out  # no answer is no failure
     else:  # accounting still answers: it shows the running link
         assert verdict.startswith("verdict: running: job 1000")
     assert "100\n" in read(run_dir, rc.CHAIN_FILE) and "1000" in out  # what the files say
