@@ -5186,6 +5186,16 @@ def render_command(run_dir, sbatch_args, **options):
     return 0
 
 
+def python_note(options):
+    """A warning that --python names no interpreter here (the nodes may have it), or None."""
+    import shutil
+    python = options.get("python")
+    if python and not shutil.which(python):
+        return ("WARNING: --python %s is no program here: every link runs it on the compute "
+                "nodes, and fails before its prologue where they lack it" % python)
+    return None
+
+
 def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **options):
     if looks:  # at once: a refusal (for want of --time, say) may follow
         _log("WARNING: %s after the script %s go to the script, not to sbatch: put sbatch options "
@@ -5203,7 +5213,7 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
     given = script_directives(header) + check_sbatch_args(
         task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
     notes = list(filter(None, [time_limit_note(script, given, os.environ), check_warn_fits(
-        options.get("warn"), given, options.get("max_walltime"))]))
+        options.get("warn"), given, options.get("max_walltime")), python_note(options)]))
     # said once, right before the first sbatch (after every refusal); the cluster asked once
     options.update(before_queueing=lambda: [_log(notes.pop(0)) for _ in list(notes)],
                    slurm=Slurm())

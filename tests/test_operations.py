@@ -282,6 +282,18 @@ def test_an_sbatch_time_that_sbatch_refuses_is_refused_before_any_job(
     assert cluster.calls("sbatch") == [] and not os.path.exists(str(tmp_path / "r"))
 
 
+@pytest.mark.parametrize("python, warned", [
+    ("/nope/python3", True), ("python2.nope", True), (sys.executable, False),
+], ids=["a path that is not there", "a name on no PATH", "this interpreter"])
+def test_submit_warns_of_a_python_that_is_no_program_here(cluster, tmp_path, capsys,
+                                                           monkeypatch, python, warned):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
+                               "--python", python, script)
+    assert status == 0, err  # the compute nodes may have it
+    assert ("WARNING: --python %s is no program here" % python in err) is warned, err
+
+
 def test_submit_refuses_a_live_chain_unless_forced(cluster, run_dir, running_chain, tmp_path,
                                                    capsys, monkeypatch):
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
