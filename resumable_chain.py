@@ -795,9 +795,12 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
         if record.warn:
             _log(start_warner(record.warn, end, limit, os.environ))
         start_while_working(run_dir, outcome)
+        exports = link_exports(record, run_dir, end)
+        if outcome.observation and outcome.observation.source == "journal":  # a run again of
+            # a job whose work may have run (a requeue): its own, even a first job's
+            exports[EXPORT_PREFIX + "RESUMING"] = "1"
         _write("unset %s\n" % NAMED_ENV + "".join(  # not passed on to jobs the work queues
-            "export %s=%s\n" % (name, shell_quote(value)) for name, value in
-            link_exports(record, run_dir, end).items()))
+            "export %s=%s\n" % (name, shell_quote(value)) for name, value in exports.items()))
     return outcome.status
 
 

@@ -421,12 +421,16 @@ def test_restarted_job_neither_recounts_nor_queues_twice(cluster, run_dir):
     assert cluster.work_done() == ["100", successor, successor]
 
 
-def test_restarted_first_job_keeps_its_chain(cluster, run_dir):
-    script, successor = start_chain(cluster, run_dir)
-    again = cluster.run_link(script, 100, SLURM_RESTART_COUNT=1)
+def test_restarted_first_job_keeps_its_chain_and_its_work_resumes(cluster, run_dir):
+    script = cluster.write_script(run_dir, work='echo "$RESUMABLE_CHAIN_RESUMING" >> "$WORKLOG.r"\n')
+    assert cluster.run_link(script, 100).returncode == 0
+    successor = cluster.pending()[-1]
+    again = cluster.run_link(script, 100, SLURM_RESTART_COUNT=1)  # a requeue (--requeue, admin)
     assert again.returncode == 0, again.stderr
     assert cluster.pending() == [successor]
     assert read(run_dir, rc.CHAIN_FILE) == "100\n"
+    with open(cluster.worklog + ".r") as handle:  # its first run's work may have saved a part
+        assert handle.read() == "0\n1\n"
 
 
 def test_duplicate_link_is_refused(cluster, run_dir):
