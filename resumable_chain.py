@@ -5103,8 +5103,9 @@ def _guard_line(status):
     if not guard:
         return ["guard: none: %s (Slurm's requeue only)" % status["guard_error"]]
     if is_final(guard["state"]):
-        return ["guard: job %s ran (%s): %s" % (guard["job"], guard["state"],
-                                                guard.get("ran") or "see %s" % GUARD_LOG)]
+        return ["guard: job %s %s (%s): %s" % (  # ran: its log says what it did
+            guard["job"], "ran" if guard.get("ran") else "ended", _state_words(guard["state"]),
+            guard.get("ran") or "see %s" % GUARD_LOG)]
     note = next((row["note"] for row in status["jobs"] if row["job"] == guard["job"]), None)
     return ["guard: job %s %s" % (guard["job"], guard["state"]) + (" (%s)" % note if note else "")]
 
