@@ -1051,6 +1051,11 @@ while True:
 '''
 
 
+TRAP_WORK = ('if [ "$n" -ge 2 ]; then exit 0; fi\ntrap \'echo "$SLURM_JOB_ID $(date +%s.%N) '
+             '$RESUMABLE_CHAIN_END" >> "$RUN_DIR/../heard.log"; kill "$pid"; exit '
+             '"$RESUMABLE_CHAIN_EXIT_RESUME"\' USR1\nsleep 600 & pid=$!\nwait "$pid"')
+
+
 @pytest.fixture(scope="module")
 def warned(root):
     """Chains whose first link is warned 20 s before its end, then a second link completes."""
@@ -1070,11 +1075,10 @@ def warned(root):
         "warn-srun": Chain(root, "warn-srun", work("warn-srun", "srun -n1 "), time_limit="2",
                            warn="USR1@20"),
         # issue 40: the batch script's own trap (no EXIT trap), with the sleep & wait idiom
-        "warn-trap": Chain(root, "warn-trap", 'if [ "$n" -ge 2 ]; then exit 0; fi\ntrap \'echo '
-                           '"$SLURM_JOB_ID $(date +%s.%N) $RESUMABLE_CHAIN_END" >> '
-                           '"$RUN_DIR/../heard.log"; kill "$pid"; exit '
-                           '"$RESUMABLE_CHAIN_EXIT_RESUME"\' USR1\nsleep 600 & pid=$!\n'
-                           'wait "$pid"', time_limit="2", warn="USR1@20"),
+        "warn-trap": Chain(root, "warn-trap", TRAP_WORK, time_limit="2", warn="USR1@20"),
+        # --notify's EXIT trap makes bash catch every signal: the script's trap line tells
+        "warn-trap-notify": Chain(root, "warn-trap-notify", TRAP_WORK, time_limit="2",
+                                  warn="USR1@20", notify=heard(root, "warn-trap-notify")),
     }
     for chain in chains.values():
         chain.submit("--no-requeue")
@@ -1109,8 +1113,9 @@ def test_the_work_hears_usr1_20_s_before_its_link_ends(warned, name, limit):
     assert "SIGUSR1 sent 20 s before the link ends to pids" in chain.log()
 
 
-def test_a_batch_scripts_own_trap_hears_usr1_and_its_exit_75_resumes_the_chain(warned):
-    chain = warned["warn-trap"]
+@pytest.mark.parametrize("name", ["warn-trap", "warn-trap-notify"])
+def test_a_batch_scripts_own_trap_hears_usr1_and_its_exit_75_resumes_the_chain(warned, name):
+    chain = warned[name]
     jobs = chain.wait_done(timeout=600)
     assert [(job["state"], job["exit"]) for job in jobs][:2] == [
         ("FAILED", "75:0"), ("COMPLETED", "0:0")], jobs
