@@ -5247,7 +5247,8 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
 
 
 def status_command(paths, json=False, check=False):
-    run_dirs = chain_dirs(paths)
+    bad = [path for path in paths if len(paths) > 1 and not _names_chains(path)]
+    run_dirs = chain_dirs([path for path in paths if path not in bad]) + bad  # a row says why
     one = run_dirs == paths[:1] == paths  # one chain: all its jobs
     statuses = [chain_status(run_dirs[0])] if one else chains_status(run_dirs)
     if json:
@@ -5256,8 +5257,16 @@ def status_command(paths, json=False, check=False):
         shown = _each_text(statuses, lambda text: text.replace("\r", "\\r").replace(
             "\n", "\\n").replace("\t", "\\t"))  # one line, whatever a state file put in it
         _say(format_status(shown[0]) if one else format_collection(shown))
-    # 1: what it shows is incomplete, or (--check) a chain needs a person
-    return int(any(status["slurm_errors"] or check and status["attention"] for status in statuses))
+    # 1: what it shows is incomplete, or (--check) a chain needs a person; 2: a DIR names none
+    return EXIT_USAGE if bad else int(any(status["slurm_errors"] or check and status["attention"]
+                                          for status in statuses))
+
+
+def _names_chains(path):
+    try:
+        return bool(chain_dirs([path]))
+    except StateError:
+        return False
 
 
 def _each_chain(run_dirs, operation):

@@ -1662,6 +1662,10 @@ def test_status_of_a_collection_is_one_table_from_one_sacct_and_one_squeue(clust
                                 "--json")[1])
     assert [item["verdict_word"] for item in listed] == ["broken", "running"]
     assert run_cli(cluster, capsys, monkeypatch, "status", "runs", "--check")[0] == 1
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", "runs/b", "runs/nochain")
+    assert status == 2 and err == "", err  # a wrong name among several is a row, not the end
+    assert [line.split()[:2] for line in out.splitlines()[1:3]] == [
+        ["runs/b", "finished"], ["runs/nochain", "unknown"]] and "is not a directory" in out
 
 
 @pytest.mark.parametrize("files,phrase", [
