@@ -3707,6 +3707,9 @@ def check_path(value, name):
     value = os.fspath(value) if hasattr(value, "__fspath__") else value
     if not isinstance(value, str) or not value or "\0" in value:
         raise ValueError("%s must be a non-empty path, got %r" % (name, value))
+    if value.startswith("~"):  # a driver's YAML: render would make a directory named ~ here
+        raise ValueError("%s %s: only a shell expands ~; give %s" % (
+            name, value, os.path.expanduser(value)))
     return value
 
 

@@ -852,6 +852,18 @@ def test_render_prologue_refuses_an_empty_path(tmp_path, name):
     assert "%s must be a non-empty path" % name in str(error.value)
 
 
+@pytest.mark.parametrize("name", ["run_dir", "script", "budget_dir"])
+def test_render_prologue_refuses_a_path_with_a_tilde_no_shell_expanded(tmp_path, monkeypatch,
+                                                                       name):
+    monkeypatch.chdir(str(tmp_path))
+    paths = {"run_dir": str(tmp_path / "run"), name: "~/runs/a"}
+    with pytest.raises(ValueError) as error:
+        rc.render_prologue(paths.pop("run_dir"), **paths)
+    assert str(error.value) == "%s ~/runs/a: only a shell expands ~; give %s" % (
+        name, os.path.expanduser("~/runs/a"))
+    assert os.listdir(str(tmp_path)) == []  # no directory named ~ made here
+
+
 def test_cli_render_refuses_what_cannot_work(tmp_path, capsys):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("x")
