@@ -2175,8 +2175,7 @@ def epoch(text):
 
 
 def decide_link(store, snapshot, place, observation, options, warnings):
-    """(this link's Record, this job as scontrol showed it or None): plan_link, _work_done_before,
-    draw_on_budget, and the guard its predecessor (or submit, for the first job) queued."""
+    """(this link's Record, with the guard its predecessor or submit queued; its Job or None)."""
     job_id, predecessor_id, cluster = place
     notify = store.read_notify() if options.notify is None else options.notify
     record = _work_done_before(store, plan_link(
@@ -2796,14 +2795,9 @@ def parse_array(text, max_array_size):
 
 def array_spec(tasks):
     """``[0, 1, 2, 5]`` -> ``"0-2,5"``: sorted task IDs as --array takes them."""
-    runs = []
-    for task in tasks:
-        if runs and runs[-1][1] == task - 1:
-            runs[-1][1] = task
-        else:
-            runs.append([task, task])
-    return ",".join(str(first) if first == last else "%d-%d" % (first, last)
-                    for first, last in runs)
+    runs = [[task for _, task in run] for _, run in itertools.groupby(  # consecutive tasks
+        enumerate(tasks), lambda pair: pair[1] - pair[0])]
+    return ",".join(str(run[0]) if len(run) == 1 else "%d-%d" % (run[0], run[-1]) for run in runs)
 
 
 def sweep_options(run_dir, header, sbatch_args):
@@ -3764,9 +3758,8 @@ def split_batch_script(text):
     lines = text.splitlines(True)
     if not lines or not lines[0].startswith("#!"):
         raise ValueError("not a batch script: it must start with a #! line such as #!/bin/bash")
-    end = 1
-    while end < len(lines) and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
-        end += 1
+    end = next((index for index in range(1, len(lines)) if lines[index].strip()
+                and not lines[index].lstrip().startswith("#")), len(lines))
     return "".join(lines[:end]), "".join(lines[end:])
 
 
