@@ -3918,9 +3918,7 @@ def refuse_live(run_dir, live, refused):
 
 def not_a_chain(run_dir):
     """The error for a directory without a chain, naming the chains below it (a sweep's tasks)."""
-    below = []
-    with contextlib.suppress(OSError):
-        below = [os.path.relpath(path, run_dir) for path in _chains_below(run_dir, CHAIN_DEPTH)]
+    below = [os.path.relpath(path, run_dir) for path in _chains_below(run_dir, CHAIN_DEPTH)]
     depths = sorted(set(name.count(os.sep) for name in below))
     named = [os.path.join(*["*"] * (depths[0] + 1))] if len(depths) == 1 else below[:3] + [
         "..."] * (len(below) > 3)  # one glob when they are all as deep, else the first ones
@@ -3976,7 +3974,7 @@ def chain_dirs(paths):
         if not (whole or os.path.isdir(path)):
             raise StateError("%s is not a directory" % path)
         try:
-            children = [path] if whole else _chains_below(path, CHAIN_DEPTH)
+            children = [path] if whole else _chains_below(path, CHAIN_DEPTH, strict=True)
         except OSError as error:
             raise StateError("cannot list %s: %s" % (path, error.strerror or error))
         if not children:
@@ -3991,15 +3989,15 @@ def chain_dirs(paths):
     return found
 
 
-def _chains_below(path, depth, top=True):
-    """The chains below path; OSError if the top cannot be listed. scandir knows a directory and
-    a symlink without a stat (a parent of big trees on Lustre)."""
+def _chains_below(path, depth, strict=False):
+    """The chains below path ([] if it cannot be listed; ``strict``: OSError). scandir knows a
+    directory and a symlink without a stat (a parent of big trees on Lustre)."""
     try:
         entries = sorted(os.scandir(path), key=lambda entry: (  # a sweep's tasks: 2 < 10
             not is_digits(entry.name, 12), int(entry.name) if is_digits(entry.name, 12) else 0,
             entry.name))
     except OSError:
-        if top:
+        if strict:
             raise
         return []  # not the caller's to look into: no chain of theirs is there
     found = []
@@ -4012,7 +4010,7 @@ def _chains_below(path, depth, top=True):
         if holds_chain(entry.path):
             found.append(entry.path)
         elif depth > 1 and not os.path.islink(entry.path):
-            found += _chains_below(entry.path, depth - 1, top=False)
+            found += _chains_below(entry.path, depth - 1)
     return found
 
 
@@ -4653,8 +4651,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     python = os.path.abspath(python) if os.sep in python else python  # jobs run in run_dir
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
-    _check_not_nested(run_dir)
-    live = _live_chain(run_dir, force)
+    live = _check_run_dir(run_dir, force)
     sbatch_args = _chain_defaults(run_dir, script, header, without_options(sbatch_args,
                                                                            ("--hold",)))
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
@@ -4691,7 +4688,20 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
             "guard": submitted["guard"], "guard_error": guard_error}
 
 
-def _live_chain(run_dir, force):
+def _check_run_dir(run_dir, force):
+    """The live jobs of run_dir's chain (refused unless ``force``); StateError if run_dir is
+    inside a chain's directory or holds chains (status hides one)."""
+    parent = run_dir
+    while parent != os.path.dirname(parent):
+        parent = os.path.dirname(parent)
+        if holds_chain(parent):
+            raise StateError("run directory %s is inside the chain in %s, where status never "
+                             "looks: give a directory outside it" % (run_dir, parent))
+    below = [] if holds_chain(run_dir) else [  # a symlink to a chain (latest -> ...) hides none
+        path for path in _chains_below(run_dir, CHAIN_DEPTH) if not os.path.islink(path)]
+    if below:
+        raise StateError("run directory %s holds chains (%s): status would show the new one "
+                         "alone; give a directory of its own" % (run_dir, below[0]))
     old = read_chain(chain_store(run_dir)).whole()
     live = Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(old.candidates())
     if not force:
@@ -4720,24 +4730,6 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
                              "link at its launch; create it first (mkdir -p %s)"
                              % (name, path, folder, shell_quote(folder)))
     return sbatch_args
-
-
-def _check_not_nested(run_dir):
-    """StateError if run_dir is inside a chain's directory or holds chains (status hides one)."""
-    parent = run_dir
-    while parent != os.path.dirname(parent):
-        parent = os.path.dirname(parent)
-        if holds_chain(parent):
-            raise StateError("run directory %s is inside the chain in %s, where status never "
-                             "looks: give a directory outside it" % (run_dir, parent))
-    below = []
-    if os.path.isdir(run_dir) and not holds_chain(run_dir):
-        with contextlib.suppress(OSError):  # a symlink to a chain (latest -> ...) hides none
-            below = [path for path in _chains_below(run_dir, CHAIN_DEPTH)
-                     if not os.path.islink(path)]
-    if below:
-        raise StateError("run directory %s holds chains (%s): status would show the new one "
-                         "alone; give a directory of its own" % (run_dir, below[0]))
 
 
 def _install_chain(run_dir, force, copy_path, submitted):
@@ -5186,17 +5178,8 @@ def render_command(run_dir, sbatch_args, **options):
     return 0
 
 
-def python_note(options):
-    """A warning that --python names no interpreter here (the nodes may have it), or None."""
-    import shutil
-    python = options.get("python")
-    if python and not shutil.which(python):
-        return ("WARNING: --python %s is no program here: every link runs it on the compute "
-                "nodes, and fails before its prologue where they lack it" % python)
-    return None
-
-
 def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **options):
+    import shutil
     if looks:  # at once: a refusal (for want of --time, say) may follow
         _log("WARNING: %s after the script %s go to the script, not to sbatch: put sbatch options "
              "before SCRIPT (write -- SCRIPT ARGS to say they are the script's)"
@@ -5207,13 +5190,16 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
     # every log has its directory).
     for each in tasks or ():
         task_dir = os.path.abspath(os.path.join(check_path(run_dir, "DIR"), str(each)))
-        _check_not_nested(task_dir)
-        _live_chain(task_dir, options.get("force"))
+        _check_run_dir(task_dir, options.get("force"))
         _chain_defaults(task_dir, script, header, task_args(each))
     given = script_directives(header) + check_sbatch_args(
         task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
     notes = list(filter(None, [time_limit_note(script, given, os.environ), check_warn_fits(
-        options.get("warn"), given, options.get("max_walltime")), python_note(options)]))
+        options.get("warn"), given, options.get("max_walltime"))]))
+    python = options.get("python")
+    if python and not shutil.which(python):  # the compute nodes may have it
+        notes.append("WARNING: --python %s is no program here: every link runs it on the compute "
+                     "nodes, and fails before its prologue where they lack it" % python)
     # said once, right before the first sbatch (after every refusal); the cluster asked once
     options.update(before_queueing=lambda: [_log(notes.pop(0)) for _ in list(notes)],
                    slurm=Slurm())
