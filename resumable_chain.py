@@ -456,9 +456,8 @@ def read_chain(store):
 
 
 def run_slurm(argv, timeout=None, submit=False, cwd=None, named=False):
-    """Run one Slurm command with a timeout, without the allocation's SLURM_* variables (but
-    SLURM_CONF), output-format variables and, unless ``submit``, the user's SBATCH_* defaults;
-    ``named``: sbatch of a job the journal names before it starts (NAMED_ENV); never raises."""
+    """Run one Slurm command with a timeout, without the allocation's SLURM_* and output-format
+    variables nor, unless ``submit``, the user's SBATCH_* defaults; never raises."""
     _checkpoint()
     dropped = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_", NAMED_ENV) + (
         () if submit else ("SBATCH_",))
@@ -828,10 +827,9 @@ def lookup_window():
 def view_wait(directory):
     """Seconds a view of ``directory`` may lag: VIEW_WAIT_ENV if set, else none on a local
     filesystem (a guard there must act before a fault ends it too), else VIEW_WAIT_SECONDS."""
-    if os.environ.get(VIEW_WAIT_ENV, "").strip():
-        return _positive_env_number(VIEW_WAIT_ENV, VIEW_WAIT_SECONDS, allow_zero=True)
     mount = mount_of(directory)
-    return 0 if mount and mount[1] in LOCAL_FILESYSTEMS else VIEW_WAIT_SECONDS
+    local = mount and mount[1] in LOCAL_FILESYSTEMS
+    return _positive_env_number(VIEW_WAIT_ENV, 0 if local else VIEW_WAIT_SECONDS, allow_zero=True)
 
 
 def chain_sbatch_args(sbatch_args, allowed=()):
@@ -942,7 +940,8 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
         observation = predecessor_id and observe_predecessor(predecessor_id, window, answer=answer)
         record, own = decide_link(store, snapshot, (job_id, predecessor_id, cluster),
                                   observation or None, options, warnings)
-        store.commit(snapshot, record)
+        store.write_record(record)  # the journal first: a kill after it is rolled forward
+        store.apply(snapshot, record)
         return _finish_link(store, record, observation or None, next_link, environ, warnings,
                             own=own)
 
@@ -1393,11 +1392,6 @@ class StateStore(object):
             _fsync_directory(self.directory)
         return snapshot._replace(walltime=record.walltime, retries=record.retries,
                                  last_job=last_job, record=record)
-
-    def commit(self, snapshot, record):
-        """Journal the decision first (so a kill can be rolled forward), then the files."""
-        self.write_record(record)
-        return self.apply(snapshot, record)
 
     def read_budget(self):
         budget = self.read_json(BUDGET_FILE, "budget", parse_budget)
