@@ -3051,34 +3051,59 @@ def catches(status_text, signum):
 def wants_signal(program, status_text, signum, script=""):
     """srun always (it forwards the signal; 22.05's srun waits for signals in a thread with them
     blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its own):
-    by its SigCgt, or with an EXIT trap (EXIT_TRAP_MARKS: it catches every signal then) by its
-    ``script``'s trap lines; any other one with a handler (it would die); pure."""
-    if program in SHELLS and (signum == signal.SIGINT or all(
-            catches(status_text, mark) for mark in EXIT_TRAP_MARKS) and not traps(script, signum)):
+    by its SigCgt, or with an EXIT trap (exit_trapped: it catches every signal then) by a trap
+    line of its ``script`` (traps); any other one with a handler (it would die); pure."""
+    if program in SHELLS and (signum == signal.SIGINT or exit_trapped(status_text) and not traps(
+            script, signum)):
         return False
     return program == "srun" or catches(status_text, signum)
 
 
+def exit_trapped(status_text):
+    return all(catches(status_text, mark) for mark in EXIT_TRAP_MARKS)
+
+
 def traps(script, signum):
-    """Whether a line of a shell script traps ``signum`` (``trap 'save; exit 75' USR1``); pure."""
+    """Whether a line of a shell script at its top level (not indented, not in a here-document)
+    traps ``signum`` (``trap 'save; exit 75' USR1``); pure. Signalled without it, a shell with an
+    EXIT trap dies: a trap in a function, a block or a subshell is not read."""
     import shlex
     names = {signal.Signals(signum).name, signal.Signals(signum).name[3:], str(int(signum))}
+    ending = None  # the end of the here-document being skipped: its body is another script
     for line in script.splitlines():
+        if ending is not None:
+            ending = None if line.strip() == ending else ending
+            continue
         with contextlib.suppress(ValueError):  # a handler over several lines is not read
             words = [word.rstrip(";") for word in shlex.split(line, comments=True)]
-            if words[:1] == ["trap"] and names.intersection(words[2:]):
+            here = [index for index, word in enumerate(words)  # not <<< nor $((1 << 2))
+                    if "<<" in word.replace("<<<", "") and "((" not in word]
+            if here:
+                ending = words[here[0]].partition("<<")[2].lstrip("-") or "".join(
+                    words[here[0] + 1:here[0] + 2])
+            handler, signals = (words[2:3], words[3:]) if words[1:2] == ["--"] else (
+                words[1:2], words[2:])
+            if not line[:1].isspace() and words[:1] == ["trap"] and handler not in (
+                    [], [""], ["-"], ["-p"], ["-l"], ["-P"]) and names.intersection(signals):
                 return True
     return False
 
 
 def shell_script(pid):
-    """The script a shell runs: -c's text, or its first argument's (the batch shell's)."""
-    words = _proc_text(pid, "cmdline").split("\0")[1:]
-    if "-c" in words[:-1]:
-        return words[words.index("-c") + 1]
-    with contextlib.suppress(StateError, OSError, StopIteration):
-        descriptor = open_own_file(next(word for word in words if not word.startswith("-")),
-                                   os.O_RDONLY, what="script", owned=False)
+    """The script a shell runs: -c's text, or its script file's (the batch shell's; a relative
+    path from the shell's working directory)."""
+    words, command = _proc_text(pid, "cmdline").split("\0")[1:], False
+    while words and words[0][:1] in ("-", "+") and words[0] not in ("-", "--"):
+        option = words.pop(0)
+        command = command or option[:1] == "-" and option[1:2] != "-" and "c" in option
+        if option in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file") and words:
+            words.pop(0)  # its value
+    words = words[words[:1] == ["--"]:]
+    if command or not words:
+        return "".join(words[:1])
+    with contextlib.suppress(StateError, OSError):
+        descriptor = open_own_file(os.path.join("/proc/%d/cwd" % pid, words[0]), os.O_RDONLY,
+                                   what="script", owned=False)
         with open(descriptor, "rb") as handle:
             return handle.read(MAX_SCRIPT_BYTES).decode("utf-8", "replace")
     return ""
@@ -3101,10 +3126,11 @@ def signal_work(shell, signum):
     for pid in work_processes(parents, shell):
         try:  # its executable's name: a job script's comm is slurm_script
             program = os.path.basename(os.readlink("/proc/%d/exe" % pid))
-        except OSError:
-            program = None
-        if pid != os.getpid() and wants_signal(program, _proc_text(pid, "status"), signum,
-                                               program in SHELLS and shell_script(pid) or ""):
+        except OSError:  # it ended meanwhile (a zombie has no exe), or it is no process of ours
+            continue
+        status = _proc_text(pid, "status")
+        script = shell_script(pid) if program in SHELLS and exit_trapped(status) else ""
+        if pid != os.getpid() and wants_signal(program, status, signum, script):
             with contextlib.suppress(OSError):
                 os.kill(pid, signum)
                 sent.append(pid)
@@ -3662,7 +3688,11 @@ def parse_resumable(value):
     if not hasattr(value, "keys"):
         raise ValueError("resumable must be true, false or a mapping with max_retries "
                          "and max_walltime, got %r" % (value,))
-    value = dict(value)  # a mapping with keys() and [] only, too
+    try:
+        value = dict(value)  # a mapping with keys() and [] only, too
+    except (TypeError, ValueError, KeyError):
+        raise ValueError("resumable must be true, false or a mapping with max_retries and "
+                         "max_walltime, got %r" % (value,))
     unknown = sorted(repr(key) for key in value if key not in Settings.KEYS)
     if unknown:
         raise ValueError("resumable: unknown key %s; allowed keys: max_retries, max_walltime"
@@ -3695,8 +3725,8 @@ def check_path(value, name):
     value = os.fspath(value) if hasattr(value, "__fspath__") else value
     if not isinstance(value, str) or not value or "\0" in value:
         raise ValueError("%s must be a non-empty path, got %r" % (name, value))
-    if value.startswith("~"):  # a driver's YAML: render would make a directory named ~ here
-        raise ValueError("%s %s: only a shell expands ~; give %s" % (
+    if value.startswith("~") and os.path.expanduser(value) != value:  # a driver's YAML: render
+        raise ValueError("%s %s: only a shell expands ~; give %s" % (  # would make a ~ here
             name, value, os.path.expanduser(value)))
     return value
 
@@ -4615,8 +4645,9 @@ def read_batch_script(script):
                          % (script, shell_quote(script)))
     header, body = split_batch_script(text)
     words = header.split("\n", 1)[0][2:].split() or ["(nothing)"]  # env's: -S bash -l, A=1 bash
-    if os.path.basename(words[0]) == "env":
-        words = [word for word in words[1:] if not word.startswith("-") and "=" not in word] or [""]
+    if os.path.basename(words[0]) == "env":  # its program: the first shell, or the first word
+        words = sorted(words[1:] or ["(nothing)"], key=lambda word: (  # that is no option
+            os.path.basename(word).rstrip("0123456789.") not in SHELLS, word[:1] == "-"))
     if os.path.basename(words[0]).rstrip("0123456789.") not in SHELLS:  # ksh93, bash5
         raise StateError("%s runs %s (its #! line), not a shell: the prologue submit puts in it "
                          "is shell code; submit a #!/bin/bash script that runs it" % (
@@ -5066,7 +5097,8 @@ def format_status(status):
             budget["dir"], format_duration(budget["used"]), format_duration(budget["reserved"]),
             format_duration(budget["left"]), format_duration(budget["cap"])))
     lines.append("pending successor: %s" % (status["pending_successor"] or (
-        "unknown (Slurm did not answer)" if status["slurm_errors"] else "none")))
+        "unknown (Slurm did not answer)" if any(row["role"] == "successor" and row["state"] ==
+                                                "UNKNOWN" for row in status["jobs"]) else "none")))
     lines += _guard_line(status)
     if status["lock"]["kind"] == "file":  # the kernel's lock, the common case, goes unsaid
         lines.append("lock: file (%s)" % status["lock"]["why"])
@@ -5223,8 +5255,7 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
 
 
 def status_command(paths, json=False, check=False):
-    bad = [path for path in paths if len(paths) > 1 and not _names_chains(path)]
-    run_dirs = chain_dirs([path for path in paths if path not in bad]) + bad  # a row says why
+    run_dirs, bad = (chain_dirs(paths), False) if len(paths) == 1 else _each_dirs(paths)
     one = run_dirs == paths[:1] == paths  # one chain: all its jobs
     statuses = [chain_status(run_dirs[0])] if one else chains_status(run_dirs)
     if json:
@@ -5238,11 +5269,16 @@ def status_command(paths, json=False, check=False):
                                           for status in statuses))
 
 
-def _names_chains(path):
-    try:
-        return bool(chain_dirs([path]))
-    except StateError:
-        return False
+def _each_dirs(paths):
+    """(the chains each path names, in order, a bad one kept for a row that says why; whether
+    one was bad)."""
+    found, bad = [], False
+    for path in paths:
+        try:
+            found += [run_dir for run_dir in chain_dirs([path]) if run_dir not in found]
+        except StateError:
+            found, bad = found + [path], True
+    return found, bad
 
 
 def _each_chain(run_dirs, operation):

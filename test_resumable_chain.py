@@ -173,6 +173,8 @@ BAD_RESUMABLE = [
     ("bad walltime", {"max_walltime": "2 days"}, "max_walltime"),
     ("string", "yes", "resumable"), ("number", 1, "resumable"),
     ("a number for a key, shown as one", {1: 2}, "unknown key 1;"),
+    ("keys() without []", type("Keys", (), {"keys": lambda self: ["max_retries"]})(),
+     "resumable must be true, false or a mapping"),
 ]
 
 

@@ -280,12 +280,12 @@ def test_status_shows_a_guard_that_ran_after_a_person_cancelled_the_successor(
     assert "guard: job %s ran (COMPLETED): %s\n" % (guard, did) in text  # told in the past
     assert "continues the chain if the successor dies" not in text
     [row] = [line for line in text.splitlines() if line.startswith(guard + " ")]
+    assert row.split()[1:3] == ["guard", "COMPLETED"]
     cluster.set_job(guard, state="CANCELLED by 0")  # say a person cancelled it instead
     os.remove(os.path.join(run_dir, rc.GUARD_LOG))
     text = status_rows(cluster, capsys, monkeypatch, run_dir)[1]  # it may never have run
     assert "guard: job %s ended (CANCELLED by root (uid 0)): see %s\n" % (guard, rc.GUARD_LOG) \
         in text, text
-    assert row.split()[1:3] == ["guard", "COMPLETED"]
 
 
 def test_status_shows_a_dead_successor_its_guard_and_the_replacement(cluster, run_dir, capsys,

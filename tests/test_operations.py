@@ -230,10 +230,11 @@ def test_submit_refuses_a_log_whose_directory_is_missing(cluster, tmp_path, caps
     ("#!/usr/bin/env python3\n#SBATCH --time=1\nprint(1)\n", [], "runs python3 (its #! line)"),
     ("#!/usr/bin/python3 -u\nprint(1)\n", [], "runs /usr/bin/python3 (its #! line), not a shell"),
     ("#!/usr/bin/env -S perl -w\nprint 1;\n", [], "runs perl (its #! line)"),
+    ("#!/usr/bin/env\ntrue\n", [], "runs (nothing) (its #! line)"),
 ], ids=["no shebang", "array throttle in script", "bad array option", "dependency option",
         "a script saved on Windows", "sbatch --test-only", "#SBATCH --test-only", "--wait", "-W",
         "#SBATCH --wait", "-Q", "-V", "a Python script (env)", "a Python script",
-        "a Perl script (env -S)"])
+        "a Perl script (env -S)", "env alone"])
 def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, message):
     script = write(str(tmp_path / "s.sh"), text)
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
@@ -244,7 +245,8 @@ def test_submit_refuses(cluster, tmp_path, capsys, monkeypatch, text, options, m
 
 @pytest.mark.parametrize("shebang", ["#!/bin/bash", "#!/bin/sh", "#! /bin/bash -l",
                                      "#!/usr/bin/env bash", "#!/usr/bin/env -S bash -l",
-                                     "#!/bin/ksh93", "#!/usr/bin/zsh"])
+                                     "#!/usr/bin/env -u HOME bash", "#!/bin/ksh93",
+                                     "#!/usr/bin/zsh"])
 def test_submit_takes_a_shell_script(cluster, tmp_path, capsys, monkeypatch, shebang):
     script = write(str(tmp_path / "s.sh"), shebang + "\n#SBATCH --time=5\ntrue\n")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)
@@ -1662,10 +1664,13 @@ def test_status_of_a_collection_is_one_table_from_one_sacct_and_one_squeue(clust
                                 "--json")[1])
     assert [item["verdict_word"] for item in listed] == ["broken", "running"]
     assert run_cli(cluster, capsys, monkeypatch, "status", "runs", "--check")[0] == 1
-    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", "runs/b", "runs/nochain")
+    os.makedirs(os.path.join(parent, "empty"))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", "runs/b", "runs/nochain",
+                               "runs/empty", "runs/a")
     assert status == 2 and err == "", err  # a wrong name among several is a row, not the end
-    assert [line.split()[:2] for line in out.splitlines()[1:3]] == [
-        ["runs/b", "finished"], ["runs/nochain", "unknown"]] and "is not a directory" in out
+    assert [line.split()[:2] for line in out.splitlines()[1:5]] == [  # in the order given
+        ["runs/b", "finished"], ["runs/nochain", "unknown"], ["runs/empty", "unknown"],
+        ["runs/a", "running"]] and "is not a directory" in out and "no directory below it holds one" in out
 
 
 @pytest.mark.parametrize("files,phrase", [

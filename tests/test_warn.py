@@ -108,10 +108,28 @@ def test_srun_always_gets_the_warning_to_forward_it(program, caught, expected):
     ("bash", "0000000000014000", signal.SIGTERM, True),  # trap ... TERM
 ], ids=["bash traps USR1", "dash traps USR1", "bash without a trap", "bash with an EXIT trap",
         "bash and SIGINT", "bash traps TERM"])
-def test_a_shell_gets_the_warning_only_when_it_traps_it_and_has_no_exit_trap(
+def test_a_shell_gets_the_warning_when_it_traps_it_as_its_sigcgt_says(
         program, caught, signum, expected):
     status = STATUS % ("0000000000000000", caught)
     assert rc.wants_signal(program, status, signum) is expected
+
+
+@pytest.mark.parametrize("argv, script", [
+    (["BASH", "job.sh", "-c", "config.yaml"], "FILE"),  # the batch shell, the script's own -c
+    (["BASH", "-o", "pipefail", "job.sh"], "FILE"),
+    (["BASH", "-ec", "trap h USR1; sleep 30"], "trap h USR1; sleep 30"),
+], ids=["a script's argument -c", "an option's value", "-c in a cluster"])
+def test_the_script_a_shell_runs_is_read_from_its_command_line(tmp_path, argv, script):
+    text = "trap h USR1\nsleep 30\n"
+    (tmp_path / "job.sh").write_text(text)
+    shell = subprocess.Popen([BASH if word == "BASH" else word for word in argv],
+                             cwd=str(tmp_path))  # job.sh: relative to the shell's directory
+    try:
+        time.sleep(0.5)
+        assert rc.shell_script(shell.pid) == (text if script == "FILE" else script)
+    finally:
+        shell.kill()
+        shell.wait()
 
 
 def test_a_shell_with_an_exit_trap_gets_the_warning_when_its_script_traps_it():
@@ -122,13 +140,19 @@ def test_a_shell_with_an_exit_trap_gets_the_warning_when_its_script_traps_it():
 
 @pytest.mark.parametrize("script, expected", [
     ("trap 'save; exit 75' USR1\n", True),
-    ("  trap -- \"kill $pid\" SIGUSR1 TERM  # comment\n", True),
+    ("trap -- \"kill $pid\" SIGUSR1 TERM  # comment\n", True),
     ("trap on_usr1 10; python3 train.py & wait $!\n", True),
     ("trap 'echo USR1' TERM\n", False),  # the handler's words are not signals
     ("trap finish EXIT\necho USR1\n", False),
     ("trap 'a\nb' USR1\n", False),  # a handler over two lines is not read
+    ("trap - USR1\ntrap -p USR1\ntrap '' USR1\n", False),  # reset, print, ignore: no handler
+    ("trap -- USR1 TERM\n", False),  # USR1 is the handler here
+    ("cat > child.sh <<'EOF'\ntrap save USR1\nEOF\n", False),  # another script's line
+    ("cat > child.sh <<EOF\ntrap save USR1\nEOF\ntrap save USR1\n", True),
+    ("setup() {\n  trap save USR1\n}\n", False),  # indented: a function, block or subshell
 ], ids=["quoted handler", "-- and SIG prefix", "number and a ; after it", "USR1 in the handler",
-        "only an EXIT trap", "a handler over lines"])
+        "only an EXIT trap", "a handler over lines", "no handler", "-- then the handler",
+        "in a here-document", "after a here-document", "indented"])
 def test_a_scripts_trap_lines_say_whether_it_traps_the_signal(script, expected):
     assert rc.traps(script, signal.SIGUSR1) is expected
 
@@ -230,7 +254,8 @@ echo "shell survived" >> "$DIR/log"
     ("trap 'echo exit trap >> \"$DIR/log\"' EXIT", 0, ["shell survived", "exit trap"]),
 ], ids=["its own trap", "no trap: left alone", "an EXIT trap too (--notify's): its trap line says",
         "an EXIT trap only: left alone"])
-def test_a_batch_script_that_traps_the_signal_itself_hears_it(tmp_path, traps, status, heard):
+def test_a_batch_script_that_traps_the_signal_itself_hears_it(tmp_path, capsys, traps, status,
+                                                              heard):
     (tmp_path / "slurm_script").write_text(TRAP_BATCH % (BASH, traps))
     os.chmod(str(tmp_path / "slurm_script"), 0o755)
     shell = subprocess.Popen([str(tmp_path / "slurm_script")], env=dict(os.environ,
@@ -243,6 +268,10 @@ def test_a_batch_script_that_traps_the_signal_itself_hears_it(tmp_path, traps, s
         if shell.poll() is None:
             shell.kill()
     assert _lines(str(tmp_path / "log")) == heard
+    said = capsys.readouterr().err
+    assert ("SIGUSR1 sent 20 s before the link ends to pids" in said) is (status == 75), said
+    assert ("SIGUSR1 not sent" in said and "no process of the work catches it" in said) is (
+        status == 0), said
 
 
 LATE_BATCH = r'''#!%s
