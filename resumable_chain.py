@@ -156,13 +156,12 @@ NO_PROGRESS_SECONDS = 60  # a link that asks to resume sooner made no progress
 RESUME_EXIT = 75  # EX_TEMPFAIL; the work learns it as RESUMABLE_CHAIN_EXIT_RESUME
 STOP_EXIT = 76  # the work learns it as RESUMABLE_CHAIN_EXIT_STOP
 WORK_EXIT_MEANING = {RESUME_EXIT: RESUME_ASKED, STOP_EXIT: STOP_ASKED}  # if FAILED, by exit status
-STATE_MEANING = dict(
-    [("COMPLETED", COMPLETE), ("CANCELLED", STOP)]
-    + [(state, INTERRUPTED) for state in ("TIMEOUT", "PREEMPTED", "NODE_FAIL")]
-    + [(state, RETRY) for state in ("FAILED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE")]
-    + [(state, LAG) for state in "PENDING RUNNING SUSPENDED COMPLETING CONFIGURING REQUEUED "
-       "REQUEUE_FED REQUEUE_HOLD RESIZING SIGNALING STAGE_OUT STOPPED SPECIAL_EXIT "
-       "RESV_DEL_HOLD".split()])
+STATE_MEANING = {state: meaning for meaning, states in (
+    (COMPLETE, "COMPLETED"), (STOP, "CANCELLED"), (INTERRUPTED, "TIMEOUT PREEMPTED NODE_FAIL"),
+    (RETRY, "FAILED OUT_OF_MEMORY BOOT_FAIL DEADLINE"),
+    (LAG, "PENDING RUNNING SUSPENDED COMPLETING CONFIGURING REQUEUED REQUEUE_FED REQUEUE_HOLD "
+     "RESIZING SIGNALING STAGE_OUT STOPPED SPECIAL_EXIT RESV_DEL_HOLD"))
+    for state in states.split()}
 LIVE_STATES = frozenset(state for state, meaning in STATE_MEANING.items() if meaning == LAG)
 
 # Why a chain ended, as data on its record (``cause``), and what status says of it: the verdict's
@@ -195,11 +194,8 @@ CAUSE_OF_MEANING = {COMPLETE: "completed", STOP: "cancelled", INTERRUPTED: "max_
 
 # Loads the module by path under python -I -S, so that neither the job's Python environment nor
 # a json.py next to the module shadows the standard library. Bytecode is read only from where no
-# one else can write (a colleague's would run as the caller): the module's __pycache__ if it and
-# the module's directory belong to the caller or root and are not group or world writable, else
-# (3.8+) ~/.cache/resumable_chain if every directory down to the module's there is so too;
-# otherwise the source is compiled. What the loader creates gets no group or world write,
-# whatever the umask (the work keeps it).
+# one else can write (a colleague's would run as the caller; docs/trust-model.md says where), and
+# what the loader creates gets no group or world write, whatever the umask (the work keeps it).
 BOOTSTRAP = """\
 import collections, errno, fcntl, itertools, json, os, signal, stat, subprocess, sys, time
 from importlib.machinery import SourceFileLoader
@@ -371,25 +367,20 @@ Record = record_type("Record", RECORD_FIELDS, "The journal: the last decision in
 Event = record_type("Event", "event job link reason time", "A chain event, notified once; its "
                     "job: the last link that ran (resumed: the new).")
 NextLink = record_type("NextLink", "script sbatch_args script_args job_name workdir", "How a "
-                       "link's successor is queued (the script, its options and arguments).",
-                       (), (), None, None)
+                       "link's successor is queued.", (), (), None, None)
 Budget = record_type("Budget", "cap settled reservations settled_jobs cluster", "Shared walltime "
                      "(s): settled_jobs ended (each once); reservations may still run.", None)
 SlurmResult = collections.namedtuple("SlurmResult", "returncode stdout stderr")
 ControllerAnswer = record_type("ControllerAnswer", "job error forgotten", "The controller's Job "
-                               "(or None), its error text, and whether it has forgotten the job "
-                               "(MinJobAge) or hung, so asking again cannot help.")
+                               "or None; forgotten (MinJobAge) or hung: asking again cannot help.")
 Observation = record_type("Observation", "job source note", "What the lookup found: the "
-                          "predecessor's Job (state NOT_VISIBLE when not found), which command "
-                          "said so, and a note on how it was found.")
+                          "predecessor's Job (state NOT_VISIBLE when not found), its command.")
 Snapshot = record_type("Snapshot", "walltime retries last_job record cancelled", "The run "
                        "directory read once, locked; cancelled: the mark's text; None: missing.")
 Holder = record_type("Holder", "cluster job host pid time token", "Who holds a file lock (its JSON "
-                     "content): Slurm cluster and job (None outside a job), host, pid, since when "
-                     "(epoch seconds), and a token of its own.")
-Outcome = record_type("Outcome", "status record observation warnings event", "What a link did: "
-                      "exit status, its Record, the lookup, warnings for the log, and the chain "
-                      "event it journaled (None: none, or journaled before).", None)
+                     "content): job None outside a job, time in epoch seconds.")
+Outcome = record_type("Outcome", "status record observation warnings event", "What a link did; "
+                      "event: the one it journaled (None: none, or journaled before).", None)
 LinkOptions = record_type("LinkOptions", "settings next_link now budget_dir notify warn", "What "
                           "the prologue's command line gives a link (run_link's arguments).")
 
