@@ -2052,13 +2052,11 @@ def save_script(store, next_link, warnings):
 # ---------------------------------------------------------------------------
 
 
-def observe_predecessor(job_id, window=None, sleep=time.sleep, clock=time.monotonic,
+def observe_predecessor(job_id, window, sleep=time.sleep, clock=time.monotonic,
                         slurm=SLURM, answer=None):
-    """A finished predecessor's final state: the controller's while it holds the job (the common
-    case), else accounting's (every run of a requeued ID), retried for ``window`` seconds before
-    NOT_VISIBLE. ``answer``: scontrol's, that the prologue asked for (_read_lookup)."""
+    """A finished predecessor's final state: scontrol's (``answer``, if the prologue asked),
+    else sacct's (every run of a requeued ID), retried for ``window`` s before NOT_VISIBLE."""
     job_id = parse_job_id(job_id, "predecessor job ID")
-    window = lookup_window() if window is None else window
     deadline = clock() + window
     controller = controller_answer(answer) if answer else slurm.controller(
         job_id, timeout=first_lookup_timeout(window))
@@ -2183,8 +2181,7 @@ def warned_before(warn, limit, elapsed):
 
 def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link, *, now=0,
               budget_dir=None, cluster=None, notify=None, warn=None):
-    """This link's Record: decide(), then the cancel mark and the cap. ``observation``: the
-    predecessor's lookup (None: first job). Settings ``resume`` gave win over the prologue's."""
+    """This link's Record: decide(), the cancel mark, the cap (``resume``'s settings win)."""
     previous, first = snapshot.record, predecessor_id is None
     observed = Job(None, None, 0) if first else observation.job
     cause, settings_from = None, "prologue"
@@ -2329,9 +2326,8 @@ def restate(record, action, reason, cause):
 
 
 def _work_done_before(store, record, warnings):
-    """A link whose TIMEOUT predecessor's exit trap journaled ``finished`` (the limit sweep came
-    just after the work exited 0) is complete. Only TIMEOUT: bash runs the trap with status 0
-    also when a signal kills it, and that job ends FAILED with its work undone."""
+    """A TIMEOUT predecessor whose exit trap journaled ``finished`` completes the chain. Only
+    TIMEOUT: bash runs the trap with status 0 also when a signal kills it (FAILED, work undone)."""
     if not record.predecessor or record.action not in WORK_ACTIONS or \
             base_state(record.predecessor_state or "") != "TIMEOUT":
         return record
@@ -2364,8 +2360,7 @@ def settle_ended(budget, keep=(), cluster=None):
 
 def _finish_link(store, record, observation, next_link, environ, warnings, *, successor=None,
                  own=None):
-    """Journal the end of the prologue; a working link first queues its successor (unless
-    ``successor`` is already known). The rest waits for the work (``finish_queueing``)."""
+    """Journal the prologue's end; a working link queues its successor (then finish_queueing)."""
     if record.action not in WORK_ACTIONS:
         record = record._replace(phase="done")
         store.write_record(record)
@@ -2529,9 +2524,8 @@ def journal_event(store, event, warnings):
 
 
 def _unguarded(record, run_dir, environ, warnings, again):
-    """A link without a guard (a pasted prologue's first job, or its guard's sbatch failed) queues
-    before its work, unless squeue shows its guard after all (a lagging view hid it), the
-    successor's guard, or without a successor its own: no guard would finish it otherwise."""
+    """A guardless link (a pasted prologue's first job; a failed sbatch) queues, before its work,
+    the successor's guard, else its own, unless squeue shows its guard (a lagging view hid it)."""
     own = queued_guard(record.job)
     if own:
         return record._replace(guarded_by=own)
@@ -2688,8 +2682,7 @@ def describe_link(outcome):
 
 
 def link_end(start, time_limit, caps=()):
-    """When (epoch seconds; None: never) a link started at ``start`` ends: at its time limit
-    (None: UNLIMITED) or the whole minutes of its tightest cap (finish_queueing)."""
+    """Epoch seconds (None: never) a link started at ``start`` ends: its limit or tightest cap."""
     ends = [seconds for seconds in [time_limit] + [int(cap) // 60 * 60 for cap in caps]
             if seconds is not None]
     return None if start is None or not ends else int(start) + min(ends)
