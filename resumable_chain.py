@@ -2779,10 +2779,8 @@ def array_spec(tasks):
 
 
 def sweep_options(run_dir, header, sbatch_args):
-    """(the tasks of the --array asked for, or None; task i's options: no --array, jobs named
-    ``i_<name>``, name: the sweep's; squeue shows 8 characters, so the task first, guards
-    ``g:i_<name>``). Refused before anything is queued: what sbatch refuses, a throttle, and
-    a sweep beyond this user's submit limits (StateError if sacctmgr or squeue fails)."""
+    """(the --array's tasks or None, task i's options: jobs named ``i_<name>``, docs/arrays.md);
+    refused before anything is queued (StateError if sacctmgr or squeue fails)."""
     given = script_directives(header) + sbatch_args
     spec = option_value(given, "--array") or ""
     if not spec:
@@ -2940,8 +2938,7 @@ def check_notify(command):
 
 
 def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
-    """Run a chain's notify command with ``/bin/sh -c``, the event in its environment, only as
-    the chain's owner; return the line to log (it never changes the chain)."""
+    """Run a chain's notify command as its owner; return the line to log (it never changes it)."""
     problem = os.path.isdir(run_dir) and owner_problem(os.stat(run_dir), run_dir, "run directory")
     if problem:
         return "%s not notified: %s" % (event.event, problem)
@@ -2988,12 +2985,11 @@ def check_warn_fits(warn, sbatch_args, max_walltime=None):
     return None
 
 
-# The warning before a link ends (--warn SIG@S). Slurm's --signal is fixed at submit time (it
-# misses a limit the link lowers later), its B: form signals only the batch shell, its plain form
-# only srun steps. So the link starts a timer in a session of its own (not signalled with the
-# work, not waited for by the prologue's $(...)) that signals the batch shell and its descendants,
-# whatever their process group, that catch the signal (wants_signal). It exits when the batch
-# shell is gone (proctrack/linuxproc does not follow a process in its own session).
+# Slurm's --signal is fixed at submit time (it misses a limit the link lowers later), its B: form
+# signals only the batch shell, its plain form only srun steps. So the link starts a timer in a
+# session of its own (not signalled with the work, not waited for by the prologue's $(...)) that
+# signals the work's processes that catch it (wants_signal). It exits when the batch shell is
+# gone (proctrack/linuxproc does not follow a process in its own session).
 
 
 def start_warner(warn, end, limit, environ):
@@ -3048,9 +3044,8 @@ def exit_trapped(status_text):
 
 
 def traps(script, signum):
-    """Whether a line of a shell script at its top level (not indented, not in a here-document)
-    traps ``signum`` (``trap 'save; exit 75' USR1``); pure. Signalled without it, a shell with an
-    EXIT trap dies: a trap in a function, a block or a subshell is not read."""
+    """Whether a top-level line of a shell script (not indented, not in a here-document) traps
+    ``signum`` (``trap 'save; exit 75' USR1``; docs/warnings.md); pure."""
     import shlex
     names = {signal.Signals(signum).name, signal.Signals(signum).name[3:], str(int(signum))}
     ending = None  # the end of the here-document being skipped: its body is another script
@@ -3074,8 +3069,7 @@ def traps(script, signum):
 
 
 def shell_script(pid):
-    """The script a shell runs: -c's text, or its script file's (the batch shell's; a relative
-    path from the shell's working directory)."""
+    """The script a shell runs: -c's text, or its script file's (relative: from its cwd)."""
     words, command = _proc_text(pid, "cmdline").split("\0")[1:], False
     while words and words[0][:1] in ("-", "+") and words[0] not in ("-", "--"):
         option = words.pop(0)
@@ -3251,19 +3245,16 @@ def guard_chain(run_dir, job_id, environ, sleep=sleep_until_term, clock=time.mon
         done, result = _guard_once(store, job_id, environ, final, after, clock() - started)
         if done or final:
             return result
-        if sleep(delay):
-            return None, None, "%s; %s" % (result[2], _guard_terminated(environ))
-
-
-def _guard_terminated(environ):
-    """After SIGTERM, why the guard ends. Preempted (PreemptMode=CANCEL ignores its --requeue),
-    it requeues itself: nothing else would look again (chaos run 13 lost 2 chains so). Slurm
-    shows that by PreemptTime: its JobState is COMPLETING meanwhile, PREEMPTED after."""
-    result = SLURM.run(["scontrol", "show", "job", "-o", environ.get("SLURM_JOB_ID") or ""])
-    fields = scontrol_fields(result.stdout)
-    if _known(fields.get("PreemptTime")) and _requeue_guard(environ):
-        return "preempted: it looks again once Slurm has requeued it"
-    return "it ended %s" % (fields.get("JobState") or last_line(result.stderr))
+        if not sleep(delay):
+            continue
+        # SIGTERM: preempted (a PreemptTime; PreemptMode=CANCEL ignores its --requeue), it requeues
+        # itself, as nothing else would look again (chaos run 13 lost 2 chains so; how-it-works.md)
+        answer = SLURM.run(["scontrol", "show", "job", "-o", environ.get("SLURM_JOB_ID") or ""])
+        fields = scontrol_fields(answer.stdout)
+        if _known(fields.get("PreemptTime")) and _requeue_guard(environ):
+            return None, None, result[2] + "; preempted: it looks again once Slurm has requeued it"
+        return None, None, "%s; it ended %s" % (
+            result[2], fields.get("JobState") or last_line(answer.stderr))
 
 
 def _requeue_guard(environ):
@@ -3413,10 +3404,8 @@ def _guard_ran(look):
 
 
 def _guard_died(look):
-    """Replaced up to max_retries + 1 times in a row (the first death is free), and, not counted
-    as retries (as the seed says of node failures), up to NODE_DEATHS the cluster caused: its
-    node failed, did not boot, was preempted, or its node Prolog failed (slurmd cancels it and
-    drains the node: by root in accounting). A person's scancel of it stops the chain."""
+    """Replaced up to max_retries + 1 times in a row (the first death free) and, not retries, up
+    to NODE_DEATHS the cluster caused (how-it-works.md); a person's scancel stops the chain."""
     state, job = look.state, look.job
     first = isinstance(state, dict)
     field = "first_job" if first else "job" if state.job == job.job_id else "successor"
@@ -3446,9 +3435,8 @@ def _guard_died(look):
 
 
 def _guard_cancelled(look, by=None):
-    """Cancelled before it started (or as Slurm launched it: ``by``, accounting's Job): by
-    Slurm, as its predecessor completed (the chain finished), or by a person (it stops). No
-    link is left to journal it: the guard does."""
+    """Cancelled before it started (or as Slurm launched it: ``by``, accounting's Job): no link
+    is left to journal ``finished`` or ``stopped`` (how-it-works.md), so the guard does."""
     record, job = look.state, look.job
     resumed = record.job == job.job_id  # only accounting says who cancelled a successor:
     by = None if resumed else by or SLURM.accounting([job.job_id])[0].get(job.job_id) or job
@@ -3474,9 +3462,8 @@ def _guard_cancelled(look, by=None):
 
 
 def _guard_heals(look, field, what, *, counted):
-    """Queue the link in place of the guard's job and its guard, record both in ``field``, release
-    it, journal ``healed``. Held and without dependency (Slurm refuses one on a forgotten job),
-    released once recorded: never two. A successor a failed sbatch created after all is kept."""
+    """Queue the link in place of the guard's job (or keep one a failed sbatch queued) and its
+    guard, held, released once recorded in ``field`` (never two: how-it-works.md); journal it."""
     store, state, environ, ended = look.store, look.state, look.environ, look.job.job_id
     first, warnings = field == "first_job", []
     successor, error = queued_successor(ended) if field == "successor" and state.job == ended \
