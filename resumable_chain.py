@@ -2731,8 +2731,7 @@ def link_exports(record, run_dir, end=None):
 
 
 def array_task_id(job_id, environ):
-    """What a link's successor waits for: its job ID, or ``<array>_<task>`` for the task of a
-    many-task array that kept the array's ID (Slurm would read it as all of the array's tasks)."""
+    """What a link's successor waits for: its job ID, or ``<array>_<task>`` (docs/arrays.md)."""
     if environ.get("SLURM_ARRAY_JOB_ID") == job_id and environ.get(
             "SLURM_ARRAY_TASK_COUNT", "1") != "1":
         return "%s_%s" % (job_id, environ["SLURM_ARRAY_TASK_ID"])
@@ -2938,7 +2937,7 @@ def check_notify(command):
 
 
 def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
-    """Run a chain's notify command as its owner; return the line to log (it never changes it)."""
+    """Run a chain's notify command as its owner; return the line to log (the chain unaffected)."""
     problem = os.path.isdir(run_dir) and owner_problem(os.stat(run_dir), run_dir, "run directory")
     if problem:
         return "%s not notified: %s" % (event.event, problem)
@@ -3030,9 +3029,8 @@ def catches(status_text, signum):
 
 def wants_signal(program, status_text, signum, script=""):
     """srun always (it forwards the signal; 22.05's srun waits for signals in a thread with them
-    blocked, so its SigCgt does not show them: seen), a shell that traps it (not SIGINT, its own):
-    by its SigCgt, or with an EXIT trap (exit_trapped: it catches every signal then) by a trap
-    line of its ``script`` (traps); any other one with a handler (it would die); pure."""
+    blocked, so its SigCgt does not show them: seen), a shell that traps it (docs/warnings.md),
+    any other process with a handler (it would die); pure."""
     if program in SHELLS and (signum == signal.SIGINT or exit_trapped(status_text) and not traps(
             script, signum)):
         return False
