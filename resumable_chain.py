@@ -4683,8 +4683,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
 
 
 def _check_run_dir(run_dir, force):
-    """The live jobs of run_dir's chain (refused unless ``force``); StateError if run_dir is
-    inside a chain's directory or holds chains (status hides one)."""
+    """The live jobs of run_dir's chain (refused unless ``force``); refused in or over a chain."""
     parent = run_dir
     while parent != os.path.dirname(parent):
         parent = os.path.dirname(parent)
@@ -4705,8 +4704,7 @@ def _check_run_dir(run_dir, force):
 
 
 def _chain_defaults(run_dir, script, header, sbatch_args):
-    """sbatch_args with --output, --chdir and --job-name for the chain, unless given; an --output
-    or --error directory must exist (else every link fails at its launch: FAILED 0:53)."""
+    """sbatch_args with the chain's defaults; a missing log directory: every link FAILED 0:53."""
     given = option_names(script_directives(header) + sbatch_args)
     # --chdir: the links work in the run directory, not where submit ran; --job-name: sbatch
     # would name it after our copy, squeue shows 8 characters: the chain's name tells them apart
@@ -4803,8 +4801,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
 
 
 def _check_copy_is_current(submitted, script):
-    """StateError if submit's script was edited after submit's copy, which the links run: a failed
-    chain would fail again, one job per retry. The same text rewritten is no change."""
+    """StateError if SCRIPT was edited after submit's copy, which the links run (and would fail)."""
     original, copy = submitted.get("original"), submitted.get("script")
     try:
         if copy != script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
@@ -4822,8 +4819,7 @@ def _check_copy_is_current(submitted, script):
 
 
 def _resumed_record(snapshot, previous, counted, state, options):
-    """A resumed link's record but job, cluster and next link; ``counted``: the last link's
-    seconds counted now, ``state`` its state; ``options`` given (None: as recorded)."""
+    """A resumed link's record but job, cluster and next link; an option None: as recorded."""
     ended = ("the chain %s (job %s)" % (EVENT_OF_ACTION[previous.action], previous.job)
              if previous.action in EVENT_OF_ACTION else "job %s ended" % previous.job
              + (" " + _state_words(state) if state else ""))
@@ -4904,9 +4900,8 @@ def prologue_run_dir(script):
 DURATION_HELP = "a Slurm duration such as 48:00:00 (a bare number is minutes) or seconds as 5400s"
 RETRIES_HELP = "failures (not timeouts) retried before the chain fails"
 CHAINS_OWN = " (default: the chain's own)"
-# Every option, once: (the check of a value, the same for the user's commands, render_prologue's
-# keywords, submit, resume and the in-job steps; its help). "COMMAND --option": where it means
-# more for that command, the help only.
+# Every option, once: (its value's check, the same for the user's commands, render_prologue,
+# submit, resume and the in-job steps; its help). "COMMAND --option": that command's help only.
 OPTIONS = {
     "--max-retries": (retries_from_text, RETRIES_HELP + " (default %d)" % DEFAULT_MAX_RETRIES),
     "--max-walltime": (check_max_walltime, "cap on the chain's accumulated walltime: "
