@@ -4938,13 +4938,8 @@ OPTIONS = {
 # 15. Command line: the user's commands (argparse reads them); all printing is here
 # ---------------------------------------------------------------------------
 
-# sbatch's short options that a script rarely takes: after SCRIPT, they are warned about too
-SHORT_LOOKS = frozenset(("-p", "-t", "-J", "-N", "-A", "-q", "-G"))
-
-
 def split_submit_argv(argv):
-    """``submit``'s words apart: (DIR and our options, (sbatch options, SCRIPT, its arguments)).
-    Without ``--``, an option of ours after SCRIPT is refused: it would go to the script."""
+    """``submit``'s words apart: (DIR and our options, (sbatch options, SCRIPT, its arguments))."""
     dashes = argv.index("--") if "--" in argv else len(argv)
     ours, sbatch_args, index = _split_options("submit", argv[:dashes])
     words = argv[dashes + 1:] if dashes < len(argv) else argv[index:]
@@ -4961,7 +4956,8 @@ def split_submit_argv(argv):
         raise ValueError("submit: %s comes after the script %s, so it would go to the script: put "
                          "it before SCRIPT, or write -- SCRIPT ARGS to pass it to the script"
                          % (misplaced[0], words[0]))
-    looks = [word for word in after if word[:2] in SHORT_LOOKS or (
+    # after SCRIPT, sbatch's short options that a script rarely takes are warned about too
+    looks = [word for word in after if word[:2] in ("-p", "-t", "-J", "-N", "-A", "-q", "-G") or (
         word.split("=", 1)[0] in SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS and word[1] == "-")]
     return ours, (sbatch_args, words[0], words[1:], looks)
 
@@ -5219,7 +5215,14 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
 
 
 def status_command(paths, json=False, check=False):
-    run_dirs, bad = (chain_dirs(paths), False) if len(paths) == 1 else _each_dirs(paths)
+    run_dirs, bad = [], False
+    for path in paths:  # of several, a bad one is kept for a row that says why
+        try:
+            run_dirs += [run_dir for run_dir in chain_dirs([path]) if run_dir not in run_dirs]
+        except StateError:
+            if len(paths) == 1:
+                raise
+            run_dirs, bad = run_dirs + [path], True
     one = run_dirs == paths[:1] == paths  # one chain: all its jobs
     statuses = [chain_status(run_dirs[0])] if one else chains_status(run_dirs)
     if json:
@@ -5233,21 +5236,8 @@ def status_command(paths, json=False, check=False):
                                           for status in statuses))
 
 
-def _each_dirs(paths):
-    """(the chains each path names, in order, a bad one kept for a row that says why; whether
-    one was bad)."""
-    found, bad = [], False
-    for path in paths:
-        try:
-            found += [run_dir for run_dir in chain_dirs([path]) if run_dir not in found]
-        except StateError:
-            found, bad = found + [path], True
-    return found, bad
-
-
 def _each_chain(run_dirs, operation):
-    """Print each chain's line of ``operation(run_dir, log)`` -> (exit status, line), after its
-    directory when there are several (an error does not stop the rest); the worst status."""
+    """Print the line of ``operation(run_dir, log)`` -> (status, line) of each; the worst status."""
     if len(run_dirs) == 1:
         status, line = operation(run_dirs[0], _log)
         _say(line + "\n")
