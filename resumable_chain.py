@@ -691,8 +691,7 @@ def run_step(step, argv):
 
 
 def read_step_words(step, argv):
-    """(positional words, {keyword: value}) of an in-job step's words, read as its usage in
-    STEPS says (a repeated ``--NAME=ARG...`` gives a list named in the plural); ValueError."""
+    """(positional words, {keyword: value}) of an in-job step's words, read as STEPS says."""
     usage = STEPS[step][1]
     before, _, after = usage.partition(" [-- ")
     wanted = usage_options(before)
@@ -722,8 +721,7 @@ def read_step_words(step, argv):
 
 
 def usage_options(usage):
-    """{--NAME: its metavar, "" for a flag}, in order, of a usage line that writes them
-    ``[--NAME]``, ``[--NAME META]``, ``[--NAME=META]`` or ``--NAME=META``."""
+    """{--NAME: its metavar, "" for a flag}, in order, of a usage line's options."""
     words, options = usage.split(), collections.OrderedDict()
     for index, word in enumerate(words):
         name, _, metavar = word.strip("[]").partition("=")
@@ -910,8 +908,7 @@ class Settings(dict):
 def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
              notify=None, warn=None, lookup=None):
     """Everything a job's prologue does, its steps in order (each defined below, in this order;
-    the controller, asked as Python started, answered on the pipe ``lookup``). The work's helpers
-    (the background step, the warning timer) start from prologue_command. Returns an Outcome."""
+    ``lookup``: the controller's answer, asked as Python started); an Outcome."""
     job_id, predecessor_id = identify(environ)
     asked, window = time.monotonic(), lookup_window()
     answer = predecessor_id and lookup and _read_lookup(
@@ -1021,14 +1018,12 @@ def is_job_id(text):
 
 def parse_dependency(text):
     """Return the predecessor ID named by ``afternotok:<id>`` in SLURM_JOB_DEPENDENCY, or None."""
-    predecessors = []
-    for clause in (text or "").replace("?", ",").split(","):
-        kind, _, ids = clause.strip().partition(":")
-        if kind.strip().lower() == "afternotok":
-            for job_id in ids.split(":"):
-                # squeue: 14_* (an array's ID: its tasks); 14_2 (the task keeping the array's ID)
-                predecessors.append(parse_job_id(job_id.split("(")[0].strip().split("_")[0],
-                                                 "afternotok job ID in SLURM_JOB_DEPENDENCY"))
+    clauses = (part.strip().partition(":") for part in (text or "").replace("?", ",").split(","))
+    # squeue: 14_* (an array's ID: its tasks); 14_2 (the task keeping the array's ID)
+    predecessors = [parse_job_id(job_id.split("(")[0].strip().split("_")[0],
+                                 "afternotok job ID in SLURM_JOB_DEPENDENCY")
+                    for kind, _, ids in clauses if kind.strip().lower() == "afternotok"
+                    for job_id in ids.split(":")]
     if len(set(predecessors)) > 1:
         raise ValueError("SLURM_JOB_DEPENDENCY %r names several afternotok jobs; a chain link "
                          "has exactly one predecessor" % (text,))
@@ -1211,9 +1206,8 @@ class StateStore(object):
         raw = self.read_bytes(CHAIN_FILE, tail=tail + 1)
         if raw is None:
             return []
-        lines = raw  # its first line may be cut; the error shows the tail read
-        if len(raw) > tail:
-            lines = raw[raw.index(b"\n") + 1:] if b"\n" in raw[:-1] else b""
+        # its first line may be cut; the error shows the tail read
+        lines = raw.partition(b"\n")[2] if len(raw) > tail else raw
         jobs = lines.decode("ascii", "replace").split()
         words = " " + " ".join(jobs)  # checked at C speed: a planted MiB costs every status
         if not jobs or not words.replace(" ", "").isdigit() or " 0" in words or not all(
@@ -1323,9 +1317,6 @@ class StateStore(object):
     def write_record(self, record, durable=True):
         self.write_public(JOURNAL_FILE, record._asdict(), durable=durable)
 
-    def write_counter(self, name, value, durable=True):
-        self.write_text(name, "%d\n" % value, durable=durable)
-
     def append_job(self, job_id):
         """Append a job ID with one write() so a kill leaves the old or the new file, never half."""
         try:
@@ -1369,7 +1360,7 @@ class StateStore(object):
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
             if before != after:
-                self.write_counter(name, after, durable=False)
+                self.write_text(name, "%d\n" % after, durable=False)
                 renamed = True
         last_job = snapshot.last_job
         if chain and record.action in WORK_ACTIONS and last_job != record.job:
@@ -1394,8 +1385,7 @@ class StateStore(object):
     @contextlib.contextmanager
     def locked(self, wait=LOCK_WAIT_SECONDS, name=LOCK_FILE):
         """Hold the directory's lock (waited for ``wait`` s): ``lockf``, and where kernel locks
-        do not hold across nodes (lock_kind) an exclusive ``<lock>.held`` file naming its holder,
-        which lockf holders wait for too, so the two kinds exclude each other."""
+        do not hold across nodes an exclusive ``<lock>.held`` file, which both kinds wait for."""
         path, held = self.path(name), self.path(name + HELD_SUFFIX)
         check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
                         "run directory")
@@ -1468,10 +1458,8 @@ class StateStore(object):
                 raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
     def _replaced(self, name, path, held, descriptor, kernel):
-        """Replace a lock file others may hold a lock on (readable by them, as 0.4 left it: an
-        open descriptor survives chmod, and a shared lockf stops every writer) by a new 0600
-        one, whether it was: under the .held lock file, while this process holds it or
-        /proc/locks shows another user's lock on it (so no writer of the chain has it)."""
+        """Replace a lock file others may hold a shared lockf on (readable by them, or another
+        user's lock in /proc/locks) by a new 0600 one, under the .held lock (trust-model.md)."""
         if not (kernel == "taken" and os.fstat(descriptor).st_mode & 0o044 or
                 kernel == "busy" and _others_lock(descriptor)):
             return False

@@ -823,8 +823,8 @@ run_dir = sys.argv[2]
 store = rc.StateStore(run_dir)
 os.makedirs(run_dir)
 store.write_text(rc.CHAIN_FILE, "".join("%d\n" % (100 + n) for n in range(1000)))
-store.write_counter(rc.WALLTIME_FILE, 500)
-store.write_counter(rc.RETRIES_FILE, 1)
+store.write_text(rc.WALLTIME_FILE, "500\n")
+store.write_text(rc.RETRIES_FILE, "1\n")
 store.write_record(rc.Record(job="1099", action="resume", walltime=500, retries=1, link=1000,
                              max_retries=3, successor="2000", phase="queued"))
 

@@ -392,7 +392,7 @@ def test_state_writes_never_follow_a_symlink_planted_for_a_coming_temp_name(worl
         os.symlink(victim, os.path.join(run_dir, ".gym_infra_retries.tmp.%d" % pid))
     store = rc.StateStore(run_dir)
     with store.locked():
-        store.write_counter(rc.RETRIES_FILE, 3)
+        store.write_text(rc.RETRIES_FILE, "3\n")
     with open(victim) as handle:
         assert handle.read() == "precious\n"
     assert store.read_counter(rc.RETRIES_FILE) == 3
