@@ -1516,8 +1516,7 @@ def _fsync_directory(directory):
 
 
 def check_warn(text):
-    """``SIG@SECONDS`` (as Slurm's --signal: ``USR1@120``, ``SIGUSR1@120``, ``10@120``) spelled
-    canonically, or None; ValueError for a signal the work cannot catch or no positive SECONDS."""
+    """``SIG@SECONDS`` (as Slurm's --signal: USR1@120, SIGUSR1@120, 10@120) canonically, or None."""
     if text is None:
         return None
     word, _, seconds = str(text).partition("@")  # no @: no seconds
@@ -1572,8 +1571,7 @@ def check_owned_dir(path, what="run directory"):
 
 
 def owner_problem(info, path, what):
-    """Why the invoking user may not act on ``path`` (``info``: its os.stat), or None: it must be
-    theirs and writable by no one else (as ssh's StrictModes; only a job's owner changes it)."""
+    """Why the caller may not act on ``path`` (``info``: its stat) or None, as ssh's StrictModes."""
     mode, bits = stat.S_IMODE(info.st_mode), foreign_write(info)
     if info.st_uid != os.geteuid():
         return ("refusing to act on %s %s: it belongs to %s (uid %d, mode %04o), not to you; only "
@@ -1616,8 +1614,7 @@ def _private_group(uid, gid, minute):
 
 def unsafe_path(path, what="run directory"):
     """Why someone else could swap ``path`` for a directory of theirs between two steps, or None:
-    as ssh's StrictModes, every directory and symlink on the way is root's or the caller's, and
-    one others can write has the sticky bit (docs/trust-model.md)."""
+    as ssh's StrictModes (docs/trust-model.md)."""
     trusted = (0, os.geteuid())
     parts = os.path.abspath(path).split(os.sep)[1:]
     walked = [os.sep + os.sep.join(parts[:end]) for end in range(1, len(parts) + 1)]
@@ -1817,12 +1814,11 @@ def job_over(job_id):
 
 
 def probe_lock(directory):
-    """(kind, why) of the lock writers of ``directory`` take now, for status: as lock_kind, and
-    "file" where a lock call is refused (tried shared, released at once); "refused" where every
-    writer refuses the directory (its owner's status says why; others' read it as they may)."""
+    """(kind, why) of the lock writers of ``directory`` take now, for status: as lock_kind, or
+    "file" where a lock call is refused, "refused" where every writer refuses the directory."""
     with contextlib.suppress(OSError):  # gone since it was read: the lock says nothing either
         info = os.stat(directory)
-        problem = info.st_uid == os.geteuid() and (
+        problem = info.st_uid == os.geteuid() and (  # others' status reads it as they may
             owner_problem(info, directory, "run directory") or unsafe_path(directory))
         if problem:
             return "refused", problem
@@ -1869,9 +1865,8 @@ def make_run_dir(run_dir, what="run directory"):
 
 
 def unnamed(snapshot, job_id, named=False):
-    """Whether a job without a predecessor is not named by the journal, though it should be:
-    ``named`` (resume or a guard queued it: NAMED_ENV), or the chain goes on (not ended, not
-    cancelled): a lagging view, or someone started a second chain over this one."""
+    """Whether the journal should, but does not, name a job without a predecessor: ``named``
+    (resume or a guard queued it: NAMED_ENV), or the chain goes on (a lagging view, a 2nd chain)."""
     record = snapshot.record
     if named:
         return record is None or job_id not in (record.job, record.successor)
@@ -1881,9 +1876,8 @@ def unnamed(snapshot, job_id, named=False):
 
 def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
                      sleep=time.sleep, clock=time.monotonic):
-    """A job without a predecessor in a directory whose chain goes on: wait (as wait_for_view)
-    until the journal names it, as the guard or ``resume`` that queued it wrote before it was
-    released; never start a fresh chain over it (its caps, retries and history would be lost)."""
+    """Wait until the journal names a job without a predecessor (its guard or ``resume`` wrote it
+    first): a fresh chain over one that goes on would lose its caps, retries and history."""
     if not unnamed(snapshot, job_id, named):
         return snapshot
     if not named:
@@ -1973,9 +1967,8 @@ def wait_for_view(store, snapshot, lags, sleep=time.sleep, clock=time.monotonic)
 
 
 def view_lags(snapshot, predecessor_id):
-    """Whether this client's view of the run directory lags (NFS caches it up to 60 s): the
-    journal shows a link older than the predecessor (job IDs grow), or no state file at all,
-    though the predecessor wrote its record before it queued this link."""
+    """Whether this client's view of the run directory (NFS caches it up to 60 s) lags behind the
+    record the predecessor wrote before it queued this link (job IDs grow)."""
     record = snapshot.record
     if not predecessor_id:
         return False
@@ -1987,7 +1980,8 @@ def view_lags(snapshot, predecessor_id):
 
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link
-    never starts a fresh chain over an existing one), a copy of its script."""
+    never starts a fresh chain over an existing one), a copy of its script (Slurm's spool copy,
+    ``$0``, goes when the job ends; ``resume`` needs it; a failure costs only that)."""
     check_no_live_chain(store, snapshot.record, job_id, cluster, warnings)
     if snapshot.record or snapshot.last_job or snapshot.cancelled:
         store.keep_previous()
@@ -1995,7 +1989,19 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
         warnings.append("a new chain in %s: the previous one's files are kept as *%s"
                         % (store.directory, PREVIOUS_SUFFIX))
         snapshot = Snapshot(None, None, None, None, None)
-    save_script(store, next_link, warnings)
+    if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
+        return snapshot  # submit's copy, kept in the run directory (submit read its --time)
+    text = ""
+    with contextlib.suppress(OSError, StateError), open(next_link.script, "rb") as handle:
+        text = handle.read().decode("utf-8", "surrogateescape")
+        store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
+    with contextlib.suppress(ValueError):  # not a batch script: sbatch said so already
+        given = script_directives(split_batch_script(text)[0]) + list(next_link.sbatch_args)
+        if not (option_value(given, "--time") or os.environ.get("SBATCH_TIMELIMIT")):
+            warnings.append("WARNING: no --time in %s or in the prologue's sbatch options: the "
+                            "successors get the partition's default time limit, not this job's "
+                            "(a --time given to sbatch on its command line is this job's alone)"
+                            % next_link.script)
     return snapshot
 
 
@@ -2013,26 +2019,6 @@ def check_no_live_chain(store, record, job_id, cluster, warnings):
         return
     refuse_live(store.directory, live, "job %s would start a second chain; no work, no "
                 "successor (cancel it with resumable-chain cancel)" % job_id)
-
-
-def save_script(store, next_link, warnings):
-    """Keep a copy of the job script in the run directory (a first job does this once): Slurm's
-    spool copy (``$0``) goes when the job ends; ``resume`` needs it. A failure costs only that.
-    Warn when no --time reaches the successors: a --time on sbatch's command line is this job's
-    alone (``submit`` reads it, so it is not warned here)."""
-    if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
-        return  # already kept in the run directory (submit's copy)
-    text = ""
-    with contextlib.suppress(OSError, StateError), open(next_link.script, "rb") as handle:
-        text = handle.read().decode("utf-8", "surrogateescape")
-        store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
-    with contextlib.suppress(ValueError):  # not a batch script: sbatch said so already
-        given = script_directives(split_batch_script(text)[0]) + list(next_link.sbatch_args)
-        if not (option_value(given, "--time") or os.environ.get("SBATCH_TIMELIMIT")):
-            warnings.append("WARNING: no --time in %s or in the prologue's sbatch options: the "
-                            "successors get the partition's default time limit, not this job's "
-                            "(a --time given to sbatch on its command line is this job's alone)"
-                            % next_link.script)
 
 
 # ---------------------------------------------------------------------------
