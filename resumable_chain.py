@@ -1865,8 +1865,8 @@ def make_run_dir(run_dir, what="run directory"):
 
 
 def unnamed(snapshot, job_id, named=False):
-    """Whether the journal should, but does not, name a job without a predecessor: ``named``
-    (resume or a guard queued it: NAMED_ENV), or the chain goes on (a lagging view, a 2nd chain)."""
+    """Whether the journal should, but does not, name a job without a predecessor: ``named`` (resume
+    or a guard queued it: NAMED_ENV), or the chain goes on (a lagging view, or a second chain)."""
     record = snapshot.record
     if named:
         return record is None or job_id not in (record.job, record.successor)
