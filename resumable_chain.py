@@ -3538,9 +3538,8 @@ unset resumable_chain_status resumable_chain_env resumable_chain_lookup resumabl
 unset -f resumable_chain_ask
 {finished}# <<< resumable_chain <<<
 """
-# With a notify command: when the job exits 0 after its work, the chain finished; Slurm cancels
-# its successor before it runs, so only this job can say so. If Slurm records the job TIMEOUT all
-# the same, the successor runs, finds the journaled event and ends the chain (_work_done_before).
+# With a notify command, a job exiting 0 after its work finished the chain: only it can say so
+# (Slurm cancels its successor); a TIMEOUT all the same: the successor ends it (_work_done_before).
 FINISHED_TRAP = """\
 # shellcheck disable=SC2016  # single quotes keep paths literal on purpose
 resumable_chain_finished() {{ if [ "$?" -eq 0 ]; then {command} || true; fi; }}
@@ -3628,22 +3627,20 @@ def parse_resumable(value):
         return None
     if value is True:
         return Settings()
-    if not hasattr(value, "keys"):
-        raise ValueError("resumable must be true, false or a mapping with max_retries "
-                         "and max_walltime, got %r" % (value,))
-    try:
-        value = dict(value)  # a mapping with keys() and [] only, too
-    except (TypeError, ValueError, KeyError):
+    given = None
+    with contextlib.suppress(TypeError, ValueError, KeyError):
+        given = dict(value) if hasattr(value, "keys") else None  # one with keys() and [] only, too
+    if given is None:
         raise ValueError("resumable must be true, false or a mapping with max_retries and "
                          "max_walltime, got %r" % (value,))
-    unknown = sorted(repr(key) for key in value if key not in Settings.KEYS)
+    unknown = sorted(repr(key) for key in given if key not in Settings.KEYS)
     if unknown:
         raise ValueError("resumable: unknown key %s; allowed keys: max_retries, max_walltime"
                          % ", ".join(unknown))
-    retries = value.get("max_retries")  # null (YAML's "max_retries:"): the default, as walltime's
+    retries = given.get("max_retries")  # null (YAML's "max_retries:"): the default, as walltime's
     return Settings(check_max_retries(DEFAULT_MAX_RETRIES if retries is None else retries,
                                       "resumable.max_retries"),
-                    check_max_walltime(value.get("max_walltime"), "resumable.max_walltime"))
+                    check_max_walltime(given.get("max_walltime"), "resumable.max_walltime"))
 
 
 def check_max_walltime(value, name="max_walltime"):
@@ -3935,7 +3932,7 @@ def chain_dirs(paths):
     """The run directories ``paths`` name: a chain's, or the chains CHAIN_DEPTH levels below it
     (runs/sweep/<task>); never into a chain, a hidden directory, a symlink (unless a chain) or a
     directory the caller cannot list (a colleague's, lost+found)."""
-    found, seen = [], {}  # realpath: index in found
+    found = collections.OrderedDict()  # realpath: the path shown
     for path in paths:
         whole = holds_chain(path)
         if not (whole or os.path.isdir(path)):
@@ -3948,12 +3945,9 @@ def chain_dirs(paths):
             raise not_a_chain(path)
         for child in children:  # runs/latest -> runs/sweep/a is one chain, shown by its name
             real = os.path.realpath(child)
-            if real not in seen:
-                seen[real] = len(found)
-                found.append(child)
-            elif os.path.islink(found[seen[real]]) and not os.path.islink(child):
-                found[seen[real]] = child
-    return found
+            if real not in found or os.path.islink(found[real]) and not os.path.islink(child):
+                found[real] = child
+    return list(found.values())
 
 
 def _chains_below(path, depth, strict=False):
@@ -3986,17 +3980,15 @@ def chain_status(run_dir):
     return chains_status([run_dir], rows=STATUS_ROWS)[0]
 
 
-# What status keeps of a chain till Slurm answers: its links shown (``links``: how many), ``roles``
-# ({job ID: role}) the verdict's jobs (newest links, record's, successor or first job), ``others``
-# ({job ID: (role, note)}) rows to see (guards, dead successors, what guards queued), ``ran`` what
-# the journal's guard did (guards_that_ran), cluster_to_ask's.
+# What status keeps of a chain till Slurm answers (_roles): its links shown (``links``: how many),
+# ``roles`` {job ID: role} of the verdict's jobs, ``others`` {job ID: (role, note)} of rows to see
+# (guards, dead successors, what guards queued), ``ran`` (guards_that_ran), cluster_to_ask's.
 StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles others ran "
                                                   "cluster note")
 
 
 def _reading_order(run_dirs):
-    """[(bytes status reads, run_dir)]: the caller's, then each owner's smallest, next smallest...:
-    no one's chains, however many or big (hard links cost no space), push another's past a bound."""
+    """[(bytes status reads, run_dir)] in an order no one can game (docs/trust-model.md)."""
     costs, ranks, keyed = [], collections.Counter(), []
     for run_dir in run_dirs:  # (bytes status reads at most, owner, run_dir)
         paths = [os.path.join(run_dir, name) for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE,
