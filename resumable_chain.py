@@ -3780,8 +3780,7 @@ def parse_held_by_script(text, script):
 
 
 def parse_partition(text, name=None):
-    """(name, seconds a job without --time gets: DefaultTime, else MaxTime, else None) of
-    partition ``name`` (else the default) in ``scontrol show partition -o``; None if absent."""
+    """(name, seconds a job without --time gets) of partition ``name`` or the default, or None."""
     for line in (text or "").splitlines():
         fields = dict(word.partition("=")[::2] for word in line.split())
         if fields.get("PartitionName") == name if name else fields.get("Default") == "YES":
@@ -3797,9 +3796,8 @@ def parse_config(text):
 
 
 def submit_limits(assoc_text, qos_text, cluster, account=None, qos=None):
-    """[(jobs, whose)]: MaxSubmitJobs of the user's associations on ``cluster`` (``account``'s if
-    named; sacctmgr ``format=cluster,account,user,maxsubmit,defaultqos``) and MaxSubmitJobsPerUser
-    of their QOS (``qos``, else each one's default, else normal; ``format=name,maxsubmitpu``)."""
+    """[(jobs, whose)]: the limits docs/arrays.md names, from sacctmgr's associations
+    (``format=cluster,account,user,maxsubmit,defaultqos``) and QOS (``format=name,maxsubmitpu``)."""
     limits, names = [], {qos} if qos else set()
     for fields in (line.split("|") for line in (assoc_text or "").splitlines()):
         if len(fields) != 5 or fields[0] != cluster or account and fields[1] != account:
@@ -3907,9 +3905,8 @@ def query_jobs(job_ids, cluster=None):
 
 
 def cancelled_by_person(state, nodes):
-    """Whether a job's accounting state says a person cancelled it: "CANCELLED by UID" (plain
-    CANCELLED: Slurm's, for an invalid dependency), and not root once it had nodes (slurmd
-    cancels a job whose node Prolog failed)."""
+    """Whether accounting says a person cancelled the job: "CANCELLED by UID", not Slurm's plain
+    CANCELLED nor root's on a job with nodes (a failed node Prolog: docs/how-it-works.md)."""
     return base_state(state) == "CANCELLED" and state != "CANCELLED" and not (
         nodes and state == "CANCELLED by 0")
 
@@ -3929,9 +3926,7 @@ def holds_chain(path):
 
 
 def chain_dirs(paths):
-    """The run directories ``paths`` name: a chain's, or the chains CHAIN_DEPTH levels below it
-    (runs/sweep/<task>); never into a chain, a hidden directory, a symlink (unless a chain) or a
-    directory the caller cannot list (a colleague's, lost+found)."""
+    """The run directories ``paths`` name: each a chain, or chains below it (operators-guide.md)."""
     found = collections.OrderedDict()  # realpath: the path shown
     for path in paths:
         whole = holds_chain(path)
