@@ -3977,7 +3977,7 @@ def chain_status(run_dir):
 
 # What status keeps of a chain till Slurm answers (_roles): its links shown (``links``: how many),
 # ``roles`` {job ID: role} of the verdict's jobs, ``others`` {job ID: (role, note)} of rows to see
-# (guards, dead successors, what guards queued), ``ran`` (guards_that_ran), cluster_to_ask's.
+# (guards, dead successors, what guards queued), ``ran`` of the journal's guard, cluster_to_ask's.
 StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles others ran "
                                                   "cluster note")
 
