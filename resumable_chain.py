@@ -908,7 +908,7 @@ class Settings(dict):
 def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
              notify=None, warn=None, lookup=None):
     """Everything a job's prologue does, its steps in order (each defined below, in this order;
-    ``lookup``: the controller's answer, asked as Python started); an Outcome."""
+    ``lookup``: the pipe the controller's answer, asked as Python started, comes on); an Outcome."""
     job_id, predecessor_id = identify(environ)
     asked, window = time.monotonic(), lookup_window()
     answer = predecessor_id and lookup and _read_lookup(
@@ -1981,7 +1981,8 @@ def view_lags(snapshot, predecessor_id):
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link
     never starts a fresh chain over an existing one), a copy of its script (Slurm's spool copy,
-    ``$0``, goes when the job ends; ``resume`` needs it; a failure costs only that)."""
+    ``$0``, goes when the job ends; ``resume`` needs it; a failure costs only that), and a warning
+    when no --time reaches the successors."""
     check_no_live_chain(store, snapshot.record, job_id, cluster, warnings)
     if snapshot.record or snapshot.last_job or snapshot.cancelled:
         store.keep_previous()
@@ -2334,7 +2335,8 @@ def settle_ended(budget, keep=(), cluster=None):
 
 def _finish_link(store, record, observation, next_link, environ, warnings, *, successor=None,
                  own=None):
-    """Journal the prologue's end; a working link queues its successor (then finish_queueing)."""
+    """Journal the prologue's end; a working link queues its successor unless ``successor`` is
+    known (then finish_queueing)."""
     if record.action not in WORK_ACTIONS:
         record = record._replace(phase="done")
         store.write_record(record)
@@ -2911,7 +2913,8 @@ def check_notify(command):
 
 
 def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
-    """Run a chain's notify command as its owner; return the line to log (the chain unaffected)."""
+    """Run a chain's notify command, only as the chain's owner; the line to log (the chain is
+    unaffected)."""
     problem = os.path.isdir(run_dir) and owner_problem(os.stat(run_dir), run_dir, "run directory")
     if problem:
         return "%s not notified: %s" % (event.event, problem)
@@ -4762,7 +4765,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
 
 
 def _check_copy_is_current(submitted, script):
-    """StateError if SCRIPT was edited after submit's copy, which the links run (and would fail)."""
+    """StateError if submit's script was edited (not the same text rewritten) after the copy
+    ``script`` the links run (and would fail)."""
     original, copy = submitted.get("original"), submitted.get("script")
     try:
         if copy != script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
