@@ -446,20 +446,23 @@ def read_chain(store):
 # ---------------------------------------------------------------------------
 
 
-def run_slurm(argv, timeout=None, submit=False, cwd=None, named=False):
-    """Run one Slurm command with a timeout, without the allocation's SLURM_* and output-format
-    variables nor, unless ``submit``, the user's SBATCH_* defaults; never raises."""
-    _checkpoint()
-    dropped = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_", NAMED_ENV) + (
-        () if submit else ("SBATCH_",))
+def slurm_environment(dropped=(), **added):
+    """This process's environment without the allocation's SLURM_* (but SLURM_CONF), the output
+    format variables, NAMED_ENV and the ``dropped`` prefixes; with ``added``."""
+    prefixes = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_", NAMED_ENV) + dropped
     environment = {name: value for name, value in os.environ.items()
-                   if name == "SLURM_CONF" or not name.startswith(dropped)}
-    if named:
-        environment[NAMED_ENV] = "1"
-    if not submit:
-        environment["LC_ALL"] = "C"
+                   if name == "SLURM_CONF" or not name.startswith(prefixes)}
+    environment.update(added)
+    return environment
+
+
+def run_slurm(argv, timeout=None, cwd=None, environment=None):
+    """Run one Slurm command with a timeout; never raises. ``environment``: a query's unless
+    given (the C locale, without the user's SBATCH_* defaults)."""
+    _checkpoint()
     return run_command(argv, timeout or command_timeout() * (
-        SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), environment, cwd)
+        SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), slurm_environment(
+            ("SBATCH_",), LC_ALL="C") if environment is None else environment, cwd)
 
 
 def run_command(argv, timeout, environment, cwd=None):
@@ -578,13 +581,13 @@ class Slurm(object):
         return dependents
 
     def submit(self, options, script, script_args, cwd=None, named=False):
-        """(job ID, the cluster sbatch named or None); StateError. ``cwd``: SLURM_SUBMIT_DIR if
-        it can be entered; ``named``: the job's environment has NAMED_ENV (named_export)."""
+        """(job ID, the cluster sbatch named or None), the user's SBATCH_* applied; StateError.
+        ``cwd``: SLURM_SUBMIT_DIR if it can be entered; ``named``: NAMED_ENV (named_export)."""
         options = list(options) + (named_export(options, script) if named else [])
         return sbatch_answer(self.run(
-            ["sbatch", "--parsable"] + options + [script] + list(script_args), submit=True,
+            ["sbatch", "--parsable"] + options + [script] + list(script_args),
             cwd=cwd if cwd and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
-            named=named))
+            environment=slurm_environment(**{NAMED_ENV: "1"} if named else {})))
 
     def submit_held(self, options, script, script_args, cwd=None, named=False):
         """submit() of a held job, all or nothing: when sbatch fails (it may have queued the job
@@ -1352,10 +1355,10 @@ class StateStore(object):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path(name))
 
-    def apply(self, snapshot, record, chain=True):
+    def apply(self, snapshot, record):
         """Write a decided Record into the files, only what differs (idempotent); the snapshot
-        as now on disk. ``chain=False``: not the chain file (a resumed link). One directory
-        fsync for the files it renamed: till then the synced journal rolls them forward."""
+        as now on disk. One directory fsync for the files it renamed: till then the synced
+        journal rolls them forward."""
         renamed = False
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
@@ -1363,7 +1366,7 @@ class StateStore(object):
                 self.write_text(name, "%d\n" % after, durable=False)
                 renamed = True
         last_job = snapshot.last_job
-        if chain and record.action in WORK_ACTIONS and last_job != record.job:
+        if record.action in WORK_ACTIONS and last_job != record.job:
             if record.action == "start" or last_job is None:
                 self.write_text(CHAIN_FILE, record.job + "\n", durable=False)
                 renamed = True
@@ -1490,8 +1493,7 @@ def find_place(store, job_id, predecessor_id, environ, warnings):
     """(the snapshot, the chain's cluster) under the lock; a job on another cluster is refused."""
     snapshot = store.snapshot()
     if predecessor_id is None:  # a first job, or one a guard or resume queued: which?
-        snapshot = wait_to_be_named(store, snapshot, job_id, environ.get("SLURM_CLUSTER_NAME"),
-                                    warnings, environ.get(NAMED_ENV) == "1")
+        snapshot = wait_to_be_named(store, snapshot, job_id, environ, warnings)
     previous = snapshot.record
     cluster = environ.get("SLURM_CLUSTER_NAME") or (previous and previous.cluster)
     if previous and previous.cluster not in (None, cluster) and (
@@ -1864,30 +1866,32 @@ def make_run_dir(run_dir, what="run directory"):
     return created
 
 
-def unnamed(snapshot, job_id, named=False):
-    """Whether the journal should, but does not, name a job without a predecessor: ``named`` (resume
-    or a guard queued it: NAMED_ENV), or the chain goes on (a lagging view, or a second chain)."""
+def unnamed(snapshot, job_id, environ):
+    """Whether the journal should, but does not, name a job without a predecessor: resume or a
+    guard queued it (NAMED_ENV in environ), or the chain goes on (a lagging view, a 2nd chain)."""
     record = snapshot.record
-    if named:
+    if environ.get(NAMED_ENV) == "1":
         return record is None or job_id not in (record.job, record.successor)
     return bool(record and record.action in WORK_ACTIONS and not snapshot.cancelled
                 and job_id not in (record.job, record.successor))
 
 
-def wait_to_be_named(store, snapshot, job_id, cluster, warnings, named=False, *,
-                     sleep=time.sleep, clock=time.monotonic):
+def wait_to_be_named(store, snapshot, job_id, environ, warnings, *, sleep=time.sleep,
+                     clock=time.monotonic):
     """Wait until the journal names a job without a predecessor (its guard or ``resume`` wrote it
     first): a fresh chain over one that goes on would lose its caps, retries and history."""
-    if not unnamed(snapshot, job_id, named):
+    named = environ.get(NAMED_ENV) == "1"
+    if not unnamed(snapshot, job_id, environ):
         return snapshot
-    if not named:
-        check_no_live_chain(store, snapshot.record, job_id, cluster, warnings)  # a second chain
+    if not named:  # a second chain?
+        check_no_live_chain(store, snapshot.record, job_id, environ.get("SLURM_CLUSTER_NAME"),
+                            warnings)
         last = SLURM.final(snapshot.record.job)
         if last is not None and base_state(last.state) == "COMPLETED":
             return snapshot  # the chain finished (its journal could not say so): a new one starts
-    snapshot, waited = wait_for_view(store, snapshot, lambda now: unnamed(now, job_id, named),
+    snapshot, waited = wait_for_view(store, snapshot, lambda now: unnamed(now, job_id, environ),
                                      sleep=sleep, clock=clock)
-    if unnamed(snapshot, job_id, named):
+    if unnamed(snapshot, job_id, environ):
         record = snapshot.record or Record()
         raise StateError(
             "job %s has no predecessor, but the chain in %s %s (job %s, link %s) and does not "
@@ -3840,9 +3844,9 @@ def uid_name(uid):
         return "uid %s" % uid
 
 
-def cluster_to_ask(recorded, here=False):
-    """(cluster for -M, note naming both) or (None, None); ``here``: this shell's, if asked."""
-    here = current_cluster() if recorded and here is False else here
+def cluster_to_ask(recorded, ask_here=current_cluster):
+    """(cluster for -M, note naming both) or (None, None); ``ask_here`` names this shell's."""
+    here = recorded and ask_here()
     if not recorded or here == recorded:  # no cluster named: this shell's, asked without -M
         return None, None
     return recorded, ("the chain runs on cluster %s; this shell's Slurm commands reach cluster "
@@ -3883,7 +3887,9 @@ def refuse_live(run_dir, live, refused):
 
 def not_a_chain(run_dir):
     """The error for a directory without a chain, naming the chains below it (a sweep's tasks)."""
-    below = [os.path.relpath(path, run_dir) for path in _chains_below(run_dir, CHAIN_DEPTH)]
+    below = []
+    with contextlib.suppress(OSError):  # not the caller's to look into: no chain of theirs there
+        below = [os.path.relpath(path, run_dir) for path in _chains_below(run_dir, CHAIN_DEPTH)]
     depths = sorted(set(name.count(os.sep) for name in below))
     named = [os.path.join(*["*"] * (depths[0] + 1))] if len(depths) == 1 else below[:3] + [
         "..."] * (len(below) > 3)  # one glob when they are all as deep, else the first ones
@@ -3936,7 +3942,7 @@ def chain_dirs(paths):
         if not (whole or os.path.isdir(path)):
             raise StateError("%s is not a directory" % path)
         try:
-            children = [path] if whole else _chains_below(path, CHAIN_DEPTH, strict=True)
+            children = [path] if whole else _chains_below(path, CHAIN_DEPTH)
         except OSError as error:
             raise StateError("cannot list %s: %s" % (path, error.strerror or error))
         if not children:
@@ -3948,17 +3954,12 @@ def chain_dirs(paths):
     return list(found.values())
 
 
-def _chains_below(path, depth, strict=False):
-    """The chains below path ([] if it cannot be listed; ``strict``: OSError). scandir knows a
-    directory and a symlink without a stat (a parent of big trees on Lustre)."""
-    try:
-        entries = sorted(os.scandir(path), key=lambda entry: (  # a sweep's tasks: 2 < 10
-            not is_digits(entry.name, 12), int(entry.name) if is_digits(entry.name, 12) else 0,
-            entry.name))
-    except OSError:
-        if strict:
-            raise
-        return []  # not the caller's to look into: no chain of theirs is there
+def _chains_below(path, depth):
+    """The chains below path; OSError if it cannot be listed (one below it that cannot is not the
+    caller's to look into). scandir knows a directory and a symlink without a stat (Lustre)."""
+    entries = sorted(os.scandir(path), key=lambda entry: (  # a sweep's tasks: 2 < 10
+        not is_digits(entry.name, 12), int(entry.name) if is_digits(entry.name, 12) else 0,
+        entry.name))
     found = []
     for entry in entries:
         is_dir = False  # when it cannot be stat'ed (a link into a directory one may not search)
@@ -3969,7 +3970,8 @@ def _chains_below(path, depth, strict=False):
         if holds_chain(entry.path):
             found.append(entry.path)
         elif depth > 1 and not os.path.islink(entry.path):
-            found += _chains_below(entry.path, depth - 1)
+            with contextlib.suppress(OSError):
+                found += _chains_below(entry.path, depth - 1)
     return found
 
 
@@ -4007,7 +4009,8 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
     sacct, at most one squeue per cluster and one report per budget, within STATUS_SECONDS (a
     colleague's state files could name thousands of clusters and budgets)."""
     clusters, budgets, plans, wanted = {}, {}, {}, collections.OrderedDict()
-    deadline, here, spent = time.monotonic() + STATUS_SECONDS, False, 0
+    deadline, spent = time.monotonic() + STATUS_SECONDS, 0
+    here = functools.lru_cache(maxsize=None)(current_cluster)  # asked once, if a chain names one
     late = "not read: status ran out of its %d s or %d MiB" % (STATUS_SECONDS, STATUS_BYTES >> 20)
     for size, run_dir in _reading_order(run_dirs):  # Slurm gets the second half of the time
         spent += size
@@ -4017,7 +4020,6 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             chain = chain_in(run_dir)
             cluster = chain.record.cluster
             if cluster not in clusters:
-                here = current_cluster() if here is False and cluster else here
                 clusters[cluster] = cluster_to_ask(cluster, here)
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
                               *(_roles(chain, rows) + clusters[cluster]))  # O(rows), not O(files)
@@ -4445,7 +4447,7 @@ def cancel_chains(run_dirs, dry_run=False):
             groups.setdefault(chain.record.cluster, collections.OrderedDict())[run_dir] = chain
         except (StateError, ValueError) as error:
             results[run_dir] = error
-    here = any(groups) and current_cluster()
+    here = functools.lru_cache(maxsize=None)(current_cluster)  # asked once, if a chain names one
     for recorded, chains in groups.items():
         try:
             _cancel_group(chains, cluster_to_ask(recorded, here), dry_run, results)
@@ -4654,8 +4656,10 @@ def _check_run_dir(run_dir, force):
         if holds_chain(parent):
             raise StateError("run directory %s is inside the chain in %s, where status never "
                              "looks: give a directory outside it" % (run_dir, parent))
-    below = [] if holds_chain(run_dir) else [  # a symlink to a chain (latest -> ...) hides none
-        path for path in _chains_below(run_dir, CHAIN_DEPTH) if not os.path.islink(path)]
+    below = []
+    with contextlib.suppress(OSError):  # none yet; a symlink to a chain (latest -> ...) hides none
+        below = [] if holds_chain(run_dir) else [
+            path for path in _chains_below(run_dir, CHAIN_DEPTH) if not os.path.islink(path)]
     if below:
         raise StateError("run directory %s holds chains (%s): status would show the new one "
                          "alone; give a directory of its own" % (run_dir, below[0]))
@@ -4750,8 +4754,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             job, run_dir, next_link.job_name, os.environ, python=chain.submitted.get("python"))
         record = record._replace(job=job, guarded_by=guard, time=int(now()))
 
-        def install():
-            store.apply(snapshot, record, chain=False)
+        def install():  # not the chain file: it names the held job once it runs (_run_again)
+            store.apply(snapshot._replace(last_job=job), record)
             store.remove(CANCEL_FILE)
             store.write_record(record)
         cancel_if_unfinished(job, install, target, guard)

@@ -428,7 +428,7 @@ class InProcess(object):
     def __init__(self, path, clock=time.time, after_submit=None):
         self.path, self.clock, self.after_submit = path, clock, after_submit
 
-    def __call__(self, argv, timeout=None, submit=False, cwd=None, named=False):
+    def __call__(self, argv, timeout=None, cwd=None, environment=None):
         status, out, err = answer(argv[0], list(argv[1:]), self.path, self.clock())
         if argv[0] == "sbatch" and status == 0 and self.after_submit:
             self.after_submit()

@@ -216,12 +216,12 @@ class History(object):
         cluster["jobs"][job_id].update(fields)
         fake_slurm.save(self.path, cluster)
 
-    def run_slurm(self, argv, timeout=None, submit=False, cwd=None, named=False):
-        """The seam: the fake, with the sbatch faults of this moment; a job sbatch queued
-        ``named`` gets NAMED_ENV in its environment (sbatch exports it)."""
+    def run_slurm(self, argv, timeout=None, cwd=None, environment=None):
+        """The seam: the fake, with the sbatch faults of this moment; a job queued with NAMED_ENV
+        in sbatch's environment gets it in its own (sbatch exports it)."""
         if argv[0] == "sbatch" and self.sbatch_failures:
             self.sbatch_failures -= 1
-            created = self.sbatch_creates_then_fails and self.slurm(argv, timeout, submit, cwd)
+            created = self.sbatch_creates_then_fails and self.slurm(argv, timeout, cwd, environment)
             self.log("  sbatch %s" % ("created job %s, then timed out" % created.stdout.strip()
                                       if created else "failed"))
             result = (fake_slurm.Result(None, "", "sbatch timed out after 60 s")
@@ -229,8 +229,8 @@ class History(object):
                       fake_slurm.Result(1, "", "sbatch: error: Socket timed out on send/recv "
                                               "operation\n"))
         else:
-            result = self.slurm(argv, timeout, submit, cwd)
-            if named and result.returncode == 0:
+            result = self.slurm(argv, timeout, cwd, environment)
+            if (environment or {}).get(rc.NAMED_ENV) == "1" and result.returncode == 0:
                 self.update(result.stdout.strip(), named=True)
         return result
 

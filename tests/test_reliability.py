@@ -1206,7 +1206,7 @@ def test_a_job_without_a_predecessor_that_the_journal_never_names_is_refused_aft
     snapshot = store.snapshot()
     with pytest.raises(rc.StateError, match="job 1001 has no predecessor, but the chain in .* "
                                             "goes on .* not starting a fresh chain over it"):
-        rc.wait_to_be_named(store, snapshot, "1001", None, [], sleep=sleep,
+        rc.wait_to_be_named(store, snapshot, "1001", {}, [], sleep=sleep,
                             clock=lambda: now[0])
     assert sum(waited) >= rc.VIEW_WAIT_SECONDS  # it waited the whole window first
     assert read(run_dir, rc.CHAIN_FILE) == "100\n" and read(run_dir, rc.WALLTIME_FILE) == "60\n"
