@@ -2205,11 +2205,12 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
     """The Decision of a job whose predecessor ended in ``state`` (None: first job; NOT_VISIBLE:
     not found) with ExitCode ``"75:0"`` (or 75) after ``elapsed`` s; ``walltime`` includes it.
     ``elapsed`` None: not known, or the work was warned (--warn), so a quick exit 75 resumes."""
-    _check_job_report(state, elapsed, dict(retries=retries, walltime=walltime, max_retries=(
-        max_retries), max_walltime=0 if max_walltime is None else max_walltime))
+    _check_job_report(state, elapsed, exit_code, dict(
+        retries=retries, walltime=walltime, max_retries=max_retries,
+        max_walltime=0 if max_walltime is None else max_walltime))
     if state is None:
         return Decision("start", 0, "first job of the chain: starting fresh")
-    if state == NOT_VISIBLE:
+    if base_state(state) == NOT_VISIBLE:  # as any state, in any case
         return Decision("resume", retries, "predecessor's final state not visible in "
                         "accounting: resuming without counting a retry")
     meaning = state_meaning(state, exit_code, elapsed)
@@ -2238,8 +2239,12 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
                     % (state, retries + 1, max_retries))
 
 
-def _check_job_report(state, elapsed, counts):
+def _check_job_report(state, elapsed, exit_code, counts):
     """A one-line ValueError for what no job reports (a driver's YAML text, say)."""
+    if not (exit_code is None or isinstance(exit_code, (int, str)) and not isinstance(
+            exit_code, bool)):  # 75.0 would read as a death by signal
+        raise ValueError("decide: exit_code must be Slurm's ExitCode (\"75:0\" or 75) or None, "
+                         "got %r" % (exit_code,))
     for name, value in counts.items():
         check_max_retries(value, name)
     if not (state is None or isinstance(state, str) and state.strip()):

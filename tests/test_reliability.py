@@ -560,11 +560,23 @@ def test_sacct_runs_of_one_job_id_count_as_one_only_when_requeued(situation, nex
                  id="a bad elapsed named alone, not the valid state"),
     pytest.param("", {}, "(got '')", id="an empty state (not a first job: that is None)"),
     pytest.param(75, {}, "(got 75)", id="a number for the state"),
+    pytest.param("FAILED", {"exit_code": 75.0}, "exit_code must be Slurm's ExitCode",
+                 id="a float exit code (a driver's YAML)"),
+    pytest.param("FAILED", {"exit_code": True}, "got True", id="a bool for the exit code"),
 ])
 def test_decide_refuses_what_no_job_reports_with_one_line(state, options, message):
     with pytest.raises(ValueError) as caught:
         rc.decide(state, **options)
     assert "\n" not in str(caught.value) and message in str(caught.value)
+
+
+@pytest.mark.parametrize("state,decided", [
+    pytest.param("not_visible", ("resume", 0), id="NOT_VISIBLE in lower case: no retry counted"),
+    pytest.param("completed", ("complete", 0), id="a state in lower case"),
+    pytest.param("Timeout", ("resume", 0), id="a state in mixed case"),
+])
+def test_decide_reads_a_state_in_any_case(state, decided):
+    assert rc.decide(state)[:2] == decided
 
 
 def test_fuzz_decide_keeps_the_table_invariants():
