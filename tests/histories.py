@@ -754,11 +754,12 @@ class History(object):
         expected = "finished" if finished else {"max_retries": "failed",
                                                 "the guard gave up": "broken"}.get(why, "stopped")
         # The work may be done in a link whose node failed before it exited (nothing told the
-        # chain): a person's cancel then stops it, and status rightly says stopped.
-        accepted = {expected} | ({"stopped"} if finished and
-                                 self.deliberate == "cancelled by a person" else set())
+        # chain): a person's cancel then stops it, and status rightly says stopped; or the guard
+        # of the successor that replaced it cannot tell how that ended, and says broken.
+        unknowing = {"cancelled by a person": "stopped", "the guard gave up": "broken"}
+        accepted = {expected} | ({unknowing.get(self.deliberate)} if finished else set())
         if status["verdict_word"] not in accepted or status["jobs"] and status["attention"] \
-                and expected not in ("failed", "broken"):
+                and status["verdict_word"] not in ("failed", "broken"):
             self.fail(3, "the chain ended (%s) but status says %s (attention: %s)" % (
                 "work finished" if finished else why, status["verdict"], status["attention"]))
 
