@@ -842,7 +842,8 @@ def check_sbatch_args(sbatch_args, allowed=()):
     """chain_sbatch_args() of words sbatch takes: ValueError for an unknown, ambiguous or valueless
     option, a stray word (said first) or a --time it cannot read (every successor would fail)."""
     words = chain_sbatch_args(sbatch_args, REFUSED_SBATCH_OPTIONS)
-    known = SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS
+    known, ours = SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS, [
+        option for option in OPTIONS if option[:2] == "--"]
     for name, _, problem in option_groups(words):
         typo = not problem and name not in known and sorted(
             option for option in known if option[:2] == "--" and one_typo_apart(name, option))
@@ -850,6 +851,10 @@ def check_sbatch_args(sbatch_args, allowed=()):
             raise ValueError(problem or "unknown option %s (did you mean %s?): sbatch would refuse "
                              "it in every successor (a site plugin's option of that name goes in "
                              "the script's #SBATCH lines)" % (name, typo[0]))
+        if name not in known and did_you_mean(name, ours):  # --max-retry=3: ours, misplaced
+            raise ValueError("unknown option %s%s: resumable-chain's own options go before the "
+                             "sbatch options (sbatch would refuse it in every successor)" % (
+                                 name, "" if name in ours else did_you_mean(name, ours)))
     chain_sbatch_args(words, allowed)
     for name in ("--time", "--time-min"):
         for value in option_values(sbatch_args, name):
@@ -1096,8 +1101,16 @@ def _text(value):
     return value is None or isinstance(value, str)
 
 
-def _count(value):
-    return value is None or (type(value) is int and 0 <= value <= MAX_TIME_LIMIT)
+def _count(value, most=MAX_COUNTER):  # as the counter files; a Slurm time limit: MAX_TIME_LIMIT
+    return value is None or (type(value) is int and 0 <= value <= most)
+
+
+def _limit(value):
+    return _count(value, MAX_TIME_LIMIT)
+
+
+def _max_retries(value):
+    return _count(value, MAX_RETRIES_LIMIT)
 
 
 def _one_of(*allowed):
@@ -1133,11 +1146,11 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
     "predecessor": _job, "predecessor_state": _text, "predecessor_elapsed": _count,
     "predecessor_exit_code": lambda value: value is None or type(value) is int,
     "source": _text, "action": _one_of(*ACTIONS), "cause": _one_of(None, *STOP_CAUSES),
-    "reason": _text, "walltime": _count, "retries": _count, "max_retries": _count,
-    "max_walltime": _count, "settings_from": _one_of(None, "prologue", "resume"),
+    "reason": _text, "walltime": _count, "retries": _count, "max_retries": _max_retries,
+    "max_walltime": _limit, "settings_from": _one_of(None, "prologue", "resume"),
     "link": _count, "successor": _job, "successor_error": _text, "successor_retries": _count,
     "guard": _job, "guard_error": _text, "guarded_by": _job, "dead_successors": _count,
-    "node_deaths": _count, "time_limit": _count, "budget_dir": _word, "warn": _warn_ok,
+    "node_deaths": _count, "time_limit": _limit, "budget_dir": _word, "warn": _warn_ok,
     "reserved": _count, "notify": lambda value: value is True or _word(value),
     "next": _next_link_ok,
     "phase": _one_of(None, "counted", "queued", "done"),
@@ -1150,7 +1163,7 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "first_job": RECORD_CHECKS["job"], "cluster": _word, "script": _word, "original": _word,
     "sbatch_args": lambda value: _next_link_ok({"sbatch_args": value}),
     "script_args": lambda value: _next_link_ok({"script_args": value}),
-    "max_retries": _count, "max_walltime": _count, "budget_dir": _word,
+    "max_retries": _max_retries, "max_walltime": _limit, "budget_dir": _word,
     "workdir": lambda value: _word(value) and (value is None or os.path.isabs(value)),  # sbatch cwd
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
     "guard": _job, "dead_first_jobs": _count, "node_deaths": _count,
@@ -1192,8 +1205,10 @@ class StateStore(object):
     def corrupt(self, name, raw, expected):
         shown = raw.decode("utf-8", "backslashreplace")
         shown = shown[:60] + "..." if len(shown) > 60 else shown
-        return StateError("corrupt state file %s: content %r is not %s; fix or delete it "
-                          "(nothing was changed)" % (self.path(name), shown, expected))
+        return StateError("corrupt state file %s: content %r is not %s; %s (nothing was "
+                          "changed)" % (self.path(name), shown, expected, "fix it (resume needs "
+                                        "it; if it cannot be fixed, submit --force starts anew)"
+                                        if name == JOURNAL_FILE else "fix or delete it"))
 
     def read_counter(self, name):
         raw = self.read_bytes(name, most=COUNTER_BYTES)
@@ -4052,7 +4067,8 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
 def unreadable_status(run_dir, error):
     problem = str(error) if isinstance(error, StateError) else (
         "cannot read the chain safely (%s: %s)" % (type(error).__name__, error))
-    verdict = _verdict_of("unreadable" if os.path.isdir(run_dir) else "no directory",
+    verdict = _verdict_of("unreadable" if holds_chain(run_dir) or os.path.isdir(run_dir) and not
+                          os.access(run_dir, os.R_OK | os.X_OK) else "no chain",
                           {"problem": problem})
     return dict(dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
                                "guard_error", "guard", "pending_successor", "cancelled", "budget",
@@ -4156,7 +4172,7 @@ def _status_of(plan, answer, budgets, deadline):
     if kind == "refused" and verdict.next:  # resume refuses till it is fixed
         status["next"] = "fix the run directory as said above, then: " + verdict.next
     elif refused and record.job is not None and chain.jobs:  # else it is the verdict; ended too
-        status["next"] = "fix or delete the file named above" + (
+        status["next"] = "fix the file named above as its problem says" + (
             verdict.next and ", then: " + verdict.next or "")
     _show_other_jobs(status, plan, known)
     return status
@@ -4266,10 +4282,10 @@ def _nothing_continues(record, rows, chain):
 # in from the chain's facts. A chain its last record ended has its cause's (STOP_CAUSES).
 VERDICTS = {
     "unreadable": ("unknown", "cannot read the chain's state ({problem})",
-                   "fix or delete the named file (if only its owner may read it, ask them), "
-                   "then run status again", True),
-    "no directory": ("unknown", "{problem}", "give the run directory a chain was submitted with",
-                     True),
+                   "fix the named file as its problem says (if only its owner may read it, ask "
+                   "them), then run status again", True),
+    "no chain": ("unknown", "{problem}", "give the run directory a chain was submitted with",
+                 True),
     "cancelled": ("stopped", "cancelled with the cancel command ({cancelled})",
                   "{resume} continues it (the walltime so far is kept)", False),
     "cancelled unstarted": ("stopped", "cancelled with the cancel command ({cancelled})",

@@ -66,9 +66,16 @@ def test_a_directory_that_is_not_a_chain_is_said_so_and_left_untouched(
     assert os.listdir(str(directory)) == []  # not even a lock file
 
 
-def test_status_of_a_path_that_is_no_directory_says_to_give_the_run_directory(tmp_path):
+@pytest.mark.parametrize("made,verdict", [
+    pytest.param(False, "unknown: {} is not a directory", id="no directory"),
+    pytest.param(True, "unknown: {} is not a chain made by resumable_chain and no directory below "
+                 "it holds one", id="a directory without a chain (not a file to fix)"),
+])
+def test_status_of_a_path_without_a_chain_says_to_give_the_run_directory(tmp_path, made, verdict):
+    if made:
+        (tmp_path / "typo").mkdir()
     report = rc.chain_status(str(tmp_path / "typo"))
-    assert report["verdict"] == "unknown: %s is not a directory" % (tmp_path / "typo")
+    assert report["verdict"] == verdict.format(tmp_path / "typo")
     assert report["next"] == "give the run directory a chain was submitted with"
 
 
@@ -1381,7 +1388,8 @@ def test_status_next_line_says_to_fix_a_corrupt_file_first_if_resume_refuses_it(
     with open(os.path.join(run_dir, corrupt), "w") as handle:
         handle.write("garbage\n")
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
-    assert report["next"].startswith("fix or delete the file named above, then: ") == refused
+    assert report["next"].startswith(
+        "fix the file named above as its problem says, then: ") == refused
     assert report["problems"][0].startswith("corrupt state file")  # shown either way
     assert resume(cluster, capsys, monkeypatch, run_dir)[0] == (2 if refused else 0)
 
@@ -1393,7 +1401,7 @@ def test_a_corrupt_counter_while_slurm_is_down_still_says_to_fix_it(
     cluster.update(squeue_down=True, sacct_down=True)
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert report["verdict"].startswith("unknown: Slurm did not answer")
-    assert report["next"] == "fix or delete the file named above, then: try again when Slurm answers"
+    assert report["next"] == "fix the file named above as its problem says, then: try again when Slurm answers"
 
 
 def test_an_unreadable_chain_file_says_what_to_do_once(cluster, run_dir, capsys, monkeypatch):
@@ -1402,8 +1410,8 @@ def test_an_unreadable_chain_file_says_what_to_do_once(cluster, run_dir, capsys,
         handle.write("garbage\n")
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert report["verdict_word"] == "unknown" and report["next"].startswith(
-        "fix or delete the named file"), report["next"]
-    assert report["next"].count("fix or delete") == 1
+        "fix the named file as its problem says"), report["next"]
+    assert report["next"].count("fix the") == 1
 
 
 def test_a_finished_chain_with_a_corrupt_counter_says_what_to_do_and_fails_check(
@@ -1415,7 +1423,7 @@ def test_a_finished_chain_with_a_corrupt_counter_says_what_to_do_and_fails_check
         handle.write("garbage\n")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
     assert status == 1 and "verdict: finished" in out, out
-    assert out.splitlines()[-1] == "next: fix or delete the file named above", out
+    assert out.splitlines()[-1] == "next: fix the file named above as its problem says", out
 
 
 def test_status_next_line_says_to_fix_an_unsafe_run_directory_first_as_resume_refuses_it(
@@ -1887,8 +1895,12 @@ def test_notify_is_validated_and_rendered_only_when_given(run_dir):
     (["--time=1:2:3:4"], "invalid --time", ["--time=1:2:3:4"]),
     (["--wrap=x", "stray"], "'stray' is not an option", None),  # sbatch's word said first
     (["--wrap=x"], "not allowed in a chain", None),
+    (["--max-walltime=48:00:00"], "resumable-chain's own options go before the sbatch options",
+     ["--max-walltime=48:00:00"]),
+    (["--max-retry=3"], r"did you mean --max-retries\?\): resumable-chain's own", ["--max-retry=3"]),
 ], ids=["abbreviated", "site plugin", "typo with a value", "pyxis", "own near own", "unknown",
-        "ambiguous", "stray word", "no value", "bad time", "refused and stray", "refused"])
+        "ambiguous", "stray word", "no value", "bad time", "refused and stray", "refused",
+        "our option among sbatch's", "a typo of our option among sbatch's"])
 def test_sbatch_options_sbatch_refuses_are_refused_at_render_but_a_running_chain_keeps_them(
         sbatch_args, refused, kept):
     if refused:
@@ -1982,6 +1994,8 @@ def test_one_damaged_chain_is_one_row_and_the_table_still_prints(cluster, tmp_pa
     ("phase", "later"), ("time", "noon"), ("cause", "because"),
     ("next", {"script": "/x", "workdir": "runs/a"}),  # sbatch's directory: SLURM_SUBMIT_DIR
     ("next", {"script": "/x", "sbatch_args": ["--wait"]}),
+    ("max_walltime", rc.MAX_TIME_LIMIT + 1), ("time_limit", rc.MAX_TIME_LIMIT + 1),
+    ("max_retries", rc.MAX_RETRIES_LIMIT + 1),
 ])
 def test_a_journal_field_of_the_wrong_type_or_value_is_a_corrupt_journal(run_dir, field, value):
     good = {"job": "100", "action": "resume", "walltime": 0, "retries": 0,
@@ -1994,6 +2008,30 @@ def test_a_journal_field_of_the_wrong_type_or_value_is_a_corrupt_journal(run_dir
         json.dump(dict(good, **{field: value}), handle)
     with pytest.raises(rc.StateError, match="corrupt state file .*resumable_chain.json"):
         rc.StateStore(run_dir).read_record()
+
+
+@pytest.mark.parametrize("name,advice", [
+    pytest.param(rc.JOURNAL_FILE, "fix it (resume needs it; if it cannot be fixed, submit --force",
+                 id="the journal: never deleted (README)"),
+    pytest.param(rc.WALLTIME_FILE, "fix or delete it", id="a counter: deleted, it counts as 0"),
+])
+def test_a_corrupt_state_file_says_whether_it_may_be_deleted(run_dir, name, advice):
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, name), "w") as handle:
+        handle.write("garbage\n")
+    with pytest.raises(rc.StateError) as caught:
+        rc.StateStore(run_dir).snapshot()
+    assert advice in str(caught.value) and ("delete" in str(caught.value)) == (
+        name != rc.JOURNAL_FILE)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("max_retries", rc.MAX_RETRIES_LIMIT), ("retries", rc.MAX_RETRIES_LIMIT),
+    ("max_walltime", rc.MAX_TIME_LIMIT), ("walltime", rc.MAX_COUNTER),
+])
+def test_a_journal_field_at_the_largest_value_the_command_line_takes_is_read(field, value):
+    good = {"job": "100", "action": "resume", "walltime": 0, "retries": 0}
+    assert getattr(rc.record_from_json(dict(good, **{field: value})), field) == value
 
 
 def test_text_from_state_files_is_shown_not_obeyed_by_the_terminal(cluster, run_dir, capsys,
