@@ -1101,16 +1101,12 @@ def _text(value):
     return value is None or isinstance(value, str)
 
 
-def _count(value, most=MAX_COUNTER):  # as the counter files; a Slurm time limit: MAX_TIME_LIMIT
+def _count(value, most=MAX_COUNTER):  # as the counter files
     return value is None or (type(value) is int and 0 <= value <= most)
 
 
-def _limit(value):
-    return _count(value, MAX_TIME_LIMIT)
-
-
-def _max_retries(value):
-    return _count(value, MAX_RETRIES_LIMIT)
+_limit = functools.partial(_count, most=MAX_TIME_LIMIT)  # a Slurm time limit
+_max_retries = functools.partial(_count, most=MAX_RETRIES_LIMIT)  # as check_max_retries
 
 
 def _one_of(*allowed):
