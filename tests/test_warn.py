@@ -236,7 +236,9 @@ def test_the_warning_reaches_a_plain_command_and_a_child_process_group_and_harms
     assert sorted(_lines(log)) == sorted(["group got %d" % signum, "group ready",
                                    "plain got %d" % signum, "plain ready", "shell survived",
                                    "exit trap ran"])
-    assert "SIG%s sent 20 s before the link ends to pids" % signame in capsys.readouterr().err
+    said = capsys.readouterr().err  # 20 s, or a little less on a loaded machine
+    sent = re.search(r"SIG%s sent (\d+) s before the link ends to pids" % signame, said)
+    assert sent and 15 <= int(sent.group(1)) <= 20, said
 
 
 TRAP_BATCH = r'''#!%s
