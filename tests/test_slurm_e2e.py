@@ -728,10 +728,13 @@ def _status_and_resume_from_another_cluster(chain):
     assert status.returncode == 1, status.stderr
     assert report["verdict"].startswith("unknown: Slurm did not answer"), report["verdict"]
     assert report["cluster_note"].startswith("the chain runs on cluster %s;" % here)
-    queued_there = run(["squeue", "-h", "-o", "%i"], env=environ).stdout
+    def queued_there():  # the chain's name, its guards' too: another suite may use that cluster
+        return [line for line in run(["squeue", "-h", "-o", "%i %j"], env=environ).stdout.split(
+            "\n") if chain.name in line]
+    before = queued_there()
     resume = run([sys.executable, module, "resume", chain.run_dir], check=False, env=environ)
     assert resume.returncode == 2 and "the chain runs on cluster %s" % here in resume.stderr
-    assert run(["squeue", "-h", "-o", "%i"], env=environ).stdout == queued_there
+    assert queued_there() == before
     assert json.loads(cli("status", chain.run_dir, "--json"))["verdict"].startswith("running")
 
 
