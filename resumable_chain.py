@@ -1203,8 +1203,9 @@ class StateStore(object):
         shown = shown[:60] + "..." if len(shown) > 60 else shown
         return StateError("corrupt state file %s: content %r is not %s; %s (nothing was "
                           "changed)" % (self.path(name), shown, expected, "fix it (resume needs "
-                                        "it; if it cannot be fixed, submit --force starts anew)"
-                                        if name == JOURNAL_FILE else "fix or delete it"))
+                                        "it; one that cannot be fixed: delete it, then submit "
+                                        "--force starts anew)" if name == JOURNAL_FILE else
+                                        "fix or delete it"))
 
     def read_counter(self, name):
         raw = self.read_bytes(name, most=COUNTER_BYTES)

@@ -2013,8 +2013,8 @@ def test_a_journal_field_of_the_wrong_type_or_value_is_a_corrupt_journal(run_dir
 
 
 @pytest.mark.parametrize("name,advice", [
-    pytest.param(rc.JOURNAL_FILE, "fix it (resume needs it; if it cannot be fixed, submit --force",
-                 id="the journal: never deleted (README)"),
+    pytest.param(rc.JOURNAL_FILE, "fix it (resume needs it; one that cannot be fixed: delete it, "
+                 "then submit --force starts anew)", id="the journal: resume needs it (README)"),
     pytest.param(rc.WALLTIME_FILE, "fix or delete it", id="a counter: deleted, it counts as 0"),
 ])
 def test_a_corrupt_state_file_says_whether_it_may_be_deleted(run_dir, name, advice):
@@ -2023,8 +2023,21 @@ def test_a_corrupt_state_file_says_whether_it_may_be_deleted(run_dir, name, advi
         handle.write("garbage\n")
     with pytest.raises(rc.StateError) as caught:
         rc.StateStore(run_dir).snapshot()
-    assert advice in str(caught.value) and ("delete" in str(caught.value)) == (
-        name != rc.JOURNAL_FILE)
+    assert advice in str(caught.value)
+
+
+def test_a_corrupt_journal_s_advice_works_submit_force_starts_anew_once_it_is_deleted(
+        cluster, tmp_path, capsys, monkeypatch):
+    run_dir, script = str(tmp_path / "run"), tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH --time=10\necho hi\n")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, str(script))[0] == 0
+    with open(os.path.join(run_dir, rc.JOURNAL_FILE), "w") as handle:
+        handle.write("garbage\n")
+    status, _, err = run_cli(cluster, capsys, monkeypatch, "submit", "--force", run_dir,
+                             str(script))
+    assert status == 2 and "delete it, then submit --force starts anew" in err, err
+    os.unlink(os.path.join(run_dir, rc.JOURNAL_FILE))
+    assert run_cli(cluster, capsys, monkeypatch, "submit", "--force", run_dir, str(script))[0] == 0
 
 
 @pytest.mark.parametrize("field,value", [
