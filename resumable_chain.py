@@ -3716,6 +3716,9 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
     if not matches:
         if equals:
             return name, word, False
+        if name in OPTIONS:  # among the sbatch options
+            raise ValueError("unknown option %s: resumable-chain's own options go before the "
+                             "sbatch options" % name)
         raise ValueError("unknown option %s%s: neither sbatch (22.05, 24.11, 26.05) nor "
                          "resumable-chain has it (a site plugin's option can be written %s=VALUE "
                          "or go in the script's #SBATCH lines)" % (

@@ -1900,9 +1900,12 @@ def test_notify_is_validated_and_rendered_only_when_given(run_dir):
     (["--max-walltime=48:00:00"], "resumable-chain's own options go before the sbatch options",
      ["--max-walltime=48:00:00"]),
     (["--max-retry=3"], r"did you mean --max-retries\?\): resumable-chain's own", ["--max-retry=3"]),
+    (["--max-retries", "3"], "--max-retries: resumable-chain's own options go before",
+     ["--max-retries", "3"]),
 ], ids=["abbreviated", "site plugin", "typo with a value", "pyxis", "own near own", "unknown",
         "ambiguous", "stray word", "no value", "bad time", "refused and stray", "refused",
-        "our option among sbatch's", "a typo of our option among sbatch's"])
+        "our option among sbatch's", "a typo of our option among sbatch's",
+        "our option and its value among sbatch's"])
 def test_sbatch_options_sbatch_refuses_are_refused_at_render_but_a_running_chain_keeps_them(
         sbatch_args, refused, kept):
     if refused:
