@@ -1401,7 +1401,8 @@ def test_a_corrupt_counter_while_slurm_is_down_still_says_to_fix_it(
     cluster.update(squeue_down=True, sacct_down=True)
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert report["verdict"].startswith("unknown: Slurm did not answer")
-    assert report["next"] == "fix the file named above as its problem says, then: try again when Slurm answers"
+    assert report["next"] == ("fix the file named above as its problem says, then: try again "
+                              "when Slurm answers")
 
 
 def test_an_unreadable_chain_file_says_what_to_do_once(cluster, run_dir, capsys, monkeypatch):
@@ -2020,7 +2021,7 @@ def test_a_journal_field_of_the_wrong_type_or_value_is_a_corrupt_journal(run_dir
                  "then submit --force starts anew)", id="the journal: resume needs it (README)"),
     pytest.param(rc.WALLTIME_FILE, "fix or delete it", id="a counter: deleted, it counts as 0"),
 ])
-def test_a_corrupt_state_file_says_whether_it_may_be_deleted(run_dir, name, advice):
+def test_a_corrupt_state_file_says_what_to_do_with_it(run_dir, name, advice):
     os.makedirs(run_dir)
     with open(os.path.join(run_dir, name), "w") as handle:
         handle.write("garbage\n")
