@@ -842,8 +842,7 @@ def check_sbatch_args(sbatch_args, allowed=()):
     """chain_sbatch_args() of words sbatch takes: ValueError for an unknown, ambiguous or valueless
     option, a stray word (said first) or a --time it cannot read (every successor would fail)."""
     words = chain_sbatch_args(sbatch_args, REFUSED_SBATCH_OPTIONS)
-    known, ours = SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS, [
-        option for option in OPTIONS if option[:2] == "--"]
+    known = SBATCH_VALUE_OPTIONS | SBATCH_OTHER_OPTIONS
     for name, _, problem in option_groups(words):
         typo = not problem and name not in known and sorted(
             option for option in known if option[:2] == "--" and one_typo_apart(name, option))
@@ -851,10 +850,8 @@ def check_sbatch_args(sbatch_args, allowed=()):
             raise ValueError(problem or "unknown option %s (did you mean %s?): sbatch would refuse "
                              "it in every successor (a site plugin's option of that name goes in "
                              "the script's #SBATCH lines)" % (name, typo[0]))
-        if name not in known and did_you_mean(name, ours):  # --max-retry=3: ours, misplaced
-            raise ValueError("unknown option %s%s: resumable-chain's own options go before the "
-                             "sbatch options (sbatch would refuse it in every successor)" % (
-                                 name, "" if name in ours else did_you_mean(name, ours)))
+        if name not in known and own_option(name):  # --max-walltime=48:00:00 after --
+            raise ValueError(own_option(name))
     chain_sbatch_args(words, allowed)
     for name in ("--time", "--time-min"):
         for value in option_values(sbatch_args, name):
@@ -863,6 +860,15 @@ def check_sbatch_args(sbatch_args, allowed=()):
                 raise ValueError("invalid %s %r: sbatch takes M, M:S, H:M:S, D-H, D-H:M, D-H:M:S "
                                  "or UNLIMITED (e.g. %s=4:00:00)" % (name, value, name))
     return words
+
+
+def own_option(name):
+    """The error for resumable-chain's option, or one a letter off, among sbatch's; or None."""
+    ours = [option for option in OPTIONS if option[:2] == "--" and (
+        option == name or one_typo_apart(name, option))]
+    return ours and ("unknown option %s: sbatch has no such option, resumable-chain has %s (its "
+                     "command's --help says where it goes); sbatch would refuse it in every "
+                     "successor" % (name, ours[0])) or None
 
 
 def one_typo_apart(word, known):
@@ -1203,8 +1209,9 @@ class StateStore(object):
         shown = shown[:60] + "..." if len(shown) > 60 else shown
         return StateError("corrupt state file %s: content %r is not %s; %s (nothing was "
                           "changed)" % (self.path(name), shown, expected, "fix it (resume needs "
-                                        "it; one that cannot be fixed: delete it, then submit "
-                                        "--force starts anew)" if name == JOURNAL_FILE else
+                                        "it; one that cannot be fixed: scancel the chain's "
+                                        "queued jobs, delete it, then submit --force starts "
+                                        "anew)" if name == JOURNAL_FILE else
                                         "fix or delete it"))
 
     def read_counter(self, name):
@@ -3716,12 +3723,9 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
     if not matches:
         if equals:
             return name, word, False
-        if name in OPTIONS:  # among the sbatch options
-            raise ValueError("unknown option %s: resumable-chain's own options go before the "
-                             "sbatch options" % name)
-        raise ValueError("unknown option %s%s: neither sbatch (22.05, 24.11, 26.05) nor "
-                         "resumable-chain has it (a site plugin's option can be written %s=VALUE "
-                         "or go in the script's #SBATCH lines)" % (
+        raise ValueError(own_option(name) or "unknown option %s%s: neither sbatch (22.05, "
+                         "24.11, 26.05) nor resumable-chain has it (a site plugin's option can be "
+                         "written %s=VALUE or go in the script's #SBATCH lines)" % (
                              name, did_you_mean(name, value_options | other_options), name))
     return matches[0], matches[0] + equals + value, not equals and matches[0] in value_options
 

@@ -757,7 +757,7 @@ class History(object):
         # chain): a person's cancel then stops it, and status rightly says stopped; or the guard
         # of the successor that replaced it cannot tell how that ended, and says broken.
         unknowing = {"cancelled by a person": "stopped", "the guard gave up": "broken"}
-        accepted = {expected} | ({unknowing.get(self.deliberate)} if finished else set())
+        accepted = {expected, unknowing.get(self.deliberate, expected) if finished else expected}
         if status["verdict_word"] not in accepted or status["jobs"] and status["attention"] \
                 and status["verdict_word"] not in ("failed", "broken"):
             self.fail(3, "the chain ended (%s) but status says %s (attention: %s)" % (

@@ -1898,15 +1898,15 @@ def test_notify_is_validated_and_rendered_only_when_given(run_dir):
     (["--time=1:2:3:4"], "invalid --time", ["--time=1:2:3:4"]),
     (["--wrap=x", "stray"], "'stray' is not an option", None),  # sbatch's word said first
     (["--wrap=x"], "not allowed in a chain", None),
-    (["--max-walltime=48:00:00"], "resumable-chain's own options go before the sbatch options",
-     ["--max-walltime=48:00:00"]),
-    (["--max-retry=3"], r"did you mean --max-retries\?\): resumable-chain's own", ["--max-retry=3"]),
-    (["--max-retries", "3"], "--max-retries: resumable-chain's own options go before",
-     ["--max-retries", "3"]),
+    (["--max-walltime=48:00:00"], "sbatch has no such option, resumable-chain has "
+     "--max-walltime", ["--max-walltime=48:00:00"]),
+    (["--max-walltim=5"], "resumable-chain has --max-walltime", ["--max-walltim=5"]),
+    (["--max-retries", "3"], "resumable-chain has --max-retries", ["--max-retries", "3"]),
+    (["--budget=x"], None, ["--budget=x"]),  # a plugin's, near ours but not one letter off
 ], ids=["abbreviated", "site plugin", "typo with a value", "pyxis", "own near own", "unknown",
         "ambiguous", "stray word", "no value", "bad time", "refused and stray", "refused",
         "our option among sbatch's", "a typo of our option among sbatch's",
-        "our option and its value among sbatch's"])
+        "our option and its value among sbatch's", "a plugin's near ours"])
 def test_sbatch_options_sbatch_refuses_are_refused_at_render_but_a_running_chain_keeps_them(
         sbatch_args, refused, kept):
     if refused:
@@ -2017,8 +2017,9 @@ def test_a_journal_field_of_the_wrong_type_or_value_is_a_corrupt_journal(run_dir
 
 
 @pytest.mark.parametrize("name,advice", [
-    pytest.param(rc.JOURNAL_FILE, "fix it (resume needs it; one that cannot be fixed: delete it, "
-                 "then submit --force starts anew)", id="the journal: resume needs it (README)"),
+    pytest.param(rc.JOURNAL_FILE, "fix it (resume needs it; one that cannot be fixed: scancel the "
+                 "chain's queued jobs, delete it, then submit --force starts anew)",
+                 id="the journal: resume needs it (README)"),
     pytest.param(rc.WALLTIME_FILE, "fix or delete it", id="a counter: deleted, it counts as 0"),
 ])
 def test_a_corrupt_state_file_says_what_to_do_with_it(run_dir, name, advice):
