@@ -850,8 +850,9 @@ def check_sbatch_args(sbatch_args, allowed=()):
             raise ValueError(problem or "unknown option %s (did you mean %s?): sbatch would refuse "
                              "it in every successor (a site plugin's option of that name goes in "
                              "the script's #SBATCH lines)" % (name, typo[0]))
-        if name not in known and own_option(name):  # --max-walltime=48:00:00 after --
-            raise ValueError(own_option(name))
+        ours = name not in known and own_option(name)  # --max-walltime=48:00:00 after --
+        if ours:
+            raise ValueError(ours)
     chain_sbatch_args(words, allowed)
     for name in ("--time", "--time-min"):
         for value in option_values(sbatch_args, name):
