@@ -447,8 +447,7 @@ def read_chain(store):
 
 
 def slurm_environment(dropped=(), **added):
-    """This process's environment without the allocation's SLURM_* (but SLURM_CONF), the output
-    format variables, NAMED_ENV and the ``dropped`` prefixes; with ``added``."""
+    """This process's environment without the allocation's and ``dropped``; with ``added``."""
     prefixes = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_", NAMED_ENV) + dropped
     environment = {name: value for name, value in os.environ.items()
                    if name == "SLURM_CONF" or not name.startswith(prefixes)}
@@ -457,8 +456,7 @@ def slurm_environment(dropped=(), **added):
 
 
 def run_slurm(argv, timeout=None, cwd=None, environment=None):
-    """Run one Slurm command with a timeout; never raises. ``environment``: a query's unless
-    given (the C locale, without the user's SBATCH_* defaults)."""
+    """Run one Slurm command with a timeout; never raises (a query's: C locale, no SBATCH_*)."""
     _checkpoint()
     return run_command(argv, timeout or command_timeout() * (
         SBATCH_TIMEOUT_FACTOR if argv[0] == "sbatch" else 1), slurm_environment(
@@ -499,8 +497,7 @@ def current_cluster():
 
 def chunks(job_ids):
     """job_ids in lists of QUERY_CHUNK: thousands in one -j would exceed 128 KiB an argument."""
-    starts = range(0, len(job_ids), QUERY_CHUNK)
-    return [list(job_ids[start:start + QUERY_CHUNK]) for start in starts]
+    return [list(job_ids[i:i + QUERY_CHUNK]) for i in range(0, len(job_ids), QUERY_CHUNK)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -581,8 +578,7 @@ class Slurm(object):
         return dependents
 
     def submit(self, options, script, script_args, cwd=None, named=False):
-        """(job ID, the cluster sbatch named or None), the user's SBATCH_* applied; StateError.
-        ``cwd``: SLURM_SUBMIT_DIR if it can be entered; ``named``: NAMED_ENV (named_export)."""
+        """(job ID, the cluster sbatch named or None), the user's SBATCH_* applied; StateError."""
         options = list(options) + (named_export(options, script) if named else [])
         return sbatch_answer(self.run(
             ["sbatch", "--parsable"] + options + [script] + list(script_args),
@@ -604,9 +600,8 @@ class Slurm(object):
                                  % (error, unknown, script))
             failed = sorted(set((created and self.cancel(created) or {}).values()))
             if failed:
-                raise StateError("%s; it created held job %s anyway, which could not be "
-                                 "cancelled (%s): scancel it" % (error, " ".join(created),
-                                                                 "; ".join(failed)))
+                raise StateError("%s; it created held job %s anyway, which could not be cancelled "
+                                 "(%s): scancel it" % (error, " ".join(created), "; ".join(failed)))
             raise StateError("%s%s" % (error, "; the held job %s it created anyway was cancelled"
                                        % " ".join(created) if created else ""))
 
@@ -846,18 +841,16 @@ def check_sbatch_args(sbatch_args, allowed=()):
     for name, _, problem in option_groups(words):
         typo = not problem and name not in known and sorted(
             option for option in known if option[:2] == "--" and one_typo_apart(name, option))
-        if problem or typo:  # a site plugin's --name=value, unless a typo of sbatch's own
-            raise ValueError(problem or "unknown option %s (did you mean %s?): sbatch would refuse "
-                             "it in every successor (a site plugin's option of that name goes in "
-                             "the script's #SBATCH lines)" % (name, typo[0]))
-        ours = name not in known and own_option(name)  # --max-walltime=48:00:00 after --
-        if ours:
-            raise ValueError(ours)
+        ours = not (problem or typo) and name not in known and own_option(name)  # after --
+        if problem or typo or ours:  # a site plugin's --name=value, unless a typo of sbatch's own
+            raise ValueError(problem or ours or "unknown option %s (did you mean %s?): sbatch "
+                             "would refuse it in every successor (a site plugin's option of that "
+                             "name goes in the script's #SBATCH lines)" % (name, typo[0]))
     chain_sbatch_args(words, allowed)
     for name in ("--time", "--time-min"):
-        for value in option_values(sbatch_args, name):
+        for value in option_values(sbatch_args, name):  # parse_duration reads D- as D days
             if value.upper() not in ("-1", "INFINITE", "UNLIMITED") and parse_duration(
-                    value[:-1] + "-0" if value[-1:] == "-" else value) is None:  # D- is D days
+                    value) is None:
                 raise ValueError("invalid %s %r: sbatch takes M, M:S, H:M:S, D-H, D-H:M, D-H:M:S "
                                  "or UNLIMITED (e.g. %s=4:00:00)" % (name, value, name))
     return words
@@ -936,8 +929,7 @@ def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir
         snapshot, cluster = find_place(store, job_id, predecessor_id, environ, warnings)
         if snapshot.record and snapshot.record.job == job_id:
             return _run_again(store, snapshot, next_link, environ, warnings)
-        snapshot, predecessor_id = settle_place(store, snapshot, job_id, predecessor_id,
-                                                warnings)
+        snapshot, predecessor_id = settle_place(store, snapshot, job_id, predecessor_id, warnings)
         if predecessor_id is None:
             snapshot = _start_chain(store, snapshot, job_id, next_link, warnings, cluster)
         observation = predecessor_id and observe_predecessor(predecessor_id, window, answer=answer)
@@ -1005,9 +997,8 @@ def parse_duration(text):
     parts = (clock if clock or not dash else "0").split(":")  # "1-" is a day, as sbatch has it
     if dash and not is_digits(days) or len(parts) > 3 or not all(map(is_digits, parts)):
         return None
-    numbers = [int(part) for part in parts] + [0, 0]
-    if not dash and len(parts) < 3:  # M and M:S start at minutes; D-H... and H:M:S at hours
-        numbers.insert(0, 0)
+    # M and M:S start at minutes; D-H... and H:M:S at hours
+    numbers = [0] * (not dash and len(parts) < 3) + [int(part) for part in parts] + [0, 0]
     hours, minutes, seconds = numbers[:3]
     return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
 
