@@ -2183,7 +2183,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     elapsed = observed.elapsed
     walltime = 0 if first else (snapshot.walltime or 0) + elapsed
     # Exit 75 after the warning is progress, however soon it came (a short or lowered limit), once
-    limit = observed.time_limit or (previous.time_limit if previous is not None else None)
+    limit = observed.time_limit or (previous and previous.time_limit)
     warned = warned_before(warn, limit, elapsed)
     if previous is not None and previous.predecessor_exit_code == RESUME_EXIT and (
             previous.predecessor_elapsed or 0) < NO_PROGRESS_SECONDS:  # twice in a row: the
@@ -2663,7 +2663,6 @@ def describe_link(outcome):
         seen = "%s %s" % (record.predecessor, record.predecessor_state or NOT_VISIBLE)
         if source in ("sacct", "scontrol"):
             seen += " (elapsed %d s, from %s)" % (observation.job.elapsed, source)
-    cap = record.max_walltime
     clamp = (" | time limit lowered to %d min" % (record.time_limit // 60)
              if record.time_limit else "")
     if record.reserved:
@@ -2671,10 +2670,9 @@ def describe_link(outcome):
                                                                   record.budget_dir)
     return ("job %s: %s | predecessor %s | walltime %d s %s | retries %d/%s | successor %s%s | %s%s"
             % (record.job, record.action, seen, record.walltime,
-               "of %d s" % cap if cap is not None else "(no cap)", record.retries,
-               record.max_retries if record.max_retries is not None else "?",
-               record.successor or "none", clamp, record.reason or "",
-               (" (%s)" % note) if note else ""))
+               "of %d s" % record.max_walltime if record.max_walltime is not None else "(no cap)",
+               record.retries, record.max_retries if record.max_retries is not None else "?",
+               record.successor or "none", clamp, record.reason or "", note and " (%s)" % note))
 
 
 def link_end(start, time_limit, caps=()):
@@ -2710,13 +2708,12 @@ def start_while_working(run_dir, outcome):
 def link_exports(record, run_dir, end=None):
     """{name: text} of the variables the prologue exports to the work; ``end``: link_end."""
     caps = link_caps(record)
-    values = {"DIR": run_dir, "JOB": record.job, "LINK": record.link,
-              "RESUMING": int(record.action == "resume"), "PREDECESSOR": record.predecessor,
-              "SUCCESSOR": record.successor, "WALLTIME_USED": record.walltime,
-              "WALLTIME_LEFT": max(min(caps), 0) if caps else None,
-              "MAX_WALLTIME": record.max_walltime, "RETRIES": record.retries,
-              "MAX_RETRIES": record.max_retries, "TIME_LIMIT": record.time_limit,
-              "EXIT_RESUME": RESUME_EXIT, "END": end, "EXIT_STOP": STOP_EXIT}
+    values = dict(
+        DIR=run_dir, JOB=record.job, LINK=record.link, RESUMING=int(record.action == "resume"),
+        PREDECESSOR=record.predecessor, SUCCESSOR=record.successor, WALLTIME_USED=record.walltime,
+        WALLTIME_LEFT=max(min(caps), 0) if caps else None, MAX_WALLTIME=record.max_walltime,
+        RETRIES=record.retries, MAX_RETRIES=record.max_retries, TIME_LIMIT=record.time_limit,
+        EXIT_RESUME=RESUME_EXIT, END=end, EXIT_STOP=STOP_EXIT)
     return collections.OrderedDict((EXPORT_PREFIX + name, "" if value is None else str(value))
                                    for name, value in sorted(values.items()))
 
@@ -2737,7 +2734,7 @@ def array_task_id(job_id, environ):
 def task_run_dir(run_dir, environ):
     """This job's run directory: ``%a`` in it (a chain per array task) is the job's task ID."""
     task = environ.get("SLURM_ARRAY_TASK_ID")
-    if "%a" in run_dir and not is_digits(task or "", 9):
+    if "%a" in run_dir and not is_digits(task, 9):
         raise StateError("run directory %s names an array task (%%a), but job %s is not an "
                          "array task; nothing done" % (run_dir, environ.get("SLURM_JOB_ID")))
     return os.path.abspath(run_dir.replace("%a", task or ""))
@@ -2777,14 +2774,14 @@ def sweep_options(run_dir, header, sbatch_args):
     """(the --array's tasks or None, task i's options: jobs named ``i_<name>``, docs/arrays.md);
     refused before anything is queued (StateError if sacctmgr or squeue fails)."""
     given = script_directives(header) + sbatch_args
-    spec = option_value(given, "--array") or ""
+    spec = option_value(given, "--array")
     if not spec:
         return None, None
     name = option_value(given, "--job-name") or os.path.basename(os.path.abspath(run_dir))
     sbatch_args = without_options(sbatch_args, ("--array", "--job-name"))
     config = slurm_settings()
     size = config.get("MaxArraySize")
-    if not is_digits(size or "", 9):
+    if not is_digits(size, 9):
         raise StateError("--array=%s: cannot read MaxArraySize (scontrol show config): nothing "
                          "submitted" % spec)
     tasks, throttle = parse_array(spec, int(size))
@@ -2854,9 +2851,8 @@ def settle(budget, job_id, elapsed):
     if job_id not in budget.reservations and job_id not in budget.settled_jobs:
         return budget  # not a link of this budget
     counted = budget.settled_jobs.get(job_id, 0)
-    reservations = {job: seconds for job, seconds in budget.reservations.items() if job != job_id}
-    return budget._replace(
-        settled=budget.settled + max(elapsed - counted, 0), reservations=reservations,
+    return budget._replace(settled=budget.settled + max(elapsed - counted, 0), reservations={
+        job: seconds for job, seconds in budget.reservations.items() if job != job_id},
         settled_jobs=dict(budget.settled_jobs, **{job_id: max(elapsed, counted)}))
 
 
@@ -2879,9 +2875,7 @@ def draw_on_budget(budget_dir, record, observation, warnings):
             own = SLURM.controller(record.job).job
             budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
         store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
-    if record.action not in WORK_ACTIONS:
-        return record, None
-    if seconds is None:
+    if record.action in WORK_ACTIONS and seconds is None:
         return restate(record, "stop", "only %d s left of the shared budget in %s (cap %d s): "
                        "less than Slurm's 1-minute minimum time limit: stopping the chain"
                        % (budget_left(budget), budget_dir, budget.cap), "budget"), own
@@ -2947,7 +2941,7 @@ def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
     if result.returncode == 0:
         return "notified %s (job %s)" % (event.event, event.job)  # never the command: a token
     why = ("timed out after %g s" % timeout if result.returncode is None else
-           "exit %d: %s" % (result.returncode, last_line(result.stderr) or "no message"))
+           "exit %d: %s" % (result.returncode, last_line(result.stderr)))
     return "notify for %s (job %s) failed (%s); the chain is not affected" % (
         event.event, event.job, why)
 
