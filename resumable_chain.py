@@ -3044,15 +3044,13 @@ def traps(script, signum):
             continue
         with contextlib.suppress(ValueError):  # a handler over several lines is not read
             words = [word.rstrip(";") for word in shlex.split(line, comments=True)]
-            here = [index for index, word in enumerate(words)  # not <<< nor $((1 << 2))
-                    if "<<" in word.replace("<<<", "") and "((" not in word]
-            if here:
-                ending = words[here[0]].partition("<<")[2].lstrip("-") or "".join(
-                    words[here[0] + 1:here[0] + 2])
-            handler, signals = (words[2:3], words[3:]) if words[1:2] == ["--"] else (
-                words[1:2], words[2:])
-            if not line[:1].isspace() and words[:1] == ["trap"] and handler not in (
-                    [], [""], ["-"], ["-p"], ["-l"], ["-P"]) and names.intersection(signals):
+            here = next((index for index, word in enumerate(words)  # not <<< nor $((1 << 2))
+                         if "<<" in word.replace("<<<", "") and "((" not in word), None)
+            if here is not None:  # its delimiter: the rest of its word, or the next word
+                ending = words[here].partition("<<")[2].lstrip("-") or (words[here + 1:] + [""])[0]
+            at = 2 if words[1:2] == ["--"] else 1  # the handler's index, its signals after it
+            if not line[:1].isspace() and words[:1] == ["trap"] and words[at:at + 1] not in (
+                    [], [""], ["-"], ["-p"], ["-l"], ["-P"]) and names.intersection(words[at + 1:]):
                 return True
     return False
 
@@ -3224,8 +3222,7 @@ def sleep_until_term(seconds):
     return signal.sigtimedwait([signal.SIGTERM], seconds) is not None
 
 
-def guard_chain(run_dir, job_id, environ, sleep=sleep_until_term, clock=time.monotonic,
-                after=None):
+def guard_chain(run_dir, job_id, environ, sleep=sleep_until_term, clock=time.monotonic, after=None):
     """JOB ended: continue the chain if it waits on JOB (``after``: the link that queued it)."""
     store, started = chain_store(run_dir), clock()
     deadline = started + GUARD_TRIES_SECONDS
@@ -3395,8 +3392,7 @@ def _guard_ran(look):
 def _guard_died(look):
     """Replaced up to max_retries + 1 times in a row (the first death free) and, not retries, up
     to NODE_DEATHS the cluster caused (how-it-works.md); a person's scancel stops the chain."""
-    state, job = look.state, look.job
-    first = isinstance(state, dict)
+    state, job, first = look.state, look.job, isinstance(look.state, dict)
     field = "first_job" if first else "job" if state.job == job.job_id else "successor"
     died = "job %s%s died before its prologue (%s)" % (job.job_id, {
         "first_job": ", the chain's first job,", "job": ", queued by resume,"}.get(field, ""),
@@ -3458,8 +3454,16 @@ def _guard_heals(look, field, what, *, counted):
     successor, error = queued_successor(ended) if field == "successor" and state.job == ended \
         else (None, None)
     held = successor is None and error is None
-    try:
-        successor = _sbatch_replacement(store, state) if held else successor
+    try:  # the held replacement: the first job as submit queued it, or the next link
+        if held and first:
+            successor = SLURM.submit_held(["--hold", "--no-requeue"] + state["sbatch_args"],
+                                          runnable_script(store, state["script"]),
+                                          state["script_args"], cwd=state.get("workdir"))[0]
+        elif held:
+            link = NextLink(**state.next)
+            successor = SLURM.submit_held(successor_options(link, "--hold", "--no-requeue"),
+                                          runnable_script(store, link.script), link.script_args,
+                                          cwd=link.workdir, named=True)[0]
     except StateError as failed:
         error = str(failed)
     if not successor:
@@ -3493,18 +3497,6 @@ def _guard_heals(look, field, what, *, counted):
                                        int(time.time())), warnings)
     return True, (event, store.read_notify() if first else state.notify,
                   "; ".join([reason] + warnings))
-
-
-def _sbatch_replacement(store, state):
-    """The held replacement: the first job as submit queued it (``state`` a dict), or the next."""
-    if isinstance(state, dict):
-        return SLURM.submit_held(["--hold", "--no-requeue"] + state["sbatch_args"],
-                                 runnable_script(store, state["script"]), state["script_args"],
-                                 cwd=state.get("workdir"))[0]
-    next_link = NextLink(**state.next)
-    return SLURM.submit_held(successor_options(next_link, "--hold", "--no-requeue"),
-                             runnable_script(store, next_link.script), next_link.script_args,
-                             cwd=next_link.workdir, named=True)[0]
 
 
 def _guard_gives_up(look, reason):
@@ -3564,9 +3556,8 @@ trap resumable_chain_finished EXIT
 """
 
 
-def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
-                    script=None, sbatch_args=(), python="python3", budget_dir=None, notify=None,
-                    warn=None):
+def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None, script=None,
+                    sbatch_args=(), python="python3", budget_dir=None, notify=None, warn=None):
     """Return the bash snippet a job script puts after its #SBATCH lines, before any work.
 
     It runs this module's in-job step and exits the job when the chain ends (0 for complete or
@@ -3575,8 +3566,7 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     (``resumable-chain budget``), which must exist. ``notify``: a shell command run for each
     chain event; with it, an EXIT trap reports a finished chain when the job exits 0. ``warn``
     (``SIG@SECONDS``): the work gets SIG that long before its link ends. Works with and without
-    ``set -euo pipefail``. ``sbatch_args=None``: none (a driver's unset setting).
-    """
+    ``set -euo pipefail``. ``sbatch_args=None``: none (a driver's unset setting)."""
     sbatch_args = () if sbatch_args is None else sbatch_args
     run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
@@ -3604,13 +3594,11 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
         make_run_dir(made_dir(run_dir))  # Slurm opens #SBATCH --output=<run dir>/... first
     except StateError as error:
         raise ValueError(str(error))
-    command = " ".join(shell_quote(argument) for argument in argv)
-    if script is None:
-        command += ' --script="$0"'  # the running batch script (Slurm's spool copy)
-    command += ' --lookup="$resumable_chain_lookup" -- ${1+"$@"}'
-    return PROLOGUE_TEMPLATE.format(version=__version__, command=command, done=EXIT_DONE,
-                                    finished="" if notify is None else finished_trap(
-                                        python, run_dir))
+    # no script: the running batch script (Slurm's spool copy)
+    command = " ".join(map(shell_quote, argv)) + (' --script="$0"' if script is None else "")
+    return PROLOGUE_TEMPLATE.format(
+        version=__version__, command=command + ' --lookup="$resumable_chain_lookup" -- ${1+"$@"}',
+        done=EXIT_DONE, finished=finished_trap(python, run_dir) if notify else "")
 
 
 def made_dir(run_dir):
