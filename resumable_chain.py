@@ -3956,8 +3956,7 @@ def _chains_below(path, depth):
     """The chains below path; OSError if it cannot be listed (one below it that cannot is not the
     caller's to look into). scandir knows a directory and a symlink without a stat (Lustre)."""
     entries = sorted(os.scandir(path), key=lambda entry: (  # a sweep's tasks: 2 < 10
-        not is_digits(entry.name, 12), int(entry.name) if is_digits(entry.name, 12) else 0,
-        entry.name))
+        int(entry.name) if is_digits(entry.name, 12) else float("inf"), entry.name))
     found = []
     for entry in entries:
         is_dir = False  # when it cannot be stat'ed (a link into a directory one may not search)
@@ -4006,7 +4005,7 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
     """The status of each chain (``rows`` newest links each) from one scontrol show config, one
     sacct, at most one squeue per cluster and one report per budget, within STATUS_SECONDS (a
     colleague's state files could name thousands of clusters and budgets)."""
-    clusters, budgets, plans, wanted = {}, {}, {}, collections.OrderedDict()
+    budgets, plans, wanted = {}, {}, collections.OrderedDict()
     deadline, spent = time.monotonic() + STATUS_SECONDS, 0
     here = functools.lru_cache(maxsize=None)(current_cluster)  # asked once, if a chain names one
     late = "not read: status ran out of its %d s or %d MiB" % (STATUS_SECONDS, STATUS_BYTES >> 20)
@@ -4016,20 +4015,15 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             if time.monotonic() > deadline - STATUS_SECONDS / 2 or spent > STATUS_BYTES:
                 raise StateError(late)
             chain = chain_in(run_dir)
-            cluster = chain.record.cluster
-            if cluster not in clusters:
-                clusters[cluster] = cluster_to_ask(cluster, here)
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
-                              *(_roles(chain, rows) + clusters[cluster]))  # O(rows), not O(files)
+                              *(_roles(chain, rows) + cluster_to_ask(chain.record.cluster, here)))
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
-                (job, None) for job in list(plan.roles) + [chain.guard()] + list(plan.others)
-                if job)
+                (job, None) for job in [*plan.roles, chain.guard(), *plan.others] if job)
         except Exception as error:  # one damaged chain is one row, never the whole table
             plan = unreadable_status(run_dir, error)
         plans[run_dir] = plan
-    answers = dict((cluster, query_jobs(list(job_ids), cluster=cluster)
-                    if time.monotonic() <= deadline else None)
-                   for cluster, job_ids in wanted.items())
+    answers = {cluster: query_jobs(list(job_ids), cluster=cluster) if time.monotonic() <= deadline
+               else None for cluster, job_ids in wanted.items()}
     statuses = []
     for plan in (plans[run_dir] for run_dir in run_dirs):
         try:
@@ -4109,8 +4103,7 @@ def _roles(chain, rows):
 
 def _status_of(plan, answer, budgets, deadline):
     """One chain's status from ``answer`` ({job ID: Job}, errors) and the budgets read so far."""
-    chain, (known, unanswered) = plan.chain, answer
-    record = chain.record
+    chain, record, (known, unanswered) = plan.chain, plan.chain.record, answer
     rows = [_status_row(known.get(job_id) or Job(job_id, "UNKNOWN"), role, record)
             for job_id, role in plan.roles.items()]
     # the last link's time while the walltime file lacks it (running, or never continued)
@@ -4461,8 +4454,7 @@ def _cancel_group(chains, ask, dry_run, results):
     answer = _squeue_answer(_union(chain.candidates() for chain in chains.values()), ask[0])
     idle = [path for path, chain in chains.items() if not any(_queued_of(chain.candidates(),
                                                                          *answer))]
-    for run_dir, status in zip(idle, chains_status([chains[path].store.directory
-                                                    for path in idle])):
+    for run_dir, status in zip(idle, chains_status([chains[one].store.directory for one in idle])):
         chain, word = chains[run_dir], status["verdict_word"]
         scancelled = word == "stopped" and not chain.cancelled and \
             chain.record.action in WORK_ACTIONS
