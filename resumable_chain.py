@@ -4931,7 +4931,8 @@ def _split_options(command, words):
     """(DIRs and our options, sbatch options, the index of the first word after the DIRs that
     is neither); options read as sbatch reads them, ours spelled out."""
     options = usage_options(USER_COMMANDS[command].usage)
-    own_values = frozenset(name for name in options if options[name])
+    values = SBATCH_VALUE_OPTIONS | {name for name in options if options[name]}
+    flags = SBATCH_OTHER_OPTIONS | {name for name in options if not options[name]}
     ours, sbatch_args, index, run_dirs = [], [], 0, []
     while index < len(words):
         if not words[index].startswith("-"):  # DIR (options may come before it), then SCRIPT
@@ -4939,9 +4940,7 @@ def _split_options(command, words):
                 break
             run_dirs, index = run_dirs + [words[index]], index + 1
             continue
-        name, spelled, takes_value = resolve_option(
-            words[index], SBATCH_VALUE_OPTIONS | own_values,
-            SBATCH_OTHER_OPTIONS | set(options) - own_values)
+        name, spelled, takes_value = resolve_option(words[index], values, flags)
         if name in options:
             ours += [spelled] + words[index + 1:index + 1 + takes_value]
         else:
@@ -4970,7 +4969,7 @@ def _build_parser():
     formatter = argparse.RawDescriptionHelpFormatter
     parser = Parser(prog=COMMAND, formatter_class=formatter, description=__doc__)
     parser.add_argument("--version", action="version", version="resumable-chain " + __version__)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(metavar="COMMAND")
     for name, command in USER_COMMANDS.items():
         sub = commands.add_parser(name, formatter_class=formatter, help=command.help,
                                   description=command.description,
@@ -5056,9 +5055,8 @@ def _live_job(status):
         return "-"
     row = ([row for row in live if base_state(row["state"]) != "PENDING"] or live)[-1]
     text = "%s %s" % (row["job"], base_state(row["state"]))
-    if row["time_left"] is not None:
-        return text + " %s left" % format_duration(row["time_left"])
-    return text + (" (%s)" % row["reason"] if row["reason"] else "")
+    return text + (" %s left" % format_duration(row["time_left"]) if row["time_left"] is not None
+                   else " (%s)" % row["reason"] if row["reason"] else "")
 
 
 def format_collection(statuses):
@@ -5074,9 +5072,8 @@ def format_collection(statuses):
         relative = os.path.relpath(status["run_dir"])
         shown = status["run_dir"] if relative.startswith("..") else relative
         table.append((shown, status["verdict_word"], str(status["links"]), "%s/%s" % (
-            format_duration(status["walltime_used"]), cap), "%d/%s" % (
-                status["retries"], "-" if status["max_retries"] is None else status["max_retries"]),
-            _live_job(status)))
+            format_duration(status["walltime_used"]), cap), "%d/%s" % (status["retries"], "-" if
+            status["max_retries"] is None else status["max_retries"]), _live_job(status)))
         attention = status["attention"] or ""  # a problem it names is not repeated
         notes += ["NEEDS ATTENTION %s: %s" % (shown, attention)] if attention else []
         notes += _status_warnings(dict(status, problems=[
@@ -5147,8 +5144,7 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
         notes.append("WARNING: --python %s is no program here: every link runs it on the compute "
                      "nodes, and fails before its prologue where they lack it" % python)
     # said once, right before the first sbatch (after every refusal); the cluster asked once
-    options.update(before_queueing=lambda: [_log(notes.pop(0)) for _ in list(notes)],
-                   slurm=Slurm())
+    options.update(before_queueing=lambda: [_log(notes.pop(0)) for _ in list(notes)], slurm=Slurm())
     for done, each in enumerate(tasks or [None]):
         try:
             result = submit_chain(run_dir if each is None else os.path.join(run_dir, str(each)),
@@ -5205,8 +5201,8 @@ def _each_chain(run_dirs, operation):
     worst = 0
     for run_dir in run_dirs:
         try:
-            status, line = operation(run_dir, lambda text: _log(
-                (run_dir + ": " + text).replace("\n", "\\n")))
+            status, line = operation(run_dir, lambda *texts: _log(*[
+                (run_dir + ": " + text).replace("\n", "\\n") for text in texts]))
         except (StateError, ValueError) as error:
             status, line = EXIT_USAGE, "error: %s" % error
         _say(("%s: %s" % (run_dir, line)).replace("\n", "\\n") + "\n")  # forges no line
@@ -5219,8 +5215,7 @@ def cancel_command(run_dirs, dry_run=False):
 
     def cancel(run_dir, log):
         result = _raised(results[run_dir])
-        for line in result["errors"] + result["log"]:
-            log(line)
+        log(*result["errors"] + result["log"])
         if result.get("ended"):
             return 0, result["ended"]
         marked = "nothing was queued or running; %s marked cancelled (a new job here starts a " \
@@ -5250,12 +5245,10 @@ def budget_command(budget_dir, max_walltime=None, json=False):
 def resume_command(run_dirs, sbatch_args, **options):
     def resume(run_dir, log):
         result = resume_chain(run_dir, sbatch_args=sbatch_args or None, **options)
-        for line in result["log"]:
-            log(line)
+        log(*result["log"])
         words = "resumed: job %s continues the chain (walltime so far %s%s)" % (
-            result["job"], format_duration(result["walltime"]),
-            ", of which %d s of the last link counted now" % result["counted"]
-            if result["counted"] else "")
+            result["job"], format_duration(result["walltime"]), ", of which %d s of the last link "
+            "counted now" % result["counted"] if result["counted"] else "")
         if len(run_dirs) == 1:  # the job ID alone on stdout, for scripts
             log(words)
             return 0, result["job"]
@@ -5266,24 +5259,21 @@ def resume_command(run_dirs, sbatch_args, **options):
 # The user's commands: ``run(DIR or [DIR...], *what split() took, **the options given)``; split()
 # takes apart what argparse does not read (None: the sbatch options after "[-- " if the usage has
 # it). The usage names the options (OPTIONS checks them) and whether DIR may be several (DIR...).
-UserCommand = collections.namedtuple(
-    "UserCommand", "run split usage dirs help description example")
+UserCommand = collections.namedtuple("UserCommand", "run split usage dirs help description example")
 ONE_RUN_DIR = "the run directory holding the state"
 USER_COMMANDS = {
     "render": UserCommand(
-        run=render_command, split=None, dirs=ONE_RUN_DIR,
+        run=render_command, split=None, help="print the prologue for a job script",
         usage="DIR [--max-retries N] [--max-walltime T] [--script PATH] [--python PY] "
-        "[--budget-dir B] [--notify CMD] [--warn SIG@S] [-- SBATCH_ARGS...]",
-        help="print the prologue for a job script",
+        "[--budget-dir B] [--notify CMD] [--warn SIG@S] [-- SBATCH_ARGS...]", dirs=ONE_RUN_DIR,
         description="Print the bash prologue to paste after a job script's #SBATCH lines.\n"
         "Options after -- are given to sbatch for every successor. Creates DIR\n"
         "if missing, so that #SBATCH --output=DIR/... works from the first job.",
         example="resumable-chain render runs/gpqa --max-walltime 48:00:00 -- -p gpu"),
     "submit": UserCommand(
         run=submit_command, split=split_submit_argv, dirs=ONE_RUN_DIR,
-        usage="DIR [--max-retries N] [--max-walltime T] [--force] [--python PY] "
-        "[--budget-dir B] [--notify CMD] [--warn SIG@S] [SBATCH_OPTIONS...] [--] SCRIPT "
-        "[ARGS...]",
+        usage="DIR [--max-retries N] [--max-walltime T] [--force] [--python PY] [--budget-dir B] "
+        "[--notify CMD] [--warn SIG@S] [SBATCH_OPTIONS...] [--] SCRIPT [ARGS...]",
         help="make any batch script resumable and submit it",
         description="Write a resumable copy of SCRIPT into DIR (the prologue after its\n"
         "#!/#SBATCH header), submit it with its guard and print the first job\n"
@@ -5297,8 +5287,7 @@ USER_COMMANDS = {
     "resume": UserCommand(
         run=resume_command, split=split_resume_argv, dirs="run directories of chains to resume",
         usage="DIR [DIR...] [--max-walltime T] [--max-retries N] [--notify CMD] [--warn SIG@S] "
-        "[SBATCH_OPTIONS...]",
-        help="continue a chain that failed, stopped or broke",
+        "[SBATCH_OPTIONS...]", help="continue a chain that failed, stopped or broke",
         description="Queue one link that continues the chain in DIR: keeps its history and\n"
         "walltime, starts the retries afresh. Refuses a live or COMPLETED chain.\n"
         "SBATCH_OPTIONS replace the recorded ones of the same name for this link\n"
@@ -5363,8 +5352,7 @@ def run_user_command(argv):
             hint = "; sbatch options for every successor go after --: resumable-chain render " \
                 "DIR [OPTIONS] -- %s" % words
         raise StateError(message.replace(" (see --help)", hint + " (see --help)"))
-    run_dir, _ = options.pop("run_dir"), options.pop("command")
-    return command.run(run_dir, *rest, **options)
+    return command.run(options.pop("run_dir"), *rest, **options)
 
 
 def did_you_mean(name, names):
