@@ -1090,8 +1090,7 @@ def _job(value):
     return value is None or (isinstance(value, str) and is_job_id(value))
 
 
-def _word(value):
-    """A text that becomes a command-line word or a path: the command line cannot hold a NUL."""
+def _word(value):  # a command-line word or a path: the command line cannot hold a NUL
     return _text(value) and "\0" not in (value or "")
 
 
@@ -1146,8 +1145,7 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
     "guard": _job, "guard_error": _text, "guarded_by": _job, "dead_successors": _count,
     "node_deaths": _count, "time_limit": _limit, "budget_dir": _word, "warn": _warn_ok,
     "reserved": _count, "notify": lambda value: value is True or _word(value),
-    "next": _next_link_ok,
-    "phase": _one_of(None, "counted", "queued", "done"),
+    "next": _next_link_ok, "phase": _one_of(None, "counted", "queued", "done"),
     "time": lambda value: value is None or (type(value) in (int, float) and 0 <= value < 1e11),
 }
 EVENT_CHECKS = {"event": _one_of(*EVENTS), "job": _job, "link": _count, "reason": _text,
@@ -1199,12 +1197,11 @@ class StateStore(object):
     def corrupt(self, name, raw, expected):
         shown = raw.decode("utf-8", "backslashreplace")
         shown = shown[:60] + "..." if len(shown) > 60 else shown
-        return StateError("corrupt state file %s: content %r is not %s; %s (nothing was "
-                          "changed)" % (self.path(name), shown, expected, "fix it (resume needs "
-                                        "it; one that cannot be fixed: scancel the chain's "
-                                        "queued jobs, delete it, then submit --force starts "
-                                        "anew)" if name == JOURNAL_FILE else
-                                        "fix or delete it"))
+        advice = ("fix it (resume needs it; one that cannot be fixed: scancel the chain's queued "
+                  "jobs, delete it, then submit --force starts anew)" if name == JOURNAL_FILE
+                  else "fix or delete it")
+        return StateError("corrupt state file %s: content %r is not %s; %s (nothing was changed)"
+                          % (self.path(name), shown, expected, advice))
 
     def read_counter(self, name):
         raw = self.read_bytes(name, most=COUNTER_BYTES)
@@ -1604,10 +1601,9 @@ def foreign_write(info):
     """The write bits of an os.stat's mode that let someone else write: others', and the group's
     unless it is the owner's private group (umask 002 sites), never group 0 (some accounts' own)."""
     bits = info.st_mode & 0o022
-    if not bits & 0o020 or not info.st_gid:  # the common case: nothing to look up (no pwd)
-        return bits
-    return bits & ~0o020 if _private_group(info.st_uid, info.st_gid, int(time.time()) // 60) \
-        else bits
+    private = bits & 0o020 and info.st_gid and _private_group(  # the common case: no pwd lookup
+        info.st_uid, info.st_gid, int(time.time()) // 60)
+    return bits & ~0o020 if private else bits
 
 
 # A minute's answers: status of many chains lists the accounts once (LDAP lists everyone), and a
@@ -1904,13 +1900,12 @@ def wait_to_be_named(store, snapshot, job_id, environ, warnings, *, sleep=time.s
                                      sleep=sleep, clock=clock)
     if unnamed(snapshot, job_id, environ):
         record = snapshot.record or Record()
-        raise StateError(
-            "job %s has no predecessor, but the chain in %s %s (job %s, link %s) and does not "
-            "name it, after %d s: not starting a fresh chain over it; no work, no successor "
-            "(resumable-chain resume continues that chain; resumable-chain cancel ends it, then a "
-            "new job starts a new chain)" % (
-                job_id, store.directory, "was resumed or healed with it" if named else "goes on",
-                record.job, record.link, VIEW_WAIT_SECONDS))
+        raise StateError("job %s has no predecessor, but the chain in %s %s (job %s, link %s) "
+                         "and does not name it, after %d s: not starting a fresh chain over it; "
+                         "no work, no successor (resumable-chain resume continues that chain; "
+                         "resumable-chain cancel ends it, then a new job starts a new chain)" % (
+                             job_id, store.directory, "was resumed or healed with it" if named
+                             else "goes on", record.job, record.link, VIEW_WAIT_SECONDS))
     if waited >= 1:
         warnings.append("the run directory's view lagged (a client cache): waited %d s until "
                         "the journal named job %s" % (waited, job_id))
