@@ -1061,7 +1061,7 @@ def open_run_dir(run_dir, predecessor_id):
 
 def chain_store(directory):
     """The StateStore of a run or budget directory, able to break a lock an ended job held."""
-    return StateStore(directory, job_over=job_over)
+    return StateStore(os.fspath(directory), job_over=job_over)  # a driver's pathlib.Path, too
 
 
 def load_json(text):
@@ -2870,7 +2870,9 @@ def draw_on_budget(budget_dir, record, observation, warnings):
             own = SLURM.controller(record.job).job
             budget, seconds = reserve(budget, record.job, own.time_limit if own else None)
         store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
-    if record.action in WORK_ACTIONS and seconds is None:
+    if record.action not in WORK_ACTIONS:
+        return record, None
+    if seconds is None:
         return restate(record, "stop", "only %d s left of the shared budget in %s (cap %d s): "
                        "less than Slurm's 1-minute minimum time limit: stopping the chain"
                        % (budget_left(budget), budget_dir, budget.cap), "budget"), own
@@ -3574,8 +3576,8 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     words = [("max-retries", str(max_retries)), ("max-walltime", max_walltime and format_duration(
         max_walltime))] + [("sbatch-arg", word) for word in check_sbatch_args(sbatch_args)]
     check_warn_fits(warn, sbatch_args, max_walltime)
-    if budget_dir is not None and not os.path.isfile(os.path.join(check_path(
-            budget_dir, "budget_dir"), BUDGET_FILE)):
+    budget_dir = None if budget_dir is None else check_path(budget_dir, "budget_dir")
+    if budget_dir is not None and not os.path.isfile(os.path.join(budget_dir, BUDGET_FILE)):
         raise ValueError("no shared budget in %s: create it first with resumable-chain budget %s "
                          "--max-walltime T" % (budget_dir, shell_quote(budget_dir)))
     script = None if script is None else os.path.abspath(check_path(script, "script"))

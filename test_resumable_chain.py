@@ -705,9 +705,14 @@ def test_rendered_prologue_is_valid_quoted_bash(tmp_path, text):
 
 
 def test_a_drivers_pathlib_paths_render_as_their_text(tmp_path):
-    run_dir = tmp_path / "runs" / "a"
-    assert rc.render_prologue(run_dir, script=tmp_path / "job.sh") == rc.render_prologue(
-        str(run_dir), script=str(tmp_path / "job.sh"))
+    run_dir, budget = tmp_path / "runs" / "a", tmp_path / "budget"
+    with pytest.raises(ValueError, match="no shared budget in %s" % budget):
+        rc.render_prologue(run_dir, budget_dir=budget)
+    budget.mkdir(mode=0o700)
+    rc.set_budget(budget, 3600)
+    assert rc.budget_report(budget)["cap"] == 3600
+    assert rc.render_prologue(run_dir, script=tmp_path / "job.sh", budget_dir=budget) == \
+        rc.render_prologue(str(run_dir), script=str(tmp_path / "job.sh"), budget_dir=str(budget))
 
 
 def test_rendered_prologue_runs_this_module_by_absolute_path():
