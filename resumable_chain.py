@@ -1159,7 +1159,7 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "workdir": lambda value: _word(value) and (value is None or os.path.isabs(value)),  # sbatch cwd
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
     "guard": _job, "dead_first_jobs": _count, "node_deaths": _count,
-    "python": lambda value: _word(value) and (value is None or bool(value.strip())),
+    "python": lambda value: _word(value) and (value is None or value.split() == [value]),
 }
 
 
@@ -3568,9 +3568,9 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ValueError("run directory %s exists and is not a directory" % run_dir)
-    if not isinstance(python, str) or not python.strip() or "\0" in python:
-        raise ValueError("python must be an interpreter command such as python3, got %r"
-                         % (python,))
+    if not isinstance(python, str) or python.split() != [python] or "\0" in python:
+        raise ValueError("python must be one word, an interpreter such as python3 or its path "
+                         "(the in-job step sets its own flags), got %r" % (python,))
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     notify, warn = check_notify(notify), check_warn(warn)
     words = [("max-retries", str(max_retries)), ("max-walltime", max_walltime and format_duration(

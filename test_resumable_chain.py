@@ -736,8 +736,10 @@ def test_rendered_prologue_runs_this_module_by_absolute_path():
     ({"max_retries": True}, "max_retries"),
     ({"max_walltime": "0"}, "walltime"),
     ({"python": ""}, "python"),
+    ({"python": "python3 -u"}, "one word"),
 ], ids=["dependency", "short dependency", "array", "short array", "string args",
-        "iterator args", "negative retries", "bool retries", "zero walltime", "empty python"])
+        "iterator args", "negative retries", "bool retries", "zero walltime", "empty python",
+        "python with arguments"])
 def test_render_rejects(options, message):
     with pytest.raises(ValueError) as error:
         rc.render_prologue("runs/a", **options)
