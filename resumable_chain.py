@@ -648,7 +648,7 @@ def main(argv=None):
     except SystemExit as exit_request:  # --help and --version
         return exit_request.code if isinstance(exit_request.code, int) else 0
     except (StateError, ValueError) as error:
-        _log("error: %s" % error)
+        _log("error: %s" % str(error).replace("\n", "\\n"))  # one line, whatever a path holds
         return EXIT_USAGE
     except KeyboardInterrupt:
         _log("interrupted")
@@ -1061,7 +1061,8 @@ def open_run_dir(run_dir, predecessor_id):
 
 def chain_store(directory):
     """The StateStore of a run or budget directory, able to break a lock an ended job held."""
-    return StateStore(os.fspath(directory), job_over=job_over)  # a driver's pathlib.Path, too
+    # absolute as make_run_dir made it (rel/../run: no rel needed), a driver's pathlib.Path too
+    return StateStore(os.path.abspath(directory), job_over=job_over)
 
 
 def load_json(text):
@@ -1326,6 +1327,11 @@ class StateStore(object):
                              % (path, error.strerror or error))
 
     def write_record(self, record, durable=True):
+        try:  # never a journal its next reader refuses (a job's odd SLURM_* variables)
+            record_from_json(load_json(dump_json(record._asdict())))
+        except ValueError as error:
+            raise StateError("refusing to write the journal in %s: %s (nothing was changed)"
+                             % (self.directory, error))
         self.write_public(JOURNAL_FILE, record._asdict(), durable=durable)
 
     def append_job(self, job_id):
@@ -1711,7 +1717,9 @@ def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
     info = os.fstat(descriptor)
     problem = ("refusing %s %s: it is a %s, not a regular file (nothing was changed)" % (
         what, path, "directory" if stat.S_ISDIR(info.st_mode) else "special file")
-        if not stat.S_ISREG(info.st_mode) else owned and owner_problem(info, path, what))
+        if not stat.S_ISREG(info.st_mode) else "refusing %s %s: it has %d hard links, and writing "
+        "it would change a file elsewhere (nothing was changed)" % (what, path, info.st_nlink)
+        if flags & os.O_APPEND and info.st_nlink > 1 else owned and owner_problem(info, path, what))
     if problem:
         os.close(descriptor)
         raise Refused(problem)
@@ -1869,7 +1877,7 @@ def make_run_dir(run_dir, what="run directory"):
             os.chmod(directory, 0o755 & ~umask)
     except OSError as error:
         raise StateError("cannot create %s %s: %s" % (what, run_dir, error.strerror or error))
-    check_owned_dir(run_dir, what)
+    check_owned_dir(os.path.abspath(run_dir), what)  # what was made, as every later use reads it
     return created
 
 
@@ -2902,8 +2910,8 @@ def set_budget(budget_dir, cap):
         try:
             budget = store.read_budget()._replace(cap=cap)
         except StateError:
-            if os.path.exists(store.path(BUDGET_FILE)):
-                raise  # corrupt: never silently reset what was used
+            if os.path.lexists(store.path(BUDGET_FILE)):
+                raise  # corrupt (a dangling symlink too): never silently reset what was used
             budget = Budget(cap, 0, {}, {}, current_cluster())
         store.write_text(BUDGET_FILE, dump_json(budget._asdict()) + "\n")
     return budget_report(budget_dir)

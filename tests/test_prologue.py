@@ -1232,3 +1232,18 @@ def test_the_work_is_told_the_time_limit_the_link_really_has(cluster, run_dir, o
     assert first["RESUMABLE_CHAIN_TIME_LIMIT"] == told
     assert first["RESUMABLE_CHAIN_END"] == str(start + min(own_limit, 300))
     assert (said in result.stderr) if said else "lowered" not in result.stderr
+
+
+@pytest.mark.parametrize("variable,value", [("SLURM_SUBMIT_DIR", "relative/dir"),
+                                            ("SLURM_ARRAY_TASK_ID", "1-3")],
+                         ids=["a relative submit directory", "a range for a task ID"])
+def test_a_link_whose_slurm_variables_its_journal_cannot_hold_queues_nothing(cluster, run_dir,
+                                                                             variable, value):
+    """Slurm never sets these, but a job's environment is the user's: the journal is checked as
+    it is written, as it is read, so no link queues a successor its own journal then disowns."""
+    script = cluster.write_script(run_dir)
+    result = cluster.run_link(script, 100, **{variable: value})
+    assert result.returncode == 2, result.stderr
+    assert "refusing to write the journal" in result.stderr and "Traceback" not in result.stderr
+    assert cluster.calls("sbatch") == [] and cluster.work_done() == []
+    assert not os.path.exists(os.path.join(run_dir, rc.JOURNAL_FILE))

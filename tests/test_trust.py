@@ -959,3 +959,60 @@ def test_status_of_many_chains_lists_the_accounts_once_not_once_per_chain(tmp_pa
     finally:
         resumable_chain._private_group.cache_clear()  # the faked list must not outlive the test
     assert listed == [1]
+
+
+@pytest.mark.parametrize("name", [".gym_job_chain", ".resumable_chain.guard.log"])
+def test_a_state_file_with_a_second_name_is_never_appended_to_or_emptied(tmp_path, name):
+    # Attack trial: a hard link planted while the directory was open (to a file of the owner's
+    # that others may write): the guard log's emptying truncated the file elsewhere.
+    import resumable_chain
+    run_dir, elsewhere = tmp_path / "run", tmp_path / "shared.txt"
+    run_dir.mkdir()
+    elsewhere.write_text("precious\n")
+    os.chmod(str(elsewhere), 0o666 if name.endswith(".log") else 0o644)
+    os.link(str(elsewhere), str(run_dir / name))
+    store = resumable_chain.chain_store(str(run_dir))
+    if name.endswith(".log"):
+        resumable_chain.own_guard_log(str(run_dir))  # it suppresses what it refuses
+    else:
+        with store.locked(), pytest.raises(resumable_chain.Refused, match="2 hard links"):
+            store.append_job("100")
+    assert elsewhere.read_text() == "precious\n"
+
+
+def test_a_budget_whose_file_is_a_dangling_symlink_is_never_reset(tmp_path, monkeypatch):
+    # Attack trial: set_budget took a budget file it could not read but that did not exist by
+    # os.path.exists (a dangling symlink) as no budget, and wrote a fresh one: used time lost.
+    import resumable_chain
+    monkeypatch.setenv("PATH", "/nonexistent")  # a fresh budget would ask Slurm its cluster
+    budget = tmp_path / "budget"
+    budget.mkdir()
+    planted = budget / resumable_chain.BUDGET_FILE
+    os.symlink(str(tmp_path / "gone" / "budget.json"), str(planted))
+    with pytest.raises(resumable_chain.StateError, match="symlink"):
+        resumable_chain.set_budget(str(budget), 3600)
+    assert os.path.islink(str(planted)) and not os.path.exists(str(tmp_path / "gone"))
+
+
+@pytest.mark.parametrize("argv", [["render", "rel/../run"], ["budget", "rel/../run",
+                                                              "--max-walltime", "1:00:00"]])
+def test_a_path_through_a_missing_directory_and_dotdot_makes_only_what_it_names(
+        tmp_path, monkeypatch, capsys, argv):
+    # Attack trial: the directory was made by its absolute path (no rel needed), then checked by
+    # the raw one (rel missing): an error, and a directory left behind.
+    import resumable_chain
+    monkeypatch.chdir(str(tmp_path))
+    monkeypatch.setattr(resumable_chain, "current_cluster", lambda *args: "local")
+    assert resumable_chain.main(argv) == 0, capsys.readouterr().err
+    assert os.listdir(str(tmp_path)) == ["run"]
+
+
+def test_an_error_is_one_line_whatever_the_path_holds(tmp_path, monkeypatch, capsys):
+    import resumable_chain
+    monkeypatch.setenv("PATH", "/nonexistent")
+    run_dir = tmp_path / "nl\nresumable-chain: error: FORGED"
+    run_dir.mkdir()
+    for command in ("status", "cancel", "resume"):
+        assert resumable_chain.main([command, str(run_dir)]) in (1, 2)
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("resumable-chain: error: "), err
