@@ -3123,7 +3123,7 @@ def warn_command(warn, end, shell, sleep=time.sleep, clock=time.time):
         sent = signal_work(shell, signum)
         if sent or not late or clock() + 1 >= end:
             _log(("SIG%s sent %d s before the link ends to pids " + " ".join(map(str, sent))
-                  if sent else "SIG%s not sent %d s before the link ends: no process of the work "
+                  if sent else "SIG%s not sent (the link ends in %d s): no process of the work "
                   "catches it (nor traps it: a shell with an EXIT trap catches every signal)") % (
                       warn.partition("@")[0], end - int(clock())))
             return 0
@@ -4415,8 +4415,12 @@ def _submit_again(submitted, run_dir):
     for name in ("budget_dir", "notify", "warn"):  # notify: a 0.5 record's (now NOTIFY_FILE)
         if submitted.get(name) and isinstance(submitted[name], str):
             words += ["--" + name.replace("_", "-"), submitted[name]]
-    words += list(submitted.get("sbatch_args") or [])
-    words += ["--", submitted["original"]] + list(submitted.get("script_args") or [])
+    args = list(submitted.get("sbatch_args") or [])
+    task = option_value(args, "--array")  # a sweep's task: submitted again as its sweep's
+    if task:  # whose task's jobs are named <task>_<name>
+        words[2], named = os.path.dirname(run_dir), "--job-name=%s_" % task
+        args = ["--job-name=" + arg[len(named):] if arg.startswith(named) else arg for arg in args]
+    words += args + ["--", submitted["original"]] + list(submitted.get("script_args") or [])
     cd = "cd %s && " % shell_quote(submitted["workdir"]) if submitted.get("workdir") else ""
     return "its first job never ran: " + cd + " ".join(shell_quote(word) for word in words)
 

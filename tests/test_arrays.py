@@ -433,3 +433,13 @@ def test_a_sweep_whose_sbatch_fails_says_which_tasks_were_submitted(
                    "specified", sbatch_link_error_from=1000 + failing - 1)  # task 2's: job 1001
     status, _, err = submit_sweep(cluster, tmp_path, capsys, monkeypatch, "--array=0,2,5")[1]
     assert status != 0 and words in err, err
+
+
+def test_a_sweep_tasks_first_job_that_never_ran_is_submitted_again_by_its_sweep():
+    # New-user trial: status' next line named the task's directory, where submit refused it
+    # ("run directory runs/o8/0/0 is inside the chain in runs/o8/0").
+    submitted = {"original": "/x/ok.sbatch", "max_retries": 3, "sbatch_args": [
+        "--job-name=0_o8", "--chdir=/r/runs/o8/0", "-p", "debug", "--array=0"]}
+    words = rc._submit_again(submitted, "/r/runs/o8/0").split()
+    assert words[words.index("submit") + 1] == "/r/runs/o8"
+    assert "--job-name=o8" in words and "--array=0" in words and "--chdir=/r/runs/o8/0" in words
