@@ -764,6 +764,8 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
     _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
     task = os.environ.get("SLURM_ARRAY_TASK_ID")  # an array task's links: one-task arrays
+    if task is not None and not is_digits(task, 9):
+        raise StateError("malformed SLURM_ARRAY_TASK_ID %r: not a task ID; nothing done" % task)
     sbatch_args = chain_sbatch_args(sbatch_args) + (["--array=" + task] if task else [])
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
                          os.environ.get("SLURM_SUBMIT_DIR") or os.getcwd())  # every link's
@@ -1466,13 +1468,19 @@ class StateStore(object):
             return Holder(None, None, None, None, None, None)
 
     def _drop_held(self, held, token):
-        holder = self._read_holder(held)
-        if holder is not None and holder.token == token:
-            try:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(held)
-            except OSError as error:
-                raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
+        """Remove the ``.held`` lock file holding ``token``. Renamed aside before it is read: one
+        another writer made meanwhile (it broke the same stale lock first) is put back, not lost."""
+        aside = "%s.%s" % (held, os.urandom(8).hex())
+        try:
+            os.rename(held, aside)
+            if getattr(self._read_holder(aside), "token", None) != token:
+                with contextlib.suppress(FileExistsError):
+                    os.link(aside, held)
+            os.unlink(aside)
+        except FileNotFoundError:
+            pass
+        except OSError as error:
+            raise StateError("cannot remove lock file %s: %s" % (held, error.strerror))
 
     def _replaced(self, name, path, held, descriptor, kernel):
         """Replace a lock file others may hold a shared lockf on (readable by them, or another
@@ -1588,7 +1596,7 @@ def check_owned_dir(path, what="run directory"):
 
 def owner_problem(info, path, what):
     """Why the caller may not act on ``path`` (``info``: its stat) or None, as ssh's StrictModes."""
-    mode, bits = stat.S_IMODE(info.st_mode), foreign_write(info)
+    mode, bits = stat.S_IMODE(info.st_mode), foreign_write(info, path)
     if info.st_uid != os.geteuid():
         return ("refusing to act on %s %s: it belongs to %s (uid %d, mode %04o), not to you; only "
                 "a chain's owner may change it (status only reads it): %s" % (
@@ -1603,13 +1611,22 @@ def owner_problem(info, path, what):
     return None
 
 
-def foreign_write(info):
+def foreign_write(info, path):
     """The write bits of an os.stat's mode that let someone else write: others', and the group's
-    unless it is the owner's private group (umask 002 sites), never group 0 (some accounts' own)."""
+    unless it is the owner's private group (umask 002 sites), never group 0 (some accounts' own),
+    nor with an ACL (its mask is the group bits: a named user's entry may write)."""
     bits = info.st_mode & 0o022
     private = bits & 0o020 and info.st_gid and _private_group(  # the common case: no pwd lookup
-        info.st_uid, info.st_gid, int(time.time()) // 60)
+        info.st_uid, info.st_gid, int(time.time()) // 60) and not _has_acl(path)
     return bits & ~0o020 if private else bits
+
+
+def _has_acl(path):
+    try:
+        os.getxattr(path, "system.posix_acl_access")
+    except OSError as error:  # none, or none possible here
+        return error.errno not in (errno.ENODATA, errno.EOPNOTSUPP)
+    return True
 
 
 # A minute's answers: status of many chains lists the accounts once (LDAP lists everyone), and a
@@ -1629,34 +1646,51 @@ def _private_group(uid, gid, minute):
 
 def unsafe_path(path, what="run directory"):
     """Why someone else could swap ``path`` for a directory of theirs between two steps, or None:
-    as ssh's StrictModes (docs/trust-model.md)."""
+    as ssh's StrictModes (docs/trust-model.md), over every directory and symlink on its way."""
     trusted = (0, os.geteuid())
-    parts = os.path.abspath(path).split(os.sep)[1:]
-    walked = [os.sep + os.sep.join(parts[:end]) for end in range(1, len(parts) + 1)]
-    ancestors, real = set(os.path.dirname(one) for one in walked), os.path.realpath(path)
-    while real != os.path.dirname(real):  # the directories the path really goes through
-        real = os.path.dirname(real)
-        ancestors.add(real)
-    for directory in sorted(ancestors) + walked:
-        try:
-            info = os.lstat(directory)
-        except OSError:
-            continue  # not there yet (make_run_dir creates it) or not ours to see: the next says
-        if info.st_uid not in trusted and (stat.S_ISLNK(info.st_mode) or directory in ancestors):
+    for entry, info, holds in path_walk(path):
+        if info.st_uid not in trusted:
             return ("refusing to act on %s %s: %s %s belongs to %s (uid %d), who could swap it "
                     "for another; use a path through directories only you and root own"
-                    % (what, path, "the symlink" if stat.S_ISLNK(info.st_mode) else
-                       "the directory", directory, uid_name(info.st_uid), info.st_uid))
-        if directory in ancestors and stat.S_ISDIR(info.st_mode) and \
-                not info.st_mode & stat.S_ISVTX and foreign_write(info):
-            quoted = shell_quote(directory)
+                    % (what, path, "the directory" if holds else "the symlink", entry,
+                       uid_name(info.st_uid), info.st_uid))
+        if holds and not info.st_mode & stat.S_ISVTX and foreign_write(info, entry):
+            quoted = shell_quote(entry)
             fix = ("run chmod +t %s (or chmod go-w %s)" % (quoted, quoted)
                    if info.st_uid == os.geteuid() else "ask its owner to run chmod +t " + quoted)
             return ("refusing to act on %s %s: %s (mode %04o) lets others rename what is in it "
                     "(no sticky bit), so they could swap the run directory for one of theirs; "
                     "%s, or use a run directory below ones only you can write"
-                    % (what, path, directory, stat.S_IMODE(info.st_mode), fix))
+                    % (what, path, entry, stat.S_IMODE(info.st_mode), fix))
     return None
+
+
+def path_walk(path):
+    """(path, lstat, True) of each directory the kernel looks a name up in on its way to ``path``
+    and (path, lstat, False) of each symlink it follows there (a symlink in a symlink's target
+    too), as far as the path exists."""
+    names, directory, held, walked = os.path.abspath(path).split(os.sep)[1:], os.sep, None, []
+    while names and len(walked) < 1000:  # a symlink loop: the kernel's ELOOP says it
+        name = names.pop(0)
+        if name == "..":
+            directory, held = os.path.dirname(directory), None
+        if name in ("", ".", ".."):
+            continue
+        entry = os.path.join(directory, name)
+        try:
+            held, info = held or os.lstat(directory), os.lstat(entry)
+            target = os.readlink(entry) if stat.S_ISLNK(info.st_mode) else None
+        except OSError:
+            break  # not there yet (make_run_dir creates it) or not ours to see: the next says
+        walked.append((directory, held, True))
+        if target is None:
+            directory, held = entry, info
+            continue
+        walked.append((entry, info, False))
+        names[:0] = target.split(os.sep)
+        if target.startswith(os.sep):
+            directory, held = os.sep, None
+    return walked
 
 
 def lock_kind(directory, environ=os.environ, mounts=None):
@@ -2571,7 +2605,7 @@ def own_guard_log(run_dir):
                                    | os.O_CREAT, mode=0o644, what="guard log", owned=False)
         try:
             info = os.fstat(descriptor)
-            if info.st_uid == os.geteuid() and foreign_write(info):
+            if info.st_uid == os.geteuid() and foreign_write(info, descriptor):
                 os.ftruncate(descriptor, 0)
                 os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
         finally:
@@ -2729,7 +2763,7 @@ def link_exports(record, run_dir, end=None):
 def array_task_id(job_id, environ):
     """What a link's successor waits for: its job ID, or ``<array>_<task>`` (docs/arrays.md)."""
     if environ.get("SLURM_ARRAY_JOB_ID") == job_id and environ.get(
-            "SLURM_ARRAY_TASK_COUNT", "1") != "1":
+            "SLURM_ARRAY_TASK_COUNT", "1") != "1" and environ.get("SLURM_ARRAY_TASK_ID"):
         return "%s_%s" % (job_id, environ["SLURM_ARRAY_TASK_ID"])
     return job_id
 
@@ -4060,7 +4094,7 @@ def unreadable_status(run_dir, error):
 def guards_that_ran(store):
     """[(guard, job it guarded, what it did)], oldest first, from GUARD_LOG's last MiB or []."""
     try:
-        if foreign_write(os.stat(store.path(GUARD_LOG))):
+        if foreign_write(os.stat(store.path(GUARD_LOG)), store.path(GUARD_LOG)):
             return []  # others could have written its lines (own_guard_log): not the guards'
         text = store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b""
     except (StateError, OSError):  # none yet, or not readable

@@ -1234,16 +1234,27 @@ def test_the_work_is_told_the_time_limit_the_link_really_has(cluster, run_dir, o
     assert (said in result.stderr) if said else "lowered" not in result.stderr
 
 
-@pytest.mark.parametrize("variable,value", [("SLURM_SUBMIT_DIR", "relative/dir"),
-                                            ("SLURM_ARRAY_TASK_ID", "1-3")],
-                         ids=["a relative submit directory", "a range for a task ID"])
-def test_a_link_whose_slurm_variables_its_journal_cannot_hold_queues_nothing(cluster, run_dir,
-                                                                             variable, value):
-    """Slurm never sets these, but a job's environment is the user's: the journal is checked as
-    it is written, as it is read, so no link queues a successor its own journal then disowns."""
+@pytest.mark.parametrize("variables,said", [
+    ({"SLURM_SUBMIT_DIR": "relative/dir"}, "refusing to write the journal"),
+    ({"SLURM_ARRAY_TASK_ID": "1-3"}, "malformed SLURM_ARRAY_TASK_ID"),
+    ({"SLURM_ARRAY_TASK_ID": "1,afterok:4242"}, "malformed SLURM_ARRAY_TASK_ID"),
+], ids=["a relative submit directory", "a range for a task ID", "a dependency in a task ID"])
+def test_a_link_whose_slurm_variables_no_journal_can_hold_queues_nothing(cluster, run_dir,
+                                                                         variables, said):
+    """Slurm never sets these, but a job's environment is the user's: what comes from it is
+    checked as what comes from a state file (the journal as written, as read), so no link queues
+    a successor its own journal then disowns, or one with a dependency of the environment's."""
     script = cluster.write_script(run_dir)
-    result = cluster.run_link(script, 100, **{variable: value})
+    result = cluster.run_link(script, 100, **variables)
     assert result.returncode == 2, result.stderr
-    assert "refusing to write the journal" in result.stderr and "Traceback" not in result.stderr
+    assert said in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert cluster.calls("sbatch") == [] and cluster.work_done() == []
     assert not os.path.exists(os.path.join(run_dir, rc.JOURNAL_FILE))
+
+
+def test_an_array_job_without_a_task_id_is_a_plain_job(cluster, run_dir):
+    script = cluster.write_script(run_dir)
+    result = cluster.run_link(script, 100, SLURM_ARRAY_JOB_ID="100", SLURM_ARRAY_TASK_COUNT="2")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    [call] = cluster.calls("sbatch")
+    assert "--dependency=afternotok:100" in call["argv"]

@@ -936,7 +936,7 @@ def test_a_private_group_that_is_another_accounts_primary_group_is_not_private(t
     assert pwd.getpwnam("rcupg2").pw_gid == owner.pw_gid  # rcupg2 can write the directory
     import resumable_chain
     resumable_chain._private_group.cache_clear()  # as a new process: no earlier answer
-    assert resumable_chain.foreign_write(os.stat(str(run_dir))) == 0o020
+    assert resumable_chain.foreign_write(os.stat(str(run_dir)), str(run_dir)) == 0o020
 
 
 def test_status_of_many_chains_lists_the_accounts_once_not_once_per_chain(tmp_path, monkeypatch):
@@ -955,7 +955,7 @@ def test_status_of_many_chains_lists_the_accounts_once_not_once_per_chain(tmp_pa
             run_dir.mkdir()
             os.chown(str(run_dir), owner.pw_uid, owner.pw_gid)
             os.chmod(str(run_dir), 0o775)
-            assert resumable_chain.foreign_write(os.stat(str(run_dir))) == 0  # private group's
+            assert resumable_chain.foreign_write(os.stat(str(run_dir)), str(run_dir)) == 0  # private
     finally:
         resumable_chain._private_group.cache_clear()  # the faked list must not outlive the test
     assert listed == [1]
@@ -1016,3 +1016,70 @@ def test_an_error_is_one_line_whatever_the_path_holds(tmp_path, monkeypatch, cap
         assert resumable_chain.main([command, str(run_dir)]) in (1, 2)
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("resumable-chain: error: "), err
+
+
+def test_a_private_groups_write_bit_that_is_an_acls_mask_is_not_private(tmp_path):
+    # Attack trial: with an ACL the group bits are its mask, and user:<someone>:rwx made a
+    # directory 0775 that the owner's private group rule took as the owner's alone.
+    import struct
+    import resumable_chain
+    if subprocess.run(["getent", "passwd", "rcacl1"], stdout=subprocess.DEVNULL).returncode:
+        subprocess.run(["useradd", "-M", "-s", "/bin/sh", "-U", "rcacl1"], check=True)
+    owner = pwd.getpwnam("rcacl1")
+    run_dir = str(tmp_path / "a")
+    os.mkdir(run_dir)
+    os.chown(run_dir, owner.pw_uid, owner.pw_gid)
+    os.chmod(run_dir, 0o775)
+    resumable_chain._private_group.cache_clear()
+    assert resumable_chain.foreign_write(os.stat(run_dir), run_dir) == 0  # the private group's
+    entries = [(0x01, 7, 0xFFFFFFFF), (0x02, 7, 54321), (0x04, 5, 0xFFFFFFFF),
+               (0x10, 7, 0xFFFFFFFF), (0x20, 5, 0xFFFFFFFF)]  # user::rwx user:54321:rwx ...
+    try:
+        os.setxattr(run_dir, "system.posix_acl_access", struct.pack("<I", 2) + b"".join(
+            struct.pack("<HHI", *entry) for entry in entries))
+    except OSError as error:
+        pytest.skip("no POSIX ACLs on %s: %s" % (tmp_path, error))
+    assert stat.S_IMODE(os.stat(run_dir).st_mode) == 0o775
+    assert resumable_chain.foreign_write(os.stat(run_dir), run_dir) == 0o020
+
+
+def test_a_symlink_of_someone_elses_inside_a_symlinks_target_is_refused(tmp_path):
+    # Attack trial: home/via -> shared/link/run, shared/link -> home (a colleague's symlink): the
+    # path's own parts and its real path are all the owner's, the colleague's symlink between.
+    import resumable_chain
+    if subprocess.run(["getent", "passwd", "rcupg1"], stdout=subprocess.DEVNULL).returncode:
+        subprocess.run(["useradd", "-M", "-s", "/bin/sh", "-U", "rcupg1"], check=True)
+    home, shared = tmp_path / "home", tmp_path / "shared"
+    (home / "run").mkdir(parents=True)
+    shared.mkdir()
+    os.chmod(str(shared), 0o1777)
+    os.symlink(str(home), str(shared / "link"))
+    os.lchown(str(shared / "link"), pwd.getpwnam("rcupg1").pw_uid, -1)
+    os.symlink(str(shared / "link" / "run"), str(home / "via"))
+    assert resumable_chain.unsafe_path(str(home / "run")) is None
+    assert "the symlink %s belongs to rcupg1" % (shared / "link") in resumable_chain.unsafe_path(
+        str(home / "via"))
+
+
+def test_a_stale_lock_broken_twice_at_once_leaves_the_second_breakers_lock(tmp_path,
+                                                                           monkeypatch):
+    # Attack trial: A and B judged one .held stale; B broke it and made its own between A's
+    # look at the holder and A's unlink, which then removed B's: two writers at once.
+    import resumable_chain as rc
+    store = rc.chain_store(str(tmp_path))
+    held = store.path(rc.LOCK_FILE + rc.HELD_SUFFIX)
+    stale = rc.Holder(None, None, "elsewhere", 1, 0, "stale")
+    rc._create_held(held, stale)
+    read, acted = store._read_holder, []
+
+    def read_then_b_acts(path):
+        holder = read(path)
+        if not acted:  # B, in A's window: breaks the stale lock if still there, takes its own
+            acted.append(1)
+            if getattr(read(held), "token", None) == "stale":
+                os.unlink(held)
+            rc._create_held(held, stale._replace(host=os.uname().nodename, token="B's"))
+        return holder
+    monkeypatch.setattr(store, "_read_holder", read_then_b_acts)
+    store._drop_held(held, "stale")  # A
+    assert read(held).token == "B's"
