@@ -119,6 +119,11 @@ CHAIN_DEPTH = 3  # levels below a status PARENT searched for chains (runs/sweep/
 QUERY_CHUNK = 2000  # job IDs per sacct or squeue of a status (an argument of ~20 KiB)
 JOBS_PER_TASK = 3  # a sweep task's jobs queued at once: link, successor, successor's guard
 JOB_LIMIT_REFUSAL = "Job violates accounting/QOS policy"  # sbatch's words (slurm_errno.c)
+# and its words for options no retry fixes: a guard's sbatch of the same options fails the same
+REFUSED_OPTIONS = ("Invalid partition name", "Invalid account", "Invalid qos", "Invalid wckey",
+                   "Invalid generic resource", "Invalid feature", "Invalid node name",
+                   "Requested node configuration is not available", "Requested time limit is")
+UNLIMITED_END = 365 * 24 * 3600  # Slurm's end of a job without a time limit: start + a year
 RETRY_DELAYS = (10, 20, 40, 60)  # seconds between a guard's tries of sbatch, then every 60 s
 SHELLS = frozenset(("bash", "sh", "dash", "ksh", "mksh", "zsh"))  # warned only if they trap it
 # bash catches these (with every signal that would kill it) only to run an EXIT trap, then dies
@@ -2052,9 +2057,9 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
         given = script_directives(split_batch_script(text)[0]) + list(next_link.sbatch_args)
         if not (option_value(given, "--time") or os.environ.get("SBATCH_TIMELIMIT")):
             warnings.append("WARNING: no --time in %s or in the prologue's sbatch options: the "
-                            "successors get the partition's default time limit, not this job's "
-                            "(a --time given to sbatch on its command line is this job's alone)"
-                            % next_link.script)
+                            "successors get the partition's default time limit (none, if it has "
+                            "no DefaultTime), not this job's (a --time given to sbatch on its "
+                            "command line is this job's alone)" % next_link.script)
     return snapshot
 
 
@@ -2481,7 +2486,8 @@ def job_start_and_limit(environ):
     """(start, time limit) in seconds of SLURM_JOB_START_TIME/_END_TIME (23.02+) or (None, None)."""
     start, end = environ.get("SLURM_JOB_START_TIME", ""), environ.get("SLURM_JOB_END_TIME", "")
     if is_digits(start) and is_digits(end):
-        return int(start), int(end) - int(start) if int(end) > int(start) else None
+        limit = int(end) - int(start)
+        return int(start), limit if 0 < limit != UNLIMITED_END else None
     return None, None
 
 
@@ -4279,7 +4285,8 @@ def _nothing_continues(record, rows, chain):
     if record.action not in WORK_ACTIONS or chain.cancelled or link is None or \
             base_state(link["state"]) not in LIVE_STATES - {"PENDING"}:
         return None
-    if not record.successor and not record.guarded_by:  # a guard queues it when the link ends
+    refused = any(words in (record.successor_error or "") for words in REFUSED_OPTIONS)
+    if not record.successor and (refused or not record.guarded_by):  # else its guard queues it
         return "no successor is queued (%s)" % (
             record.successor_error or "its prologue has not queued one yet")
     successor = next((row for row in rows if row["job"] == record.successor), None)
@@ -4775,6 +4782,11 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         _check_copy_is_current(chain.submitted, next_link.script)
         record = _resumed_record(snapshot, chain.record, counted, state, options)._replace(
             cluster=chain.record.cluster, next=next_link._asdict())
+        left = record.budget_dir and budget_report(record.budget_dir)["left"]
+        if record.budget_dir and left < MIN_TIME_LIMIT:  # its link would stop at once
+            raise StateError("the shared budget in %s has %d s left: raise its cap first "
+                             "(resumable-chain budget %s --max-walltime T)" % (
+                                 record.budget_dir, left, shell_quote(record.budget_dir)))
         try:  # the script's #SBATCH --time limits the links too (as submit reads it)
             header = read_batch_script(next_link.script)[0]
         except StateError:

@@ -1118,6 +1118,25 @@ def test_chains_sharing_a_budget_never_exceed_it(cluster, tmp_path, capsys, monk
     assert (report["used"], report["reserved"]) == (total, 0)
 
 
+def test_resume_of_a_chain_its_shared_budget_stopped_asks_for_a_larger_cap_first(
+        cluster, tmp_path, capsys, monkeypatch):
+    # New-user trial: resume queued a link that stopped at once (as max_walltime's is refused)
+    budget_dir, script = one_chain_on_a_budget(cluster, tmp_path, capsys, monkeypatch, "2")
+    cluster.set_job(100, time_limit="2")
+    assert cluster.run_link(script, 100).returncode == 0
+    cluster.finish(100, "TIMEOUT", 120)
+    [successor] = cluster.pending()
+    assert "shared budget" in cluster.run_link(script, successor, predecessor=100).stderr
+    cluster.finish(successor, "COMPLETED", 1)
+    run_dir, jobs = str(tmp_path / "a"), len(cluster.load()["jobs"])
+    status, _, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
+    assert status == 2 and err.count("\n") == 1, err
+    assert "the shared budget in %s has 0 s left: raise its cap first" % budget_dir in err
+    assert len(cluster.load()["jobs"]) == jobs
+    make_budget(cluster, capsys, monkeypatch, budget_dir, "5")
+    assert run_cli(cluster, capsys, monkeypatch, "resume", run_dir)[0] == 0
+
+
 def one_chain_on_a_budget(cluster, tmp_path, capsys, monkeypatch, minutes="10"):
     """A shared budget in tmp_path/b and one chain "a" drawing on it: (budget dir, script)."""
     budget_dir = str(tmp_path / "b")
@@ -1618,17 +1637,21 @@ def test_a_running_link_whose_successor_was_cancelled_says_nothing_would_continu
     assert "next: if it ends before its work is done, %s resume" % BY_PATH in out
 
 
+@pytest.mark.parametrize("failing, error", [
+    ("sbatch_error", "Socket timed out on send/recv operation"),
+    ("sbatch_link_error", "Invalid partition name specified"),  # its guard was queued
+], ids=["an outage: nothing queued", "options sbatch refuses: its guard would fail the same"])
 def test_a_running_link_whose_sbatch_failed_says_nothing_would_continue(cluster, run_dir, capsys,
-                                                                        monkeypatch):
-    cluster.update(sbatch_error="Batch job submission failed: Socket timed out on send/recv "
-                                "operation")
+                                                                        monkeypatch, failing,
+                                                                        error):
+    cluster.update(**{failing: "Batch job submission failed: " + error})
     script = cluster.write_script(run_dir)
     assert cluster.run_link(script, 100).returncode == 0  # works without a successor
-    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json",
-                                "--check")[1])
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json", "--check")
+    report = json.loads(out)
     assert report["would_not_continue"] == (
-        "no successor is queued (sbatch: error: Batch job submission failed: Socket timed out on "
-        "send/recv operation)")
+        "no successor is queued (sbatch: error: Batch job submission failed: %s)" % error)
+    assert status == 1
 
 
 def test_status_asks_slurm_about_thousands_of_jobs_in_arguments_the_kernel_accepts(

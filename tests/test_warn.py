@@ -70,6 +70,10 @@ def test_the_caps_a_link_is_lowered_to(record, caps):
 @pytest.mark.parametrize("environ, expected", [
     ({"SLURM_JOB_START_TIME": "1000", "SLURM_JOB_END_TIME": "1600"}, (1000, 600)),
     ({}, (None, None)),  # before 23.02: fit_own_limit asks the controller if it must
+    # no time limit (UNLIMITED): Slurm ends it a year after its start (job_mgr.c), and the work
+    # is told no end (a new-user trial on 26.05 saw RESUMABLE_CHAIN_END a year on)
+    ({"SLURM_JOB_START_TIME": "1000", "SLURM_JOB_END_TIME": str(1000 + 365 * 86400)},
+     (1000, None)),
 ])
 def test_the_start_and_limit_come_from_slurms_variables(environ, expected):
     assert rc.job_start_and_limit(environ) == expected
