@@ -769,7 +769,7 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
     _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
     task = os.environ.get("SLURM_ARRAY_TASK_ID")  # an array task's links: one-task arrays
-    if task is not None and not is_digits(task, 9):
+    if task and not is_digits(task, 9):
         raise StateError("malformed SLURM_ARRAY_TASK_ID %r: not a task ID; nothing done" % task)
     sbatch_args = chain_sbatch_args(sbatch_args) + (["--array=" + task] if task else [])
     next_link = NextLink(script, sbatch_args, script_args, os.environ.get("SLURM_JOB_NAME"),
@@ -1167,7 +1167,8 @@ SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECK
     "workdir": lambda value: _word(value) and (value is None or os.path.isabs(value)),  # sbatch cwd
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
     "guard": _job, "dead_first_jobs": _count, "node_deaths": _count,
-    "python": lambda value: _word(value) and (value is None or value.split() == [value]),
+    "python": lambda value: _word(value) and (value is None or value.split() == [value]
+                                              or os.sep in value),
 }
 
 
@@ -1346,10 +1347,14 @@ class StateStore(object):
         try:
             descriptor = open_own_file(self.path(CHAIN_FILE), os.O_RDWR | os.O_APPEND)
             try:
-                size = os.fstat(descriptor).st_size
-                newline = size and os.pread(descriptor, 1, size - 1) != b"\n"
+                info = os.fstat(descriptor)
+                newline = info.st_size and os.pread(descriptor, 1, info.st_size - 1) != b"\n"
+                line = ("\n" if newline else "").encode() + job_id.encode() + b"\n"
+                if info.st_nlink > 1:  # a second name (cp -al, or planted) keeps what it holds
+                    return self.write_text(CHAIN_FILE, (os.pread(
+                        descriptor, info.st_size, 0) + line).decode("utf-8", "surrogateescape"))
                 _checkpoint()
-                os.write(descriptor, ("\n" if newline else "").encode() + job_id.encode() + b"\n")
+                os.write(descriptor, line)
                 os.fsync(descriptor)
             finally:
                 os.close(descriptor)
@@ -1473,8 +1478,10 @@ class StateStore(object):
             return Holder(None, None, None, None, None, None)
 
     def _drop_held(self, held, token):
-        """Remove the ``.held`` lock file holding ``token``. Renamed aside before it is read: one
-        another writer made meanwhile (it broke the same stale lock first) is put back, not lost."""
+        """Remove the ``.held`` lock file holding ``token``: renamed aside and read again first, so
+        one another writer made meanwhile (it broke the same stale lock first) is put back."""
+        if getattr(self._read_holder(held), "token", None) != token:
+            return
         aside = "%s.%s" % (held, os.urandom(8).hex())
         try:
             os.rename(held, aside)
@@ -1683,11 +1690,12 @@ def path_walk(path):
             continue
         entry = os.path.join(directory, name)
         try:
-            held, info = held or os.lstat(directory), os.lstat(entry)
+            held = held or os.lstat(directory)
+            walked.append((directory, held, True))  # a missing entry's too: make_run_dir's
+            info = os.lstat(entry)
             target = os.readlink(entry) if stat.S_ISLNK(info.st_mode) else None
         except OSError:
             break  # not there yet (make_run_dir creates it) or not ours to see: the next says
-        walked.append((directory, held, True))
         if target is None:
             directory, held = entry, info
             continue
@@ -1756,9 +1764,7 @@ def open_own_file(path, flags, mode=0o644, what="state file", owned=True):
     info = os.fstat(descriptor)
     problem = ("refusing %s %s: it is a %s, not a regular file (nothing was changed)" % (
         what, path, "directory" if stat.S_ISDIR(info.st_mode) else "special file")
-        if not stat.S_ISREG(info.st_mode) else "refusing %s %s: it has %d hard links, and writing "
-        "it would change a file elsewhere (nothing was changed)" % (what, path, info.st_nlink)
-        if flags & os.O_APPEND and info.st_nlink > 1 else owned and owner_problem(info, path, what))
+        if not stat.S_ISREG(info.st_mode) else owned and owner_problem(info, path, what))
     if problem:
         os.close(descriptor)
         raise Refused(problem)
@@ -2605,13 +2611,18 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
 
 def own_guard_log(run_dir):
     """Make GUARD_LOG before Slurm does, with the job's umask (0664 under umask 002: the group
-    could write lines status shows as the guard's); one left group-writable is emptied."""
+    could write lines status shows as the guard's); one left group-writable is emptied, or if it
+    has a second name (a hard link: cp -al, or planted), replaced (that name keeps its content)."""
+    path = os.path.join(run_dir, GUARD_LOG)
     with contextlib.suppress(StateError, OSError):
-        descriptor = open_own_file(os.path.join(run_dir, GUARD_LOG), os.O_WRONLY | os.O_APPEND
-                                   | os.O_CREAT, mode=0o644, what="guard log", owned=False)
+        descriptor = open_own_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode=0o644,
+                                   what="guard log", owned=False)
         try:
             info = os.fstat(descriptor)
             if info.st_uid == os.geteuid() and foreign_write(info, descriptor):
+                if info.st_nlink > 1:
+                    os.unlink(path)
+                    return own_guard_log(run_dir)
                 os.ftruncate(descriptor, 0)
                 os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
         finally:
@@ -3616,7 +3627,8 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     run_dir = check_path(run_dir, "run_dir")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ValueError("run directory %s exists and is not a directory" % run_dir)
-    if not isinstance(python, str) or python.split() != [python] or "\0" in python:
+    if not isinstance(python, str) or "\0" in python or python.split() != [python] and not (
+            os.sep in python and os.path.isfile(python)):  # a path with a space: one word
         raise ValueError("python must be one word, an interpreter such as python3 or its path "
                          "(the in-job step sets its own flags), got %r" % (python,))
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)

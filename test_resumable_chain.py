@@ -725,6 +725,14 @@ def test_rendered_prologue_runs_this_module_by_absolute_path():
     assert '--script="$0"' in snippet
 
 
+def test_render_takes_an_interpreter_path_with_a_space(tmp_path):
+    python = tmp_path / "my envs" / "python3"
+    python.parent.mkdir()
+    python.write_text("")
+    assert "%s -I -S -c" % shlex.quote(str(python)) in rc.render_prologue("runs/a",
+                                                                           python=str(python))
+
+
 @pytest.mark.parametrize("options,message", [
     ({"sbatch_args": ["--dependency=afterok:1"]}, "dependency"),
     ({"sbatch_args": ["-d", "afterok:1"]}, "dependency"),

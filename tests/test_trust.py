@@ -962,22 +962,27 @@ def test_status_of_many_chains_lists_the_accounts_once_not_once_per_chain(tmp_pa
 
 
 @pytest.mark.parametrize("name", [".gym_job_chain", ".resumable_chain.guard.log"])
-def test_a_state_file_with_a_second_name_is_never_appended_to_or_emptied(tmp_path, name):
+def test_a_state_file_with_a_second_name_is_never_written_through_it(tmp_path, name):
     # Attack trial: a hard link planted while the directory was open (to a file of the owner's
-    # that others may write): the guard log's emptying truncated the file elsewhere.
+    # that others may write): the guard log's emptying truncated the file elsewhere. The review:
+    # refusing it stopped a chain whose directory a snapshot (cp -al) had linked.
     import resumable_chain
     run_dir, elsewhere = tmp_path / "run", tmp_path / "shared.txt"
     run_dir.mkdir()
-    elsewhere.write_text("precious\n")
+    elsewhere.write_text("100\n")
     os.chmod(str(elsewhere), 0o666 if name.endswith(".log") else 0o644)
     os.link(str(elsewhere), str(run_dir / name))
     store = resumable_chain.chain_store(str(run_dir))
     if name.endswith(".log"):
-        resumable_chain.own_guard_log(str(run_dir))  # it suppresses what it refuses
+        resumable_chain.own_guard_log(str(run_dir))
+        assert (run_dir / name).read_text() == ""
     else:
-        with store.locked(), pytest.raises(resumable_chain.Refused, match="2 hard links"):
-            store.append_job("100")
-    assert elsewhere.read_text() == "precious\n"
+        with store.locked():
+            store.append_job("101")
+        assert store.chain_jobs() == ["100", "101"]
+    assert elsewhere.read_text() == "100\n" and os.stat(str(run_dir / name)).st_nlink == 1
+    assert stat.S_IMODE(os.stat(str(elsewhere)).st_mode) == (0o666 if name.endswith(".log")
+                                                             else 0o644)
 
 
 def test_a_budget_whose_file_is_a_dangling_symlink_is_never_reset(tmp_path, monkeypatch):
@@ -1083,3 +1088,17 @@ def test_a_stale_lock_broken_twice_at_once_leaves_the_second_breakers_lock(tmp_p
     monkeypatch.setattr(store, "_read_holder", read_then_b_acts)
     store._drop_held(held, "stale")  # A
     assert read(held).token == "B's"
+
+
+@pytest.mark.parametrize("below", ["run", "a/b/run"])
+def test_a_run_directory_to_be_made_below_a_directory_others_can_rename_in_is_refused(tmp_path,
+                                                                                      below):
+    # Review: the walk stopped at the first missing name before its directory was looked at, so
+    # make_run_dir made a/ in a world-writable directory (no sticky bit), then refused.
+    import resumable_chain
+    open_dir = tmp_path / "ww"
+    open_dir.mkdir()
+    os.chmod(str(open_dir), 0o777)
+    with pytest.raises(resumable_chain.StateError, match="lets others rename what is in it"):
+        resumable_chain.make_run_dir(str(open_dir / below))
+    assert os.listdir(str(open_dir)) == []
