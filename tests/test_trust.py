@@ -1007,6 +1007,7 @@ def test_a_path_through_a_missing_directory_and_dotdot_makes_only_what_it_names(
     # the raw one (rel missing): an error, and a directory left behind.
     import resumable_chain
     monkeypatch.chdir(str(tmp_path))
+    monkeypatch.setenv("PATH", "/nonexistent")  # budget's report asks squeue: none here
     monkeypatch.setattr(resumable_chain, "current_cluster", lambda *args: "local")
     assert resumable_chain.main(argv) == 0, capsys.readouterr().err
     assert os.listdir(str(tmp_path)) == ["run"]
