@@ -247,6 +247,9 @@ HELD_BY_SLURM = {
     "JobHeldAdmin": "an admin held it, or Slurm did after its node Prolog failed",
     "JobHoldMaxRequeue": "Slurm requeued it MaxBatchRequeue times after launch failures",
     "launch failed requeued held": "its launch failed (node Prolog) and Slurm held it",
+    # squeue shows JobHoldMaxRequeue's own words when Slurm set them (job_mgr.c)
+    "launch failure limit exceeded requeued held": "Slurm requeued it MaxBatchRequeue times "
+    "after launch failures and held it",
 }
 
 # squeue's reasons (22.05, 26.05; docs/slurm-releases.md) of a job that waits for a person to act

@@ -1616,13 +1616,16 @@ def test_status_check_exit_status(cluster, tmp_path, capsys, monkeypatch, situat
     assert bool(report["attention"]) == bool(check_status)
 
 
+@pytest.mark.parametrize("reason", ["launch failed requeued held",
+                                    "launch failure limit exceeded requeued held"])
 def test_a_link_slurm_held_after_a_requeue_is_the_waiting_verdicts_job_not_its_successor(
-        cluster, run_dir, capsys, monkeypatch):
+        cluster, run_dir, capsys, monkeypatch, reason):
+    # the second: MaxBatchRequeue launch failures (chaos run 26 on 26.05 met 14; none released)
     start_chain(cluster, run_dir)  # link 100 queued its successor, then Slurm requeued and held it
-    cluster.set_job(100, state="PENDING", reason="launch failed requeued held")
+    cluster.set_job(100, state="PENDING", reason=reason)
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
-    assert report["verdict"] == ("waiting: job 100 is held (launch failed requeued held: %s)"
-                                 % rc.HELD_BY_SLURM["launch failed requeued held"])
+    assert report["verdict"] == ("waiting: job 100 is held (%s: %s)"
+                                 % (reason, rc.HELD_BY_SLURM[reason]))
     assert report["attention"] == report["verdict"]
 
 
