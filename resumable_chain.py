@@ -1355,7 +1355,8 @@ class StateStore(object):
                 line = ("\n" if newline else "").encode() + job_id.encode() + b"\n"
                 if info.st_nlink > 1:  # a second name (cp -al, or planted) keeps what it holds
                     return self.write_text(CHAIN_FILE, (os.pread(
-                        descriptor, info.st_size, 0) + line).decode("utf-8", "surrogateescape"))
+                        descriptor, info.st_size, 0) + line).decode("utf-8", "surrogateescape"),
+                        mode=stat.S_IMODE(info.st_mode))
                 _checkpoint()
                 os.write(descriptor, line)
                 os.fsync(descriptor)
@@ -2614,18 +2615,21 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
 
 def own_guard_log(run_dir):
     """Make GUARD_LOG before Slurm does, with the job's umask (0664 under umask 002: the group
-    could write lines status shows as the guard's); one left group-writable is emptied, or if it
-    has a second name (a hard link: cp -al, or planted), replaced (that name keeps its content)."""
+    could write lines status shows as the guard's); one left group-writable is emptied; one with a
+    second name (a hard link: cp -al, rsync --link-dest, or planted) is replaced, by a copy if it
+    was the owner's alone, so that name keeps what it holds and guards append to this one only."""
     path = os.path.join(run_dir, GUARD_LOG)
     with contextlib.suppress(StateError, OSError):
-        descriptor = open_own_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode=0o644,
+        descriptor = open_own_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode=0o644,
                                    what="guard log", owned=False)
         try:
             info = os.fstat(descriptor)
-            if info.st_uid == os.geteuid() and foreign_write(info, descriptor):
-                if info.st_nlink > 1:
-                    os.unlink(path)
-                    return own_guard_log(run_dir)
+            foreign = info.st_uid == os.geteuid() and foreign_write(info, descriptor)
+            if info.st_uid == os.geteuid() and info.st_nlink > 1:
+                kept = b"" if foreign else os.pread(descriptor, info.st_size, 0)
+                return StateStore(run_dir).write_text(GUARD_LOG, kept.decode(
+                    "utf-8", "surrogateescape"), mode=0o644, durable=False)
+            if foreign:
                 os.ftruncate(descriptor, 0)
                 os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
         finally:
@@ -4683,9 +4687,10 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
         first_job, named = slurm.submit_held(["--hold", "--no-requeue"] + one_task
                                              + sbatch_args, store.path(STAGED_SCRIPT), script_args)
     except (StateError, ValueError):
-        store.remove(STAGED_SCRIPT)
-        for directory in reversed(created):
-            os.rmdir(directory)
+        with contextlib.suppress(OSError):  # undone as far as it goes: the error says why
+            store.remove(STAGED_SCRIPT)
+            for directory in reversed(created):
+                os.rmdir(directory)
         raise
     submitted = {"first_job": first_job, "cluster": named or slurm.name(),
                  "script": copy_path, "original": os.path.abspath(script),
@@ -4765,7 +4770,8 @@ def _install_chain(run_dir, force, copy_path, submitted):
             store.keep_previous()
             store.write_public(SUBMIT_FILE, submitted)
     except (StateError, OSError, KeyboardInterrupt):
-        store.remove(STAGED_SCRIPT)  # its job is cancelled: the script goes too
+        with contextlib.suppress(OSError):  # its job is cancelled: the script goes too
+            store.remove(STAGED_SCRIPT)
         raise
     return cancelled
 

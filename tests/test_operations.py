@@ -365,6 +365,26 @@ def test_submit_refused_by_sbatch_changes_nothing(cluster, run_dir, tmp_path, ca
     assert {name: read(run_dir, name) for name in os.listdir(run_dir)} == files
 
 
+
+def test_submit_refused_by_sbatch_says_why_when_its_staged_script_cannot_go(
+        cluster, tmp_path, capsys, monkeypatch):
+    # Attack trial: with the run directory flipped under it, the undoing's own error (unlink:
+    # Permission denied) came out as a traceback instead of sbatch's reason.
+    import resumable_chain
+    unlink = os.unlink
+
+    def refused(path, *args, **kwargs):
+        if str(path).endswith(resumable_chain.STAGED_SCRIPT):
+            raise PermissionError(13, "Permission denied", path)
+        return unlink(path, *args, **kwargs)
+    monkeypatch.setattr(os, "unlink", refused)
+    cluster.update(sbatch_error="Batch job submission failed: Invalid partition name specified")
+    plain = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "run"),
+                               "-p", "nosuch", "--time=1:00:00", plain)
+    assert status == 2 and "Invalid partition name specified" in err and out == ""
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
 SUBMIT_WORDS = [
     # (situation, words after "submit", (DIR and ours, sbatch options, SCRIPT, its arguments))
     ("dashes", ["runs/a", "-p", "gpu", "--time=4:00:00", "--", "train.sbatch", "--lr", "3e-4"],

@@ -961,28 +961,36 @@ def test_status_of_many_chains_lists_the_accounts_once_not_once_per_chain(tmp_pa
     assert listed == [1]
 
 
-@pytest.mark.parametrize("name", [".gym_job_chain", ".resumable_chain.guard.log"])
-def test_a_state_file_with_a_second_name_is_never_written_through_it(tmp_path, name):
+@pytest.mark.parametrize("name, mode, kept", [
+    (".gym_job_chain", 0o644, "100\n101\n"),
+    (".gym_job_chain", 0o600, "100\n101\n"),  # the rewrite keeps the file's mode
+    (".resumable_chain.guard.log", 0o666, ""),  # others could write it: its lines are not kept
+    (".resumable_chain.guard.log", 0o644, "100\n"),  # a snapshot's (cp -al): guards append here
+], ids=["chain file", "private chain file", "guard log others could write", "own guard log"])
+def test_a_state_file_with_a_second_name_is_never_written_through_it(tmp_path, name, mode, kept):
     # Attack trial: a hard link planted while the directory was open (to a file of the owner's
     # that others may write): the guard log's emptying truncated the file elsewhere. The review:
-    # refusing it stopped a chain whose directory a snapshot (cp -al) had linked.
+    # refusing it stopped a chain whose directory a snapshot (cp -al) had linked; a 0644 guard
+    # log was still appended to through both names, and a rewritten chain file came back 0644.
     import resumable_chain
     run_dir, elsewhere = tmp_path / "run", tmp_path / "shared.txt"
     run_dir.mkdir()
     elsewhere.write_text("100\n")
-    os.chmod(str(elsewhere), 0o666 if name.endswith(".log") else 0o644)
+    os.chmod(str(elsewhere), mode)
     os.link(str(elsewhere), str(run_dir / name))
     store = resumable_chain.chain_store(str(run_dir))
     if name.endswith(".log"):
         resumable_chain.own_guard_log(str(run_dir))
-        assert (run_dir / name).read_text() == ""
+        with open(str(run_dir / name), "a") as log:  # a guard's line, as Slurm appends it
+            log.write("101\n")
+        assert (run_dir / name).read_text() == kept + "101\n"
     else:
         with store.locked():
             store.append_job("101")
-        assert store.chain_jobs() == ["100", "101"]
+        assert (run_dir / name).read_text() == kept
     assert elsewhere.read_text() == "100\n" and os.stat(str(run_dir / name)).st_nlink == 1
-    assert stat.S_IMODE(os.stat(str(elsewhere)).st_mode) == (0o666 if name.endswith(".log")
-                                                             else 0o644)
+    assert stat.S_IMODE(os.stat(str(elsewhere)).st_mode) == mode
+    assert stat.S_IMODE(os.stat(str(run_dir / name)).st_mode) == mode & ~0o022
 
 
 def test_a_budget_whose_file_is_a_dangling_symlink_is_never_reset(tmp_path, monkeypatch):
