@@ -4118,12 +4118,10 @@ def unreadable_status(run_dir, error):
 
 def guards_that_ran(store):
     """[(guard, job it guarded, what it did)], oldest first, from GUARD_LOG's last MiB or []."""
-    try:
-        if foreign_write(os.stat(store.path(GUARD_LOG)), store.path(GUARD_LOG)):
-            return []  # others could have written its lines (own_guard_log): not the guards'
-        text = store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b""
-    except (StateError, OSError):  # none yet, or not readable
-        return []
+    text = b""  # a log others could have written (own_guard_log) holds no guard's lines
+    with contextlib.suppress(StateError, OSError):  # none yet, or not readable
+        if not foreign_write(os.stat(store.path(GUARD_LOG)), store.path(GUARD_LOG)):
+            text = store.read_bytes(GUARD_LOG, tail=MAX_STATE_BYTES) or b""
     found = []  # from lines "resumable-chain: TIME guard GUARD of job JOB: WHAT"
     for line in text.decode("utf-8", "replace").splitlines():
         words = line.split(" ", 6)
@@ -4178,7 +4176,15 @@ def _status_of(plan, answer, budgets, deadline):
     guard_id = chain.guard()
     guard = guard_id and (known.get(guard_id) or Job(guard_id, "UNKNOWN"))
     task = option_value((record.next or {}).get("sbatch_args") or (), "--array")
-    budget, unread = _budget_of(record.budget_dir, budgets, deadline)
+    if record.budget_dir and record.budget_dir not in budgets:  # each budget read once
+        try:
+            if time.monotonic() > deadline:
+                raise StateError("budget %s not read: status ran out of its %d s"
+                                 % (record.budget_dir, STATUS_SECONDS))
+            budgets[record.budget_dir] = budget_report(record.budget_dir), []
+        except StateError as error:
+            budgets[record.budget_dir] = None, [str(error)]
+    budget, unread = budgets.get(record.budget_dir, (None, []))
     kind, why = probe_lock(plan.run_dir)
     status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": plan.links,
               "walltime": chain.walltime or 0, "walltime_uncounted": uncounted,
@@ -4211,19 +4217,6 @@ def _status_of(plan, answer, budgets, deadline):
             verdict.next and ", then: " + verdict.next or "")
     _show_other_jobs(status, plan, known)
     return status
-
-
-def _budget_of(budget_dir, budgets, deadline):
-    """(budget_dir's report or None, [why it was not read]), cached in budgets."""
-    if budget_dir and budget_dir not in budgets:
-        try:
-            if time.monotonic() > deadline:
-                raise StateError("budget %s not read: status ran out of its %d s"
-                                 % (budget_dir, STATUS_SECONDS))
-            budgets[budget_dir] = budget_report(budget_dir), []
-        except StateError as error:
-            budgets[budget_dir] = None, [str(error)]
-    return budgets.get(budget_dir, (None, []))
 
 
 def _show_other_jobs(status, plan, known):
@@ -4808,10 +4801,9 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             raise StateError("the shared budget in %s has %d s left: raise its cap first "
                              "(resumable-chain budget %s --max-walltime T)" % (
                                  record.budget_dir, left, shell_quote(record.budget_dir)))
-        try:  # the script's #SBATCH --time limits the links too (as submit reads it)
+        header = ""  # unreadable: sbatch says why; else its #SBATCH --time limits the links too
+        with contextlib.suppress(StateError):
             header = read_batch_script(next_link.script)[0]
-        except StateError:
-            header = ""  # sbatch says why it cannot read the script
         check_warn_fits(record.warn, script_directives(header) + list(next_link.sbatch_args),
                         record.max_walltime)
         job, _ = Slurm(target).submit_held(successor_options(
