@@ -3288,9 +3288,8 @@ def sleep_until_term(seconds):
 def guard_chain(run_dir, job_id, environ, sleep=sleep_until_term, clock=time.monotonic, after=None):
     """JOB ended: continue the chain if it waits on JOB (``after``: the link that queued it)."""
     store, started = chain_store(run_dir), clock()
-    deadline = started + GUARD_TRIES_SECONDS
     for delay in itertools.chain(RETRY_DELAYS, itertools.repeat(RETRY_DELAYS[-1])):
-        final = clock() + delay > deadline
+        final = clock() + delay > started + GUARD_TRIES_SECONDS
         done, result = _guard_once(store, job_id, environ, final, after, clock() - started)
         if done or final:
             return result
