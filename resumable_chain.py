@@ -2837,7 +2837,7 @@ def sweep_options(run_dir, header, sbatch_args):
     given = script_directives(header) + sbatch_args
     spec = option_value(given, "--array")
     if not spec:
-        return None, None
+        return None, lambda task: sbatch_args  # no sweep: the options as given
     name = option_value(given, "--job-name") or os.path.basename(os.path.abspath(run_dir))
     sbatch_args = without_options(sbatch_args, ("--array", "--job-name"))
     config = slurm_settings()
@@ -3003,10 +3003,9 @@ def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
     result = run_command(["/bin/sh", "-c", command], timeout, environment)
     if result.returncode == 0:
         return "notified %s (job %s)" % (event.event, event.job)  # never the command: a token
-    why = ("timed out after %g s" % timeout if result.returncode is None else
-           "exit %d: %s" % (result.returncode, last_line(result.stderr)))
     return "notify for %s (job %s) failed (%s); the chain is not affected" % (
-        event.event, event.job, why)
+        event.event, event.job, "timed out after %g s" % timeout if result.returncode is None
+        else "exit %d: %s" % (result.returncode, last_line(result.stderr)))
 
 
 # ---------------------------------------------------------------------------
@@ -5215,8 +5214,7 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
     for done, each in enumerate(tasks or [None]):
         try:
             result = submit_chain(run_dir if each is None else os.path.join(run_dir, str(each)),
-                                  script, script_args, task_args(each) if tasks else sbatch_args,
-                                  task=each, **options)
+                                  script, script_args, task_args(each), task=each, **options)
         except (StateError, ValueError) as error:
             if not tasks:
                 raise
