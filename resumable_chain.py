@@ -457,10 +457,8 @@ def read_chain(store):
 def slurm_environment(dropped=(), **added):
     """This process's environment without the allocation's and ``dropped``; with ``added``."""
     prefixes = ("SLURM_", "SACCT_", "SQUEUE_", "SALLOC_", "SRUN_", NAMED_ENV) + dropped
-    environment = {name: value for name, value in os.environ.items()
-                   if name == "SLURM_CONF" or not name.startswith(prefixes)}
-    environment.update(added)
-    return environment
+    return dict({name: value for name, value in os.environ.items()
+                 if name == "SLURM_CONF" or not name.startswith(prefixes)}, **added)
 
 
 def run_slurm(argv, timeout=None, cwd=None, environment=None):
@@ -474,9 +472,8 @@ def run_slurm(argv, timeout=None, cwd=None, environment=None):
 def run_command(argv, timeout, environment, cwd=None):
     """Run a command in a session of its own (a timeout kills all it started); never raises."""
     try:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, cwd=cwd, start_new_session=True,
-                                   env=environment)
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, cwd=cwd,
+                                   stderr=subprocess.PIPE, start_new_session=True, env=environment)
     except OSError as error:
         return SlurmResult(127, "", "%s: %s" % (argv[0], error.strerror or error))
     with process:
@@ -680,9 +677,8 @@ def module_path():
 
 def shell_quote(text):
     """shlex.quote, without importing shlex in the job."""
-    if text and all(char in SHELL_SAFE for char in text):
-        return text
-    return "'" + text.replace("'", "'\"'\"'") + "'"
+    safe = text and all(char in SHELL_SAFE for char in text)
+    return text if safe else "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def run_step(step, argv):
@@ -2252,15 +2248,14 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     capped = stop_at_cap(decision, walltime, settings.max_walltime)
     if capped is not decision:
         decision, cause = capped, "max_walltime"
-    length = 0 if first else chain_length(snapshot)
     return Record(job=job_id, predecessor=predecessor_id, predecessor_state=observed.state,
                   predecessor_elapsed=elapsed, source=observation.source if observation else None,
                   predecessor_exit_code=exit_status(observed.exit_code), action=decision.action,
                   cause=cause, reason=decision.reason, walltime=walltime, retries=decision.retries,
                   max_retries=settings.max_retries, max_walltime=settings.max_walltime,
-                  settings_from=settings_from, link=link_number(length, decision.action),
+                  link=link_number(0 if first else chain_length(snapshot), decision.action),
                   next=next_link._asdict(), phase="counted", time=int(now), budget_dir=budget_dir,
-                  cluster=cluster, notify=notify, warn=warn)
+                  cluster=cluster, notify=notify, warn=warn, settings_from=settings_from)
 
 
 def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max_walltime=None,
@@ -2375,8 +2370,7 @@ def restate(record, action, reason, cause):
 def _work_done_before(store, record, warnings):
     """A TIMEOUT predecessor whose exit trap journaled ``finished`` completes the chain. Only
     TIMEOUT: bash runs the trap with status 0 also when a signal kills it (FAILED, work undone)."""
-    if not record.predecessor or record.action not in WORK_ACTIONS or \
-            base_state(record.predecessor_state or "") != "TIMEOUT":
+    if record.action not in WORK_ACTIONS or base_state(record.predecessor_state) != "TIMEOUT":
         return record
     try:
         events = store.read_events()
@@ -2407,8 +2401,7 @@ def settle_ended(budget, keep=(), cluster=None):
 
 def _finish_link(store, record, observation, next_link, environ, warnings, *, successor=None,
                  own=None):
-    """Journal the prologue's end; a working link queues its successor unless ``successor`` is
-    known (then finish_queueing)."""
+    """Journal the prologue's end; a working link queues a successor unless given ``successor``."""
     if record.action not in WORK_ACTIONS:
         record = record._replace(phase="done")
         store.write_record(record)
@@ -2744,8 +2737,7 @@ def link_end(start, time_limit, caps=()):
 
 
 def start_while_working(run_dir, outcome):
-    """Fork ``while-working DIR [--again]`` as the work starts (the module is loaded: no second
-    start-up beside the work), writing to the job's stderr only."""
+    """Fork ``while-working`` as the work starts (no second Python start-up), to stderr only."""
     again = outcome.observation is not None and outcome.observation.source == "journal"
     sys.stdout.flush()
     try:
