@@ -782,12 +782,11 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     if outcome.event and outcome.record.notify:  # the lock is released: it may take 30 s
         _log(notify(outcome.record.notify, outcome.event, run_dir))
     if outcome.status == EXIT_WORK:
-        record = outcome.record
-        end = link_end(start, limit, link_caps(record))
-        if record.warn:
-            _log(start_warner(record.warn, end, limit, os.environ))
+        end = link_end(start, limit, link_caps(outcome.record))
+        if outcome.record.warn:
+            _log(start_warner(outcome.record.warn, end, limit, os.environ))
         start_while_working(run_dir, outcome)
-        exports = link_exports(record, run_dir, end)
+        exports = link_exports(outcome.record, run_dir, end)
         if outcome.observation and outcome.observation.source == "journal":  # a run again of
             # a job whose work may have run (a requeue): its own, even a first job's
             exports[EXPORT_PREFIX + "RESUMING"] = "1"
