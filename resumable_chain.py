@@ -2154,10 +2154,9 @@ def base_state(state):
 
 def parse_sacct(text):
     """{job ID: [Job, ...]} of ``sacct -P -n -o SACCT_FIELDS`` output; steps, bad lines skipped."""
-    names = SACCT_FIELDS.split(",")
     records = collections.OrderedDict()
     for line in (text or "").splitlines():
-        field = dict(zip(names, (value.strip() for value in line.split("|"))))
+        field = dict(zip(SACCT_FIELDS.split(","), (value.strip() for value in line.split("|"))))
         job_id, state = field.get("JobIDRaw") or field.get("JobID", ""), field.get("State", "")
         if not is_job_id(job_id) or not state or is_digits(state[0]):
             continue
@@ -2197,11 +2196,10 @@ def epoch(text):
 def decide_link(store, snapshot, place, observation, options, warnings):
     """(this link's Record, with the guard its predecessor or submit queued; its Job or None)."""
     job_id, predecessor_id, cluster = place
-    notify = store.read_notify() if options.notify is None else options.notify
     record = _work_done_before(store, plan_link(
         job_id, predecessor_id, observation, snapshot, options.settings, options.next_link,
-        now=options.now(), budget_dir=options.budget_dir, cluster=cluster, notify=notify,
-        warn=options.warn), warnings)
+        now=options.now(), budget_dir=options.budget_dir, cluster=cluster, warn=options.warn,
+        notify=store.read_notify() if options.notify is None else options.notify), warnings)
     record, own = draw_on_budget(record.budget_dir, record, observation, warnings) \
         if record.budget_dir else (record, None)
     previous = snapshot.record or (record.predecessor is None and first_job_record(
@@ -2230,8 +2228,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
     elapsed = observed.elapsed
     walltime = 0 if first else (snapshot.walltime or 0) + elapsed
     # Exit 75 after the warning is progress, however soon it came (a short or lowered limit), once
-    limit = observed.time_limit or (previous and previous.time_limit)
-    warned = warned_before(warn, limit, elapsed)
+    warned = warned_before(warn, observed.time_limit or (previous and previous.time_limit), elapsed)
     if previous is not None and previous.predecessor_exit_code == RESUME_EXIT and (
             previous.predecessor_elapsed or 0) < NO_PROGRESS_SECONDS:  # twice in a row: the
         warned = False  # warning comes before the work can save anything; retries end the loop
