@@ -2605,8 +2605,8 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
 def own_guard_log(run_dir):
     """Make GUARD_LOG before Slurm does, with the job's umask (0664 under umask 002: the group
     could write lines status shows as the guard's); one left group-writable is emptied; one with a
-    second name (a hard link: cp -al, rsync --link-dest, or planted) is replaced, by a copy if it
-    was the owner's alone, so that name keeps what it holds and guards append to this one only."""
+    second name (a hard link: cp -al, or planted) is replaced, by a copy if it was the owner's
+    alone, so that name keeps what it holds and guards append to this one only."""
     path = os.path.join(run_dir, GUARD_LOG)
     with contextlib.suppress(StateError, OSError):
         descriptor = open_own_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode=0o644,
@@ -4681,7 +4681,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
         queue_guard(first_job, run_dir, option_value(
             script_directives(header) + sbatch_args, "--job-name"), os.environ, python=python)
     cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
-        run_dir, bool(live), copy_path, submitted), named, submitted["guard"])
+        run_dir, live, copy_path, submitted), named, submitted["guard"])
     if not hold:
         Slurm(named).release(first_job)
     return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold,
@@ -4732,11 +4732,13 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
     return sbatch_args
 
 
-def _install_chain(run_dir, force, copy_path, submitted):
+def _install_chain(run_dir, live, copy_path, submitted):
+    """Under the lock: the staged script becomes the chain's copy, the old chain's files ``*.prev``,
+    the submit record written; the jobs of a ``live`` chain (--force) cancelled first, or none."""
     store, cancelled = chain_store(run_dir), []
     try:
         with store.locked():
-            if force:
+            if live:
                 chain = _write_mark(store)
                 result = _cancel_jobs({0: chain.to_cancel()}, *cluster_to_ask(
                     chain.record.cluster))[0]
