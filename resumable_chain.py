@@ -618,6 +618,8 @@ class Slurm(object):
             result = self.run(["scancel"] + mine + chunk)
             for line in (result.stderr.strip() or "no output").splitlines() * (
                     result.returncode != 0):  # None: it timed out, and may have cancelled nothing
+                if "Invalid job id specified" in line:  # it ended since squeue listed it: gone
+                    continue
                 named = set(word.strip(":,.") for word in line.split()) & set(chunk)
                 said.update((job, line.strip()) for job in named or chunk)
         return said
@@ -3944,7 +3946,8 @@ def not_a_chain(run_dir):
     return StateError("%s is not a chain made by resumable_chain%s" % (run_dir, below and (
         "; %d chain(s) are below it (status lists them): name them, e.g. %s" % (
             len(below), " ".join(name if name == "..." else shell_quote(run_dir) + "/" + name
-                                 for name in named))) or " and no directory below it holds one"))
+                                 for name in named))) or " and no directory below it holds one "
+        "(a pasted prologue writes a chain's files when its first job starts)"))
 
 
 def query_jobs(job_ids, cluster=None):
@@ -4370,7 +4373,8 @@ def _verdict(record, rows, status, chain):
     running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if chain.problems and (record.job is None or not chain.jobs):  # not "no job recorded yet"
         return _verdict_of("unreadable", dict(facts, problem=chain.problems[0]))
-    if status["cancelled"] and not live:
+    links = [row for row in rows if row["link"]]  # one that COMPLETED first finished the chain
+    if status["cancelled"] and not live and not (links and links[-1]["state"] == "COMPLETED"):
         return _verdict_of("cancelled" if record.job is not None else "cancelled unstarted", dict(
             facts, cancelled=status["cancelled"]))
     if record.action in ("complete", "fail", "stop"):  # by its cause
@@ -4617,7 +4621,10 @@ def read_batch_script(script):
     if "\r\n" in text:  # sbatch refuses it, in two lines of which a one-line error keeps one
         raise StateError("%s has DOS line breaks (\\r\\n), which sbatch refuses: run dos2unix %s"
                          % (script, shell_quote(script)))
-    header, body = split_batch_script(text)
+    try:
+        header, body = split_batch_script(text)
+    except ValueError as error:
+        raise StateError("%s is %s" % (script, error))
     words = header.split("\n", 1)[0][2:].split() or ["(nothing)"]  # env's: -S bash -l, A=1 bash
     if os.path.basename(words[0]) == "env":  # its program: the first shell, or the first word
         words = sorted(words[1:] or ["(nothing)"], key=lambda word: (  # that is no option
@@ -5023,7 +5030,8 @@ def _build_parser():
         return convert
 
     formatter = argparse.RawDescriptionHelpFormatter
-    parser = Parser(prog=COMMAND, formatter_class=formatter, description=__doc__)
+    parser = Parser(prog=COMMAND, formatter_class=formatter,
+                    description=__doc__.split("\nContents:")[0])  # not the file's sections
     parser.add_argument("--version", action="version", version="resumable-chain " + __version__)
     commands = parser.add_subparsers(metavar="COMMAND")
     for name, command in USER_COMMANDS.items():
@@ -5134,8 +5142,8 @@ def format_collection(statuses):
         notes += ["NEEDS ATTENTION %s: %s" % (shown, attention)] if attention else []
         notes += _status_warnings(dict(status, problems=[
             problem for problem in status["problems"] if problem not in attention]), shown)
-        steps += ["next %s: %s" % (shown, status["next"].replace(shell_quote(
-            status["run_dir"]), shell_quote(shown)))] if status["next"] else []
+        # as said, absolute: a step may cd first, and its options name the directory too
+        steps += ["next %s: %s" % (shown, status["next"])] if status["next"] else []
     widths = [max(len(row[column]) for row in table) for column in range(len(table[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
              for row in table]

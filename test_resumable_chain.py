@@ -810,6 +810,13 @@ def test_cli_help_has_an_example(capsys, command):
     assert rc.main([command, "--help"]) == 0
     assert "example" in capsys.readouterr().out
 
+
+def test_the_commands_help_says_what_they_do_not_how_the_file_is_laid_out(capsys):
+    # New-user trial: resumable-chain --help printed the source's table of contents.
+    assert rc.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "self-chaining, resumable sequence" in out and "Contents:" not in out
+
 @pytest.mark.parametrize("text,expected", [
     ("1234\n", "1234"), ("1234;cluster\n", "1234"), ("Submitted batch job 77\n", None),
     ("sbatch: warning: x\n", None), ("", None), ("12 34", None), ("0\n", None),

@@ -357,6 +357,11 @@ def scancel(argv, cluster, now):
     for job_id in argv:
         job = cluster["jobs"].get(job_id)
         owner = str(job.get("uid", os.geteuid())) if job else None
+        if user is not None and not job_id.startswith("-") and not (job and job["state"].split()[
+                0] in ("PENDING", "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING")):
+            errors.append("scancel: error: Kill job error on job id %s: Invalid job id specified"
+                          % job_id)  # 22.05-26.05 with --user (without it: silent, status 0)
+            continue
         if job and user is not None and owner != _uid(user):
             continue  # as scancel's filters: a job of another user is left alone
         if job and os.geteuid() != 0 and owner != str(os.geteuid()):

@@ -516,7 +516,8 @@ def test_status_of_a_collection_keeps_to_100_columns(cluster, tmp_path, capsys, 
     status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", "runs", "--check")
     assert status == 1
     steps = [line for line in out.splitlines() if line.startswith("next ")]
-    assert steps == ["next runs/c: %s resume runs/c continues the chain" % BY_PATH]
+    assert steps == ["next runs/c: %s resume %s continues the chain" % (
+        BY_PATH, os.path.join(parent, "c"))]
     assert max(len(line) for line in out.splitlines() if line not in steps) <= 100, out
 
 

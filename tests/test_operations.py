@@ -69,7 +69,8 @@ def test_a_directory_that_is_not_a_chain_is_said_so_and_left_untouched(
 @pytest.mark.parametrize("made,verdict", [
     pytest.param(False, "unknown: {} is not a directory", id="no directory"),
     pytest.param(True, "unknown: {} is not a chain made by resumable_chain and no directory below "
-                 "it holds one", id="a directory without a chain (not a file to fix)"),
+                 "it holds one (a pasted prologue writes a chain's files when its first job "
+                 "starts)", id="a directory without a chain (a pasted prologue's first job waits)"),
 ])
 def test_status_of_a_path_without_a_chain_says_to_give_the_run_directory(tmp_path, made, verdict):
     if made:
@@ -117,6 +118,21 @@ def test_a_link_that_starts_after_cancel_stops_without_work(cluster, run_dir, ru
     assert "1001" not in cluster.work_done()
     assert len(cluster.calls("sbatch")) == 2
 
+
+
+def test_a_cancel_just_after_the_last_link_completed_leaves_the_chain_finished(
+        cluster, run_dir, capsys, monkeypatch):
+    # New-user trial: status said "stopped: cancelled ... resume continues it", and resume said
+    # the chain finished; scancel --user of the successor Slurm had just ended was an error.
+    script, successor = start_chain(cluster, run_dir)
+    cluster.finish(100, "COMPLETED", 5)  # its successor waits (DependencyNeverSatisfied)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
+    assert status == 0 and "error" not in out + err, out + err
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    assert report["verdict"] == "finished: job 100 COMPLETED" and report["next"] is None
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", run_dir)
+    assert status == 2 and "finished (job 100 COMPLETED)" in err
+    assert rc.Slurm().cancel(["100"]) == {}  # ended since squeue listed it: nothing to say
 
 def test_cancel_dry_run_changes_nothing(cluster, run_dir, running_chain, capsys, monkeypatch):
     status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir, "--dry-run")
@@ -222,7 +238,7 @@ def test_submit_refuses_a_log_whose_directory_is_missing(cluster, tmp_path, caps
 
 
 @pytest.mark.parametrize("text,options,message", [
-    ("echo no shebang\n", [], "not a batch script"),
+    ("echo no shebang\n", [], "s.sh is not a batch script"),
     ("#!/bin/bash\n#SBATCH --array=1-4%2\ntrue\n", [], "throttle"),
     ("#!/bin/bash\ntrue\n", ["--array=1-x"], "MaxArraySize"),
     ("#!/bin/bash\ntrue\n", ["-d", "afterok:5"], "dependency"),
@@ -1714,7 +1730,8 @@ def test_status_of_a_collection_is_one_table_from_one_sacct_and_one_squeue(clust
     assert rows["runs/b"][1] == "finished" and rows["runs/c"][1] == "broken"
     assert lines[4] == "3 chain(s): 1 broken, 1 finished, 1 running"
     assert lines[5].startswith("NEEDS ATTENTION runs/c: broken: job 300 ended TIMEOUT")
-    assert lines[-1] == "next runs/c: %s resume runs/c continues the chain" % BY_PATH
+    assert lines[-1] == "next runs/c: %s resume %s continues the chain" % (
+        BY_PATH, os.path.join(parent, "c"))
     listed = json.loads(run_cli(cluster, capsys, monkeypatch, "status", "runs/c", "runs/a",
                                 "--json")[1])
     assert [item["verdict_word"] for item in listed] == ["broken", "running"]
@@ -2171,6 +2188,23 @@ def test_submit_again_keeps_the_compute_nodes_python(cluster, run_dir, tmp_path,
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
     assert "--python /opt/py/bin/python3" in report["next"], report["next"]
 
+
+
+def test_a_next_step_in_the_table_keeps_every_path_absolute(cluster, tmp_path, capsys,
+                                                             monkeypatch):
+    # New-user trial: the table's next line made --chdir and --output relative too, and the
+    # printed submit then refused its own log's directory (runs/x/runs/x); after its cd, a DIR
+    # relative to where status ran could name another directory: a step says paths as they are.
+    script = write(str(tmp_path / "job.sh"), "#!/bin/bash\n#SBATCH --time=10\necho work\n")
+    monkeypatch.chdir(str(tmp_path))
+    run_dirs = [str(tmp_path / "runs" / name) for name in "xy"]
+    for run_dir in run_dirs:
+        assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)[0] == 0
+    assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dirs[0])[0] == 0
+    out = run_cli(cluster, capsys, monkeypatch, "status", *run_dirs)[1]
+    step = next(line for line in out.splitlines() if line.startswith("next runs/x: "))
+    assert " submit %s --force " % run_dirs[0] in step and "--chdir=%s " % run_dirs[0] in step
+    assert "--output=%s/slurm-%%j.out " % run_dirs[0] in step, step
 
 @pytest.mark.parametrize("named", ["a cluster of its own", "a budget of its own"])
 def test_status_of_a_parent_keeps_its_time_bound_however_many_clusters_or_budgets_chains_name(
