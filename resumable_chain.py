@@ -179,7 +179,8 @@ STOP_CAUSES = {
                      "{resume} --max-walltime T with a larger cap continues it"),
     "max_retries": ("failed", "failed: {reason}",
                     "fix the job script the links run (a submitted chain's copy in its "
-                    "directory) or its input, then {resume} (retries start again at 0)"),
+                    "directory; a pasted prologue's chain: its .resumable_chain.script, which "
+                    "resume queues) or its input, then {resume} (retries start again at 0)"),
     "cancel": ("stopped", "stopped: {reason}", "{resume} continues it"),  # resumable-chain cancel
     "budget": ("stopped", "stopped: {reason}",
                "raise the budget ({budget} --max-walltime T), then {resume}"),
@@ -1365,18 +1366,22 @@ class StateStore(object):
                              % (self.path(CHAIN_FILE), error.strerror or error))
 
     def keep_previous(self):
-        """Under the lock: an old chain's files become ``*.prev`` (a new chain starts from none)."""
+        """Under the lock: an old chain's files become ``*.prev`` (a new chain starts from none);
+        the paths kept."""
+        kept = []
         for path in map(self.path, (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE,
                                     CANCEL_FILE, SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG)):
             try:  # an empty guard log: no guard ran
                 if os.path.isfile(path) and (path != self.path(GUARD_LOG) or os.path.getsize(path)):
                     os.replace(path, path + PREVIOUS_SUFFIX)
+                    kept.append(path)
                     if path == self.path(JOURNAL_FILE):  # its options (exports_values): the owner's
                         os.chmod(path + PREVIOUS_SUFFIX, 0o600)
             except OSError as error:
                 raise StateError("cannot keep %s as %s: %s" % (
                     path, PREVIOUS_SUFFIX, error.strerror or error))
         self.notify_on_file = None
+        return kept
 
     def remove(self, name):
         with contextlib.suppress(FileNotFoundError):
@@ -2083,7 +2088,8 @@ def check_no_live_chain(store, record, job_id, cluster, warnings):
                         % (" ".join(links), error))
         return
     refuse_live(store.directory, live, "job %s would start a second chain; no work, no "
-                "successor (cancel it with resumable-chain cancel)" % job_id)
+                "successor (cancel it with resumable-chain cancel %s)" % (job_id, shell_quote(
+                    store.directory)))
 
 
 # ---------------------------------------------------------------------------
@@ -4291,6 +4297,10 @@ def _nothing_continues(record, rows, chain):
         return "no successor is queued (%s)" % (
             record.successor_error or "its prologue has not queued one yet")
     successor = next((row for row in rows if row["job"] == record.successor), None)
+    reason = successor and successor.get("reason")
+    if reason == "JobHeldUser" or reason in HELD_BY_SLURM:  # it would wait for a person
+        return "its successor %s is held (%s): it starts once released (scontrol release %s)" % (
+            record.successor, reason, record.successor)
     if successor is None or base_state(successor["state"]) in LIVE_STATES | {"UNKNOWN"}:
         return None  # it waits, or nobody can tell
     return "its successor %s ended %s" % (record.successor, _state_words(successor["state"]))
@@ -4687,12 +4697,12 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     submitted["guard"], guard_error = (None, "sbatch named cluster %s" % named) if named else \
         queue_guard(first_job, run_dir, option_value(
             script_directives(header) + sbatch_args, "--job-name"), os.environ, python=python)
-    cancelled = cancel_if_unfinished(first_job, lambda: _install_chain(
+    cancelled, previous = cancel_if_unfinished(first_job, lambda: _install_chain(
         run_dir, live, copy_path, submitted), named, submitted["guard"])
     if not hold:
         Slurm(named).release(first_job)
     return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold,
-            "guard": submitted["guard"], "guard_error": guard_error}
+            "guard": submitted["guard"], "guard_error": guard_error, "previous": previous}
 
 
 def _check_run_dir(run_dir, force):
@@ -4741,7 +4751,8 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
 
 def _install_chain(run_dir, live, copy_path, submitted):
     """Under the lock: the staged script becomes the chain's copy, the old chain's files ``*.prev``,
-    the submit record written; the jobs of a ``live`` chain (--force) cancelled first, or none."""
+    the submit record written; the jobs of a ``live`` chain (--force) cancelled first: (the jobs
+    cancelled, the files kept)."""
     store, cancelled = chain_store(run_dir), []
     try:
         with store.locked():
@@ -4755,13 +4766,13 @@ def _install_chain(run_dir, live, copy_path, submitted):
                                      % " ".join(result["leftover"]))
                 cancelled = result["cancelled"]
             os.replace(store.path(STAGED_SCRIPT), copy_path)
-            store.keep_previous()
+            previous = store.keep_previous()
             store.write_public(SUBMIT_FILE, submitted)
     except (StateError, OSError, KeyboardInterrupt):
         with contextlib.suppress(OSError):  # its job is cancelled: the script goes too
             store.remove(STAGED_SCRIPT)
         raise
-    return cancelled
+    return cancelled, previous
 
 
 def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
@@ -5221,8 +5232,9 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
                 each, error, queued if done else "nothing is", array_spec(tasks[done:])))
         if result["cancelled"]:
             _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
-        _log("submitted job %s: a resumable copy of %s is %s" % (result["job"], script,
-                                                                 result["script"]))
+        _log("submitted job %s: a resumable copy of %s is %s%s" % (
+            result["job"], script, result["script"], "; the previous chain's files beside it "
+            "are kept as *%s" % PREVIOUS_SUFFIX if result["previous"] else ""))
         if result["guard_error"]:
             _log("WARNING: could not queue a guard for job %s (%s): if it dies before its "
                  "prologue, submit again" % (result["job"], result["guard_error"]))

@@ -188,6 +188,25 @@ def test_submit_writes_a_resumable_copy_and_submits_it(cluster, tmp_path, capsys
     assert json.loads(report[1])["verdict"] == "waiting: job 1000 is pending (Priority)"
 
 
+
+@pytest.mark.parametrize("before, said", [
+    ("nothing", False),
+    ("a finished chain", True),
+], ids=["a fresh directory", "over a finished chain"])
+def test_submit_says_when_it_keeps_a_previous_chains_files(cluster, tmp_path, capsys, monkeypatch,
+                                                           before, said):
+    # New-user trial: submit over a finished chain moved its files to *.prev without a word.
+    script = write(str(tmp_path / "fresh.sh"), "#!/bin/bash\n#SBATCH --time=10\necho work\n")
+    run_dir = str(tmp_path / "run")
+    if before == "a finished chain":
+        successor = start_chain(cluster, run_dir)[1]
+        cluster.finish(100, "COMPLETED", 5)
+        cluster.set_job(successor, state="CANCELLED", start="None")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script)
+    assert status == 0, err
+    assert ("the previous chain's files beside it are kept as *.prev" in err) is said, err
+    assert os.path.exists(os.path.join(run_dir, rc.CHAIN_FILE + ".prev")) is said
+
 def test_submitted_copy_runs_as_a_chain(cluster, tmp_path, capsys, monkeypatch):
     script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT + 'echo "$SLURM_JOB_ID" >> "$WORKLOG"\n')
     run_dir = str(tmp_path / "run")
@@ -1675,6 +1694,19 @@ def test_a_running_link_whose_successor_was_cancelled_says_nothing_would_continu
             "(uid 0)") in out
     assert "next: if it ends before its work is done, %s resume" % BY_PATH in out
 
+
+
+@pytest.mark.parametrize("reason", ["JobHeldUser", "JobHeldAdmin"])
+def test_a_running_link_whose_successor_is_held_says_nothing_would_continue(
+        cluster, tmp_path, capsys, monkeypatch, reason):
+    # New-user trial: scontrol hold of the successor while its link ran: "running", --check 0.
+    run_dir = collection_chain(cluster, str(tmp_path / "runs"), "a",
+                               "running with a pending successor")
+    cluster.set_job(1000, reason=reason)
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    assert status == 1 and ("nothing would continue the chain if it ended now: its successor 1000 "
+                            "is held (%s): it starts once released (scontrol release 1000)"
+                            % reason) in " ".join(out.split()), out
 
 @pytest.mark.parametrize("failing, error", [
     ("sbatch_error", "Socket timed out on send/recv operation"),
