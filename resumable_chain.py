@@ -2612,21 +2612,19 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
 
 def own_guard_log(run_dir):
     """Make GUARD_LOG before Slurm does, with the job's umask (0664 under umask 002: the group
-    could write lines status shows as the guard's); one left group-writable is emptied; one with a
-    second name (a hard link: cp -al, or planted) is replaced, by a copy if it was the owner's
-    alone, so that name keeps what it holds and guards append to this one only."""
+    could write lines status shows as the guard's); one left group-writable is emptied, or if it
+    has a second name (a hard link: cp -al, or planted), replaced (that name keeps its content).
+    The owner's alone stays whatever its names: a running guard's output is open in it."""
     path = os.path.join(run_dir, GUARD_LOG)
     with contextlib.suppress(StateError, OSError):
-        descriptor = open_own_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, mode=0o644,
+        descriptor = open_own_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode=0o644,
                                    what="guard log", owned=False)
         try:
             info = os.fstat(descriptor)
-            foreign = info.st_uid == os.geteuid() and foreign_write(info, descriptor)
-            if info.st_uid == os.geteuid() and info.st_nlink > 1:
-                kept = b"" if foreign else os.pread(descriptor, info.st_size, 0)
-                return StateStore(run_dir).write_text(GUARD_LOG, kept.decode(
-                    "utf-8", "surrogateescape"), mode=0o644, durable=False)
-            if foreign:
+            if info.st_uid == os.geteuid() and foreign_write(info, descriptor):
+                if info.st_nlink > 1:
+                    os.unlink(path)
+                    return own_guard_log(run_dir)
                 os.ftruncate(descriptor, 0)
                 os.fchmod(descriptor, stat.S_IMODE(info.st_mode) & ~0o022)
         finally:
@@ -4297,10 +4295,6 @@ def _nothing_continues(record, rows, chain):
         return "no successor is queued (%s)" % (
             record.successor_error or "its prologue has not queued one yet")
     successor = next((row for row in rows if row["job"] == record.successor), None)
-    reason = successor and successor.get("reason")
-    if reason == "JobHeldUser" or reason in HELD_BY_SLURM:  # it would wait for a person
-        return "its successor %s is held (%s): it starts once released (scontrol release %s)" % (
-            record.successor, reason, record.successor)
     if successor is None or base_state(successor["state"]) in LIVE_STATES | {"UNKNOWN"}:
         return None  # it waits, or nobody can tell
     return "its successor %s ended %s" % (record.successor, _state_words(successor["state"]))
@@ -4322,6 +4316,13 @@ VERDICTS = {
     "running alone": ("running", "job {job} is {state}{left}; nothing would continue the chain "
                       "if it ended now: {alone}", "if it ends before its work is done, {resume} "
                       "continues the chain", True),
+    "successor held": ("running", "job {job} is {state}{left}; its successor {successor} is held "
+                       "(JobHeldUser): nothing continues the chain until it is released",
+                       "scontrol release {successor} lets it start", False),
+    "successor held by Slurm": ("running", "job {job} is {state}{left}; its successor {successor} "
+                                "is held ({reason}: {why})", "find out why (scontrol show job "
+                                "{successor}; sinfo -R), then scontrol release {successor} (an "
+                                "admin's hold needs an admin)", True),
     "held": ("waiting", "job {job} is held (JobHeldUser)", "scontrol release {job} starts it",
              False),
     "held by Slurm": ("waiting", "job {job} is held ({reason}: {why})", "find out why (scontrol "
@@ -4401,9 +4402,14 @@ def _verdict(record, rows, status, chain):
         row = running[-1]
         left = (" (%s of its time limit left)" % format_duration(row["time_left"])
                 if row["time_left"] is not None else "")
-        return _verdict_of("running alone" if status["would_not_continue"] else "running", dict(
-            facts, job=row["job"], state=row["state"], left=left,
-            alone=status["would_not_continue"]))
+        held = [job for job in live if job["job"] == record.successor and job is not row and (
+            job["reason"] == "JobHeldUser" or job["reason"] in HELD_BY_SLURM)]  # a person's to do
+        reason = held[0]["reason"] if held else None
+        return _verdict_of(("successor held by Slurm" if reason in HELD_BY_SLURM else
+                            "successor held") if held else "running alone" if status[
+            "would_not_continue"] else "running", dict(
+            facts, job=row["job"], state=row["state"], left=left, successor=record.successor,
+            reason=reason, why=HELD_BY_SLURM.get(reason), alone=status["would_not_continue"]))
     if live:  # a job that waits for a person says more than the newest
         stuck = [row for row in live if row["reason"] in HELD_BY_SLURM or never_starts(
             row["reason"])]
@@ -5042,7 +5048,7 @@ def _build_parser():
 
     formatter = argparse.RawDescriptionHelpFormatter
     parser = Parser(prog=COMMAND, formatter_class=formatter,
-                    description=__doc__.split("\nContents:")[0])  # not the file's sections
+                    description=(__doc__ or "").split("\nContents:")[0])  # not the file's sections
     parser.add_argument("--version", action="version", version="resumable-chain " + __version__)
     commands = parser.add_subparsers(metavar="COMMAND")
     for name, command in USER_COMMANDS.items():

@@ -817,6 +817,15 @@ def test_the_commands_help_says_what_they_do_not_how_the_file_is_laid_out(capsys
     out = capsys.readouterr().out
     assert "self-chaining, resumable sequence" in out and "Contents:" not in out
 
+
+def test_the_commands_work_without_docstrings(tmp_path):
+    # Review: python -OO (or PYTHONOPTIMIZE=2) drops __doc__, and --help split None.
+    module = os.path.join(os.path.dirname(os.path.abspath(__file__)), "resumable_chain.py")
+    ran = subprocess.run([sys.executable, "-OO", module, "status", str(tmp_path / "none")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                         env=dict(os.environ, PATH="/nonexistent"))
+    assert ran.returncode == 2 and ran.stderr.startswith("resumable-chain: error:"), ran.stderr
+
 @pytest.mark.parametrize("text,expected", [
     ("1234\n", "1234"), ("1234;cluster\n", "1234"), ("Submitted batch job 77\n", None),
     ("sbatch: warning: x\n", None), ("", None), ("12 34", None), ("0\n", None),

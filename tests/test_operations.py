@@ -1696,17 +1696,23 @@ def test_a_running_link_whose_successor_was_cancelled_says_nothing_would_continu
 
 
 
-@pytest.mark.parametrize("reason", ["JobHeldUser", "JobHeldAdmin"])
-def test_a_running_link_whose_successor_is_held_says_nothing_would_continue(
-        cluster, tmp_path, capsys, monkeypatch, reason):
-    # New-user trial: scontrol hold of the successor while its link ran: "running", --check 0.
+@pytest.mark.parametrize("reason, held, step, check", [
+    ("JobHeldUser", "(JobHeldUser): nothing continues the chain until it is released",
+     "scontrol release 1000 lets it start", 0),  # the owner's own hold, as after its link ended
+    ("JobHeldAdmin", "(JobHeldAdmin: %s)" % rc.HELD_BY_SLURM["JobHeldAdmin"],
+     "find out why (scontrol show job 1000; sinfo -R), then scontrol release 1000 (an admin's "
+     "hold needs an admin)", 1),
+], ids=["held by its owner", "held by an admin"])
+def test_a_running_link_whose_successor_is_held_says_so(cluster, tmp_path, capsys, monkeypatch,
+                                                         reason, held, step, check):
+    # New-user trial: scontrol hold of the successor while its link ran: just "running".
     run_dir = collection_chain(cluster, str(tmp_path / "runs"), "a",
                                "running with a pending successor")
     cluster.set_job(1000, reason=reason)
     status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
-    assert status == 1 and ("nothing would continue the chain if it ended now: its successor 1000 "
-                            "is held (%s): it starts once released (scontrol release 1000)"
-                            % reason) in " ".join(out.split()), out
+    assert status == check and ("verdict: running: job 100 is RUNNING (01:00:00 of its time limit "
+                                "left); its successor 1000 is held " + held) in out, out
+    assert "next: " + step in out
 
 @pytest.mark.parametrize("failing, error", [
     ("sbatch_error", "Socket timed out on send/recv operation"),
