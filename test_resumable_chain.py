@@ -826,6 +826,7 @@ def test_the_commands_work_without_docstrings(tmp_path):
                          env=dict(os.environ, PATH="/nonexistent"))
     assert ran.returncode == 2 and ran.stderr.startswith("resumable-chain: error:"), ran.stderr
 
+
 @pytest.mark.parametrize("text,expected", [
     ("1234\n", "1234"), ("1234;cluster\n", "1234"), ("Submitted batch job 77\n", None),
     ("sbatch: warning: x\n", None), ("", None), ("12 34", None), ("0\n", None),
