@@ -4402,12 +4402,12 @@ def _verdict(record, rows, status, chain):
         row = running[-1]
         left = (" (%s of its time limit left)" % format_duration(row["time_left"])
                 if row["time_left"] is not None else "")
-        held = [job for job in live if job["job"] == record.successor and job is not row and (
-            job["reason"] == "JobHeldUser" or job["reason"] in HELD_BY_SLURM)]  # a person's to do
-        reason = held[0]["reason"] if held else None
-        return _verdict_of(("successor held by Slurm" if reason in HELD_BY_SLURM else
-                            "successor held") if held else "running alone" if status[
-            "would_not_continue"] else "running", dict(
+        reason = next((job["reason"] for job in live if job["job"] == record.successor and
+                       job is not row), None)  # a held successor waits for a person
+        return _verdict_of(
+            "successor held by Slurm" if reason in HELD_BY_SLURM else "successor held" if
+            reason == "JobHeldUser" else "running alone" if status["would_not_continue"] else
+            "running", dict(
             facts, job=row["job"], state=row["state"], left=left, successor=record.successor,
             reason=reason, why=HELD_BY_SLURM.get(reason), alone=status["would_not_continue"]))
     if live:  # a job that waits for a person says more than the newest
