@@ -986,7 +986,8 @@ def parse_scontrol(text):
     restarts = fields.get("Restarts", "")
     return Job(fields.get("JobId", ""), fields["JobState"],
                0 if never_started else parse_duration(fields.get("RunTime")) or 0,
-               start=start, end=_known(fields.get("EndTime")), exit_code=fields.get("ExitCode"),
+               start=start, end=_known(fields.get("EndTime")),
+               exit_code=slurm_exit_code(fields.get("ExitCode")),
                time_limit=parse_duration(fields.get("TimeLimit")),
                restarts=int(restarts) if is_digits(restarts, 9) else None,
                nodes=_known(fields.get("NodeList"), UNKNOWN_NODES))
@@ -2172,7 +2173,7 @@ def parse_sacct(text):
         records.setdefault(job_id, []).append(Job(
             job_id, state, int(elapsed) if is_digits(elapsed, 12) else 0,
             start=_known(field.get("Start")), end=_known(field.get("End")),
-            submit=_known(field.get("Submit")), exit_code=field.get("ExitCode") or None,
+            submit=_known(field.get("Submit")), exit_code=slurm_exit_code(field.get("ExitCode")),
             nodes=_known(field.get("NodeList"), UNKNOWN_NODES),
             time_limit=parse_duration(field.get("Timelimit"))))  # UNLIMITED: None
     return records
@@ -2303,8 +2304,7 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
 
 def _check_job_report(state, elapsed, exit_code, counts):
     """A one-line ValueError for what no job reports (a driver's YAML text, say)."""
-    if not (exit_code is None or isinstance(exit_code, (int, str)) and not isinstance(
-            exit_code, bool)):  # 75.0 would read as a death by signal
+    if exit_code is not None and slurm_exit_code(exit_code) is None:  # 75.0 would read as a signal
         raise ValueError("decide: exit_code must be Slurm's ExitCode (\"75:0\" or 75) or None, "
                          "got %r" % (exit_code,))
     for name, value in counts.items():
@@ -2345,6 +2345,15 @@ def chain_length(snapshot):
     if record.action in WORK_ACTIONS and record.job != snapshot.last_job:
         return record.link - 1  # a link that resume queued, which has not run yet
     return record.link
+
+
+def slurm_exit_code(value):
+    """value if it is Slurm's ExitCode (``"75:0"``, ``"75"`` or 0 to 255), else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value <= 255 else None
+    status, colon, signal_number = value.strip().partition(":") if isinstance(
+        value, str) else ("", "", "")
+    return value if is_digits(status, 3) and (not colon or is_digits(signal_number, 3)) else None
 
 
 def exit_status(exit_code):

@@ -287,6 +287,14 @@ def test_parse_scontrol_reads_only_ascii_restart_counts(text, expected):
     assert rc.parse_scontrol(text).restarts == expected
 
 
+@pytest.mark.parametrize("exit_code,expected", [
+    ("75:0", "75:0"), ("0:15", "0:15"), ("75:x", None), ("abc", None), ("\u0663:0", None)])
+def test_parsers_keep_only_an_exit_code_slurm_could_print(exit_code, expected):
+    scontrol = rc.parse_scontrol("JobId=5 JobState=FAILED ExitCode=%s" % exit_code)
+    sacct = rc.parse_sacct("5|FAILED|3||||%s\n" % exit_code)
+    assert (scontrol.exit_code, sacct["5"][0].exit_code) == (expected, expected)
+
+
 @pytest.mark.parametrize("content", [b"garbage" + b" " * 80 + b"5\n", b"5" + b" " * 100,
                                      b"\xd9\xa3\n", b"0" * 70])
 def test_a_counter_is_read_whole(tmp_path, content):
