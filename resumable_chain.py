@@ -4682,24 +4682,25 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     python = os.path.abspath(python) if os.sep in python else python  # jobs run in run_dir
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
-    live = _check_run_dir(run_dir, force)
+    _check_run_dir(run_dir, force)  # again under the lock as the chain is installed
     sbatch_args = _chain_defaults(run_dir, script, header, without_options(sbatch_args,
                                                                            ("--hold",)))
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     one_task = [] if task is None else ["--array=%d" % task]  # the prologue adds it to links
     created, store, slurm = make_run_dir(run_dir), chain_store(run_dir), slurm or Slurm()
+    staged = "%s.%s" % (STAGED_SCRIPT, os.urandom(6).hex())  # each submit its own: two may run
     try:  # stage the script (notify: in NOTIFY_FILE, owner only) and submit it, or undo that
-        store.write_text(STAGED_SCRIPT, header + render_prologue(
+        store.write_text(staged, header + render_prologue(
             run_dir, max_retries=max_retries, max_walltime=max_walltime, script=copy_path,
             sbatch_args=sbatch_args, python=python, budget_dir=budget_dir, warn=warn)
             + (finished_trap(python, run_dir) if notify else "") + body, mode=0o700)
         if before_queueing:
             before_queueing()
         first_job, named = slurm.submit_held(["--hold", "--no-requeue"] + one_task
-                                             + sbatch_args, store.path(STAGED_SCRIPT), script_args)
+                                             + sbatch_args, store.path(staged), script_args)
     except (StateError, ValueError):
         with contextlib.suppress(OSError):  # undone as far as it goes: the error says why
-            store.remove(STAGED_SCRIPT)
+            store.remove(staged)
             for directory in reversed(created):
                 os.rmdir(directory)
         raise
@@ -4713,7 +4714,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
         queue_guard(first_job, run_dir, option_value(
             script_directives(header) + sbatch_args, "--job-name"), os.environ, python=python)
     cancelled, previous = cancel_if_unfinished(first_job, lambda: _install_chain(
-        run_dir, live, copy_path, submitted), named, submitted["guard"])
+        run_dir, force, staged, copy_path, submitted), named, submitted["guard"])
     if not hold:
         Slurm(named).release(first_job)
     return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold,
@@ -4764,14 +4765,14 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
     return sbatch_args
 
 
-def _install_chain(run_dir, live, copy_path, submitted):
+def _install_chain(run_dir, force, staged, copy_path, submitted):
     """Under the lock: the staged script becomes the chain's copy, the old chain's files ``*.prev``,
-    the submit record written; the jobs of a ``live`` chain (--force) cancelled first: (the jobs
-    cancelled, the files kept)."""
+    the submit record written; a live chain (another submit's since the first check) refused, or
+    with ``force`` its jobs cancelled first: (the jobs cancelled, the files kept)."""
     store, cancelled = chain_store(run_dir), []
     try:
         with store.locked():
-            if live:
+            if _check_run_dir(run_dir, force):
                 chain = _write_mark(store)
                 result = _cancel_jobs({0: chain.to_cancel()}, *cluster_to_ask(
                     chain.record.cluster))[0]
@@ -4780,12 +4781,12 @@ def _install_chain(run_dir, live, copy_path, submitted):
                                      "it is marked cancelled, so its links stop when they start)"
                                      % " ".join(result["leftover"]))
                 cancelled = result["cancelled"]
-            os.replace(store.path(STAGED_SCRIPT), copy_path)
+            os.replace(store.path(staged), copy_path)
             previous = store.keep_previous()
             store.write_public(SUBMIT_FILE, submitted)
     except (StateError, OSError, KeyboardInterrupt):
         with contextlib.suppress(OSError):  # its job is cancelled: the script goes too
-            store.remove(STAGED_SCRIPT)
+            store.remove(staged)
         raise
     return cancelled, previous
 

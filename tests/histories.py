@@ -729,7 +729,8 @@ class History(object):
             if job.get("wrap") and "--cpus-per-task=1" in job["options"] and \
                     "--mem=" + rc.GUARD_MEMORY in job["options"]:
                 continue
-            if job["script"] not in (self.script, os.path.join(self.run_dir, rc.STAGED_SCRIPT)):
+            if job["script"] != self.script and not job["script"].startswith(
+                    os.path.join(self.run_dir, rc.STAGED_SCRIPT)):
                 self.fail(5, "job %s is not a link of the chain: %s %s" % (
                     job_id, job.get("options"), job.get("script")))
         record = rc.StateStore(self.run_dir).read_record()

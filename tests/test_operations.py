@@ -387,6 +387,29 @@ def test_submit_force_refused_by_sbatch_leaves_the_live_chain_alone(
     assert {name: read(run_dir, name) for name in os.listdir(run_dir)} == before
 
 
+def test_two_submits_into_one_directory_at_once_make_one_chain(cluster, tmp_path, capsys,
+                                                              monkeypatch):
+    # Attack trial: two submits staged one file, so the winner's first job ran the other's
+    # script, and its prologue queued successors from a copy that was never made.
+    run_dir, won = str(tmp_path / "run"), []
+    mine, other = (write(str(tmp_path / name), "#!/bin/bash\necho %s-work\n" % name)
+                   for name in ("x.sh", "y.sh"))
+    for name, value in cluster.env().items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(rc.StateError) as error:  # the other submits while this one is in sbatch
+        rc.submit_chain(run_dir, mine, [], [], python=sys.executable, before_queueing=lambda: (
+            won.append(rc.submit_chain(run_dir, other, [], [], python=sys.executable))))
+    assert "is live (job %s PENDING)" % won[0]["job"] in str(error.value), error.value
+    lost = str(int(won[0]["job"]) + 1)  # this submit's held first job, cancelled with its guard
+    assert "the new job %s (and its guard" % lost in str(error.value)
+    assert cluster.pending() == [won[0]["job"]]
+    assert "y.sh-work" in cluster.job(won[0]["job"])["script_text"]
+    assert "y.sh-work" in read(run_dir, "resumable-y.sh")
+    assert sorted(name for name in os.listdir(run_dir) if not name.startswith(".")) == [
+        "resumable-y.sh"]  # no other copy, and no staged script left
+    assert [name for name in os.listdir(run_dir) if "staged" in name] == []
+
+
 def test_submit_refused_by_sbatch_changes_nothing(cluster, run_dir, tmp_path, capsys, monkeypatch):
     script, successor = start_chain(cluster, run_dir)
     cluster.finish(100, "COMPLETED", 5)
@@ -409,7 +432,7 @@ def test_submit_refused_by_sbatch_says_why_when_its_staged_script_cannot_go(
     unlink = os.unlink
 
     def refused(path, *args, **kwargs):
-        if str(path).endswith(resumable_chain.STAGED_SCRIPT):
+        if os.path.basename(str(path)).startswith(resumable_chain.STAGED_SCRIPT):
             raise PermissionError(13, "Permission denied", path)
         return unlink(path, *args, **kwargs)
     monkeypatch.setattr(os, "unlink", refused)
