@@ -1623,10 +1623,12 @@ def owner_problem(info, path, what):
                     "of your own" if what.endswith("directory") else "someone else put it in "
                     "your directory; read it, then delete it"))
     if bits:
+        fix = ("it is a shared directory (sticky, as /tmp): use a run directory of your own"
+               if mode & stat.S_ISVTX else "if you trust what is in it, run: chmod go-w "
+               + shell_quote(path))
         return ("refusing to act on %s %s: mode %04o lets %s write it, so anyone there could act "
-                "as you; if you trust what is in it, run: chmod go-w %s"
-                % (what, path, mode, "group and others" if bits == 0o022 else
-                   "its group" if bits & 0o020 else "others", shell_quote(path)))
+                "as you; %s" % (what, path, mode, "group and others" if bits == 0o022 else
+                                "its group" if bits & 0o020 else "others", fix))
     return None
 
 
@@ -3998,6 +4000,14 @@ def holds_chain(path):
                for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE))
 
 
+def open_to_others(path):
+    """Whether others than its owner may write in path (/tmp): a chain there could be anyone's,
+    so it neither hides the chains below it from status nor refuses a submit below it."""
+    with contextlib.suppress(OSError):
+        return bool(foreign_write(os.stat(path), path))
+    return False
+
+
 def chain_dirs(paths):
     """The run directories ``paths`` name: each a chain, or chains below it (operators-guide.md)."""
     found = collections.OrderedDict()  # realpath: the path shown
@@ -4006,7 +4016,8 @@ def chain_dirs(paths):
         if not (whole or os.path.isdir(path)):
             raise StateError("%s is not a directory" % path)
         try:
-            children = [path] if whole else _chains_below(path, CHAIN_DEPTH)
+            children = [path] * whole + (_chains_below(path, CHAIN_DEPTH) if not whole or
+                                         open_to_others(path) else [])
         except OSError as error:
             raise StateError("cannot list %s: %s" % (path, error.strerror or error))
         if not children:
@@ -4726,7 +4737,7 @@ def _check_run_dir(run_dir, force):
     parent = run_dir
     while parent != os.path.dirname(parent):
         parent = os.path.dirname(parent)
-        if holds_chain(parent):
+        if holds_chain(parent) and not open_to_others(parent):
             raise StateError("run directory %s is inside the chain in %s, where status never "
                              "looks: give a directory outside it" % (run_dir, parent))
     below = []

@@ -549,6 +549,24 @@ def test_status_of_a_parent_skips_directories_below_it_the_caller_cannot_list(wo
     assert "readable-in-a-mixed-tree" in result.stdout
 
 
+def test_a_chain_file_planted_in_a_shared_parent_neither_blocks_submits_nor_hides_chains(world):
+    """Attack trial: a colleague's one-line .gym_job_chain in a shared project directory refused
+    every submit below it ("inside the chain in ..."), and root's status --check of it showed
+    that "chain" alone, with the advice to chmod go-w the shared directory."""
+    shared = os.path.join(world.runs, "open-project")
+    os.makedirs(shared)
+    os.chown(shared, 0, grp.getgrnam(GROUP).gr_gid)
+    os.chmod(shared, 0o3775)  # as runs/: the group creates runs in it
+    assert world.run(MATE, ["/bin/sh", "-c", "echo 1 > %s/.gym_job_chain" % shared]
+                     ).returncode == 0
+    result = world.cli(OWNER, "submit", os.path.join(shared, "mine"), "--", world.script())
+    assert result.returncode == 0, result.stderr
+    result = world.cli(None, "status", "--check", shared)
+    rows = [line.split()[0] for line in result.stdout.splitlines()[1:] if line.strip()]
+    assert rows[:2] == ["runs/open-project", "runs/open-project/mine"], result.stdout
+    assert "chmod go-w" not in result.stdout and "shared directory" in result.stdout
+
+
 def owners_submitted_chain(world, name):
     """The owner's submitted chain whose first job ran its work, then timed out, and nothing of
     it is queued any more: what ``resume`` is for."""
