@@ -1104,6 +1104,15 @@ def _word(value):  # a command-line word or a path: the command line cannot hold
     return _text(value) and "\0" not in (value or "")
 
 
+def _absolute(value):  # every path a chain records is: a relative one reads from the reader's cwd
+    return _word(value) and (value is None or os.path.isabs(value))
+
+
+def _cluster(value):  # Slurm's ClusterName, which -M takes: not an option, nor "a,b" (two)
+    return _word(value) and (value is None or value.split() == [value] and value[0] != "-"
+                             and "," not in value)
+
+
 def _text(value):
     return value is None or isinstance(value, str)
 
@@ -1145,7 +1154,7 @@ def _next_link_ok(value):
 
 
 RECORD_CHECKS = {  # every journal field's test (True: the value may be used as it is)
-    "job": lambda value: _job(value) and value is not None, "cluster": _word,
+    "job": lambda value: _job(value) and value is not None, "cluster": _cluster,
     "predecessor": _job, "predecessor_state": _text, "predecessor_elapsed": _count,
     "predecessor_exit_code": lambda value: value is None or type(value) is int,
     "source": _text, "action": _one_of(*ACTIONS), "cause": _one_of(None, *STOP_CAUSES),
@@ -1153,7 +1162,7 @@ RECORD_CHECKS = {  # every journal field's test (True: the value may be used as 
     "max_walltime": _limit, "settings_from": _one_of(None, "prologue", "resume"),
     "link": _count, "successor": _job, "successor_error": _text, "successor_retries": _count,
     "guard": _job, "guard_error": _text, "guarded_by": _job, "dead_successors": _count,
-    "node_deaths": _count, "time_limit": _limit, "budget_dir": _word, "warn": _warn_ok,
+    "node_deaths": _count, "time_limit": _limit, "budget_dir": _absolute, "warn": _warn_ok,
     "reserved": _count, "notify": lambda value: value is True or _word(value),
     "next": _next_link_ok, "phase": _one_of(None, "counted", "queued", "done"),
     "time": lambda value: value is None or (type(value) in (int, float) and 0 <= value < 1e11),
@@ -1162,11 +1171,11 @@ EVENT_CHECKS = {"event": _one_of(*EVENTS), "job": _job, "link": _count, "reason"
                 "time": RECORD_CHECKS["time"]}
 
 SUBMIT_CHECKS = {  # the submit record's fields and their tests (as RECORD_CHECKS)
-    "first_job": RECORD_CHECKS["job"], "cluster": _word, "script": _word, "original": _word,
+    "first_job": RECORD_CHECKS["job"], "cluster": _cluster, "script": _word, "original": _word,
     "sbatch_args": lambda value: _next_link_ok({"sbatch_args": value}),
     "script_args": lambda value: _next_link_ok({"script_args": value}),
-    "max_retries": _max_retries, "max_walltime": _limit, "budget_dir": _word,
-    "workdir": lambda value: _word(value) and (value is None or os.path.isabs(value)),  # sbatch cwd
+    "max_retries": _max_retries, "max_walltime": _limit, "budget_dir": _absolute,
+    "workdir": _absolute,  # submit's cwd, where submit_again sends a person
     "notify": RECORD_CHECKS["notify"], "warn": RECORD_CHECKS["warn"], "time": RECORD_CHECKS["time"],
     "guard": _job, "dead_first_jobs": _count, "node_deaths": _count,
     "python": lambda value: _word(value) and (value is None or value.split() == [value]
@@ -2891,8 +2900,8 @@ def parse_budget(data):
         raise ValueError("not a JSON object")
     budget = Budget(*(data.get(name) for name in Budget._fields))
     if not (seconds(budget.cap) and seconds(budget.settled) and table(budget.reservations)
-            and table(budget.settled_jobs) and isinstance(budget.cluster, (str, type(None)))):
-        raise ValueError("cap, settled, reservations or settled_jobs missing or malformed")
+            and table(budget.settled_jobs) and _cluster(budget.cluster)):
+        raise ValueError("cap, settled, reservations, settled_jobs or cluster missing or malformed")
     return budget
 
 

@@ -592,19 +592,24 @@ def edit_as_owner(path, change):
         json.dump(data, handle)  # json writes a NUL as \u0000: a value no command line can hold
 
 
-@pytest.mark.parametrize("file_name,field", [
-    (".resumable_chain.submit.json", "python"),
-    (".resumable_chain.submit.json", "workdir"),
-    (".resumable_chain.json", "cluster"),
-    (".resumable_chain.json", "budget_dir"),
+@pytest.mark.parametrize("file_name,field,value", [
+    (".resumable_chain.submit.json", "python", "/usr/bin\u0000x"),
+    (".resumable_chain.submit.json", "workdir", "/usr/bin\u0000x"),
+    (".resumable_chain.json", "cluster", "/usr/bin\u0000x"),
+    (".resumable_chain.json", "budget_dir", "/usr/bin\u0000x"),
+    # attack trial: what -M would read as an option, or as two clusters
+    (".resumable_chain.json", "cluster", "-oJobID"),
+    (".resumable_chain.submit.json", "cluster", "local,other"),
+    # attack trial: a relative path, which every reader would resolve from its own cwd
+    (".resumable_chain.json", "budget_dir", "relative/budget"),
+    (".resumable_chain.submit.json", "budget_dir", "relative/budget"),
 ])
 def test_a_state_value_no_command_line_can_hold_is_refused_before_anything_is_queued(
-        world, file_name, field):
+        world, file_name, field, value):
     """A NUL in a path, an interpreter or a cluster name from a state file: a corrupt file named
     in one line, as the same value on the command line would be, and no held job left behind."""
-    run_dir = owners_submitted_chain(world, "nul-in-" + field)
-    edit_as_owner(os.path.join(run_dir, file_name),
-                  lambda data: data.__setitem__(field, "/usr/bin\u0000x"))
+    run_dir = owners_submitted_chain(world, "bad-%s-%d-%s" % (field, len(value), file_name[17:21]))
+    edit_as_owner(os.path.join(run_dir, file_name), lambda data: data.__setitem__(field, value))
     before = set(world.jobs())
     result = world.cli(OWNER, "resume", run_dir)
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
