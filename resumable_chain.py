@@ -650,7 +650,8 @@ def main(argv=None):
     """Run the command line; return the exit status."""
     global COMMAND
     argv, COMMAND = list(sys.argv[1:] if argv is None else argv), command_name(sys.argv[0])
-    try:
+    try:  # a bad tuning variable: refused by every command (the first link, not a later guard)
+        lookup_window(), command_timeout(), _positive_env_number(VIEW_WAIT_ENV, 0, True)
         return run_step(argv[0], argv[1:]) if argv[:1] and argv[0] in STEPS else \
             run_user_command(argv)
     except SystemExit as exit_request:  # --help and --version
@@ -768,8 +769,6 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
       python3 resumable_chain.py prologue --max-retries=3 --script="$0" runs/gpqa -- "$@"
     """
     run_dir = os.path.abspath(task_run_dir(run_dir, os.environ))
-    lookup_window(), command_timeout()  # a bad tuning variable is refused by the first link,
-    _positive_env_number(VIEW_WAIT_ENV, 0, allow_zero=True)  # not met later by a guard
     task = os.environ.get("SLURM_ARRAY_TASK_ID")  # an array task's links: one-task arrays
     if task and not is_digits(task, 9):
         raise StateError("malformed SLURM_ARRAY_TASK_ID %r: not a task ID; nothing done" % task)

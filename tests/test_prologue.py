@@ -1210,6 +1210,17 @@ def test_a_bad_tuning_variable_is_refused_by_the_first_link_not_met_later_by_a_g
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["cancel", "--dry-run"]])
+def test_a_bad_tuning_variable_is_named_by_every_command_not_blamed_on_a_state_file(
+        cluster, run_dir, capsys, monkeypatch, command):
+    # Attack trial: status said "cannot read the chain's state (...)", next "fix the named file".
+    start_chain(cluster, run_dir)
+    monkeypatch.setenv("RESUMABLE_CHAIN_COMMAND_TIMEOUT", "abc")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *command + [run_dir])
+    assert status == 2 and out == "" and err.count("\n") == 1, out + err
+    assert "RESUMABLE_CHAIN_COMMAND_TIMEOUT='abc' is not a number of seconds" in err
+
+
 @pytest.mark.parametrize("own_limit, told, said", [
     (60, "", None),  # its own minute is within the 5-minute cap: nothing lowered
     (600, "300", "time limit lowered to 5 min"),
