@@ -1377,20 +1377,24 @@ class StateStore(object):
     def keep_previous(self):
         """Under the lock: an old chain's files become ``*.prev`` (a new chain starts from none);
         the paths kept."""
-        kept = []
-        for path in map(self.path, (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE,
-                                    CANCEL_FILE, SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG)):
-            try:  # an empty guard log: no guard ran
-                if os.path.isfile(path) and (path != self.path(GUARD_LOG) or os.path.getsize(path)):
+        paths = [self.path(name) for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE,
+                 CANCEL_FILE, SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG)]
+        old = [path for path in paths if os.path.isfile(path) and (  # an empty guard log: no
+            path != self.path(GUARD_LOG) or os.path.getsize(path))]  # guard ran
+        for path in paths:
+            try:  # the *.prev of one chain: none left of the chain before it
+                if old and path not in old:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path + PREVIOUS_SUFFIX)
+                elif path in old:
                     os.replace(path, path + PREVIOUS_SUFFIX)
-                    kept.append(path)
                     if path == self.path(JOURNAL_FILE):  # its options (exports_values): the owner's
                         os.chmod(path + PREVIOUS_SUFFIX, 0o600)
             except OSError as error:
                 raise StateError("cannot keep %s as %s: %s" % (
                     path, PREVIOUS_SUFFIX, error.strerror or error))
         self.notify_on_file = None
-        return kept
+        return old
 
     def remove(self, name):
         with contextlib.suppress(FileNotFoundError):

@@ -34,6 +34,21 @@ def test_a_new_chain_in_an_old_directory_starts_without_the_old_chains_events(
     assert report["events"] == []
 
 
+def test_the_files_kept_as_prev_are_all_the_last_chains(cluster, run_dir, tmp_path, capsys,
+                                                        monkeypatch):
+    # New-user trial: after a third submit, .gym_job_chain.prev named the second chain, but the
+    # events kept as *.prev were the first's ("failed"): the second had none to keep.
+    failed_chain(cluster, run_dir)
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    second = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python", sys.executable,
+                     script)[1].strip()
+    assert cluster.run_link(os.path.join(run_dir, "resumable-s.sh"), second).returncode == 0
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--force", script)
+    assert status == 0, err
+    assert read(run_dir, rc.CHAIN_FILE + rc.PREVIOUS_SUFFIX) == second + "\n"
+    assert not os.path.exists(os.path.join(run_dir, rc.EVENTS_FILE + rc.PREVIOUS_SUFFIX))
+
+
 def ended_chain(cluster, run_dir, capsys, monkeypatch, how):
     """A chain that ended ``how``: finished, stopped (cancelled before), failed, broken."""
     if how == "failed":
