@@ -4385,7 +4385,7 @@ VERDICTS = {
                             "was {successor_state} before it ran", "{resume} continues it",
                             False),
     "successor died": ("broken", "job {job} ended {state} and its successor {successor} ended "
-                       "{successor_raw}{on} before its prologue ran",
+                       "{successor_raw}{on} before its prologue recorded it (its log says why)",
                        "{resume} continues the chain", True),
     "sbatch failed": ("broken", "job {job} ended {state} and its successor could not be queued "
                       "({error})", "{resume} [sbatch options that fix it, e.g. -p PARTITION] "

@@ -833,9 +833,9 @@ def guard_failed(cluster, successor):
     ("CANCELLED by 0", "stopped: job 1000 ended TIMEOUT and its successor 1001 was CANCELLED by "
                        "root (uid 0) before it ran"),  # a person, on purpose
     ("NODE_FAIL", "broken: job 1000 ended TIMEOUT and its successor 1001 ended NODE_FAIL before "
-                  "its prologue ran"),  # a chain queued before 0.4 (--no-requeue successors)
+                  "its prologue recorded it"),  # a chain queued before 0.4 (--no-requeue successors)
     ("CANCELLED", "broken: job 1000 ended TIMEOUT and its successor 1001 ended CANCELLED before "
-                  "its prologue ran"),  # Slurm itself cancelled it, not a person
+                  "its prologue recorded it"),  # Slurm itself cancelled it, not a person
 ])
 def test_a_chain_whose_pending_successor_ended_says_why_and_resumes(
         cluster, run_dir, running_chain, capsys, monkeypatch, successor_end, verdict):

@@ -978,7 +978,7 @@ def test_a_successor_that_died_before_its_prologue_is_replaced_by_its_guard(
                     end="2026-11-30T01:01:00")  # it had its node: Slurm was launching it
     status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
     assert status == 0 and ("verdict: waiting: job 100 ended TIMEOUT and its successor %s ended "
-                            "%s on %s before its prologue ran; its guard %s (PENDING) continues "
+                            "%s on %s before its prologue recorded it (its log says why); its guard %s (PENDING) continues "
                             "the chain" % (successor, state, fake_slurm.NODE, guard)) in out
     result = cluster.run_guard(successor)
     assert result.returncode == 0, result.stderr
