@@ -650,8 +650,9 @@ def main(argv=None):
     """Run the command line; return the exit status."""
     global COMMAND
     argv, COMMAND = list(sys.argv[1:] if argv is None else argv), command_name(sys.argv[0])
-    try:  # a bad tuning variable: refused by every command (the first link, not a later guard)
-        lookup_window(), command_timeout(), _positive_env_number(VIEW_WAIT_ENV, 0, True)
+    try:
+        if not {"-h", "--help", "--version"}.intersection(argv):
+            check_tuning()
         return run_step(argv[0], argv[1:]) if argv[:1] and argv[0] in STEPS else \
             run_user_command(argv)
     except SystemExit as exit_request:  # --help and --version
@@ -812,6 +813,14 @@ def _positive_env_number(name, default, allow_zero=False):
 
 def command_timeout():
     return _positive_env_number(COMMAND_TIMEOUT_ENV, DEFAULT_COMMAND_TIMEOUT)
+
+
+def check_tuning():
+    """A bad RESUMABLE_CHAIN_* tuning variable, refused by every command: met by the first link,
+    not a later guard, and never shown by status as a state file it cannot read."""
+    lookup_window(), command_timeout(), _positive_env_number(VIEW_WAIT_ENV, 0, True)
+    if (os.environ.get(LOCK_ENV) or "kernel") not in LOCK_KINDS:
+        raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, os.environ[LOCK_ENV]))
 
 
 def lookup_window():
@@ -2367,7 +2376,8 @@ def slurm_exit_code(value):
         return value if 0 <= value <= 255 else None
     status, colon, signal_number = value.strip().partition(":") if isinstance(
         value, str) else ("", "", "")
-    return value if is_digits(status, 3) and (not colon or is_digits(signal_number, 3)) else None
+    return value if is_digits(status, 3) and int(status) <= 255 and (
+        not colon or is_digits(signal_number, 3)) else None
 
 
 def exit_status(exit_code):
@@ -4053,9 +4063,11 @@ def _chains_below(path, depth):
             is_dir = entry.is_dir()
         if entry.name.startswith(".") or not is_dir:
             continue
-        if holds_chain(entry.path):
+        whole = holds_chain(entry.path)
+        if whole:
             found.append(entry.path)
-        elif depth > 1 and not os.path.islink(entry.path):
+        if depth > 1 and not os.path.islink(entry.path) and (not whole or open_to_others(
+                entry.path)):  # and below a chain in a directory others can write: anyone's
             with contextlib.suppress(OSError):
                 found += _chains_below(entry.path, depth - 1)
     return found
@@ -4374,7 +4386,8 @@ VERDICTS = {
                   "shown", "try again when Slurm answers", False),
     "no job": ("unknown", "no job recorded yet", None, False),
     "first job died": ("broken", "job {job}, the chain's first job, ended {state} before its "
-                       "prologue ran (its guard could not replace it)", "{submit_again}", True),
+                       "prologue recorded it (its guard could not replace it)", "{submit_again}",
+                       True),
     "first job cancelled": ("stopped", "job {job}, the chain's first job, was {state} before it "
                             "ran (its guard leaves a person's cancel alone)", "{submit_again}",
                             False),
@@ -4385,7 +4398,8 @@ VERDICTS = {
                             "was {successor_state} before it ran", "{resume} continues it",
                             False),
     "successor died": ("broken", "job {job} ended {state} and its successor {successor} ended "
-                       "{successor_raw}{on} before its prologue recorded it (its log says why)",
+                       "{successor_raw}{on} before its prologue recorded it (it never started, or "
+                       "its prologue refused: its log says which)",
                        "{resume} continues the chain", True),
     "sbatch failed": ("broken", "job {job} ended {state} and its successor could not be queued "
                       "({error})", "{resume} [sbatch options that fix it, e.g. -p PARTITION] "
@@ -4755,7 +4769,8 @@ def _check_run_dir(run_dir, force):
     below = []
     with contextlib.suppress(OSError):  # none yet; a symlink to a chain (latest -> ...) hides none
         below = [] if holds_chain(run_dir) else [
-            path for path in _chains_below(run_dir, CHAIN_DEPTH) if not os.path.islink(path)]
+            path for path in _chains_below(run_dir, CHAIN_DEPTH) if not os.path.islink(path)
+            and not open_to_others(path)]
     if below:
         raise StateError("run directory %s holds chains (%s): status would show the new one "
                          "alone; give a directory of its own" % (run_dir, below[0]))

@@ -978,7 +978,8 @@ def test_a_successor_that_died_before_its_prologue_is_replaced_by_its_guard(
                     end="2026-11-30T01:01:00")  # it had its node: Slurm was launching it
     status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
     assert status == 0 and ("verdict: waiting: job 100 ended TIMEOUT and its successor %s ended "
-                            "%s on %s before its prologue recorded it (its log says why); its guard %s (PENDING) continues "
+                            "%s on %s before its prologue recorded it (it never started, or its prologue refused: "
+                            "its log says which); its guard %s (PENDING) continues "
                             "the chain" % (successor, state, fake_slurm.NODE, guard)) in out
     result = cluster.run_guard(successor)
     assert result.returncode == 0, result.stderr
@@ -1211,14 +1212,24 @@ def test_a_bad_tuning_variable_is_refused_by_the_first_link_not_met_later_by_a_g
 
 
 @pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["cancel", "--dry-run"]])
+@pytest.mark.parametrize("name, value, said", [
+    ("RESUMABLE_CHAIN_COMMAND_TIMEOUT", "abc", "='abc' is not a number of seconds"),
+    ("RESUMABLE_CHAIN_LOCK", "bogus", "=bogus: use kernel or file"),
+])
 def test_a_bad_tuning_variable_is_named_by_every_command_not_blamed_on_a_state_file(
-        cluster, run_dir, capsys, monkeypatch, command):
+        cluster, run_dir, capsys, monkeypatch, command, name, value, said):
     # Attack trial: status said "cannot read the chain's state (...)", next "fix the named file".
     start_chain(cluster, run_dir)
-    monkeypatch.setenv("RESUMABLE_CHAIN_COMMAND_TIMEOUT", "abc")
+    monkeypatch.setenv(name, value)
     status, out, err = run_cli(cluster, capsys, monkeypatch, *command + [run_dir])
     assert status == 2 and out == "" and err.count("\n") == 1, out + err
-    assert "RESUMABLE_CHAIN_COMMAND_TIMEOUT='abc' is not a number of seconds" in err
+    assert name + said in err
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["status", "--help"]])
+def test_help_and_version_need_no_good_tuning_variable(capsys, monkeypatch, argv):
+    monkeypatch.setenv("RESUMABLE_CHAIN_COMMAND_TIMEOUT", "abc")
+    assert rc.main(argv) == 0 and "Traceback" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("own_limit, told, said", [

@@ -565,6 +565,7 @@ def test_sacct_runs_of_one_job_id_count_as_one_only_when_requeued(situation, nex
     pytest.param("FAILED", {"exit_code": True}, "got True", id="a bool for the exit code"),
     pytest.param("FAILED", {"exit_code": "abc"}, "got 'abc'", id="text that is no exit code"),
     pytest.param("FAILED", {"exit_code": 300}, "got 300", id="an exit status over 255"),
+    pytest.param("FAILED", {"exit_code": "300:0"}, "got '300:0'", id="an ExitCode over 255"),
     pytest.param("FAILED", {"exit_code": ""}, "got ''", id="an empty exit code (None: not known)"),
 ])
 def test_decide_refuses_what_no_job_reports_with_one_line(state, options, message):

@@ -553,18 +553,22 @@ def test_a_chain_file_planted_in_a_shared_parent_neither_blocks_submits_nor_hide
     """Attack trial: a colleague's one-line .gym_job_chain in a shared project directory refused
     every submit below it ("inside the chain in ..."), and root's status --check of it showed
     that "chain" alone, with the advice to chmod go-w the shared directory."""
-    shared = os.path.join(world.runs, "open-project")
+    top = os.path.join(world.runs, "projects")  # root's, below the shared runs/
+    shared = os.path.join(top, "open-project")
     os.makedirs(shared)
+    os.chmod(top, 0o755)
     os.chown(shared, 0, grp.getgrnam(GROUP).gr_gid)
     os.chmod(shared, 0o3775)  # as runs/: the group creates runs in it
     assert world.run(MATE, ["/bin/sh", "-c", "echo 1 > %s/.gym_job_chain" % shared]
                      ).returncode == 0
     result = world.cli(OWNER, "submit", os.path.join(shared, "mine"), "--", world.script())
     assert result.returncode == 0, result.stderr
-    result = world.cli(None, "status", "--check", shared)
-    rows = [line.split()[0] for line in result.stdout.splitlines()[1:] if line.strip()]
-    assert rows[:2] == ["runs/open-project", "runs/open-project/mine"], result.stdout
-    assert "chmod go-w" not in result.stdout and "shared directory" in result.stdout
+    for looked_at in (shared, top):
+        result = world.cli(None, "status", "--check", looked_at)
+        rows = [line.split()[0] for line in result.stdout.splitlines()[1:] if line.strip()]
+        assert [row.split("projects/")[-1] for row in rows[:2]] == [
+            "open-project", "open-project/mine"], (looked_at, result.stdout)
+        assert "chmod go-w" not in result.stdout and "shared directory" in result.stdout
 
 
 def owners_submitted_chain(world, name):
