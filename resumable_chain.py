@@ -983,6 +983,16 @@ def scontrol_fields(text):
     return {name: value for name, _, value in words if value}
 
 
+def slurm_exit_code(value):
+    """value if it is Slurm's ExitCode (``"75:0"``, ``"75"`` or 0 to 255), else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value <= 255 else None
+    status, colon, signal_number = value.strip().partition(":") if isinstance(
+        value, str) else ("", "", "")
+    return value if is_digits(status, 3) and int(status) <= 255 and (
+        not colon or is_digits(signal_number, 3)) else None
+
+
 def parse_scontrol(text):
     """The Job ``scontrol show job -o`` describes, or None; one that never started has run 0 s
     (22.05 shows a bogus RunTime for a job cancelled by its dependency)."""
@@ -2368,16 +2378,6 @@ def chain_length(snapshot):
     if record.action in WORK_ACTIONS and record.job != snapshot.last_job:
         return record.link - 1  # a link that resume queued, which has not run yet
     return record.link
-
-
-def slurm_exit_code(value):
-    """value if it is Slurm's ExitCode (``"75:0"``, ``"75"`` or 0 to 255), else None."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value if 0 <= value <= 255 else None
-    status, colon, signal_number = value.strip().partition(":") if isinstance(
-        value, str) else ("", "", "")
-    return value if is_digits(status, 3) and int(status) <= 255 and (
-        not colon or is_digits(signal_number, 3)) else None
 
 
 def exit_status(exit_code):
