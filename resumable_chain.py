@@ -819,8 +819,8 @@ def check_tuning():
     """A bad RESUMABLE_CHAIN_* tuning variable, refused by every command: met by the first link,
     not a later guard, and never shown by status as a state file it cannot read."""
     lookup_window(), command_timeout(), _positive_env_number(VIEW_WAIT_ENV, 0, True)
-    if (os.environ.get(LOCK_ENV) or "kernel") not in LOCK_KINDS:
-        raise StateError("%s=%s: use kernel or file" % (LOCK_ENV, os.environ[LOCK_ENV]))
+    if os.environ.get(LOCK_ENV):  # lock_kind's own check: set, it reads no mounts
+        lock_kind(os.sep)
 
 
 def lookup_window():

@@ -978,9 +978,9 @@ def test_a_successor_that_died_before_its_prologue_is_replaced_by_its_guard(
                     end="2026-11-30T01:01:00")  # it had its node: Slurm was launching it
     status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
     assert status == 0 and ("verdict: waiting: job 100 ended TIMEOUT and its successor %s ended "
-                            "%s on %s before its prologue recorded it (it never started, or its prologue refused: "
-                            "its log says which); its guard %s (PENDING) continues "
-                            "the chain" % (successor, state, fake_slurm.NODE, guard)) in out
+                            "%s on %s before its prologue recorded it (it never started, or its "
+                            "prologue refused: its log says which); its guard %s (PENDING) "
+                            "continues the chain" % (successor, state, fake_slurm.NODE, guard)) in out
     result = cluster.run_guard(successor)
     assert result.returncode == 0, result.stderr
     [new] = cluster.pending()
