@@ -84,7 +84,15 @@ fail() {
     exit 1
 }
 
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+alive() {  # alive PIDFILE: its daemon runs. The file outlives a reboot (/run on disk) and its PID
+    # may be another process's since: one whose name is not the daemon's is no daemon (CI once
+    # found 24.11's slurmd "up" in a stale file, never started it, and waited for its node).
+    local pid name
+    [ -f "$1" ] && pid=$(cat "$1") && [ -n "$pid" ] || return 1
+    name=$(basename "$1" .pid)
+    [ "$name" != mariadb ] || name=mariadbd
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]
+}
 
 wait_for() {  # wait_for SECONDS DESCRIPTION COMMAND...
     local seconds=$1 what=$2; shift 2
