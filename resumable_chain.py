@@ -876,9 +876,14 @@ def own_option(name):
     """The error for resumable-chain's option, or one a letter off, among sbatch's; or None."""
     ours = [option for option in OPTIONS if option[:2] == "--" and (
         option == name or one_typo_apart(name, option))]
-    return ours and ("unknown option %s: sbatch has no such option, resumable-chain has %s (its "
-                     "command's --help says where it goes); sbatch would refuse it in every "
-                     "successor" % (name, ours[0])) or None
+    if not ours:
+        return None
+    takers = [command for command, spec in USER_COMMANDS.items()
+              if ours[0] in spec.usage.replace("[", " ").replace("]", " ").split()]
+    whose = ", ".join(takers[:-1]) + " and " + takers[-1] if takers[1:] else "".join(takers)
+    return ("unknown option %s: sbatch has no such option, resumable-chain has %s (%s); sbatch "
+            "would refuse it in every successor" % (name, ours[0], "%s take%s it" % (
+                whose, "s"[len(takers) > 1:]) if takers else "its in-job step's"))
 
 
 def one_typo_apart(word, known):

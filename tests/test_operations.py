@@ -2027,10 +2027,14 @@ def test_notify_is_validated_and_rendered_only_when_given(run_dir):
     (["--max-walltim=5"], "resumable-chain has --max-walltime", ["--max-walltim=5"]),
     (["--max-retries", "3"], "resumable-chain has --max-retries", ["--max-retries", "3"]),
     (["--budget=x"], None, ["--budget=x"]),  # a plugin's, near ours but not one letter off
+    (["--dry-run"], r"resumable-chain has --dry-run \(cancel takes it\)", ["--dry-run"]),
+    (["--max-walltime=1"], r"\(render, submit, resume and budget take it\)",
+     ["--max-walltime=1"]),
 ], ids=["abbreviated", "site plugin", "typo with a value", "pyxis", "own near own", "unknown",
         "ambiguous", "stray word", "no value", "bad time", "refused and stray", "refused",
         "our option among sbatch's", "a typo of our option among sbatch's",
-        "our option and its value among sbatch's", "a plugin's near ours"])
+        "our option and its value among sbatch's", "a plugin's near ours",
+        "another command's option names that command", "an option of several commands"])
 def test_sbatch_options_sbatch_refuses_are_refused_at_render_but_a_running_chain_keeps_them(
         sbatch_args, refused, kept):
     if refused:
