@@ -395,9 +395,10 @@ LinkOptions = record_type("LinkOptions", "settings next_link now budget_dir noti
 
 
 class Chain(collections.namedtuple("Chain", "store jobs record submitted cancelled walltime "
-                                            "retries problems events")):
+                                            "retries problems events unread")):
     """A run directory's chain (read_chain): ``record`` never None (first_job_record), ``submitted``
-    {} without a submit record, ``problems`` the StateErrors of the files that cannot be read."""
+    {} without a submit record, ``problems`` the StateErrors of the files that cannot be read,
+    ``unread`` the fields they left None or empty (a counter then is unknown, not 0)."""
 
     def candidates(self):  # job IDs that may still be queued or running
         ids = self.jobs[-2:] + [self.record.job, self.record.successor]
@@ -432,7 +433,7 @@ def first_job_record(submitted):
 
 def read_chain(store):
     """The Chain in store's directory, each file read once (an unreadable one reads as missing)."""
-    values, problems = {}, []
+    values, problems, unread = {}, [], []
     for key, read in (("jobs", store.chain_jobs), ("record", store.read_record),
                       ("submitted", store.read_submitted), ("cancelled", store.read_cancelled),
                       ("walltime", lambda: store.read_counter(WALLTIME_FILE)),
@@ -442,12 +443,13 @@ def read_chain(store):
             values[key] = read()
         except StateError as error:
             values[key] = [] if key in ("jobs", "events") else None
+            unread.append(key)
             problems.append(LostEvents(error) if key == "events" else  # without the frames:
                             error.with_traceback(None))  # they hold what was read
     submitted = values["submitted"] = values["submitted"] or {}
     record = values["record"] or first_job_record(submitted) or Record()
     values["record"] = record._replace(cluster=record.cluster or submitted.get("cluster"))
-    return Chain(store, problems=problems, **values)
+    return Chain(store, problems=problems, unread=tuple(unread), **values)
 
 
 # ---------------------------------------------------------------------------
@@ -4214,7 +4216,8 @@ def _status_of(plan, answer, budgets, deadline):
     last = record.job if record.action in WORK_ACTIONS and chain.jobs[-1:] == [record.job] else 0
     uncounted = next((row["elapsed"] for row in rows if row["job"] == last and row["link"] and
                       base_state(row["state"]) not in ("PENDING", "UNKNOWN")), 0)
-    used = (chain.walltime or 0) + uncounted
+    walltime = None if "walltime" in chain.unread else chain.walltime or 0
+    used = None if walltime is None else walltime + uncounted
     guard_id = chain.guard()
     guard = guard_id and (known.get(guard_id) or Job(guard_id, "UNKNOWN"))
     task = option_value((record.next or {}).get("sbatch_args") or (), "--array")
@@ -4229,11 +4232,12 @@ def _status_of(plan, answer, budgets, deadline):
     budget, unread = budgets.get(record.budget_dir, (None, []))
     kind, why = probe_lock(plan.run_dir)
     status = {"run_dir": os.path.abspath(plan.run_dir), "jobs": rows, "links": plan.links,
-              "walltime": chain.walltime or 0, "walltime_uncounted": uncounted,
+              "walltime": walltime, "walltime_uncounted": uncounted,
               "walltime_used": used, "max_walltime": record.max_walltime,
-              "walltime_left": (max(record.max_walltime - used, 0)
-                                if record.max_walltime is not None else None),
-              "retries": chain.retries or 0, "max_retries": record.max_retries,
+              "walltime_left": (max(record.max_walltime - used, 0) if None not in (
+                  record.max_walltime, used) else None),
+              "retries": None if "retries" in chain.unread else chain.retries or 0,
+              "max_retries": record.max_retries,
               "successor": record.successor, "guard_error": record.guard_error,
               "guard": guard and {"job": guard.job_id, "state": guard.state},
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
@@ -5135,15 +5139,18 @@ def format_status(status):
     lines += [("%-12s %-14s %-*s %10s  %-19s  %-19s  %s" % (row[:2] + (width,) + row[2:])).rstrip()
               for row in rows]
     cap = status["max_walltime"]
-    walltime = "walltime: %s" % format_duration(status["walltime_used"])
+    walltime = "walltime: %s" % _counted(status["walltime_used"], format_duration)
     if status["walltime_uncounted"]:
         walltime += " (%s counted + %s of the last link)" % (
-            format_duration(status["walltime"]), format_duration(status["walltime_uncounted"]))
+            _counted(status["walltime"], format_duration),
+            format_duration(status["walltime_uncounted"]))
     walltime += " of %s" % (format_duration(cap) if cap else "unlimited")
-    lines.append(walltime + (", %s left" % format_duration(status["walltime_left"]) if cap else ""))
+    lines.append(walltime + (", %s left" % _counted(status["walltime_left"], format_duration)
+                             if cap else ""))
     allowed, retries = status["max_retries"], status["retries"]
-    lines.append("retries: %d" % retries + ("" if allowed is None else " (at most %d allowed%s)" % (
-        allowed, ", exceeded" if retries > allowed else "")))
+    lines.append("retries: %s" % _counted(retries, str) + (
+        "" if allowed is None else " (at most %d allowed%s)" % (
+            allowed, ", exceeded" if (retries or 0) > allowed else "")))
     budget = status["budget"]
     if budget:
         lines.append("shared budget %s: %s used, %s reserved, %s left of %s" % (
@@ -5193,6 +5200,11 @@ def _live_job(status):
                    else " (%s)" % row["reason"] if row["reason"] else "")
 
 
+def _counted(value, shown):
+    """A counter as shown, or what its corrupt file (named in a WARNING) leaves: not 0."""
+    return "unreadable" if value is None else shown(value)
+
+
 def format_collection(statuses):
     """A row per chain, then what needs a person or is unread, then each next step."""
     import textwrap
@@ -5206,7 +5218,8 @@ def format_collection(statuses):
         relative = os.path.relpath(status["run_dir"])
         shown = status["run_dir"] if relative.startswith("..") else relative
         table.append((shown, status["verdict_word"], str(status["links"]), "%s/%s" % (
-            format_duration(status["walltime_used"]), cap), "%d/%s" % (status["retries"], "-" if
+            _counted(status["walltime_used"], format_duration), cap), "%s/%s" % (
+            _counted(status["retries"], str), "-" if
             status["max_retries"] is None else status["max_retries"]), _live_job(status)))
         attention = status["attention"] or ""  # a problem it names is not repeated
         notes += ["NEEDS ATTENTION %s: %s" % (shown, attention)] if attention else []

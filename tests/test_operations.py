@@ -989,16 +989,25 @@ def test_resume_of_a_rendered_chain_uses_the_saved_script(cluster, run_dir, caps
 # --------------------------------------------------------------------------- status details
 
 
+@pytest.mark.parametrize("name, field, line", [
+    (rc.RETRIES_FILE, "retries", "retries: unreadable"),
+    (rc.WALLTIME_FILE, "walltime_used", "walltime: unreadable (unreadable counted + "),
+], ids=["a corrupt retries counter is unreadable, not 0",
+        "a corrupt walltime counter is unreadable, not 0"])
 def test_status_survives_a_corrupt_file_and_names_it(cluster, run_dir, running_chain, capsys,
-                                                     monkeypatch):
-    with open(os.path.join(run_dir, rc.RETRIES_FILE), "w") as handle:
+                                                     monkeypatch, name, field, line):
+    with open(os.path.join(run_dir, name), "w") as handle:
         handle.write("garbage\n")
     status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir)
     assert status == 0, err
-    assert "WARNING: corrupt state file %s" % os.path.join(run_dir, rc.RETRIES_FILE) in out
+    assert "WARNING: corrupt state file %s" % os.path.join(run_dir, name) in out
     assert "1000" in out and "1001" in out and "verdict: running" in out
+    assert line in out
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
-    assert len(report["problems"]) == 1 and rc.RETRIES_FILE in report["problems"][0]
+    assert len(report["problems"]) == 1 and name in report["problems"][0]
+    assert report[field] is None
+    table = run_cli(cluster, capsys, monkeypatch, "status", run_dir, run_dir)[1]
+    assert "unreadable" in table.splitlines()[1]
 
 
 def test_status_details_of_a_running_chain(cluster, run_dir, running_chain, capsys, monkeypatch):
