@@ -1217,6 +1217,7 @@ class StateStore(object):
         self.job_over = job_over
         self.lock_note = []  # the log line of a file lock (none for the kernel's record lock)
         self.acting = False  # set by locked(): from then on every file read must be the caller's
+        self.owned_reads = False  # status of one's own chain: what resume would refuse is refused
         self.notify_on_file = None  # NOTIFY_FILE as read or written ("": none), read at most once
 
     def path(self, name):
@@ -1226,7 +1227,7 @@ class StateStore(object):
         """A state file's bytes, or None if missing: the last ``tail``, or up to ``most`` + 1."""
         path = self.path(name)
         try:
-            descriptor = open_own_file(path, os.O_RDONLY, owned=self.acting)
+            descriptor = open_own_file(path, os.O_RDONLY, owned=self.acting or self.owned_reads)
         except Missing:
             return None
         with os.fdopen(descriptor, "rb") as handle:
@@ -4122,7 +4123,9 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
         try:
             if time.monotonic() > deadline - STATUS_SECONDS / 2 or spent > STATUS_BYTES:
                 raise StateError(late)
-            chain = chain_in(run_dir)
+            store = chain_store(run_dir)
+            store.owned_reads = os.path.isdir(run_dir) and os.stat(run_dir).st_uid == os.geteuid()
+            chain = chain_in(run_dir, store)
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
                               *(_roles(chain, rows) + cluster_to_ask(chain.record.cluster, here)))
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(

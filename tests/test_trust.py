@@ -523,6 +523,30 @@ def test_a_journal_its_group_can_write_is_refused_before_any_job_is_cancelled(wo
     assert "PENDING" not in left.values(), left  # submit's new first job and its guard too
 
 
+@pytest.mark.parametrize("name, owner, mode, problem", [
+    (".gym_infra_retries", "root", 0o644, "it belongs to root"),
+    (".resumable_chain.json", OWNER, 0o664, "lets its group write it"),
+], ids=["a counter someone else put there", "a journal the group can write"])
+def test_the_owners_status_refuses_a_state_file_as_the_owners_resume_would(
+        world, name, owner, mode, problem):
+    """status of one's own chain read such a file and said resume continues the chain, which
+    then refused it; an admin's status of the owner's chain still reads the owner's files."""
+    run_dir = owners_chain_with_journal(world, "foreign-" + name.strip("."), 0o644)
+    path = os.path.join(run_dir, name)
+    if not os.path.exists(path):  # the journal is there already
+        with open(path, "w") as handle:
+            handle.write("1\n")
+    os.chown(path, pwd.getpwnam(owner).pw_uid, -1)
+    os.chmod(path, mode)
+    world.set_job("100", state="FAILED", exit_code="1:0")
+    shown = world.cli(OWNER, "status", run_dir)
+    assert "refusing to act on state file %s: " % path in shown.stdout, shown.stdout
+    assert problem in shown.stdout and "verdict: unknown" in shown.stdout, shown.stdout
+    resumed = world.cli(OWNER, "resume", run_dir)
+    assert resumed.returncode == 2 and path in resumed.stderr and problem in resumed.stderr
+    assert "refusing" not in world.cli(None, "status", run_dir).stdout
+
+
 @pytest.mark.parametrize("left", ["no lock file yet", "a lock file left 0644"])
 def test_the_lock_file_is_its_owners_alone_so_no_reader_can_stall_the_chain(world, left):
     """A reader could hold a shared lockf on a lock file it may open, for ever, and so stop
