@@ -3959,13 +3959,9 @@ def announce(store, event, command):
     return warnings + ([notify(command, event, store.directory)] if event and command else [])
 
 
-def open_chain(run_dir, store=None):
-    """The Chain in run_dir, every file readable (else StateError); ``store``: the caller's."""
-    return chain_in(run_dir, store).whole()
-
-
 def chain_in(run_dir, store=None):
-    """The Chain in run_dir, its unreadable files in ``problems``; StateError if it holds none."""
+    """The Chain in run_dir, its unreadable files in ``problems`` (``.whole()``: every file
+    readable, else StateError); StateError if it holds none; ``store``: the caller's."""
     if not os.path.isdir(run_dir):  # a missing one reads as a chain of no files
         raise StateError("%s is not a directory" % run_dir)
     chain = read_chain(store or chain_store(run_dir))
@@ -4560,7 +4556,7 @@ def cancel_chains(run_dirs, dry_run=False):
     results, groups = {}, collections.OrderedDict()
     for run_dir in run_dirs:
         try:  # the path checked is the path used (no "x/.." detour)
-            chain = open_chain(os.path.abspath(run_dir))
+            chain = chain_in(os.path.abspath(run_dir)).whole()
             check_owned_dir(chain.store.directory)  # a dry run or an ended chain: to its owner
             groups.setdefault(chain.record.cluster, collections.OrderedDict())[run_dir] = chain
         except (StateError, ValueError) as error:
@@ -4594,7 +4590,7 @@ def _cancel_group(chains, ask, dry_run, results):
         try:
             if dry_run:  # it reads as the cancel it previews: a file others could write is refused
                 store, store.acting = chain_store(store.directory), True
-                marked[run_dir] = open_chain(store.directory, store)
+                marked[run_dir] = chain_in(store.directory, store).whole()
                 continue
             with store.locked():  # marked first: a link that starts meanwhile stops
                 marked[run_dir] = chain = _write_mark(store)
@@ -4613,7 +4609,7 @@ def _cancel_group(chains, ask, dry_run, results):
 
 
 def _write_mark(store):
-    chain = open_chain(store.directory, store)
+    chain = chain_in(store.directory, store).whole()
     store.write_text(CANCEL_FILE, time.strftime("%Y-%m-%dT%H:%M:%S") + "\n")
     return chain
 
@@ -4856,7 +4852,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         raise not_a_chain(run_dir)
     store = chain_store(run_dir)
     with store.locked():
-        chain = open_chain(run_dir, store)  # a corrupt file raises: fix it first
+        chain = chain_in(run_dir, store).whole()  # a corrupt file raises: fix it first
         snapshot = store.rolled_forward(Snapshot(chain.walltime, chain.retries, (
             chain.jobs or [None])[-1], chain.record.job and chain.record, chain.cancelled))
         target, note = cluster_to_ask(chain.record.cluster)

@@ -374,7 +374,7 @@ def test_a_guards_words_with_a_warning_still_name_the_replacement(cluster, run_d
         handle.write("resumable-chain: 2026-11-30T02:00:00 guard 900000 of job 1000: job 1000 "
                      "died before its prologue (NODE_FAIL on vm)%s1002; WARNING: could not "
                      "queue a guard for job 1002 (x)\n" % rc.CONTINUED_WITH)
-    chain = rc.open_chain(run_dir)
+    chain = rc.chain_in(run_dir).whole()
     roles = rc._roles(chain, rc.STATUS_ROWS)[1]
     assert roles["1002"] == ("successor", "queued by guard 900000")  # not "1002;": lost
 

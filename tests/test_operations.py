@@ -2406,7 +2406,7 @@ def test_a_chain_reads_the_submit_record_as_the_journal_of_a_first_job(
         store.write_public(rc.SUBMIT_FILE, submitted)
     if journal:
         store.write_record(journal)
-    chain = rc.open_chain(run_dir)
+    chain = rc.chain_in(run_dir).whole()
     assert {name: getattr(chain.record, name) for name in record} == record
     assert chain.candidates() == candidates and chain.to_cancel() == to_cancel
     assert chain.guard() == guard and chain.submitted == (submitted or {})
