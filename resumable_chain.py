@@ -118,7 +118,9 @@ NOTIFY_TIMEOUT = 30  # seconds a notify command may take before its session is k
 CHAIN_DEPTH = 3  # levels below a status PARENT searched for chains (runs/sweep/<task>)
 QUERY_CHUNK = 2000  # job IDs per sacct or squeue of a status (an argument of ~20 KiB)
 JOBS_PER_TASK = 3  # a sweep task's jobs queued at once: link, successor, successor's guard
-JOB_LIMIT_REFUSAL = "Job violates accounting/QOS policy"  # sbatch's words (slurm_errno.c)
+# sbatch's words (slurm_errno.c) when a job limit refuses a job (or a size or time limit, which a
+# chain's first job passed): an outage until a job of the user ends
+JOB_LIMIT_REFUSAL = "Job violates accounting/QOS policy"
 # and its words for options no retry fixes: a guard's sbatch of the same options fails the same
 REFUSED_OPTIONS = ("Invalid partition name", "Invalid account", "Invalid qos", "Invalid wckey",
                    "Invalid generic resource", "Invalid feature", "Invalid node name",
@@ -3568,7 +3570,8 @@ def _guard_heals(look, field, what, *, counted):
             store.write_record(state._replace(successor_error=error))
         if not look.final:
             return False, (None, None, words + ("" if field == "job" else ", trying again"))
-        if job_limit_refusal(error) and _requeue_guard(environ):  # no slot frees: keep its own
+        # no slot frees (a job limit): keep its own
+        if JOB_LIMIT_REFUSAL in (error or "") and _requeue_guard(environ):
             return True, (None, None, words + "; your job limit: this guard tries again once "
                           "Slurm has requeued it")
         return True, _guard_gives_up(look, words if field != "successor" else "%s; its "
@@ -3922,12 +3925,6 @@ def sweep_beyond_limit(tasks, limits, queued):
             "successor and the successor's guard), and your %s is %d with %d of your jobs "
             "queued: at most %d tasks fit" % (tasks, tasks * JOBS_PER_TASK, JOBS_PER_TASK, whose,
                                               most, queued, max(most - queued, 0) // JOBS_PER_TASK))
-
-
-def job_limit_refusal(error):
-    """Whether Slurm's error text is sbatch's refusal by a job limit (also by a size or time
-    limit, which a chain's first job passed): an outage until a job of the user ends."""
-    return JOB_LIMIT_REFUSAL in (error or "")
 
 
 def uid_name(uid):
@@ -4504,7 +4501,7 @@ def _idle(record, rows, unanswered, facts):
             return "forgotten", facts
         ended = next((row for row in rows if row["role"] == "successor"), None)
         if ended is None and record.successor_error and record.job == last["job"]:
-            return "job limit" if job_limit_refusal(record.successor_error) else \
+            return "job limit" if JOB_LIMIT_REFUSAL in record.successor_error else \
                 "sbatch failed", dict(facts, error=record.successor_error)
         if ended is None:
             return "no successor", facts

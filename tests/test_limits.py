@@ -125,9 +125,9 @@ REFUSED = ("sbatch: error: Batch job submission failed: Job violates accounting/
 def test_sbatchs_refusal_by_a_job_limit_is_recognized_in_its_real_words():
     with open(os.path.join(HERE, "slurm_outputs", "24.11", "sbatch-job-limit.txt")) as handle:
         stderr = handle.read().split("# stderr\n")[1]
-    assert rc.job_limit_refusal(rc.last_line(stderr)) and rc.last_line(stderr) == REFUSED
-    assert not rc.job_limit_refusal("sbatch: error: Batch job submission failed: Invalid "
-                                    "partition name specified")
+    assert rc.JOB_LIMIT_REFUSAL in rc.last_line(stderr) and rc.last_line(stderr) == REFUSED
+    assert rc.JOB_LIMIT_REFUSAL not in ("sbatch: error: Batch job submission failed: Invalid "
+                                        "partition name specified")
 
 
 def refused_link(tmp_path, monkeypatch, refusal):
