@@ -2091,20 +2091,78 @@ def view_lags(snapshot, predecessor_id):
         is_job_id(record.job or "") and int(record.job) < int(predecessor_id)))
 
 
+def holds_chain(path):
+    """Whether path is a run directory (it has a chain, journal or submit record)."""
+    return any(os.path.exists(os.path.join(path, name))
+               for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE))
+
+
+def open_to_others(path):
+    """Whether others than its owner may write in path (/tmp): a chain there could be anyone's,
+    so it neither hides the chains below it from status nor refuses a submit below it."""
+    with contextlib.suppress(OSError):
+        return bool(foreign_write(os.stat(path), path))
+    return False
+
+
+def _chains_below(path, depth):
+    """The chains below path; OSError if it cannot be listed (one below it that cannot is not the
+    caller's to look into). scandir knows a directory and a symlink without a stat (Lustre)."""
+    entries = sorted(os.scandir(path), key=lambda entry: (  # a sweep's tasks: 2 < 10
+        int(entry.name) if is_digits(entry.name, 12) else float("inf"), entry.name))
+    found = []
+    for entry in entries:
+        is_dir = False  # when it cannot be stat'ed (a link into a directory one may not search)
+        with contextlib.suppress(OSError):
+            is_dir = entry.is_dir()
+        if entry.name.startswith(".") or not is_dir:
+            continue
+        whole = holds_chain(entry.path)
+        if whole:
+            found.append(entry.path)
+        if depth > 1 and not os.path.islink(entry.path) and (not whole or open_to_others(
+                entry.path)):  # and below a chain in a directory others can write: anyone's
+            with contextlib.suppress(OSError):
+                found += _chains_below(entry.path, depth - 1)
+    return found
+
+
+def check_chain_place(run_dir):
+    """Refuse a new chain's run directory inside a chain's, or above chains: status would not
+    see it there, or see it alone (submit, render, and a rendered chain's first job)."""
+    parent = run_dir
+    while parent != os.path.dirname(parent):
+        parent = os.path.dirname(parent)
+        if holds_chain(parent) and not open_to_others(parent):
+            raise StateError("run directory %s is inside the chain in %s, where status never "
+                             "looks: give a directory outside it" % (run_dir, parent))
+    below = []
+    with contextlib.suppress(OSError):  # none yet; a symlink to a chain (latest -> ...) hides none
+        below = [] if holds_chain(run_dir) else [
+            path for path in _chains_below(run_dir, CHAIN_DEPTH) if not os.path.islink(path)
+            and not open_to_others(path)]
+    if below:
+        raise StateError("run directory %s holds chains (%s): status would show the new one "
+                         "alone; give a directory of its own" % (run_dir, below[0]))
+
+
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link
     never starts a fresh chain over an existing one), a copy of its script (Slurm's spool copy,
     ``$0``, goes when the job ends; ``resume`` needs it; a failure costs only that), and a warning
     when no --time reaches the successors."""
     check_no_live_chain(store, snapshot.record, job_id, cluster, warnings)
+    rendered = os.path.dirname(os.path.abspath(next_link.script)) != store.directory
+    if rendered:  # submit checked where its chain goes, and kept its script in the directory
+        check_chain_place(store.directory)
     if snapshot.record or snapshot.last_job or snapshot.cancelled:
         store.keep_previous()
         own_guard_log(store.directory)  # its guard, queued by submit, appends to it
         warnings.append("a new chain in %s: the previous one's files are kept as *%s"
                         % (store.directory, PREVIOUS_SUFFIX))
         snapshot = Snapshot(None, None, None, None, None)
-    if os.path.dirname(os.path.abspath(next_link.script)) == os.path.abspath(store.directory):
-        return snapshot  # submit's copy, kept in the run directory (submit read its --time)
+    if not rendered:
+        return snapshot  # submit read its --time
     text = ""
     with contextlib.suppress(OSError, StateError), open(next_link.script, "rb") as handle:
         text = handle.read().decode("utf-8", "surrogateescape")
@@ -4017,20 +4075,6 @@ def _state_words(state):
     return state
 
 
-def holds_chain(path):
-    """Whether path is a run directory (it has a chain, journal or submit record)."""
-    return any(os.path.exists(os.path.join(path, name))
-               for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE))
-
-
-def open_to_others(path):
-    """Whether others than its owner may write in path (/tmp): a chain there could be anyone's,
-    so it neither hides the chains below it from status nor refuses a submit below it."""
-    with contextlib.suppress(OSError):
-        return bool(foreign_write(os.stat(path), path))
-    return False
-
-
 def chain_dirs(paths):
     """The run directories ``paths`` name: each a chain, or chains below it (operators-guide.md)."""
     found = collections.OrderedDict()  # realpath: the path shown
@@ -4050,28 +4094,6 @@ def chain_dirs(paths):
             if real not in found or os.path.islink(found[real]) and not os.path.islink(child):
                 found[real] = child
     return list(found.values())
-
-
-def _chains_below(path, depth):
-    """The chains below path; OSError if it cannot be listed (one below it that cannot is not the
-    caller's to look into). scandir knows a directory and a symlink without a stat (Lustre)."""
-    entries = sorted(os.scandir(path), key=lambda entry: (  # a sweep's tasks: 2 < 10
-        int(entry.name) if is_digits(entry.name, 12) else float("inf"), entry.name))
-    found = []
-    for entry in entries:
-        is_dir = False  # when it cannot be stat'ed (a link into a directory one may not search)
-        with contextlib.suppress(OSError):
-            is_dir = entry.is_dir()
-        if entry.name.startswith(".") or not is_dir:
-            continue
-        whole = holds_chain(entry.path)
-        if whole:
-            found.append(entry.path)
-        if depth > 1 and not os.path.islink(entry.path) and (not whole or open_to_others(
-                entry.path)):  # and below a chain in a directory others can write: anyone's
-            with contextlib.suppress(OSError):
-                found += _chains_below(entry.path, depth - 1)
-    return found
 
 
 def chain_status(run_dir):
@@ -4765,20 +4787,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
 
 def _check_run_dir(run_dir, force):
     """The live jobs of run_dir's chain (refused unless ``force``); refused in or over a chain."""
-    parent = run_dir
-    while parent != os.path.dirname(parent):
-        parent = os.path.dirname(parent)
-        if holds_chain(parent) and not open_to_others(parent):
-            raise StateError("run directory %s is inside the chain in %s, where status never "
-                             "looks: give a directory outside it" % (run_dir, parent))
-    below = []
-    with contextlib.suppress(OSError):  # none yet; a symlink to a chain (latest -> ...) hides none
-        below = [] if holds_chain(run_dir) else [
-            path for path in _chains_below(run_dir, CHAIN_DEPTH) if not os.path.islink(path)
-            and not open_to_others(path)]
-    if below:
-        raise StateError("run directory %s holds chains (%s): status would show the new one "
-                         "alone; give a directory of its own" % (run_dir, below[0]))
+    check_chain_place(run_dir)
     old = read_chain(chain_store(run_dir)).whole()
     live = Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(old.candidates())
     if not force:
@@ -5257,6 +5266,8 @@ def render_command(run_dir, sbatch_args, **options):
                          % options["script"])
     made = made_dir(run_dir)
     existed = os.path.isdir(made)
+    if made == run_dir:  # as submit would (its first job checks again, the tree may change)
+        check_chain_place(os.path.abspath(run_dir))
     text = render_prologue(run_dir, sbatch_args=sbatch_args, **options)
     if not existed:
         _log("created the run directory %s (so that #SBATCH --output into it works)" % made)

@@ -1150,6 +1150,20 @@ def test_submit_refuses_what_its_links_or_status_could_not_serve(
     assert not os.path.exists(str(tmp_path / "runs/b")) and not os.path.exists("0")
 
 
+@pytest.mark.parametrize("run_dir, message", [
+    ("runs", "holds chains ({tmp}/runs/a): status would show the new one alone"),
+    ("runs/a/eval", "is inside the chain in {tmp}/runs/a, where status never looks"),
+], ids=["render above a chain", "render inside a chain"])
+def test_render_refuses_a_place_submit_refuses(cluster, tmp_path, capsys, monkeypatch, run_dir,
+                                                message):
+    script = write(str(tmp_path / "t.sh"), "#!/bin/bash\ntrue\n")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "runs/a"), script)[0] == 0
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "render", str(tmp_path / run_dir),
+                               "--", "--time=10")
+    assert status == 2 and message.format(tmp=tmp_path) in err and err.count("\n") == 1, err
+    assert out == "" and not os.path.exists(str(tmp_path / "runs/a/eval"))
+
+
 def test_submit_beside_a_symlink_to_a_chain_is_no_nesting(cluster, tmp_path, capsys, monkeypatch):
     script = write(str(tmp_path / "t.sh"), "#!/bin/bash\ntrue\n")
     assert run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "a"), script)[0] == 0

@@ -455,6 +455,29 @@ def test_a_second_first_job_beside_a_live_chain_is_refused(cluster, run_dir):
     assert read(run_dir, rc.CHAIN_FILE) == "8001\n"
 
 
+@pytest.mark.parametrize("place, message", [
+    ("runs", "holds chains ({tmp}/runs/a): status would show the new one alone"),
+    ("runs/a/inner", "is inside the chain in {tmp}/runs/a, where status never looks"),
+], ids=["a rendered chain above a chain", "a rendered chain inside a chain"])
+def test_a_rendered_chains_first_job_refuses_where_submit_would(cluster, tmp_path, place,
+                                                                 message):
+    """render, then a pasted prologue's plain sbatch, made a chain submit refuses: status of the
+    parent then showed it alone (--check passed over failed chains), and every submit below it
+    was refused as inside it."""
+    os.makedirs(str(tmp_path / "runs" / "a"))
+    with open(str(tmp_path / "runs" / "a" / rc.CHAIN_FILE), "w") as handle:
+        handle.write("5\n")
+    run_dir = str(tmp_path / place)
+    script = cluster.write_script(run_dir)
+    before = sorted(os.listdir(run_dir))
+    result = cluster.run_link(script, 8000)
+    assert result.returncode == 2 and message.format(tmp=tmp_path) in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert cluster.work_done() == [] and cluster.calls("sbatch") == []
+    assert not rc.holds_chain(run_dir) and not rc.holds_chain(str(tmp_path / "runs"))
+    assert set(os.listdir(run_dir)) - set(before) <= {rc.LOCK_FILE}
+
+
 def test_an_unreachable_squeue_does_not_block_a_fresh_chain(cluster, run_dir):
     script, successor = start_chain(cluster, run_dir)
     cluster.finish(100, "COMPLETED", 5)
