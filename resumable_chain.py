@@ -217,6 +217,11 @@ def mine(path, look=os.lstat):  # a directory (or none yet) only the caller or r
     return found.st_uid in (0, os.getuid()) and stat.S_ISDIR(found.st_mode) and \\
         not found.st_mode & 0o022
 p, cache = sys.argv.pop(1), os.path.expanduser("~/.cache/resumable_chain")
+if not os.path.isfile(p):  # moved or deleted after the render: one line, never a traceback
+    sys.stderr.write("resumable-chain: error: the module %s is gone (moved or deleted); the links "
+                     "and guards of this chain run it from there: put it back, then resume the "
+                     "chain if it stopped\\n" % p)
+    os._exit(2)
 c = os.path.join(os.path.dirname(p), "__pycache__")
 here = mine(os.path.dirname(p)) and mine(c)
 umask = os.umask(0o022)

@@ -478,6 +478,19 @@ def test_a_rendered_chains_first_job_refuses_where_submit_would(cluster, tmp_pat
     assert set(os.listdir(run_dir)) - set(before) <= {rc.LOCK_FILE}
 
 
+def test_a_link_whose_module_was_moved_says_so_in_one_line(cluster, run_dir):
+    script = cluster.write_script(run_dir)
+    with open(script) as handle:
+        text = handle.read()
+    gone = os.path.join(cluster.root, "moved", "resumable_chain.py")
+    with open(script, "w") as handle:
+        handle.write(text.replace(rc.shell_quote(rc.module_path()), rc.shell_quote(gone)))
+    result = cluster.run_link(script, 8000)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "error: the module %s is gone (moved or deleted)" % gone in result.stderr
+    assert result.stderr.count("\n") == 1 and cluster.work_done() == []
+
+
 def test_an_unreachable_squeue_does_not_block_a_fresh_chain(cluster, run_dir):
     script, successor = start_chain(cluster, run_dir)
     cluster.finish(100, "COMPLETED", 5)
