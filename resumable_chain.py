@@ -5276,6 +5276,10 @@ def render_command(run_dir, sbatch_args, **options):
     text = render_prologue(run_dir, sbatch_args=sbatch_args, **options)
     if not existed:
         _log("created the run directory %s (so that #SBATCH --output into it works)" % made)
+    note = check_warn_fits(options.get("warn"), sbatch_args, check_max_walltime(options.get(
+        "max_walltime")))  # as submit warns (render_prologue returns the prologue alone)
+    if note:
+        _log(note)
     _write(text)
     return 0
 

@@ -419,13 +419,15 @@ def test_a_warning_that_can_never_come_before_the_limit_is_refused_in_one_line(
     (["--warn", "USR1@20", "--time=2"], None),
     (["--warn", "USR1@20"], None),  # the partition's default time: not known here
 ], ids=["a 1-minute link", "a cap of a minute and a half", "a 2-minute link", "no --time"])
-def test_submit_warns_when_the_warning_comes_in_a_links_first_minute(
-        cluster, capsys, monkeypatch, tmp_path, options, warned):
+@pytest.mark.parametrize("command", ["submit", "render"])
+def test_submit_and_render_warn_when_the_warning_comes_in_a_links_first_minute(
+        cluster, capsys, monkeypatch, tmp_path, options, warned, command):
     script = str(tmp_path / "train.sbatch")
     with open(script, "w") as handle:
         handle.write("#!/bin/bash\ntrue\n")
-    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "run"),
-                               *(options + [script]))
+    ours = [word for word in options if not word.startswith("--time")]  # render: sbatch's after --
+    status, out, err = run_cli(cluster, capsys, monkeypatch, command, str(tmp_path / "run"), *(
+        options + [script] if command == "submit" else ours + ["--"] + options[len(ours):]))
     assert status == 0, err
     assert (err.count("counts a retry when the link before did so too") == 1) is bool(warned)
     assert warned is None or warned in err
