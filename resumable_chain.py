@@ -888,7 +888,7 @@ def own_option(name):
     if not ours:
         return None
     takers = [command for command, spec in USER_COMMANDS.items()
-              if ours[0] in spec.usage.replace("[", " ").replace("]", " ").split()]
+              if ours[0] in usage_options(spec.usage)]
     whose = ", ".join(takers[:-1]) + " and " + takers[-1] if takers[1:] else "".join(takers)
     return ("unknown option %s: sbatch has no such option, resumable-chain has %s (%s); sbatch "
             "would refuse it in every successor" % (name, ours[0], "%s take%s it" % (
