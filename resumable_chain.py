@@ -4284,6 +4284,9 @@ def _status_of(plan, answer, budgets, deadline):
     elif refused and record.job is not None and chain.jobs:  # else it is the verdict; ended too
         status["next"] = "fix the file named above as its problem says" + (
             verdict.next and ", then: " + verdict.next or "")
+    if status["next"] and not chain.store.owned_reads:  # it refuses anyone else
+        status["next"] = "for its owner (%s): %s" % (uid_name(os.stat(plan.run_dir).st_uid),
+                                                    status["next"])
     _show_other_jobs(status, plan, known)
     return status
 

@@ -547,6 +547,20 @@ def test_the_owners_status_refuses_a_state_file_as_the_owners_resume_would(
     assert "refusing" not in world.cli(None, "status", run_dir).stdout
 
 
+@pytest.mark.parametrize("viewer", [MATE, None], ids=["a colleague", "root"])
+def test_a_next_step_for_someone_elses_chain_says_it_is_its_owners(world, viewer):
+    """status of a colleague's chain said 'next: ... resume DIR continues it', which then
+    refused the viewer (new-user trial)."""
+    run_dir = owners_chain_with_journal(world, "next-of-%s" % (viewer or "root"), 0o644)
+    assert world.run(OWNER, ["/bin/sh", "-c", "umask 022; echo 100 > %s/.gym_job_chain" % run_dir]
+                     ).returncode == 0
+    world.set_job("100", state="TIMEOUT", end="2026-11-30T01:00:00")
+    world.set_job("888", state="FAILED", exit_code="1:0", end="2026-11-30T02:00:00")
+    shown = world.cli(viewer, "status", run_dir)
+    assert "\nnext: for its owner (%s): " % OWNER in shown.stdout, shown.stdout
+    assert "\nnext: for its owner" not in world.cli(OWNER, "status", run_dir).stdout
+
+
 @pytest.mark.parametrize("left", ["no lock file yet", "a lock file left 0644"])
 def test_the_lock_file_is_its_owners_alone_so_no_reader_can_stall_the_chain(world, left):
     """A reader could hold a shared lockf on a lock file it may open, for ever, and so stop
