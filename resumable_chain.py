@@ -2657,7 +2657,8 @@ def finish_queueing(run_dir, environ, again=False):
     if answer.job is None:
         warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
                         "left of its caps" % (job_id, answer.error, seconds))
-    elif answer.job.time_limit is None or answer.job.time_limit > seconds:
+    elif answer.job.state == "RUNNING" and (  # ended: its work was quicker than this step
+            answer.job.time_limit is None or answer.job.time_limit > seconds):
         error = SLURM.error(["scontrol", "update", "JobId=%s" % job_id,  # users may only lower it
                              "TimeLimit=%d" % (seconds // 60)])
         if error:

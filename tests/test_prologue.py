@@ -161,6 +161,17 @@ def test_time_limit_is_not_raised_or_touched_when_it_fits(cluster, run_dir):
     assert updates == [["update", "JobId=200", "TimeLimit=30"]]
 
 
+def test_a_capped_link_that_ended_before_its_background_step_is_not_clamped(cluster, run_dir):
+    """Its work was quicker than the step: no update, no warning ('cannot lower job N's time
+    limit (Job has already finished)' in every fast capped link's log, new-user trial)."""
+    script = cluster.write_script(run_dir, max_walltime="0:30:00")
+    cluster.set_job(300, state="COMPLETED", start="2026-11-30T01:00:00")
+    result = cluster.run_link(script, 300, mark_running=False)
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in cluster.calls("scontrol") if c["argv"][0] == "update"]
+    assert "cannot lower" not in result.stderr, result.stderr
+
+
 def test_successor_sbatch_drops_stale_slurm_variables(cluster, run_dir):
     script = cluster.write_script(run_dir)
     result = cluster.run_link(script, 100, SLURM_MEM_PER_NODE="123", SLURM_CPU_BIND="none",
