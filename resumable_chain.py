@@ -217,10 +217,12 @@ def mine(path, look=os.lstat):  # a directory (or none yet) only the caller or r
     return found.st_uid in (0, os.getuid()) and stat.S_ISDIR(found.st_mode) and \\
         not found.st_mode & 0o022
 p, cache = sys.argv.pop(1), os.path.expanduser("~/.cache/resumable_chain")
-if not os.path.isfile(p):  # moved or deleted after the render: one line, never a traceback
-    sys.stderr.write("resumable-chain: error: the module %s is gone (moved or deleted); the links "
-                     "and guards of this chain run it from there: put it back, then resume the "
-                     "chain if it stopped\\n" % p)
+try:
+    os.stat(p)
+except OSError as error:  # moved or deleted after the render: one line, never a traceback
+    sys.stderr.write("resumable-chain: error: cannot read the module %s (%s); the links and guards "
+                     "of this chain run it from there: put it back, then resume the chain if it "
+                     "stopped\\n" % (p, error.strerror))
     os._exit(2)
 c = os.path.join(os.path.dirname(p), "__pycache__")
 here = mine(os.path.dirname(p)) and mine(c)
@@ -2657,8 +2659,8 @@ def finish_queueing(run_dir, environ, again=False):
     if answer.job is None:
         warnings.append("WARNING: cannot read job %s's time limit (%s); not clamped to the %d s "
                         "left of its caps" % (job_id, answer.error, seconds))
-    elif answer.job.state == "RUNNING" and (  # ended: its work was quicker than this step
-            answer.job.time_limit is None or answer.job.time_limit > seconds):
+    elif base_state(answer.job.state) in LIVE_STATES - {"COMPLETING"} and (  # else ended: its
+            answer.job.time_limit is None or answer.job.time_limit > seconds):  # work was quick
         error = SLURM.error(["scontrol", "update", "JobId=%s" % job_id,  # users may only lower it
                              "TimeLimit=%d" % (seconds // 60)])
         if error:
@@ -4285,7 +4287,8 @@ def _status_of(plan, answer, budgets, deadline):
     elif refused and record.job is not None and chain.jobs:  # else it is the verdict; ended too
         status["next"] = "fix the file named above as its problem says" + (
             verdict.next and ", then: " + verdict.next or "")
-    if status["next"] and not chain.store.owned_reads:  # it refuses anyone else
+    if status["next"] and verdict.word != "unknown" and not chain.store.owned_reads:
+        # the owner's step (resume, cancel, a fix): the chain refuses anyone else
         status["next"] = "for its owner (%s): %s" % (uid_name(os.stat(plan.run_dir).st_uid),
                                                     status["next"])
     _show_other_jobs(status, plan, known)
@@ -5275,8 +5278,8 @@ def render_command(run_dir, sbatch_args, **options):
                          % options["script"])
     made = made_dir(run_dir)
     existed = os.path.isdir(made)
-    if made == run_dir:  # as submit would (its first job checks again, the tree may change)
-        check_chain_place(os.path.abspath(run_dir))
+    # as submit would (its first job checks again, the tree may change); of a sweep, one task's
+    check_chain_place(os.path.abspath(run_dir.replace("%a", "0")))
     text = render_prologue(run_dir, sbatch_args=sbatch_args, **options)
     if not existed:
         _log("created the run directory %s (so that #SBATCH --output into it works)" % made)

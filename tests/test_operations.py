@@ -1153,7 +1153,8 @@ def test_submit_refuses_what_its_links_or_status_could_not_serve(
 @pytest.mark.parametrize("run_dir, message", [
     ("runs", "holds chains ({tmp}/runs/a): status would show the new one alone"),
     ("runs/a/eval", "is inside the chain in {tmp}/runs/a, where status never looks"),
-], ids=["render above a chain", "render inside a chain"])
+    ("runs/a/%a", "run directory {tmp}/runs/a/0 is inside the chain in {tmp}/runs/a"),
+], ids=["render above a chain", "render inside a chain", "render a sweep inside a chain"])
 def test_render_refuses_a_place_submit_refuses(cluster, tmp_path, capsys, monkeypatch, run_dir,
                                                 message):
     script = write(str(tmp_path / "t.sh"), "#!/bin/bash\ntrue\n")

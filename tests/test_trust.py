@@ -538,10 +538,12 @@ def test_the_owners_status_refuses_a_state_file_as_the_owners_resume_would(
             handle.write("1\n")
     os.chown(path, pwd.getpwnam(owner).pw_uid, -1)
     os.chmod(path, mode)
+    assert world.run(OWNER, ["/bin/sh", "-c", "umask 022; echo 100 > %s/.gym_job_chain" % run_dir]
+                     ).returncode == 0  # a chain with a link: the verdict is drawn, the file named
     world.set_job("100", state="FAILED", exit_code="1:0")
     shown = world.cli(OWNER, "status", run_dir)
     assert "refusing to act on state file %s: " % path in shown.stdout, shown.stdout
-    assert problem in shown.stdout and "verdict: unknown" in shown.stdout, shown.stdout
+    assert problem in shown.stdout and "\nnext: fix the " in shown.stdout, shown.stdout
     resumed = world.cli(OWNER, "resume", run_dir)
     assert resumed.returncode == 2 and path in resumed.stderr and problem in resumed.stderr
     assert "refusing" not in world.cli(None, "status", run_dir).stdout
