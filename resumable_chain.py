@@ -5279,7 +5279,7 @@ def render_command(run_dir, sbatch_args, **options):
     made = made_dir(run_dir)
     existed = os.path.isdir(made)
     # as submit would (its first job checks again, the tree may change); of a sweep, one task's
-    check_chain_place(os.path.abspath(run_dir.replace("%a", "0")))
+    check_chain_place(os.path.abspath(check_path(run_dir, "run_dir").replace("%a", "0")))
     text = render_prologue(run_dir, sbatch_args=sbatch_args, **options)
     if not existed:
         _log("created the run directory %s (so that #SBATCH --output into it works)" % made)

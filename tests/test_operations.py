@@ -1154,13 +1154,16 @@ def test_submit_refuses_what_its_links_or_status_could_not_serve(
     ("runs", "holds chains ({tmp}/runs/a): status would show the new one alone"),
     ("runs/a/eval", "is inside the chain in {tmp}/runs/a, where status never looks"),
     ("runs/a/%a", "run directory {tmp}/runs/a/0 is inside the chain in {tmp}/runs/a"),
-], ids=["render above a chain", "render inside a chain", "render a sweep inside a chain"])
+    ("", "run_dir must be a non-empty path, got ''"),  # said first, in a cwd above the chain
+], ids=["render above a chain", "render inside a chain", "render a sweep inside a chain",
+        "render of an empty DIR"])
 def test_render_refuses_a_place_submit_refuses(cluster, tmp_path, capsys, monkeypatch, run_dir,
                                                 message):
     script = write(str(tmp_path / "t.sh"), "#!/bin/bash\ntrue\n")
     assert run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "runs/a"), script)[0] == 0
-    status, out, err = run_cli(cluster, capsys, monkeypatch, "render", str(tmp_path / run_dir),
-                               "--", "--time=10")
+    monkeypatch.chdir(str(tmp_path))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "render", run_dir and str(
+        tmp_path / run_dir), "--", "--time=10")
     assert status == 2 and message.format(tmp=tmp_path) in err and err.count("\n") == 1, err
     assert out == "" and not os.path.exists(str(tmp_path / "runs/a/eval"))
 
