@@ -4450,6 +4450,8 @@ VERDICTS = {
                      "{resume} continues the chain", True),
     "guarded": ("waiting", "{broken}; its guard {guard} ({guard_state}) continues the chain",
                 None, False),
+    "moved on": ("unknown", "a job of the chain recorded itself while status asked Slurm "
+                 "(job {job} ended {state})", "run status again", False),
 }
 # status's verdict of a chain: text is "word: detail"; fails: whether status --check fails.
 Verdict = collections.namedtuple("Verdict", "word text next fails")
@@ -4509,6 +4511,8 @@ def _verdict(record, rows, status, chain):
     stopped = [event for event in chain.events or () if event.event == "stopped" and
                event.job == record.job]  # a guard's record that a person cancelled the successor
     situation, facts = _idle(record, rows, status["slurm_errors"], dict(facts, stopped=stopped))
+    if situation in ("first job died", "successor died") and _moved_on(chain):
+        return _verdict_of("moved on", facts)
     guard = status["guard"]
     if VERDICTS[situation][0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
         return _verdict_of("guarded", dict(facts, guard=guard["job"], guard_state=guard["state"],
@@ -4516,6 +4520,13 @@ def _verdict(record, rows, status, chain):
     if VERDICTS[situation][0] == "broken" and stopped:  # a person cancelled what resume queued
         return _verdict_of("stopped by a person", dict(facts, reason=stopped[-1].reason))
     return _verdict_of(situation, facts)
+
+
+def _moved_on(chain):
+    """Whether a link recorded itself after status read the files: Slurm, asked later, saw it
+    end (a first job's prologue under a rate limit took 17 s), so its end says nothing."""
+    again = read_chain(chain.store)
+    return (again.jobs[-1:], again.record.job) != (chain.jobs[-1:], chain.record.job)
 
 
 def _idle(record, rows, unanswered, facts):

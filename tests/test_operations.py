@@ -1010,6 +1010,30 @@ def test_status_survives_a_corrupt_file_and_names_it(cluster, run_dir, running_c
     assert "unreadable" in table.splitlines()[1]
 
 
+def test_status_of_a_first_job_that_records_itself_while_slurm_is_asked_is_no_break(
+        cluster, tmp_path, capsys, monkeypatch):
+    """26.05 trial: status read the files before the first job's prologue (17 s under a rate
+    limit) wrote them, and Slurm, asked after, said it COMPLETED: 'broken ... ended COMPLETED
+    before its prologue recorded it', --check failed, and next said submit --force."""
+    script = write(str(tmp_path / "train.sh"), "#!/bin/bash\n#SBATCH -t 5\ntrue\n")
+    run_dir = str(tmp_path / "r")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python", sys.executable,
+                   script)[0] == 0
+    asked = rc.query_jobs
+
+    def racing(job_ids, **where):  # the first job runs and ends between the read and the ask
+        assert cluster.run_link(os.path.join(run_dir, "resumable-train.sh"), "1000").returncode == 0
+        cluster.finish("1000", "COMPLETED", 17)
+        monkeypatch.setattr(rc, "query_jobs", asked)
+        return asked(job_ids, **where)
+    monkeypatch.setattr(rc, "query_jobs", racing)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    assert status == 0 and ("verdict: unknown: a job of the chain recorded itself while status "
+                            "asked Slurm (job 1000 ended COMPLETED)") in out, out
+    assert "next: run status again" in out, out
+    assert "broken" not in out and "submit" not in out
+
+
 def test_status_details_of_a_running_chain(cluster, run_dir, running_chain, capsys, monkeypatch):
     cluster.set_job(1000, time_limit="10", elapsed=240)
     report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
