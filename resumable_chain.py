@@ -4106,7 +4106,7 @@ def chain_dirs(paths):
 
 def chain_status(run_dir):
     """The status of the chain in run_dir as a dict (what ``status --json`` prints)."""
-    return chains_status([run_dir], rows=STATUS_ROWS)[0]
+    return chains_status([check_path(run_dir, "run_dir")], rows=STATUS_ROWS)[0]
 
 
 # What status keeps of a chain till Slurm answers (_roles): its links shown (``links``: how many),

@@ -896,6 +896,12 @@ def test_render_prologue_refuses_an_empty_path(tmp_path, name):
     assert "%s must be a non-empty path" % name in str(error.value)
 
 
+@pytest.mark.parametrize("run_dir", [None, "", 3], ids=["None", "empty", "a number"])
+def test_chain_status_refuses_what_is_no_path_as_render_prologue_does(run_dir):
+    with pytest.raises(ValueError, match="run_dir must be a non-empty path"):
+        rc.chain_status(run_dir)
+
+
 @pytest.mark.parametrize("name", ["run_dir", "script", "budget_dir"])
 def test_render_prologue_refuses_a_path_with_a_tilde_no_shell_expanded(tmp_path, monkeypatch,
                                                                        name):
