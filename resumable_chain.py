@@ -1226,7 +1226,8 @@ class StateStore(object):
         self.job_over = job_over
         self.lock_note = []  # the log line of a file lock (none for the kernel's record lock)
         self.acting = False  # set by locked(): from then on every file read must be the caller's
-        self.owned_reads = False  # status of one's own chain: what resume would refuse is refused
+        self.owner = None  # status: its directory's owner (their own chain's files are read as
+        # their resume reads them: what it would refuse is refused)
         self.notify_on_file = None  # NOTIFY_FILE as read or written ("": none), read at most once
 
     def path(self, name):
@@ -1236,7 +1237,8 @@ class StateStore(object):
         """A state file's bytes, or None if missing: the last ``tail``, or up to ``most`` + 1."""
         path = self.path(name)
         try:
-            descriptor = open_own_file(path, os.O_RDONLY, owned=self.acting or self.owned_reads)
+            descriptor = open_own_file(path, os.O_RDONLY,
+                                       owned=self.acting or self.owner == os.geteuid())
         except Missing:
             return None
         with os.fdopen(descriptor, "rb") as handle:
@@ -4117,7 +4119,7 @@ StatusPlan = collections.namedtuple("StatusPlan", "run_dir chain links roles oth
 
 
 def _reading_order(run_dirs):
-    """[(bytes status reads, run_dir)] in an order no one can game (docs/trust-model.md)."""
+    """[(bytes status reads, owner, run_dir)] in an order no one can game (trust-model.md)."""
     costs, ranks, keyed = [], collections.Counter(), []
     for run_dir in run_dirs:  # (bytes status reads at most, owner, run_dir)
         paths = [os.path.join(run_dir, name) for name in (CHAIN_FILE, JOURNAL_FILE, SUBMIT_FILE,
@@ -4128,9 +4130,9 @@ def _reading_order(run_dirs):
         except OSError:
             costs.append((0, -1, run_dir))
     for size, owner, run_dir in sorted(costs):
-        keyed.append((owner != os.getuid(), ranks[owner], size, run_dir))
+        keyed.append(((owner != os.getuid(), ranks[owner], size, run_dir), owner))
         ranks[owner] += 1
-    return [key[-2:] for key in sorted(keyed)]
+    return [(key[2], owner, key[3]) for key, owner in sorted(keyed)]
 
 
 def chains_status(run_dirs, rows=COLLECTION_ROWS):
@@ -4141,13 +4143,13 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
     deadline, spent = time.monotonic() + STATUS_SECONDS, 0
     here = functools.lru_cache(maxsize=None)(current_cluster)  # asked once, if a chain names one
     late = "not read: status ran out of its %d s or %d MiB" % (STATUS_SECONDS, STATUS_BYTES >> 20)
-    for size, run_dir in _reading_order(run_dirs):  # Slurm gets the second half of the time
+    for size, owner, run_dir in _reading_order(run_dirs):  # Slurm gets the second half of time
         spent += size
         try:
             if time.monotonic() > deadline - STATUS_SECONDS / 2 or spent > STATUS_BYTES:
                 raise StateError(late)
             store = chain_store(run_dir)
-            store.owned_reads = os.path.isdir(run_dir) and os.stat(run_dir).st_uid == os.geteuid()
+            store.owner = owner
             chain = chain_in(run_dir, store)
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
                               *(_roles(chain, rows) + cluster_to_ask(chain.record.cluster, here)))
@@ -4287,10 +4289,9 @@ def _status_of(plan, answer, budgets, deadline):
     elif refused and record.job is not None and chain.jobs:  # else it is the verdict; ended too
         status["next"] = "fix the file named above as its problem says" + (
             verdict.next and ", then: " + verdict.next or "")
-    if status["next"] and verdict.word != "unknown" and not chain.store.owned_reads:
+    if status["next"] and verdict.word != "unknown" and chain.store.owner != os.geteuid():
         # the owner's step (resume, cancel, a fix): the chain refuses anyone else
-        status["next"] = "for its owner (%s): %s" % (uid_name(os.stat(plan.run_dir).st_uid),
-                                                    status["next"])
+        status["next"] = "for its owner (%s): %s" % (uid_name(chain.store.owner), status["next"])
     _show_other_jobs(status, plan, known)
     return status
 
