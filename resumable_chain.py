@@ -4453,6 +4453,9 @@ VERDICTS = {
                 None, False),
     "moved on": ("unknown", "a job of the chain recorded itself while status asked Slurm "
                  "(job {job} ended {state})", "run status again", False),
+    "no journal": ("broken", "its links ran, but its journal {journal} is gone: resume cannot "
+                   "continue it", "resumable-chain submit {run_dir} --force "
+                   "[OPTIONS] -- SCRIPT starts a new chain there", True),
 }
 # status's verdict of a chain: text is "word: detail"; fails: whether status --check fails.
 Verdict = collections.namedtuple("Verdict", "word text next fails")
@@ -4472,6 +4475,8 @@ def _verdict(record, rows, status, chain):
     running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if chain.problems and (record.job is None or not chain.jobs):  # not "no job recorded yet"
         return _verdict_of("unreadable", dict(facts, problem=chain.problems[0]))
+    if record.job is None and chain.jobs and not live:  # the journal deleted: resume refuses
+        return _verdict_of("no journal", dict(facts, journal=JOURNAL_FILE))
     links = [row for row in rows if row["link"]]  # one that COMPLETED first finished the chain
     if status["cancelled"] and not live and not (links and links[-1]["state"] == "COMPLETED"):
         return _verdict_of("cancelled" if record.job is not None else "cancelled unstarted", dict(

@@ -912,6 +912,20 @@ def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, m
     assert len(cluster.calls("sbatch")) == before
 
 
+def test_status_of_a_chain_whose_journal_was_deleted_says_what_resume_says(cluster, run_dir,
+                                                                           capsys, monkeypatch):
+    """A new user deleted the journal as the README's troubleshooting says of one that cannot be
+    fixed: status said "resume continues the chain", and resume then refused (no journal)."""
+    failed_chain(cluster, run_dir)
+    os.unlink(os.path.join(run_dir, rc.JOURNAL_FILE))
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check", "--json")
+    report = json.loads(out)
+    assert status == 1 and report["verdict"] == "broken: its links ran, but its journal %s is " \
+        "gone: resume cannot continue it" % rc.JOURNAL_FILE, report
+    assert "submit %s --force" % rc.shell_quote(run_dir) in report["next"], report["next"]
+    assert resume(cluster, capsys, monkeypatch, run_dir)[0] == 2
+
+
 @pytest.mark.parametrize("original", [
     "fixed after submit", "rewritten with the same text", "on a file server whose clock is ahead",
 ])
