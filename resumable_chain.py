@@ -5297,11 +5297,14 @@ def render_command(run_dir, sbatch_args, **options):
     existed = os.path.isdir(made)
     # as submit would (its first job checks again, the tree may change); of a sweep, one task's
     check_chain_place(os.path.abspath(check_path(run_dir, "run_dir").replace("%a", "0")))
+    header = ""  # --script's #SBATCH --time limits the links too (unreadable: sbatch says why)
+    with contextlib.suppress(StateError):
+        header = read_batch_script(options["script"])[0] if "script" in options else ""
+    note = check_warn_fits(options.get("warn"), script_directives(header) + sbatch_args,
+                           check_max_walltime(options.get("max_walltime")))  # as submit warns
     text = render_prologue(run_dir, sbatch_args=sbatch_args, **options)
     if not existed:
         _log("created the run directory %s (so that #SBATCH --output into it works)" % made)
-    note = check_warn_fits(options.get("warn"), sbatch_args, check_max_walltime(options.get(
-        "max_walltime")))  # as submit warns (render_prologue returns the prologue alone)
     if note:
         _log(note)
     _write(text)

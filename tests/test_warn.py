@@ -386,15 +386,16 @@ def test_resume_gives_its_warning_to_the_resumed_link_and_every_later_one(
 @pytest.mark.parametrize("argv, header", [
     (["render", "RUN", "--warn", "USR1@60", "--", "--time=1"], ""),
     (["render", "RUN", "--warn", "USR1@60", "--max-walltime", "1:30"], ""),  # a 1-minute link
+    (["render", "RUN", "--warn", "USR1@300", "--script", "SCRIPT"], "#SBATCH --time=5\n"),
     (["submit", "RUN", "--warn", "USR1@60", "--time=1", "SCRIPT"], ""),
     (["submit", "RUN", "--warn", "USR1@300", "SCRIPT"], "#SBATCH --time=5\n"),
     (["submit", "RUN", "--warn", "USR1@120", "-t", "2", "SCRIPT"], "#SBATCH --time=10\n"),
     (["resume", "RUN", "--warn", "USR1@60", "--time=1"], None),
     (["resume", "RUN", "--warn", "USR1@600", "--max-walltime", "10"], None),
     (["resume", "RUN", "--warn", "USR1@600"], None),  # failed_chain's script: #SBATCH --time=10
-], ids=["render --time", "render --max-walltime", "submit --time", "submit #SBATCH --time",
-        "submit -t over #SBATCH --time", "resume --time", "resume --max-walltime",
-        "resume #SBATCH --time"])
+], ids=["render --time", "render --max-walltime", "render --script's #SBATCH --time",
+        "submit --time", "submit #SBATCH --time", "submit -t over #SBATCH --time", "resume --time",
+        "resume --max-walltime", "resume #SBATCH --time"])
 def test_a_warning_that_can_never_come_before_the_limit_is_refused_in_one_line(
         cluster, capsys, monkeypatch, tmp_path, argv, header):
     run_dir, script = str(tmp_path / "run"), str(tmp_path / "train.sbatch")
