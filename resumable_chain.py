@@ -2179,10 +2179,10 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     with contextlib.suppress(ValueError):  # not a batch script: sbatch said so already
         given = script_directives(split_batch_script(text)[0]) + list(next_link.sbatch_args)
         if not (option_value(given, "--time") or os.environ.get("SBATCH_TIMELIMIT")):
-            warnings.append("WARNING: no --time in %s or in the prologue's sbatch options: the "
-                            "successors get the partition's default time limit (none, if it has "
-                            "no DefaultTime), not this job's (a --time given to sbatch on its "
-                            "command line is this job's alone)" % next_link.script)
+            warnings.append("WARNING: no --time in this job's #SBATCH lines or in the prologue's "
+                            "sbatch options: the successors get the partition's default time "
+                            "limit (none, if it has no DefaultTime), not this job's (a --time "
+                            "given to sbatch on its command line is this job's alone)")
     return snapshot
 
 

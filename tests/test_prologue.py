@@ -64,6 +64,7 @@ def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
 ], ids=["script", "script-short", "prologue-options", "sbatch-environment", "command-line-only"])
 def test_a_first_job_warns_when_no_time_limit_reaches_its_successors(
         cluster, run_dir, time_line, sbatch_args, environ, warned):
+    """Named as the user knows it: $0 is Slurm's spool copy (a new user's trial on 22.05)."""
     script = cluster.write_script(run_dir, sbatch_args=sbatch_args)
     with open(script) as handle:
         text = handle.read().replace("#SBATCH --time=10\n", time_line and time_line + "\n")
@@ -71,7 +72,7 @@ def test_a_first_job_warns_when_no_time_limit_reaches_its_successors(
         handle.write(text)
     result = cluster.run_link(script, 100, **environ)
     assert result.returncode == 0, result.stderr
-    said = "no --time in %s or in the prologue's sbatch options" % script
+    said = "no --time in this job's #SBATCH lines or in the prologue's sbatch options"
     assert (said in result.stderr) == warned, result.stderr
     assert cluster.work_done() == ["100"]  # a warning, never a refusal
 
