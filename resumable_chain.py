@@ -2161,6 +2161,8 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     ``$0``, goes when the job ends; ``resume`` needs it; a failure costs only that), and a warning
     when no --time reaches the successors."""
     check_no_live_chain(store, snapshot.record, job_id, cluster, warnings)
+    if snapshot.cancelled and (store.read_submitted() or {}).get("first_job") == job_id:
+        return snapshot  # cancelled before it ran (plan_link stops it), not an older chain's mark
     rendered = os.path.dirname(os.path.abspath(next_link.script)) != store.directory
     if rendered:  # submit checked where its chain goes, and kept its script in the directory
         check_chain_place(store.directory)
@@ -2357,7 +2359,7 @@ def plan_link(job_id, predecessor_id, observation, snapshot, settings, next_link
                       exit_code=observed.exit_code, elapsed=progress)
     if decision.action not in WORK_ACTIONS:
         cause = CAUSE_OF_MEANING[state_meaning(observed.state, observed.exit_code, progress)]
-    elif snapshot.cancelled and not first:
+    elif snapshot.cancelled:  # a first job's is its own chain's (_start_chain)
         decision, cause = Decision("stop", decision.retries, "the chain was cancelled with the "
                                    "cancel command (%s): stopping" % snapshot.cancelled), "cancel"
     capped = stop_at_cap(decision, walltime, settings.max_walltime)
@@ -2521,8 +2523,9 @@ def _finish_link(store, record, observation, next_link, environ, warnings, *, su
         store.write_record(record)
         if record.guarded_by:  # the chain ends here: nothing is left to guard
             SLURM.cancel([record.guarded_by])
-        event = journal_event(store, Event(EVENT_OF_ACTION[record.action], record.predecessor,
-                                           record.link, record.reason, record.time), warnings)
+        event = journal_event(store, Event(EVENT_OF_ACTION[record.action], record.predecessor or
+                                           record.job, record.link, record.reason, record.time),
+                              warnings)  # a first job's: its own, as cancel's event names it
         return Outcome(ACTION_EXIT[record.action], record, observation, warnings, event)
     next_link = NextLink(**record.next) if record.next else next_link
     next_link = next_link._replace(script=runnable_script(store, next_link.script))

@@ -220,6 +220,26 @@ def test_submitted_copy_runs_as_a_chain(cluster, tmp_path, capsys, monkeypatch):
     assert cluster.calls("sbatch")[-1]["argv"][-1] == copy
 
 
+def test_a_submitted_chains_first_job_that_starts_after_cancel_stops_without_work(
+        cluster, tmp_path, capsys, monkeypatch):
+    """The cancel mark, not an older chain's: the first job took it for one, kept it as *.prev
+    and started the work (a scancel that raced its launch, or failed)."""
+    script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT + 'echo "$SLURM_JOB_ID" >> "$WORKLOG"\n')
+    run_dir = str(tmp_path / "run")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--python", sys.executable,
+                   script)[0] == 0
+    cluster.update(scancel_ignored=True)  # the first job slips through, as in a race
+    assert run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)[0] == 1
+    queued = len(cluster.calls("sbatch"))
+    result = cluster.run_link(os.path.join(run_dir, "resumable-train.sbatch"), 1000)
+    assert result.returncode == 0 and "stop | predecessor none (first job)" in result.stderr
+    assert "the chain was cancelled with the cancel command" in result.stderr, result.stderr
+    assert cluster.work_done() == [] and len(cluster.calls("sbatch")) == queued
+    assert os.path.exists(os.path.join(run_dir, rc.CANCEL_FILE))
+    events = json.loads(read(run_dir, rc.EVENTS_FILE))["events"]  # cancel's; none of job None
+    assert [(event["event"], event["job"]) for event in events] == [("stopped", "1000")], events
+
+
 def test_submit_keeps_the_scripts_own_output(cluster, tmp_path, capsys, monkeypatch):
     script = write(str(tmp_path / "t.sh"), "#!/bin/bash\n#SBATCH --output=mine-%j.log\ntrue\n")
     assert run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)[0] == 0
