@@ -2179,12 +2179,22 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
         text = handle.read().decode("utf-8", "surrogateescape")
         store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
     with contextlib.suppress(ValueError):  # not a batch script: sbatch said so already
-        given = script_directives(split_batch_script(text)[0]) + list(next_link.sbatch_args)
-        if not (option_value(given, "--time") or os.environ.get("SBATCH_TIMELIMIT")):
+        own = script_directives(split_batch_script(text)[0])
+        if not (option_value(own + list(next_link.sbatch_args), "--time") or
+                os.environ.get("SBATCH_TIMELIMIT")):
             warnings.append("WARNING: no --time in this job's #SBATCH lines or in the prologue's "
                             "sbatch options: the successors get the partition's default time "
                             "limit (none, if it has no DefaultTime), not this job's (a --time "
                             "given to sbatch on its command line is this job's alone)")
+        links, limit = option_value(next_link.sbatch_args, "--time"), job_start_and_limit(
+            os.environ)[1]  # 23.02+: this job's own limit
+        if links and not (option_value(own, "--time") or os.environ.get("SBATCH_TIMELIMIT") or
+                          limit and limit <= (parse_duration(links) or limit)):
+            warnings.append("WARNING: --time=%s in the prologue's sbatch options limits the "
+                            "successors alone: this job has no #SBATCH --time and runs up to %s; "
+                            "put #SBATCH --time=%s in the script" % (links, format_duration(
+                                limit) if limit else "sbatch's --time or the partition's "
+                                "default", links))
     return snapshot
 
 
@@ -4770,7 +4780,8 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
         raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "
                          "own; remove the pasted one (or sbatch the script as it is)" % script)
     sbatch_args = check_sbatch_args(sbatch_args, allowed=("--hold",))
-    hold = "--hold" in option_names(sbatch_args)  # the first job only
+    hold = "--hold" in option_names(sbatch_args)  # the first job only, as --begin
+    begin = ["--begin=" + value for value in option_values(sbatch_args, "--begin")[-1:]]
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
     notify, warn = check_notify(notify), check_warn(warn)
     check_warn_fits(warn, script_directives(header) + sbatch_args, max_walltime)
@@ -4780,7 +4791,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
         raise StateError("run directory %s exists and is not a directory" % run_dir)
     _check_run_dir(run_dir, force)  # again under the lock as the chain is installed
     sbatch_args = _chain_defaults(run_dir, script, header, without_options(sbatch_args,
-                                                                           ("--hold",)))
+                                                                           ("--hold", "--begin")))
     copy_path = os.path.join(run_dir, "resumable-" + os.path.basename(script))
     one_task = [] if task is None else ["--array=%d" % task]  # the prologue adds it to links
     created, store, slurm = make_run_dir(run_dir), chain_store(run_dir), slurm or Slurm()
@@ -4792,8 +4803,8 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
             + (finished_trap(python, run_dir) if notify else "") + body, mode=0o700)
         if before_queueing:
             before_queueing()
-        first_job, named = slurm.submit_held(["--hold", "--no-requeue"] + one_task
-                                             + sbatch_args, store.path(staged), script_args)
+        first_job, named = slurm.submit_held(["--hold", "--no-requeue"] + one_task + sbatch_args
+                                             + begin, store.path(staged), script_args)
     except (StateError, ValueError):
         with contextlib.suppress(OSError):  # undone as far as it goes: the error says why
             store.remove(staged)
@@ -4830,6 +4841,7 @@ def _check_run_dir(run_dir, force):
 
 def _chain_defaults(run_dir, script, header, sbatch_args):
     """sbatch_args with the chain's defaults; a missing log directory: every link FAILED 0:53."""
+    import re
     given = option_names(script_directives(header) + sbatch_args)
     # --chdir: the links work in the run directory, not where submit ran; --job-name: sbatch
     # would name it after our copy, squeue shows 8 characters: the chain's name tells them apart
@@ -4846,6 +4858,10 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
             raise StateError("%s=%s: its directory %s does not exist, and Slurm would fail every "
                              "link at its launch; create it first (mkdir -p %s)"
                              % (name, path, folder, shell_quote(folder)))
+    if "--open-mode" not in option_names(options) and any(  # one log for every link: each
+            path and not re.search("%[0-9]*[jJA]", path.replace("%%", ""))  # would empty it
+            for path in (option_value(options, "--output"), option_value(options, "--error"))):
+        sbatch_args = ["--open-mode=append"] + sbatch_args
     return sbatch_args
 
 

@@ -246,6 +246,24 @@ def test_submit_keeps_the_scripts_own_output(cluster, tmp_path, capsys, monkeypa
     assert not any(a.startswith("--output") for a in cluster.calls("sbatch")[0]["argv"])
 
 
+@pytest.mark.parametrize("header, options, appended", [
+    ("#SBATCH --output=train.log\n", [], True),  # a new user's trial on 24.11: link 1's log gone
+    ("", ["-e", "errors.log"], True),
+    ("", ["--output=train-%j.log"], False), ("", ["--output=t-%A_%a.log"], False),
+    ("", ["--output=t-%8j.log"], False), ("", [], False),  # slurm-%j.out
+    ("", ["--output=train.log", "--open-mode=truncate"], False),  # as asked
+    ("", ["--output=train-%%j.log"], True),  # a literal %j
+], ids=["#SBATCH --output", "-e", "%j", "%A", "%8j", "the default", "--open-mode given",
+        "%%j"])
+def test_submit_appends_to_a_log_every_link_shares(cluster, tmp_path, capsys, monkeypatch,
+                                                   header, options, appended):
+    script = write(str(tmp_path / "t.sh"), "#!/bin/bash\n%strue\n" % header)
+    run_dir = str(tmp_path / "r")
+    assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, *(options + [script]))[0] == 0
+    assert ("--open-mode=append" in cluster.calls("sbatch")[0]["argv"]) is appended
+    assert ("--sbatch-arg=--open-mode=append" in read(run_dir, "resumable-t.sh")) is appended
+
+
 @pytest.mark.parametrize("header, options, refused", [
     ("", ["-o", "logs/x-%j.out"], "r/logs"),  # relative to the links' working directory
     ("", ["--error=/nonexistent/e.log"], "/nonexistent"),
@@ -1473,6 +1491,20 @@ def test_submit_hold_holds_the_first_job_only(cluster, tmp_path, capsys, monkeyp
     assert report["verdict"] == "waiting: job 1000 is held (JobHeldUser)"
     assert report["next"] == "scontrol release 1000 starts it"
     assert report["jobs"][0]["note"] == "pending: JobHeldUser"
+
+
+@pytest.mark.parametrize("begin", [["--begin=now+600"], ["-b", "now+600"], ["--begin", "now+600"]])
+def test_submit_begin_delays_the_first_job_only(cluster, tmp_path, capsys, monkeypatch, begin):
+    """A new user's trial on 24.11: every link waited 10 minutes after its predecessor ended."""
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n")
+    run_dir = str(tmp_path / "r")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, *(
+        begin + ["-p", "debug", script]))
+    assert status == 0, err
+    assert "--begin=now+600" in cluster.calls("sbatch")[0]["argv"]
+    prologue = read(run_dir, "resumable-s.sh")
+    assert "--sbatch-arg=-p --sbatch-arg=debug" in prologue and "now+600" not in prologue
+    assert "now+600" not in read(run_dir, rc.SUBMIT_FILE)  # a replaced first job starts at once
 
 
 def test_a_script_that_holds_itself_is_refused(cluster, tmp_path, capsys, monkeypatch):

@@ -77,6 +77,29 @@ def test_a_first_job_warns_when_no_time_limit_reaches_its_successors(
     assert cluster.work_done() == ["100"]  # a warning, never a refusal
 
 
+@pytest.mark.parametrize("time_line, environ, warned", [
+    ("", {}, "runs up to sbatch's --time or the partition's default"),  # before 23.02
+    ("", {"SLURM_JOB_START_TIME": "1000", "SLURM_JOB_END_TIME": str(1000 + 2 * 86400)},
+     "runs up to 2-00:00:00"),  # the partition's default (24.11 trial: UNLIMITED, 365 days)
+    ("", {"SLURM_JOB_START_TIME": "1000", "SLURM_JOB_END_TIME": "1060"}, None),  # sbatch --time=1
+    ("#SBATCH --time=1", {}, None),
+], ids=["limit not known", "the partition's default", "sbatch's --time as short", "script"])
+def test_a_first_job_warns_when_the_prologues_time_limits_its_successors_alone(
+        cluster, run_dir, time_line, environ, warned):
+    """render DIR -- --time=1 with no #SBATCH --time: the successors ran a minute, the first job
+    365 days, and no line said so (the README read as if both were the same)."""
+    script = cluster.write_script(run_dir, sbatch_args=["--time=1"])
+    with open(script) as handle:
+        text = handle.read().replace("#SBATCH --time=10\n", time_line and time_line + "\n")
+    with open(script, "w") as handle:
+        handle.write(text)
+    result = cluster.run_link(script, 100, **environ)
+    assert result.returncode == 0 and cluster.work_done() == ["100"], result.stderr
+    said = "--time=1 in the prologue's sbatch options limits the successors alone"
+    assert (said in result.stderr) == bool(warned), result.stderr
+    assert warned is None or "%s; put #SBATCH --time=1 in the script" % warned in result.stderr
+
+
 LINKS = [
     # situation: (predecessor state, its elapsed s), (retries before, max_retries, max_walltime),
     #            (exit status, works and queues a successor, walltime after, retries after)
