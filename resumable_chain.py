@@ -4345,7 +4345,8 @@ def _status_row(job, role, record):
     if state == "PENDING" and never_starts(job.reason):  # with a reason, a branch above set note
         note = "%s (%s: it never starts by itself)" % (note, never_starts(job.reason))
     running = state in LIVE_STATES and state != "PENDING"
-    return {"job": job.job_id, "state": job.state, "elapsed": job.elapsed, "start": job.start,
+    return {"job": job.job_id, "state": job.state, "elapsed": job.elapsed,
+            "start": None if state == "PENDING" else job.start,  # not Slurm's estimate of it
             "nodes": job.nodes, "exit_code": job.exit_code,
             "end": job.end if is_final(job.state) else None, "role": role, "reason": job.reason,
             "link": role == "link", "note": note, "time_limit": job.time_limit if running else None,

@@ -950,6 +950,17 @@ def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, m
     assert len(cluster.calls("sbatch")) == before
 
 
+def test_status_shows_no_start_for_a_pending_job(cluster, run_dir, capsys, monkeypatch):
+    """squeue and scontrol give a pending job Slurm's estimate of its start (a new user's trial
+    on 24.11 took it for a start that had happened)."""
+    script, successor = start_chain(cluster, run_dir)
+    cluster.set_job(successor, start="2026-12-05T23:17:09")
+    report = json.loads(run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--json")[1])
+    rows = {row["job"]: row for row in report["jobs"]}
+    assert rows[successor]["state"] == "PENDING" and rows[successor]["start"] is None, rows
+    assert rows["100"]["start"] is not None  # the running link's
+
+
 def test_status_of_a_chain_whose_journal_was_deleted_says_what_resume_says(cluster, run_dir,
                                                                            capsys, monkeypatch):
     """A new user deleted the journal as the README's troubleshooting says of one that cannot be
