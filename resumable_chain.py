@@ -4280,7 +4280,7 @@ def _status_of(plan, answer, budgets, deadline):
               "retries": None if "retries" in chain.unread else chain.retries or 0,
               "max_retries": record.max_retries,
               "successor": record.successor, "guard_error": record.guard_error,
-              "guard": guard and {"job": guard.job_id, "state": guard.state},
+              "guard": guard and {"job": guard.job_id, "state": guard.state, "nodes": guard.nodes},
               "pending_successor": next((row["job"] for row in rows if row["role"] == "successor"
                                          and base_state(row["state"]) == "PENDING"), None),
               "cancelled": chain.cancelled, "budget": budget, "problems": [
@@ -5233,7 +5233,7 @@ def _guard_line(status):
     if is_final(guard["state"]):
         return ["guard: job %s %s (%s): %s" % (  # ran: its log says what it did
             guard["job"], "ran" if guard.get("ran") else "ended", _state_words(guard["state"]),
-            guard.get("ran") or "see %s" % GUARD_LOG)]
+            guard.get("ran") or "see %s" % GUARD_LOG if guard["nodes"] else "it never started")]
     note = next((row["note"] for row in status["jobs"] if row["job"] == guard["job"]), None)
     return ["guard: job %s %s" % (guard["job"], guard["state"]) + (" (%s)" % note if note else "")]
 

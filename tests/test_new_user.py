@@ -303,6 +303,18 @@ def test_status_shows_a_guard_that_ran_after_a_person_cancelled_the_successor(
         in text, text
 
 
+def test_status_of_a_guard_cancelled_before_it_ran_sends_no_one_to_its_empty_log(
+        cluster, run_dir, capsys, monkeypatch):
+    """A new user's trial on 24.11: scancel of a pending guard, then status said "see
+    .resumable_chain.guard.log", which was empty: that guard never ran."""
+    script, successor = start_chain(cluster, run_dir)  # link 100 runs on
+    guard = cluster.guards()[successor]
+    cluster.set_job(guard, state="CANCELLED by 1000", start="None", nodes=None)
+    text = status_rows(cluster, capsys, monkeypatch, run_dir)[1]
+    assert "guard: job %s ended (CANCELLED by " % guard in text, text
+    assert "): it never started\n" in text and rc.GUARD_LOG not in text, text
+
+
 def test_status_shows_a_dead_successor_its_guard_and_the_replacement(cluster, run_dir, capsys,
                                                                      monkeypatch):
     script, successor = start_chain(cluster, run_dir)
