@@ -1682,6 +1682,22 @@ def owner_problem(info, path, what):
     return None
 
 
+def check_nothing_planted(run_dir):
+    """StateError if run_dir holds what someone else put there (root aside) while they could
+    write it: Slurm opens a coming link's log as you, through their symlink or into their file."""
+    names = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # none yet: made later
+        names = os.listdir(run_dir)
+    for path in (os.path.join(run_dir, name) for name in names):
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:  # the work's own file, gone meanwhile
+            continue
+        if info.st_uid not in (0, os.geteuid()):
+            raise StateError(owner_problem(info, path, "symlink" if stat.S_ISLNK(info.st_mode)
+                                           else "file"))
+
+
 def foreign_write(info, path):
     """The write bits of an os.stat's mode that let someone else write: others', and the group's
     unless it is the owner's private group (umask 002 sites), never group 0 (some accounts' own),
@@ -2166,6 +2182,7 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     rendered = os.path.dirname(os.path.abspath(next_link.script)) != store.directory
     if rendered:  # submit checked where its chain goes, and kept its script in the directory
         check_chain_place(store.directory)
+        check_nothing_planted(store.directory)
     if snapshot.record or snapshot.last_job or snapshot.cancelled:
         store.keep_previous()
         own_guard_log(store.directory)  # its guard, queued by submit, appends to it
@@ -4440,8 +4457,8 @@ VERDICTS = {
                   "shown", "try again when Slurm answers", False),
     "no job": ("unknown", "no job recorded yet", None, False),
     "first job died": ("broken", "job {job}, the chain's first job, ended {state} before its "
-                       "prologue recorded it (its guard could not replace it)", "{submit_again}",
-                       True),
+                       "prologue recorded it (its guard could not replace it; if it started, its "
+                       "log says why)", "{submit_again}", True),
     "first job cancelled": ("stopped", "job {job}, the chain's first job, was {state} before it "
                             "ran (its guard leaves a person's cancel alone)", "{submit_again}",
                             False),
@@ -4833,6 +4850,7 @@ def _check_run_dir(run_dir, force):
     """The live jobs of run_dir's chain (refused unless ``force``); refused in or over a chain."""
     check_chain_place(run_dir)
     old = read_chain(chain_store(run_dir)).whole()
+    check_nothing_planted(run_dir)  # after the state files, each refused by its own name
     live = Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(old.candidates())
     if not force:
         refuse_live(run_dir, live, "cancel it first (resumable-chain cancel %s) or pass --force "
@@ -4929,6 +4947,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             header = read_batch_script(next_link.script)[0]
         check_warn_fits(record.warn, script_directives(header) + list(next_link.sbatch_args),
                         record.max_walltime)
+        check_nothing_planted(run_dir)
         job, _ = Slurm(target).submit_held(successor_options(
             next_link, "--hold", "--no-requeue"), next_link.script, next_link.script_args,
             cwd=next_link.workdir, named=True)

@@ -723,8 +723,8 @@ def test_resume_of_a_live_chain_names_the_cancel_command_with_its_directory(
     ("CANCELLED by 0", "", "stopped: job 1000, the chain's first job, was CANCELLED by root "
      "(uid 0) before it ran (its guard leaves a person's cancel alone)"),
     ("NODE_FAIL", "node1", "broken: job 1000, the chain's first job, ended NODE_FAIL before its "
-     "prologue recorded it (its guard could not replace it)"),
-], ids=["a person cancelled it", "its node failed"])
+     "prologue recorded it (its guard could not replace it; if it started, its log says why)"),
+], ids=["a person cancelled it", "its node failed"])  # a bad --python: said in its log alone
 def test_a_first_job_that_ended_before_it_ran_is_stopped_only_by_a_persons_cancel(
         cluster, tmp_path, capsys, monkeypatch, state, nodes, verdict):
     # issue 40, trial on 24.11: the guard said "job 825 is CANCELLED: nothing to do", the verdict

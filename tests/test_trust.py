@@ -823,6 +823,32 @@ def test_a_script_copy_planted_while_the_directory_was_open_is_never_queued(worl
     assert not os.path.exists(world.pwned)
 
 
+@pytest.mark.parametrize("command", ["submit", "resume"])
+def test_a_log_planted_while_the_directory_was_open_is_refused_before_anything_is_queued(
+        world, command):
+    """An attacker's trial on 24.11: while the directory was open, a colleague left symlinks
+    named after coming job IDs (slurm-<id>.out, the links' logs) to a file of the owner's; Slurm
+    opened each link's log through one as the owner, emptied that file and wrote the log there
+    (or, to a file of hers, let her read it)."""
+    run_dir = owners_submitted_chain(world, "planted-log-%s" % command)
+    notes = os.path.join(world.homes[OWNER], "notes-%s.txt" % command)
+    assert world.run(OWNER, ["/bin/sh", "-c", 'echo keep me > "$0"', notes]).returncode == 0
+    os.chmod(run_dir, 0o775)
+    link = os.path.join(run_dir, "slurm-4242.out")
+    assert world.run(MATE, ["ln", "-s", notes, link]).returncode == 0
+    assert world.run(OWNER, ["chmod", "go-w", run_dir]).returncode == 0
+    calls = len(world.sbatch_calls())
+    words = ["submit", run_dir, "--force", "--", world.script()] if command == "submit" else [
+        "resume", run_dir]
+    result = world.cli(OWNER, *words)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "symlink %s: it belongs to %s (uid" % (link, MATE) in result.stderr, result.stderr
+    assert "read it, then delete it" in result.stderr
+    assert world.sbatch_calls()[calls:] == []
+    with open(notes) as handle:
+        assert handle.read() == "keep me\n"
+
+
 def hold_lock(user, path, kind="SH"):
     """A process of ``user`` (root: None) that opened ``path`` while it could and holds a lockf
     on it (shared: "SH") for ever: started, and waited for until it holds it."""
