@@ -662,6 +662,8 @@ def main(argv=None):
     global COMMAND
     argv, COMMAND = list(sys.argv[1:] if argv is None else argv), command_name(sys.argv[0])
     try:
+        if not all(isinstance(word, str) for word in argv):  # a driver's main([...])
+            raise ValueError("argv must be a list of strings, got %r" % (argv,))
         if not {"-h", "--help", "--version"}.intersection(argv):
             check_tuning()
         return run_step(argv[0], argv[1:]) if argv[:1] and argv[0] in STEPS else \
@@ -933,7 +935,8 @@ def option_groups(arguments):
 
 
 class Settings(dict):
-    """A validated ``resumable:`` setting: a dict to unpack into render_prologue, or attributes."""
+    """A ``resumable:`` setting as parse_resumable validated it: a dict to unpack into
+    render_prologue (which checks what a driver built itself), or attributes."""
 
     __slots__ = ()
     KEYS = ("max_retries", "max_walltime")  # the only keys a resumable: mapping may have
@@ -3082,7 +3085,7 @@ def draw_on_budget(budget_dir, record, observation, warnings):
 
 def budget_report(budget_dir):
     """The shared budget's figures (``budget --json``), ended links settled in what it shows."""
-    budget = chain_store(budget_dir).read_budget()
+    budget = chain_store(check_path(budget_dir, "budget_dir")).read_budget()
     try:
         settled = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
     except StateError:
@@ -3094,7 +3097,7 @@ def budget_report(budget_dir):
 
 def set_budget(budget_dir, cap):
     """Create a shared budget with this cap (seconds), or change an existing one's cap."""
-    cap = check_max_walltime(cap)
+    cap, budget_dir = check_max_walltime(cap), check_path(budget_dir, "budget_dir")
     if cap is None:
         raise ValueError("a shared budget needs --max-walltime")
     make_run_dir(budget_dir, "budget directory")
@@ -3789,6 +3792,8 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
     try:  # the budget as its links check it (each refusal a failure the guard would replace)
         if budget_dir is not None:
             check_owned_dir(budget_dir, "budget directory")
+        # as submit would (its first job checks again, the tree may change); a sweep's: a task's
+        check_chain_place(os.path.abspath(run_dir.replace("%a", "0")))
         make_run_dir(made_dir(run_dir))  # Slurm opens #SBATCH --output=<run dir>/... first
     except StateError as error:
         raise ValueError(str(error))
@@ -3872,6 +3877,13 @@ def check_path(value, name):
         raise ValueError("%s %s: only a shell expands ~; give %s" % (  # would make a ~ here
             name, value, os.path.expanduser(value)))
     return value
+
+
+def check_paths(values, name):
+    """``values``, a list of paths; ValueError for one string (its characters are no list)."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
+        raise ValueError("%s must be a list of paths, got %r" % (name, values))
+    return [check_path(value, "each of " + name) for value in values]
 
 
 def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
@@ -4118,7 +4130,7 @@ def _state_words(state):
 def chain_dirs(paths):
     """The run directories ``paths`` name: each a chain, or chains below it (operators-guide.md)."""
     found = collections.OrderedDict()  # realpath: the path shown
-    for path in paths:
+    for path in check_paths(paths, "paths"):
         whole = holds_chain(path)
         if not (whole or os.path.isdir(path)):
             raise StateError("%s is not a directory" % path)
@@ -4169,7 +4181,8 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
     """The status of each chain (``rows`` newest links each) from one scontrol show config, one
     sacct, at most one squeue per cluster and one report per budget, within STATUS_SECONDS (a
     colleague's state files could name thousands of clusters and budgets)."""
-    budgets, plans, wanted = {}, {}, collections.OrderedDict()
+    budgets, plans, wanted, run_dirs = {}, {}, collections.OrderedDict(), check_paths(
+        run_dirs, "run_dirs")
     deadline, spent = time.monotonic() + STATUS_SECONDS, 0
     here = functools.lru_cache(maxsize=None)(current_cluster)  # asked once, if a chain names one
     late = "not read: status ran out of its %d s or %d MiB" % (STATUS_SECONDS, STATUS_BYTES >> 20)
@@ -4620,7 +4633,7 @@ def _submit_again(submitted, run_dir):
 def cancel_chain(run_dir, dry_run=False):
     """Mark a chain cancelled (a link that still starts stops), cancel its jobs until none is
     left; one that ended is left as it is (``ended`` says why)."""
-    return _raised(cancel_chains([run_dir], dry_run)[run_dir])
+    return _raised(cancel_chains([check_path(run_dir, "run_dir")], dry_run)[run_dir])
 
 
 def _raised(result):
@@ -4633,7 +4646,7 @@ def cancel_chains(run_dirs, dry_run=False):
     """{run_dir: cancel_chain's result or error}, in a few Slurm commands for all (a chain at a
     time, 1,000 took 23 minutes)."""
     results, groups = {}, collections.OrderedDict()
-    for run_dir in run_dirs:
+    for run_dir in check_paths(run_dirs, "run_dirs"):
         try:  # the path checked is the path used (no "x/.." detour)
             chain = chain_in(os.path.abspath(run_dir)).whole()
             check_owned_dir(chain.store.directory)  # a dry run or an ended chain: to its owner
@@ -4793,7 +4806,11 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
                  notify=None, warn=None, task=None, before_queueing=None, slurm=None):
     """Make SCRIPT resumable in run_dir and submit its first job held until all is written, or
     nothing; ``task``: a sweep's; ``before_queueing()`` runs right before sbatch."""
-    header, body = read_batch_script(script)
+    if not (isinstance(script_args, (list, tuple)) and all(isinstance(word, str) and "\0" not in
+                                                           word for word in script_args)):
+        raise ValueError("script_args must be a list of words, got %r" % (script_args,))
+    header, body = read_batch_script(check_path(script, "script"))
+    python = check_path(python, "python")
     if PROLOGUE_TEMPLATE.split("{", 1)[0] in header + body:  # right after #SBATCH lines too
         raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "
                          "own; remove the pasted one (or sbatch the script as it is)" % script)
@@ -4914,7 +4931,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
                  sbatch_args=None, notify=None, warn=None):
     """Queue a link continuing an ended chain (history and walltime kept; options given replace
     the recorded ones from it on)."""
-    run_dir = os.path.abspath(run_dir)
+    run_dir = os.path.abspath(check_path(run_dir, "run_dir"))
     given = check_sbatch_args(sbatch_args or ())
     options = {"max_retries": None if max_retries is None else check_max_retries(max_retries),
                "max_walltime": check_max_walltime(max_walltime),
@@ -5332,10 +5349,8 @@ def render_command(run_dir, sbatch_args, **options):
     if "script" in options and not os.path.isfile(options["script"]):
         raise StateError("--script %s: no such file (the successor is submitted with it)"
                          % options["script"])
-    made = made_dir(run_dir)
+    made = made_dir(check_path(run_dir, "run_dir"))
     existed = os.path.isdir(made)
-    # as submit would (its first job checks again, the tree may change); of a sweep, one task's
-    check_chain_place(os.path.abspath(check_path(run_dir, "run_dir").replace("%a", "0")))
     header = ""  # --script's #SBATCH --time limits the links too (unreadable: sbatch says why)
     with contextlib.suppress(StateError):
         header = read_batch_script(options["script"])[0] if "script" in options else ""

@@ -902,6 +902,58 @@ def test_chain_status_refuses_what_is_no_path_as_render_prologue_does(run_dir):
         rc.chain_status(run_dir)
 
 
+@pytest.mark.parametrize("call, said", [
+    (lambda: rc.cancel_chain(None), "run_dir must be a non-empty path, got None"),
+    (lambda: rc.resume_chain(5), "run_dir must be a non-empty path, got 5"),
+    (lambda: rc.budget_report(None), "budget_dir must be a non-empty path"),
+    (lambda: rc.set_budget(None, "1:00:00"), "budget_dir must be a non-empty path"),
+    (lambda: rc.chains_status("runs/a"), "run_dirs must be a list of paths, got 'runs/a'"),
+    (lambda: rc.chains_status([5]), "each of run_dirs must be a non-empty path, got 5"),
+    (lambda: rc.chain_dirs(None), "paths must be a list of paths, got None"),
+    (lambda: rc.submit_chain("runs/a", None, [], []), "script must be a non-empty path"),
+    (lambda: rc.submit_chain("runs/a", "job.sh", "abc", []), "script_args must be a list of "
+     "words, got 'abc'"),
+    (lambda: rc.submit_chain("runs/a", "job.sh", [], [], python=None), "python must be a "
+     "non-empty path"),
+], ids=["cancel_chain(None)", "resume_chain(5)", "budget_report(None)", "set_budget(None)",
+        "chains_status of a string", "chains_status([5])", "chain_dirs(None)", "no script",
+        "script_args a string (each character an argument)", "python None"])
+def test_a_drivers_wrong_argument_is_a_value_error_in_one_line(tmp_path, monkeypatch, call,
+                                                               said):
+    """A driver's trial on 24.11: TypeErrors from deep inside; chains_status("p2/a") read four
+    chains (p, 2, / and a), submit_chain's script_args "abc" submitted a b c."""
+    monkeypatch.chdir(str(tmp_path))
+    with open("job.sh", "w") as handle:
+        handle.write("#!/bin/bash\ntrue\n")
+    with pytest.raises(ValueError) as error:
+        call()
+    assert said in str(error.value) and "\n" not in str(error.value)
+    assert os.listdir(str(tmp_path)) == ["job.sh"]  # nothing made, nothing queued
+
+
+@pytest.mark.parametrize("place, said", [
+    ("runs/a/nested", "is inside the chain in {tmp}/runs/a, where status never looks"),
+    ("runs", "holds chains ({tmp}/runs/a): status would show the new one alone"),
+], ids=["inside a chain", "above a chain"])
+def test_render_prologue_refuses_where_submit_would_and_makes_nothing(tmp_path, place, said):
+    """A driver's trial on 24.11: render_prologue() rendered (and made runs/a/nested) where
+    submit_chain refuses; each job then failed on its node."""
+    os.makedirs(str(tmp_path / "runs" / "a"))
+    with open(str(tmp_path / "runs" / "a" / rc.CHAIN_FILE), "w") as handle:
+        handle.write("5\n")
+    with pytest.raises(ValueError) as error:
+        rc.render_prologue(str(tmp_path / place), sbatch_args=["--time=5"])
+    assert said.format(tmp=tmp_path) in str(error.value)
+    assert sorted(os.listdir(str(tmp_path / "runs" / "a"))) == [rc.CHAIN_FILE]
+
+
+@pytest.mark.parametrize("argv", [[5], ["status", None]], ids=["a number", "None"])
+def test_main_refuses_words_that_are_no_strings_in_one_line(argv, capsys):
+    assert rc.main(argv) == rc.EXIT_USAGE
+    assert capsys.readouterr().err == "resumable-chain: error: argv must be a list of strings, " \
+        "got %r\n" % (argv,)
+
+
 @pytest.mark.parametrize("name", ["run_dir", "script", "budget_dir"])
 def test_render_prologue_refuses_a_path_with_a_tilde_no_shell_expanded(tmp_path, monkeypatch,
                                                                        name):
