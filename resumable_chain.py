@@ -597,6 +597,10 @@ class Slurm(object):
     def submit(self, options, script, script_args, cwd=None, named=False):
         """(job ID, the cluster sbatch named or None), the user's SBATCH_* applied; StateError."""
         options = list(options) + (named_export(options, script) if named else [])
+        for name, option in (("SBATCH_ARRAY_INX", "--array"), ("SBATCH_WAIT", "--wait")):
+            if os.environ.get(name):  # as the option it stands for (REFUSED_SBATCH_OPTIONS)
+                raise StateError("%s is set in your environment: sbatch would take it as %s: "
+                                 "%s; unset it" % (name, option, REFUSED_SBATCH_OPTIONS[option]))
         return sbatch_answer(self.run(
             ["sbatch", "--parsable"] + options + [script] + list(script_args),
             cwd=cwd if cwd and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
@@ -3892,6 +3896,9 @@ def resolve_option(word, value_options=SBATCH_VALUE_OPTIONS,
     getopt_long reads ``--part=debug`` (``--partition=debug``); ValueError if unknown or
     ambiguous, but a site plugin's ``--name=value`` (sbatch judges it)."""
     if not word.startswith("--"):
+        if word[:2] in other_options and len(word) > 2:  # sbatch's getopt: -vH is -v -H
+            raise ValueError("%s: write sbatch's short options one per word (%s -%s ..., as "
+                             "the chain checks each)" % (word, word[:2], word[2]))
         if word[:2] in value_options or word[:2] in other_options:
             return word[:2], word, len(word) == 2 and word[:2] in value_options
         raise ValueError("unknown option %s: sbatch (22.05, 24.11, 26.05) has no such short "

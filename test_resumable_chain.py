@@ -1097,6 +1097,8 @@ def test_resolve_option_names_an_unknown_or_ambiguous_option(word, message):
     (["--time=4h"], "invalid --time '4h'"), (["-t", "abc"], "invalid --time 'abc'"),
     (["--time-min=1h"], "invalid --time-min '1h'"), (["--time="], "invalid --time ''"),
     (["--time=-"], "invalid --time '-'"), (["--time=1--"], "invalid --time '1--'"),
+    (["-vH"], "short options one per word (-v -H ..."),  # an attacker's trial: a held successor
+    (["-OW"], "short options one per word (-O -W ..."),  # sbatch would wait, then time out
 ] + [([option], [option]) for option in (  # every form sbatch takes (parse_time.c)
     "--time=30", "--time=5:30", "--time=48:00:00", "--time=1-0", "--time=2-12:00",
     "--time=1-00:00:00", "--time=0", "--time=-1", "--time=UNLIMITED", "--time=infinite",

@@ -1518,6 +1518,19 @@ def test_submit_begin_delays_the_first_job_only(cluster, tmp_path, capsys, monke
     assert "now+600" not in read(run_dir, rc.SUBMIT_FILE)  # a replaced first job starts at once
 
 
+@pytest.mark.parametrize("name, said", [("SBATCH_ARRAY_INX", "one chain per task"),
+                                         ("SBATCH_WAIT", "sbatch would wait for the job")])
+def test_an_environment_variable_that_stands_for_a_refused_option_is_refused(
+        cluster, tmp_path, capsys, monkeypatch, name, said):
+    """An attacker's trial on 24.11: SBATCH_ARRAY_INX=0-2 made the first job an array of three,
+    two of which failed as a second chain."""
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH -t 5\ntrue\n")
+    monkeypatch.setenv(name, "0-2" if name.endswith("INX") else "1")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)
+    assert status == 2 and "%s is set in your environment" % name in err and said in err, err
+    assert err.count("\n") == 1 and cluster.calls("sbatch") == []
+
+
 def test_a_script_that_holds_itself_is_refused(cluster, tmp_path, capsys, monkeypatch):
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH --hold\ntrue\n")
     status, _, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)
