@@ -463,12 +463,12 @@ def test_a_rendered_chains_first_job_refuses_where_submit_would(cluster, tmp_pat
                                                                  message):
     """render, then a pasted prologue's plain sbatch, made a chain submit refuses: status of the
     parent then showed it alone (--check passed over failed chains), and every submit below it
-    was refused as inside it."""
-    os.makedirs(str(tmp_path / "runs" / "a"))
-    with open(str(tmp_path / "runs" / "a" / rc.CHAIN_FILE), "w") as handle:
-        handle.write("5\n")
+    was refused as inside it. render refuses it too: here the chain came after the render."""
     run_dir = str(tmp_path / place)
     script = cluster.write_script(run_dir)
+    os.makedirs(str(tmp_path / "runs" / "a"), exist_ok=True)
+    with open(str(tmp_path / "runs" / "a" / rc.CHAIN_FILE), "w") as handle:
+        handle.write("5\n")
     before = sorted(os.listdir(run_dir))
     result = cluster.run_link(script, 8000)
     assert result.returncode == 2 and message.format(tmp=tmp_path) in result.stderr, result.stderr
