@@ -304,6 +304,7 @@ REFUSED_SBATCH_OPTIONS.update(dict.fromkeys(("--autocomplete", "--help", "--usag
                                             "sbatch would only print text and queue nothing"))
 # Refused in #SBATCH lines too: they change what sbatch does (not the job), or hold every link.
 IN_NO_SCRIPT = ("--test-only", "--wait", "--quiet", "--hold")
+REFUSED_SBATCH_ENV = {"SBATCH_ARRAY_INX": "--array", "SBATCH_WAIT": "--wait"}  # set, even empty
 
 
 def _option_names(text):
@@ -597,14 +598,13 @@ class Slurm(object):
     def submit(self, options, script, script_args, cwd=None, named=False):
         """(job ID, the cluster sbatch named or None), the user's SBATCH_* applied; StateError."""
         options = list(options) + (named_export(options, script) if named else [])
-        for name, option in (("SBATCH_ARRAY_INX", "--array"), ("SBATCH_WAIT", "--wait")):
-            if os.environ.get(name):  # as the option it stands for (REFUSED_SBATCH_OPTIONS)
-                raise StateError("%s is set in your environment: sbatch would take it as %s: "
-                                 "%s; unset it" % (name, option, REFUSED_SBATCH_OPTIONS[option]))
+        environment = slurm_environment(**{NAMED_ENV: "1"} if named else {})
+        for name in REFUSED_SBATCH_ENV:  # submit and resume refuse them; a link drops them (a
+            environment.pop(name, None)  # rendered array's tasks inherit SBATCH_ARRAY_INX)
         return sbatch_answer(self.run(
             ["sbatch", "--parsable"] + options + [script] + list(script_args),
             cwd=cwd if cwd and os.access(cwd, os.X_OK) and os.path.isdir(cwd) else None,
-            environment=slurm_environment(**{NAMED_ENV: "1"} if named else {})))
+            environment=environment))
 
     def submit_held(self, options, script, script_args, cwd=None, named=False):
         """submit() of a held job, all or nothing: when sbatch fails (it may have queued the job
@@ -664,10 +664,11 @@ COMMAND = "resumable-chain"  # as main() found it run; what messages say is prin
 def main(argv=None):
     """Run the command line; return the exit status."""
     global COMMAND
-    argv, COMMAND = list(sys.argv[1:] if argv is None else argv), command_name(sys.argv[0])
+    argv, COMMAND = sys.argv[1:] if argv is None else argv, command_name(sys.argv[0])
     try:
-        if not all(isinstance(word, str) for word in argv):  # a driver's main([...])
-            raise ValueError("argv must be a list of strings, got %r" % (argv,))
+        if not isinstance(argv, (list, tuple)) or not all(isinstance(word, str) for word in argv):
+            raise ValueError("argv must be a list of strings, got %r" % (argv,))  # a driver's
+        argv = list(argv)
         if not {"-h", "--help", "--version"}.intersection(argv):
             check_tuning()
         return run_step(argv[0], argv[1:]) if argv[:1] and argv[0] in STEPS else \
@@ -1690,19 +1691,22 @@ def owner_problem(info, path, what):
 
 
 def check_nothing_planted(run_dir):
-    """StateError if run_dir holds what someone else put there (root aside) while they could
-    write it: Slurm opens a coming link's log as you, through their symlink or into their file."""
-    names = []
-    with contextlib.suppress(FileNotFoundError, NotADirectoryError):  # none yet: made later
+    """StateError if run_dir (the caller's alone) holds a symlink, or a file others may write,
+    that someone else put there while they could: Slurm opens a coming link's log as you
+    through it (a container's own 0644 output is left alone)."""
+    if not os.path.isdir(run_dir) or os.stat(run_dir).st_uid != os.geteuid():
+        return  # none yet (made later), or not yours: refused as such when acted on
+    try:
         names = os.listdir(run_dir)
+    except OSError as error:
+        raise StateError("cannot list %s: %s" % (run_dir, error.strerror or error))
     for path in (os.path.join(run_dir, name) for name in names):
-        try:
+        with contextlib.suppress(FileNotFoundError):  # the work's own file, gone meanwhile
             info = os.lstat(path)
-        except FileNotFoundError:  # the work's own file, gone meanwhile
-            continue
-        if info.st_uid not in (0, os.geteuid()):
-            raise StateError(owner_problem(info, path, "symlink" if stat.S_ISLNK(info.st_mode)
-                                           else "file"))
+            link = stat.S_ISLNK(info.st_mode)
+            if info.st_uid not in (0, os.geteuid()) and (link or not stat.S_ISDIR(
+                    info.st_mode) and info.st_mode & 0o022):
+                raise StateError(owner_problem(info, path, "symlink" if link else "file"))
 
 
 def foreign_write(info, path):
@@ -3883,6 +3887,14 @@ def check_path(value, name):
     return value
 
 
+def check_sbatch_environment():
+    """ValueError if the environment sets what sbatch takes as a refused option."""
+    for name, option in sorted(REFUSED_SBATCH_ENV.items()):
+        if name in os.environ:
+            raise ValueError("%s is set in your environment: sbatch would take it as %s: %s; "
+                             "unset it" % (name, option, REFUSED_SBATCH_OPTIONS[option]))
+
+
 def check_paths(values, name):
     """``values``, a list of paths; ValueError for one string (its characters are no list)."""
     if isinstance(values, (str, bytes)) or not isinstance(values, (list, tuple)):
@@ -4526,7 +4538,8 @@ def _verdict(record, rows, status, chain):
     running = [row for row in live if base_state(row["state"]) != "PENDING"]
     if chain.problems and (record.job is None or not chain.jobs):  # not "no job recorded yet"
         return _verdict_of("unreadable", dict(facts, problem=chain.problems[0]))
-    if record.job is None and chain.jobs and not live:  # the journal deleted: resume refuses
+    # the journal deleted (resume refuses), not just moved aside by a new first job (*.prev)
+    if record.job is None and chain.jobs and not live and not _moved_on(chain):
         return _verdict_of("no journal", dict(facts, journal=JOURNAL_FILE))
     links = [row for row in rows if row["link"]]  # one that COMPLETED first finished the chain
     if status["cancelled"] and not live and not (links and links[-1]["state"] == "COMPLETED"):
@@ -4640,7 +4653,8 @@ def _submit_again(submitted, run_dir):
 def cancel_chain(run_dir, dry_run=False):
     """Mark a chain cancelled (a link that still starts stops), cancel its jobs until none is
     left; one that ended is left as it is (``ended`` says why)."""
-    return _raised(cancel_chains([check_path(run_dir, "run_dir")], dry_run)[run_dir])
+    run_dir = check_path(run_dir, "run_dir")
+    return _raised(cancel_chains([run_dir], dry_run)[run_dir])
 
 
 def _raised(result):
@@ -4653,7 +4667,8 @@ def cancel_chains(run_dirs, dry_run=False):
     """{run_dir: cancel_chain's result or error}, in a few Slurm commands for all (a chain at a
     time, 1,000 took 23 minutes)."""
     results, groups = {}, collections.OrderedDict()
-    for run_dir in check_paths(run_dirs, "run_dirs"):
+    check_paths(run_dirs, "run_dirs")  # the results keep the caller's keys (a pathlib.Path)
+    for run_dir in run_dirs:
         try:  # the path checked is the path used (no "x/.." detour)
             chain = chain_in(os.path.abspath(run_dir)).whole()
             check_owned_dir(chain.store.directory)  # a dry run or an ended chain: to its owner
@@ -4822,6 +4837,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
         raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "
                          "own; remove the pasted one (or sbatch the script as it is)" % script)
     sbatch_args = check_sbatch_args(sbatch_args, allowed=("--hold",))
+    check_sbatch_environment()
     hold = "--hold" in option_names(sbatch_args)  # the first job only, as --begin
     begin = ["--begin=" + value for value in option_values(sbatch_args, "--begin")[-1:]]
     max_retries, max_walltime = check_max_retries(max_retries), check_max_walltime(max_walltime)
@@ -4940,6 +4956,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
     the recorded ones from it on)."""
     run_dir = os.path.abspath(check_path(run_dir, "run_dir"))
     given = check_sbatch_args(sbatch_args or ())
+    check_sbatch_environment()
     options = {"max_retries": None if max_retries is None else check_max_retries(max_retries),
                "max_walltime": check_max_walltime(max_walltime),
                "notify": check_notify(notify), "warn": check_warn(warn)}
@@ -5276,7 +5293,7 @@ def _guard_line(status):
     if is_final(guard["state"]):
         return ["guard: job %s %s (%s): %s" % (  # ran: its log says what it did
             guard["job"], "ran" if guard.get("ran") else "ended", _state_words(guard["state"]),
-            guard.get("ran") or "see %s" % GUARD_LOG if guard["nodes"] else "it never started")]
+            guard.get("ran") or ("see %s" % GUARD_LOG if guard["nodes"] else "it never started"))]
     note = next((row["note"] for row in status["jobs"] if row["job"] == guard["job"]), None)
     return ["guard: job %s %s" % (guard["job"], guard["state"]) + (" (%s)" % note if note else "")]
 

@@ -902,6 +902,13 @@ def test_chain_status_refuses_what_is_no_path_as_render_prologue_does(run_dir):
         rc.chain_status(run_dir)
 
 
+def test_cancel_chain_of_a_pathlib_path_says_what_it_would_of_its_text(tmp_path):
+    import pathlib  # the review of the path checks: KeyError: PosixPath(...)
+    with pytest.raises(rc.StateError) as error:
+        rc.cancel_chain(pathlib.Path(str(tmp_path / "none")))
+    assert "is not a directory" in str(error.value)
+
+
 @pytest.mark.parametrize("call, said", [
     (lambda: rc.cancel_chain(None), "run_dir must be a non-empty path, got None"),
     (lambda: rc.resume_chain(5), "run_dir must be a non-empty path, got 5"),
@@ -947,7 +954,8 @@ def test_render_prologue_refuses_where_submit_would_and_makes_nothing(tmp_path, 
     assert sorted(os.listdir(str(tmp_path / "runs" / "a"))) == [rc.CHAIN_FILE]
 
 
-@pytest.mark.parametrize("argv", [[5], ["status", None]], ids=["a number", "None"])
+@pytest.mark.parametrize("argv", [[5], ["status", None], "status runs/a", 5],
+                         ids=["a number", "None", "a string", "no list"])
 def test_main_refuses_words_that_are_no_strings_in_one_line(argv, capsys):
     assert rc.main(argv) == rc.EXIT_USAGE
     assert capsys.readouterr().err == "resumable-chain: error: argv must be a list of strings, " \

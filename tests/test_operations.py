@@ -1518,17 +1518,36 @@ def test_submit_begin_delays_the_first_job_only(cluster, tmp_path, capsys, monke
     assert "now+600" not in read(run_dir, rc.SUBMIT_FILE)  # a replaced first job starts at once
 
 
-@pytest.mark.parametrize("name, said", [("SBATCH_ARRAY_INX", "one chain per task"),
-                                         ("SBATCH_WAIT", "sbatch would wait for the job")])
+@pytest.mark.parametrize("name, value, said", [
+    ("SBATCH_ARRAY_INX", "0-2", "one chain per task"),
+    ("SBATCH_WAIT", "", "sbatch would wait for the job"),  # set is enough for sbatch
+])
+@pytest.mark.parametrize("command", ["submit", "resume"])
 def test_an_environment_variable_that_stands_for_a_refused_option_is_refused(
-        cluster, tmp_path, capsys, monkeypatch, name, said):
+        cluster, tmp_path, capsys, monkeypatch, name, value, said, command):
     """An attacker's trial on 24.11: SBATCH_ARRAY_INX=0-2 made the first job an array of three,
     two of which failed as a second chain."""
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH -t 5\ntrue\n")
-    monkeypatch.setenv(name, "0-2" if name.endswith("INX") else "1")
-    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"), script)
+    run_dir = str(tmp_path / "r")
+    if command == "resume":
+        failed_chain(cluster, run_dir)
+    before = len(cluster.calls("sbatch"))
+    monkeypatch.setenv(name, value)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, *(
+        [command, run_dir] + [script] * (command == "submit")))
     assert status == 2 and "%s is set in your environment" % name in err and said in err, err
-    assert err.count("\n") == 1 and cluster.calls("sbatch") == []
+    assert err.count("\n") == 1 and len(cluster.calls("sbatch")) == before
+
+
+def test_a_rendered_array_tasks_link_queues_its_successor_whatever_sbatch_array_inx_says(
+        cluster, run_dir):
+    """SBATCH_ARRAY_INX=0-9 sbatch job.sh: every task inherits it; a link's --array=<task> wins
+    on sbatch's command line, and the link drops it (a review of the refusal above)."""
+    script = cluster.write_script(run_dir)
+    result = cluster.run_link(script, 100, SBATCH_ARRAY_INX="0-2")
+    assert result.returncode == 0 and cluster.work_done() == ["100"], result.stderr
+    [call] = cluster.calls("sbatch", guards=False)
+    assert "SBATCH_ARRAY_INX" not in call["env"], call
 
 
 def test_a_script_that_holds_itself_is_refused(cluster, tmp_path, capsys, monkeypatch):

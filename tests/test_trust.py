@@ -823,30 +823,73 @@ def test_a_script_copy_planted_while_the_directory_was_open_is_never_queued(worl
     assert not os.path.exists(world.pwned)
 
 
-@pytest.mark.parametrize("command", ["submit", "resume"])
+@pytest.mark.parametrize("command", ["submit", "resume", "a rendered chain's first job"])
 def test_a_log_planted_while_the_directory_was_open_is_refused_before_anything_is_queued(
         world, command):
     """An attacker's trial on 24.11: while the directory was open, a colleague left symlinks
     named after coming job IDs (slurm-<id>.out, the links' logs) to a file of the owner's; Slurm
     opened each link's log through one as the owner, emptied that file and wrote the log there
     (or, to a file of hers, let her read it)."""
-    run_dir = owners_submitted_chain(world, "planted-log-%s" % command)
-    notes = os.path.join(world.homes[OWNER], "notes-%s.txt" % command)
+    run_dir = owners_submitted_chain(world, "planted-log-%s" % command.split()[-1])
+    notes = os.path.join(world.homes[OWNER], "notes-%s.txt" % command.split()[-1])
     assert world.run(OWNER, ["/bin/sh", "-c", 'echo keep me > "$0"', notes]).returncode == 0
     os.chmod(run_dir, 0o775)
     link = os.path.join(run_dir, "slurm-4242.out")
     assert world.run(MATE, ["ln", "-s", notes, link]).returncode == 0
     assert world.run(OWNER, ["chmod", "go-w", run_dir]).returncode == 0
     calls = len(world.sbatch_calls())
-    words = ["submit", run_dir, "--force", "--", world.script()] if command == "submit" else [
-        "resume", run_dir]
-    result = world.cli(OWNER, *words)
+    if command == "submit":
+        result = world.cli(OWNER, "submit", run_dir, "--force", "--", world.script())
+    elif command == "resume":
+        result = world.cli(OWNER, "resume", run_dir)
+    else:  # render, the chain's files gone (a new chain there), then the pasted prologue's job
+        rendered = os.path.join(world.homes[OWNER], "rendered-job.sh")
+        prologue = world.cli(OWNER, "render", run_dir, "--python", PYTHON).stdout
+        with open(rendered, "w") as handle:
+            handle.write("#!/bin/bash\n#SBATCH --time=10\n" + prologue + "echo WORK RAN\n")
+        os.chmod(rendered, 0o755)
+        for name in os.listdir(run_dir):
+            if name.startswith(".resumable_chain") or name.startswith(".gym_"):
+                os.unlink(os.path.join(run_dir, name))
+        result = world.as_job(OWNER, rendered, "4300")
+        assert "WORK RAN" not in result.stdout
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert "symlink %s: it belongs to %s (uid" % (link, MATE) in result.stderr, result.stderr
     assert "read it, then delete it" in result.stderr
     assert world.sbatch_calls()[calls:] == []
     with open(notes) as handle:
         assert handle.read() == "keep me\n"
+
+
+@pytest.mark.parametrize("left, refused", [
+    ("a colleague's 0644 file (a container's output)", False),
+    ("a colleague's 0666 file", True),
+    ("a colleague's directory", False),
+])
+def test_what_others_left_in_the_run_directory_is_refused_only_where_a_log_could_go_through_it(
+        world, left, refused):
+    run_dir = owners_submitted_chain(world, "left-" + left.split()[2])
+    path = os.path.join(run_dir, "slurm-4400.out")
+    if "directory" in left:
+        os.mkdir(path)
+    else:
+        with open(path, "w") as handle:
+            handle.write("theirs\n")
+        os.chmod(path, 0o666 if "0666" in left else 0o644)
+    os.chown(path, pwd.getpwnam(MATE).pw_uid, -1)
+    result = world.cli(OWNER, "resume", run_dir)
+    assert (result.returncode == 2 and "file %s: it belongs to %s" % (path, MATE)
+            in result.stderr) is refused, result.stderr
+
+
+def test_submit_into_a_colleagues_directory_says_whose_it_is_not_to_delete_their_files(world):
+    """The review: the new check named a colleague's file in her own directory: 'delete it'."""
+    theirs = os.path.join(world.runs, "colleagues")
+    mkdir_as(world, MATE, theirs, 0o755)
+    assert world.run(MATE, ["/bin/sh", "-c", 'echo data > "$0"/data', theirs]).returncode == 0
+    result = world.cli(OWNER, "submit", theirs, "--", world.script())
+    assert result.returncode == 2 and "run directory %s: it belongs to %s" % (theirs, MATE) \
+        in result.stderr and "delete" not in result.stderr, result.stderr
 
 
 def hold_lock(user, path, kind="SH"):
