@@ -4832,7 +4832,6 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
                                                            word for word in script_args)):
         raise ValueError("script_args must be a list of words, got %r" % (script_args,))
     header, body = read_batch_script(check_path(script, "script"))
-    python = check_path(python, "python")
     if PROLOGUE_TEMPLATE.split("{", 1)[0] in header + body:  # right after #SBATCH lines too
         raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "
                          "own; remove the pasted one (or sbatch the script as it is)" % script)
@@ -4844,7 +4843,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     notify, warn = check_notify(notify), check_warn(warn)
     check_warn_fits(warn, script_directives(header) + sbatch_args, max_walltime)
     run_dir = os.path.abspath(check_path(run_dir, "DIR"))
-    python = os.path.abspath(python) if os.sep in python else python  # jobs run in run_dir
+    python = os.path.abspath(python) if os.sep in check_path(python, "python") else python
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
     _check_run_dir(run_dir, force)  # again under the lock as the chain is installed
