@@ -2207,17 +2207,17 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
         text = handle.read().decode("utf-8", "surrogateescape")
         store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
     with contextlib.suppress(ValueError):  # not a batch script: sbatch said so already
-        own = script_directives(split_batch_script(text)[0])
-        if not (option_value(own + list(next_link.sbatch_args), "--time") or
-                os.environ.get("SBATCH_TIMELIMIT")):
+        own = option_value(script_directives(split_batch_script(text)[0]), "--time")
+        links, limit = option_value(next_link.sbatch_args, "--time"), job_start_and_limit(
+            os.environ)[1]  # 23.02+: this job's own limit
+        if own or os.environ.get("SBATCH_TIMELIMIT"):
+            pass  # the script's (or sbatch's default) limits every link, this job too
+        elif not links:
             warnings.append("WARNING: no --time in this job's #SBATCH lines or in the prologue's "
                             "sbatch options: the successors get the partition's default time "
                             "limit (none, if it has no DefaultTime), not this job's (a --time "
                             "given to sbatch on its command line is this job's alone)")
-        links, limit = option_value(next_link.sbatch_args, "--time"), job_start_and_limit(
-            os.environ)[1]  # 23.02+: this job's own limit
-        if links and not (option_value(own, "--time") or os.environ.get("SBATCH_TIMELIMIT") or
-                          limit and limit <= (parse_duration(links) or limit)):
+        elif not (limit and limit <= (parse_duration(links) or limit)):
             warnings.append("WARNING: --time=%s in the prologue's sbatch options limits the "
                             "successors alone: this job has no #SBATCH --time and runs up to %s; "
                             "put #SBATCH --time=%s in the script" % (links, format_duration(
