@@ -4068,7 +4068,7 @@ def uid_name(uid):
 def cluster_to_ask(recorded, ask_here=current_cluster):
     """(cluster for -M, note naming both) or (None, None); ``ask_here`` names this shell's."""
     here = recorded and ask_here()
-    if not recorded or here == recorded:  # no cluster named: this shell's, asked without -M
+    if here == recorded:  # or no cluster named: this shell's, asked without -M
         return None, None
     return recorded, ("the chain runs on cluster %s; this shell's Slurm commands reach cluster "
                       "%s, so they ask with -M %s" % (recorded, here or "(unknown)", recorded))
@@ -4453,8 +4453,7 @@ VERDICTS = {
     "unreadable": ("unknown", "cannot read the chain's state ({problem})",
                    "fix the named file as its problem says (if only its owner may read it, ask "
                    "them), then run status again", True),
-    "no chain": ("unknown", "{problem}", "give the run directory a chain was submitted with",
-                 True),
+    "no chain": ("unknown", "{problem}", "give the run directory a chain was submitted with", True),
     "cancelled": ("stopped", "cancelled with the cancel command ({cancelled})",
                   "{resume} continues it (the walltime so far is kept)", False),
     "cancelled unstarted": ("stopped", "cancelled with the cancel command ({cancelled})",
@@ -4498,8 +4497,7 @@ VERDICTS = {
     "forgotten": ("unknown", "Slurm no longer knows job {job}", None, False),
     "stopped by a person": ("stopped", "{reason}", "{resume} continues it", False),
     "successor cancelled": ("stopped", "job {job} ended {state} and its successor {successor} "
-                            "was {successor_state} before it ran", "{resume} continues it",
-                            False),
+                            "was {successor_state} before it ran", "{resume} continues it", False),
     "successor died": ("broken", "job {job} ended {state} and its successor {successor} ended "
                        "{successor_raw}{on} before its prologue recorded it (it never started, or "
                        "its prologue refused: its log says which)",
@@ -4580,7 +4578,8 @@ def _verdict(record, rows, status, chain):
                 why=HELD_BY_SLURM.get(reason) or never_starts(reason)))
     stopped = [event for event in chain.events or () if event.event == "stopped" and
                event.job == record.job]  # a guard's record that a person cancelled the successor
-    situation, facts = _idle(record, rows, status["slurm_errors"], dict(facts, stopped=stopped))
+    situation, facts = _idle(record, rows, links, status["slurm_errors"],
+                             dict(facts, stopped=stopped))
     if situation in ("first job died", "successor died") and _moved_on(chain):
         return _verdict_of("moved on", facts)
     guard = status["guard"]
@@ -4599,9 +4598,8 @@ def _moved_on(chain):
     return (again.jobs[-1:], again.record.job) != (chain.jobs[-1:], chain.record.job)
 
 
-def _idle(record, rows, unanswered, facts):
+def _idle(record, rows, links, unanswered, facts):
     """(situation, facts) of a chain with nothing queued or running and no record ending it."""
-    links = [row for row in rows if row["link"]]
     ended = next((row for row in rows if row["role"] == "first job"), None)
     if not (unanswered or links) and ended and is_final(ended["state"]):
         who, facts = "first job", dict(facts, job=ended["job"], state=_state_words(ended["state"]))
