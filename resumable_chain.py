@@ -4086,8 +4086,7 @@ def announce(store, event, command):
 
 
 def chain_in(run_dir, store=None):
-    """The Chain in run_dir, its unreadable files in ``problems`` (``.whole()``: every file
-    readable, else StateError); StateError if it holds none; ``store``: the caller's."""
+    """The Chain in run_dir, its unreadable files in ``problems``; StateError if it holds none."""
     if not os.path.isdir(run_dir):  # a missing one reads as a chain of no files
         raise StateError("%s is not a directory" % run_dir)
     chain = read_chain(store or chain_store(run_dir))
