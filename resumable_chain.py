@@ -4612,11 +4612,10 @@ def _idle(record, rows, links, unanswered, facts):
         if last["state"] == "UNKNOWN":
             return "forgotten", facts
         ended = next((row for row in rows if row["role"] == "successor"), None)
-        if ended is None and record.successor_error and record.job == last["job"]:
-            return "job limit" if JOB_LIMIT_REFUSAL in record.successor_error else \
-                "sbatch failed", dict(facts, error=record.successor_error)
-        if ended is None:
-            return "no successor", facts
+        if ended is None:  # sbatch refused it, or none was queued
+            error = record.successor_error if record.job == last["job"] else None
+            return ("no successor" if not error else "job limit" if JOB_LIMIT_REFUSAL in error
+                    else "sbatch failed"), dict(facts, error=error)
         facts.update(successor=ended["job"], successor_raw=ended["state"],
                      successor_state=_state_words(ended["state"]),
                      on=" on %s" % ended["nodes"] if ended["nodes"] else "")
