@@ -4904,8 +4904,8 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
     sbatch_args = [name + "=" + value for name, value in defaults
                    if name not in given] + sbatch_args
     options = script_directives(header) + sbatch_args
-    for name in ("--output", "--error"):
-        path = option_value(options, name)
+    logs = [(name, option_value(options, name)) for name in ("--output", "--error")]
+    for name, path in logs:
         folder = os.path.normpath(os.path.dirname(os.path.join(os.path.abspath(option_value(
             options, "--chdir")), path or "")))
         if path and "%" not in folder and folder != run_dir and not os.path.isdir(folder):
@@ -4914,7 +4914,7 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
                              % (name, path, folder, shell_quote(folder)))
     if "--open-mode" not in option_names(options) and any(  # one log for every link: each
             path and not re.search("%[0-9]*[jJA]", path.replace("%%", ""))  # would empty it
-            for path in (option_value(options, "--output"), option_value(options, "--error"))):
+            for _, path in logs):
         sbatch_args = ["--open-mode=append"] + sbatch_args
     return sbatch_args
 
@@ -4970,7 +4970,6 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         except StateError as error:
             raise StateError("%s (%s)" % (error, note)) if note else error
         next_link = _recorded_next_link(chain, given)
-        _check_copy_is_current(chain.submitted, next_link.script)
         record = _resumed_record(snapshot, chain.record, counted, state, options)._replace(
             cluster=chain.record.cluster, next=next_link._asdict())
         left = record.budget_dir and budget_report(record.budget_dir)["left"]
@@ -5003,25 +5002,6 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         log.insert(0, "WARNING: could not queue a guard for job %s (%s): if it dies before its "
                    "prologue, resume again" % (job, guard_error))
     return {"job": job, "walltime": record.walltime, "counted": counted, "log": log}
-
-
-def _check_copy_is_current(submitted, script):
-    """StateError if submit's script was edited (not the same text rewritten) after the copy
-    ``script`` the links run (and would fail)."""
-    original, copy = submitted.get("original"), submitted.get("script")
-    try:
-        if copy != script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
-            return
-        header, body = read_batch_script(original)
-        with open(copy, "rb") as handle:
-            text = handle.read().decode("utf-8", "surrogateescape")
-    except (OSError, TypeError, ValueError, StateError):
-        return
-    if not (text.startswith(header) and text.endswith(body)):
-        raise StateError("%s was edited after submit, but the links run submit's copy %s: make "
-                         "the same change there (below its prologue), or run touch -r %s %s to "
-                         "resume the copy as it is" % (original, copy, shell_quote(original),
-                                                       shell_quote(copy)))
 
 
 def _resumed_record(snapshot, previous, counted, state, options):
@@ -5068,6 +5048,8 @@ def _last_link(chain, snapshot, cluster):
 
 
 def _recorded_next_link(chain, given):
+    """The recorded next link with ``given``; StateError if its script is gone or another chain's,
+    or submit's script was edited (not the same text rewritten) after the copy the links run."""
     store, spec = chain.store, chain.record.next or {}
     if not spec.get("script"):
         raise StateError("the chain did not record how to queue its next link; use submit to "
@@ -5086,6 +5068,20 @@ def _recorded_next_link(chain, given):
     if named and not (os.path.isdir(named) and os.path.samefile(named, store.directory)):
         raise StateError("the chain's job script %s keeps its state in %s, not in %s: %s"
                          % (spec.script, named, store.directory, moved))
+    original, copy = chain.submitted.get("original"), chain.submitted.get("script")
+    try:
+        if copy != spec.script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
+            return spec
+        header, body = read_batch_script(original)
+        with open(copy, "rb") as handle:
+            text = handle.read().decode("utf-8", "surrogateescape")
+    except (OSError, TypeError, ValueError, StateError):
+        return spec
+    if not (text.startswith(header) and text.endswith(body)):
+        raise StateError("%s was edited after submit, but the links run submit's copy %s: make "
+                         "the same change there (below its prologue), or run touch -r %s %s to "
+                         "resume the copy as it is" % (original, copy, shell_quote(original),
+                                                       shell_quote(copy)))
     return spec
 
 
@@ -5507,7 +5503,7 @@ def budget_command(budget_dir, max_walltime=None, json=False):
 
 def resume_command(run_dirs, sbatch_args, **options):
     def resume(run_dir, log):
-        result = resume_chain(run_dir, sbatch_args=sbatch_args or None, **options)
+        result = resume_chain(run_dir, sbatch_args=sbatch_args, **options)
         log(*result["log"])
         words = "resumed: job %s continues the chain (walltime so far %s%s)" % (
             result["job"], format_duration(result["walltime"]), ", of which %d s of the last link "
