@@ -1230,8 +1230,7 @@ class StateStore(object):
     ``job_over``: see job_over(); a file lock held by an ended job on another host is broken."""
 
     def __init__(self, directory, job_over=None):
-        self.directory = directory
-        self.job_over = job_over
+        self.directory, self.job_over = directory, job_over
         self.lock_note = []  # the log line of a file lock (none for the kernel's record lock)
         self.acting = False  # set by locked(): from then on every file read must be the caller's
         self.owner = None  # status: its directory's owner (their own chain's files are read as
@@ -1714,17 +1713,15 @@ def foreign_write(info, path):
     unless it is the owner's private group (umask 002 sites), never group 0 (some accounts' own),
     nor with an ACL (its mask is the group bits: a named user's entry may write)."""
     bits = info.st_mode & 0o022
-    private = bits & 0o020 and info.st_gid and _private_group(  # the common case: no pwd lookup
-        info.st_uid, info.st_gid, int(time.time()) // 60) and not _has_acl(path)
-    return bits & ~0o020 if private else bits
-
-
-def _has_acl(path):
+    if not (bits & 0o020 and info.st_gid and _private_group(  # the common case: no pwd lookup
+            info.st_uid, info.st_gid, int(time.time()) // 60)):
+        return bits
     try:
         os.getxattr(path, "system.posix_acl_access")
-    except OSError as error:  # none, or none possible here
-        return error.errno not in (errno.ENODATA, errno.EOPNOTSUPP)
-    return True
+    except OSError as error:  # no ACL, or none possible here: the group is private
+        if error.errno in (errno.ENODATA, errno.EOPNOTSUPP):
+            return bits & ~0o020
+    return bits
 
 
 # A minute's answers: status of many chains lists the accounts once (LDAP lists everyone), and a
@@ -2172,14 +2169,13 @@ def check_chain_place(run_dir):
         if holds_chain(parent) and not open_to_others(parent):
             raise StateError("run directory %s is inside the chain in %s, where status never "
                              "looks: give a directory outside it" % (run_dir, parent))
-    below = []
     with contextlib.suppress(OSError):  # none yet; a symlink to a chain (latest -> ...) hides none
         below = [] if holds_chain(run_dir) else [
             path for path in _chains_below(run_dir, CHAIN_DEPTH) if not os.path.islink(path)
             and not open_to_others(path)]
-    if below:
-        raise StateError("run directory %s holds chains (%s): status would show the new one "
-                         "alone; give a directory of its own" % (run_dir, below[0]))
+        if below:
+            raise StateError("run directory %s holds chains (%s): status would show the new one "
+                             "alone; give a directory of its own" % (run_dir, below[0]))
 
 
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
