@@ -3132,8 +3132,7 @@ def check_notify(command):
 
 
 def notify(command, event, run_dir, timeout=NOTIFY_TIMEOUT):
-    """Run a chain's notify command, only as the chain's owner; the line to log (the chain is
-    unaffected)."""
+    """Run a chain's notify command, only as its owner; the line to log (the chain unaffected)."""
     problem = os.path.isdir(run_dir) and owner_problem(os.stat(run_dir), run_dir, "run directory")
     if problem:
         return "%s not notified: %s" % (event.event, problem)
