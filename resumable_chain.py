@@ -3016,7 +3016,7 @@ def sweep_options(run_dir, header, sbatch_args):
 # ---------------------------------------------------------------------------
 
 
-def parse_budget(data):
+def parse_budget(data):  # read_json passes it JSON objects only
     def seconds(value):
         return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_COUNTER
 
@@ -3024,8 +3024,6 @@ def parse_budget(data):
         return isinstance(value, dict) and all(
             is_job_id(str(key)) and seconds(item) for key, item in value.items())
 
-    if not isinstance(data, dict):
-        raise ValueError("not a JSON object")
     budget = Budget(*(data.get(name) for name in Budget._fields))
     if not (seconds(budget.cap) and seconds(budget.settled) and table(budget.reservations)
             and table(budget.settled_jobs) and _cluster(budget.cluster)):
