@@ -4762,7 +4762,7 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
         time.sleep(1)
     else:
         live = set(job.job_id for job in Slurm(cluster).jobs(_union(links.values())))
-        leftover = {key: sorted(job for job in jobs if job in live) for key, jobs in links.items()}
+        leftover = {key: [job for job in jobs if job in live] for key, jobs in links.items()}
     return {key: dict(cancelled=cancelled[key], leftover=leftover[key], dry_run=dry_run,
                       errors=errors[key] + [note] * bool(note and (errors[key] or leftover[key])))
             for key in links}

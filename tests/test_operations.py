@@ -2561,3 +2561,23 @@ def test_a_chain_reads_the_submit_record_as_the_journal_of_a_first_job(
     assert {name: getattr(chain.record, name) for name in record} == record
     assert chain.candidates() == candidates and chain.to_cancel() == to_cancel
     assert chain.guard() == guard and chain.submitted == (submitted or {})
+
+
+def test_cancel_names_the_jobs_it_could_not_stop_in_job_id_order(monkeypatch):
+    class Stubborn(object):  # every job still running after each scancel
+        def __init__(self, cluster=None):
+            pass
+
+        def dependents(self):
+            return {}
+
+        def jobs(self, job_ids):
+            return [rc.Job(job_id, "RUNNING") for job_id in job_ids]
+
+        def cancel(self, job_ids):
+            return {}
+
+    monkeypatch.setattr(rc, "Slurm", Stubborn)
+    monkeypatch.setattr(rc.time, "sleep", lambda seconds: None)
+    result = rc._cancel_jobs({"chain": ["998", "1002"]}, None, None)
+    assert result["chain"]["leftover"] == ["998", "1002"]  # not "1002 998"
