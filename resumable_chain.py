@@ -3171,8 +3171,9 @@ def check_warn_fits(warn, sbatch_args, max_walltime=None):
     if lead is not None and longest - lead < NO_PROGRESS_SECONDS:
         return ("WARNING: --warn %s comes %d s into a link (its --time or --max-walltime ends it "
                 "after %s): an exit 75 under a minute into a link counts a retry when the link "
-                "before did so too (a work that cannot save in time would loop for ever); give "
-                "the links a longer --time" % (warn, longest - lead, format_duration(longest)))
+                "before did so too, so that a work that cannot save in time fails after "
+                "--max-retries instead of looping; give the links a longer --time"
+                % (warn, longest - lead, format_duration(longest)))
     return None
 
 
@@ -5073,7 +5074,9 @@ def _recorded_next_link(chain, given):
     if not (text.startswith(header) and text.endswith(body)):
         raise StateError("%s was edited after submit, but the links run submit's copy %s: make "
                          "the same change there (below its prologue), or run touch -r %s %s to "
-                         "resume the copy as it is" % (original, copy, shell_quote(original),
+                         "resume the copy as it is, or submit the edited script again with "
+                         "--force (a new chain: its work resumes from its checkpoint, retries "
+                         "and walltime count anew)" % (original, copy, shell_quote(original),
                                                        shell_quote(copy)))
     return spec
 

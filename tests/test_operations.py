@@ -1005,6 +1005,7 @@ def test_resume_after_the_submitted_script_was_fixed_says_the_links_run_the_copy
         return
     assert status == 2 and err.count("\n") == 1 and out == "", err
     assert "links run submit's copy %s" % copy in err and "touch -r" in err
+    assert "submit the edited script again with --force" in err  # a whole sweep in one command
     assert len(cluster.calls("sbatch")) == before
     os.utime(copy, (later, later))  # touch -r ORIGINAL COPY: resume the copy as it is
     status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
