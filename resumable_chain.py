@@ -787,7 +787,7 @@ def prologue_command(run_dir, *, script, max_retries=DEFAULT_MAX_RETRIES, max_wa
     example (inside a batch job):
       python3 resumable_chain.py prologue --max-retries=3 --script="$0" runs/gpqa -- "$@"
     """
-    run_dir = os.path.abspath(task_run_dir(run_dir, os.environ))
+    run_dir = task_run_dir(run_dir, os.environ)
     task = os.environ.get("SLURM_ARRAY_TASK_ID")  # an array task's links: one-task arrays
     if task and not is_digits(task, 9):
         raise StateError("malformed SLURM_ARRAY_TASK_ID %r: not a task ID; nothing done" % task)
@@ -2027,11 +2027,11 @@ def wait_to_be_named(store, snapshot, job_id, environ, warnings, *, sleep=time.s
     if not unnamed(snapshot, job_id, environ):
         return snapshot
     if not named:  # a second chain?
-        check_no_live_chain(store, snapshot.record, job_id, environ.get("SLURM_CLUSTER_NAME"),
-                            warnings)
         last = SLURM.final(snapshot.record.job)
         if last is not None and base_state(last.state) == "COMPLETED":
             return snapshot  # the chain finished (its journal could not say so): a new one starts
+        check_no_live_chain(store, snapshot.record, job_id, environ.get("SLURM_CLUSTER_NAME"),
+                            warnings)  # (_start_chain checks it when it starts one)
     snapshot, waited = wait_for_view(store, snapshot, lambda now: unnamed(now, job_id, environ),
                                      sleep=sleep, clock=clock)
     if unnamed(snapshot, job_id, environ):

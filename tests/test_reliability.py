@@ -450,9 +450,15 @@ def test_a_second_first_job_beside_a_live_chain_is_refused(cluster, run_dir):
     assert cluster.work_done() == ["100"] and cluster.pending() == [successor]
     cluster.finish(100, "COMPLETED", 5)
     cluster.set_job(successor, state="CANCELLED")
+    before = len(squeue_of_jobs(cluster))
     result = cluster.run_link(script, 8001)
     assert result.returncode == 0, result.stderr
     assert read(run_dir, rc.CHAIN_FILE) == "8001\n"
+    assert len(squeue_of_jobs(cluster)) - before == 1  # whether the old chain runs: asked once
+
+
+def squeue_of_jobs(cluster):
+    return [call for call in cluster.calls("squeue") if "-j" in call["argv"]]
 
 
 @pytest.mark.parametrize("place, message", [
