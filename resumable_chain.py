@@ -93,6 +93,9 @@ MAX_STATE_BYTES = 1 << 20  # a longer JSON state file is corrupt; the chain file
 MAX_WORDS = 1024  # more sbatch or script arguments are corrupt (each costs status a parse)
 MAX_EVENTS = 100  # the events file keeps the newest (a planted million would cost every status)
 NAMED_ENV = "RESUMABLE_CHAIN_NAMED"  # "1": the journal names this job (resume or a guard queued it)
+# A guard's SBATCH_* defaults, for the links it queues, in its environment (Slurm exports it):
+# never on its command line, which anyone may read (scontrol's Command, sacct's SubmitLine)
+KEPT_SBATCH = "RESUMABLE_CHAIN_KEPT_SBATCH_"
 VIEW_WAIT_SECONDS = 90  # how long a view of the run directory may lag (NFS caches up to 60 s)
 VIEW_WAIT_ENV = "RESUMABLE_CHAIN_VIEW_WAIT"  # its override in seconds (tests: 0)
 LOCAL_FILESYSTEMS = frozenset(("ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f2fs", "tmpfs",
@@ -2735,13 +2738,14 @@ def _unguarded(record, run_dir, environ, warnings, again):
 
 def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, python=None):
     """(guard ID, None) or (None, sbatch's error). No SBATCH_* (SBATCH_GRES: its links get theirs
-    from its command line). Requeueable: nothing guards a guard (chaos runs lost chains so)."""
+    from its environment). Requeueable: nothing guards a guard (chaos runs lost chains so)."""
     guard = again and queued_guard(job_id)
     if guard:
         return guard, None
     own_guard_log(run_dir)
-    words = ["guard", run_dir, job_id] + (["--after=" + after] if after else []) + sorted(
-        "%s=%s" % item for item in environ.items() if item[0].startswith("SBATCH_"))
+    words = ["guard", run_dir, job_id] + (["--after=" + after] if after else [])
+    kept = {KEPT_SBATCH + name[7:]: value for name, value in environ.items()
+            if name.startswith("SBATCH_")}
     options = ["--parsable", "--job-name=" + GUARD_PREFIX + (job_name or "resumable-chain"),
                "--dependency=afterany:" + job_id, "--requeue", "--time=%d" % GUARD_MINUTES,
                "--ntasks=1", "--cpus-per-task=1", "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir,
@@ -2752,7 +2756,9 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
     # exec: the guard hears Slurm's SIGTERM (guard_command) with no shell that dies at it first
     command = "exec " + " ".join(map(shell_quote, step_command(*words, python=python)))
     try:
-        return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command]))[0], None
+        return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command],
+                                       environment=slurm_environment(
+                                           ("SBATCH_",), LC_ALL="C", **kept)))[0], None
     except StateError as error:
         guard = queued_guard(job_id)
         return guard, None if guard else str(error)
@@ -3399,8 +3405,8 @@ def finished_command(run_dir):
 
 
 def guard_command(run_dir, job, *defaults, after=None):
-    """The step of the guard of JOB. SBATCH_NAME=VALUE: the user's SBATCH_* variables; the guard
-    is queued without them, its links get them back."""
+    """The step of the guard of JOB. The user's SBATCH_* variables: the guard is queued without
+    them, its links get them back (KEPT_SBATCH; SBATCH_NAME=VALUE words: 0.7's guards)."""
     if not all(map(is_job_id, [job] if after is None else [job, after])) or not all(
             word.startswith("SBATCH_") and "=" in word for word in defaults):
         raise ValueError("guard: give DIR, the JOB it guards, --after=LINK and SBATCH_NAME=VALUE "
@@ -3408,6 +3414,8 @@ def guard_command(run_dir, job, *defaults, after=None):
     run_dir = os.path.abspath(run_dir)
     check_owned_dir(run_dir)
     os.environ.update(word.split("=", 1) for word in defaults)
+    os.environ.update(("SBATCH_" + name[len(KEPT_SBATCH):], os.environ.pop(name)) for name in [
+        name for name in os.environ if name.startswith(KEPT_SBATCH)])
     # Slurm's SIGTERM (a preemption, a cancel) waits while a look acts, then ends guard_chain's
     # sleep: a look is never cut half-done. Slurm's commands inherit the mask (they are short).
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])

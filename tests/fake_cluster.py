@@ -88,8 +88,12 @@ class FakeCluster(object):
         """Run the guard of job ``guarded`` as Slurm would once that job ended (sbatch --wrap)."""
         guard = self.guards()[str(guarded)]
         self.set_job(guard, state="RUNNING", start="2026-11-30T03:00:00")
-        result = subprocess.run([BASH, "-c", self.job(guard)["wrap"]],
-                                env=self.env(guard, **extra), stdout=subprocess.PIPE,
+        wrap = self.job(guard)["wrap"]
+        kept = next((call["env"] for call in reversed(self.calls("sbatch", guards=True))
+                     if call["argv"][-1] == wrap), {})  # Slurm exports sbatch's environment
+        result = subprocess.run([BASH, "-c", wrap], env=self.env(guard, **dict({
+            name: value for name, value in kept.items()
+            if name.startswith(resumable_chain.KEPT_SBATCH)}, **extra)), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, universal_newlines=True, timeout=120,
                                 cwd=self.root)
         self.set_job(guard, state="COMPLETED" if result.returncode == 0 else "FAILED")

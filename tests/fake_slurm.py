@@ -404,7 +404,8 @@ def answer(command, argv, path, now=None, environ=None):
                                 "time": now, "own_session": os.getsid(0) == os.getpid(), "env": {
                                     k: v for k, v in (environ or {}).items()
                                     if k.startswith(("SLURM_", "SBATCH_", "SACCT_", "SQUEUE_"))
-                                    or k in ("LC_ALL", "RESUMABLE_CHAIN_NAMED")}}) + "\n")
+                                    or k in ("LC_ALL", "RESUMABLE_CHAIN_NAMED")
+                                    or k.startswith("RESUMABLE_CHAIN_KEPT_")}}) + "\n")
     with open(path + ".lock", "a") as lock:
         fcntl.lockf(lock, fcntl.LOCK_EX)
         cluster = load(path)

@@ -43,8 +43,9 @@ def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
         "--open-mode=append", "--output=" + os.path.join(run_dir, rc.GUARD_LOG),
         "--partition=gpu", "--account=proj", "--wrap"]
     assert "SBATCH_GRES" not in guard["env"]  # never the links' GPUs; the links it may queue
-    assert shlex.split(guard["argv"][-1])[-5:] == ["guard", run_dir, "1000", "--after=100",
-                                                   "SBATCH_GRES=gpu:8"]
+    assert guard["env"][rc.KEPT_SBATCH + "GRES"] == "gpu:8"  # get them back from its environment
+    assert shlex.split(guard["argv"][-1])[-4:] == ["guard", run_dir, "1000", "--after=100"]
+    assert "gpu:8" not in " ".join(guard["argv"])  # a command line anyone may read (SubmitLine)
     assert cluster.guards() == {"1000": "900000"}
     assert json.loads(read(run_dir, rc.JOURNAL_FILE))["guard"] == "900000"
     # The guard is the one healer: no job's requeue flag is touched.
