@@ -1692,23 +1692,44 @@ def owner_problem(info, path, what):
     return None
 
 
-def check_nothing_planted(run_dir):
-    """StateError if run_dir (the caller's alone) holds a symlink, or a file others may write,
-    that someone else put there while they could: Slurm opens a coming link's log as you
-    through it (a container's own 0644 output is left alone)."""
+def check_nothing_planted(run_dir, options=()):
+    """StateError if run_dir (the caller's alone), or a log directory of ``options`` (the links'
+    sbatch options) inside it, holds what someone else put there while they could: a symlink, a
+    file others may write, or anything where a link's log goes (Slurm opens it as you: through
+    the link, into their file, or fails the link on their directory). A container's own 0644
+    output under another name is left alone."""
     if not os.path.isdir(run_dir) or os.stat(run_dir).st_uid != os.geteuid():
         return  # none yet (made later), or not yours: refused as such when acted on
-    try:
-        names = os.listdir(run_dir)
-    except OSError as error:
-        raise StateError("cannot list %s: %s" % (run_dir, error.strerror or error))
-    for path in (os.path.join(run_dir, name) for name in names):
-        with contextlib.suppress(FileNotFoundError):  # the work's own file, gone meanwhile
-            info = os.lstat(path)
-            link = stat.S_ISLNK(info.st_mode)
-            if info.st_uid not in (0, os.geteuid()) and (link or not stat.S_ISDIR(
-                    info.st_mode) and info.st_mode & 0o022):
-                raise StateError(owner_problem(info, path, "symlink" if link else "file"))
+    import fnmatch  # not on a resumed link's path
+    logs = [os.path.join(option_value(options, "--chdir") or run_dir, option_value(
+        options, name)) for name in ("--output", "--error") if option_value(options, name)]
+    names = {"slurm-*", GUARD_LOG} | {log_glob(path) for path in logs}
+    folders = {run_dir} | {folder for folder in map(os.path.dirname, map(os.path.normpath, logs))
+                           if folder.startswith(run_dir + os.sep) and "%" not in folder}
+    for folder in sorted(folders):
+        if folder != run_dir and os.path.isdir(folder):
+            check_owned_dir(folder, "log directory")
+        try:
+            paths = [os.path.join(folder, name) for name in os.listdir(folder)]
+        except FileNotFoundError:
+            continue  # a log directory not made yet: submit says so
+        except OSError as error:
+            raise StateError("cannot list %s: %s" % (folder, error.strerror or error))
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):  # the work's own file, gone meanwhile
+                info = os.lstat(path)
+                link, folder_entry = stat.S_ISLNK(info.st_mode), stat.S_ISDIR(info.st_mode)
+                if info.st_uid not in (0, os.geteuid()) and (
+                        link or not folder_entry and info.st_mode & 0o022 or any(
+                            fnmatch.fnmatch(os.path.basename(path), name) for name in names)):
+                    raise StateError(owner_problem(info, path, "symlink" if link else "folder"
+                                                   if folder_entry else "file"))
+
+
+def log_glob(path):
+    """The names a log path's last part may take (slurm-%j.out: slurm-*.out), for fnmatch."""
+    head, *tokens = os.path.basename(path).split("%")
+    return head + "".join("*" + token.lstrip("0123456789")[1:] for token in tokens)
 
 
 def foreign_write(info, path):
@@ -2192,7 +2213,7 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     rendered = os.path.dirname(os.path.abspath(next_link.script)) != store.directory
     if rendered:  # submit checked where its chain goes, and kept its script in the directory
         check_chain_place(store.directory)
-        check_nothing_planted(store.directory)
+        check_nothing_planted(store.directory, next_link.sbatch_args)
     if snapshot.record or snapshot.last_job or snapshot.cancelled:
         store.keep_previous()
         own_guard_log(store.directory)  # its guard, queued by submit, appends to it
@@ -4886,8 +4907,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
 def _check_run_dir(run_dir, force):
     """The live jobs of run_dir's chain (refused unless ``force``); refused in or over a chain."""
     check_chain_place(run_dir)
-    old = read_chain(chain_store(run_dir)).whole()
-    check_nothing_planted(run_dir)  # after the state files, each refused by its own name
+    old = read_chain(chain_store(run_dir)).whole()  # then _chain_defaults: nothing planted
     live = Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(old.candidates())
     if not force:
         refuse_live(run_dir, live, "cancel it first (resumable-chain cancel %s) or pass --force "
@@ -4918,6 +4938,7 @@ def _chain_defaults(run_dir, script, header, sbatch_args):
             path and not re.search("%[0-9]*[jJA]", path.replace("%%", ""))  # would empty it
             for _, path in logs):
         sbatch_args = ["--open-mode=append"] + sbatch_args
+    check_nothing_planted(run_dir, options)  # after the state files, each refused by its name
     return sbatch_args
 
 
@@ -4984,7 +5005,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
             header = read_batch_script(next_link.script)[0]
         check_warn_fits(record.warn, script_directives(header) + list(next_link.sbatch_args),
                         record.max_walltime)
-        check_nothing_planted(run_dir)
+        check_nothing_planted(run_dir, script_directives(header) + list(next_link.sbatch_args))
         job, _ = Slurm(target).submit_held(successor_options(
             next_link, "--hold", "--no-requeue"), next_link.script, next_link.script_args,
             cwd=next_link.workdir, named=True)

@@ -861,25 +861,65 @@ def test_a_log_planted_while_the_directory_was_open_is_refused_before_anything_i
         assert handle.read() == "keep me\n"
 
 
-@pytest.mark.parametrize("left, refused", [
-    ("a colleague's 0644 file (a container's output)", False),
-    ("a colleague's 0666 file", True),
-    ("a colleague's directory", False),
+@pytest.mark.parametrize("left, name, refused", [
+    ("a colleague's 0644 file (a container's output)", "result.h5", False),
+    ("a colleague's 0644 file where a link's log goes", "slurm-4400.out", True),  # later 0666
+    ("a colleague's 0666 file", "data.csv", True),
+    ("a colleague's directory", "cache", False),
+    ("a colleague's directory where a link's log goes", "slurm-4400.out", True),  # fails links
+    ("a colleague's guard log", ".resumable_chain.guard.log", True),  # no guard could start
 ])
 def test_what_others_left_in_the_run_directory_is_refused_only_where_a_log_could_go_through_it(
-        world, left, refused):
-    run_dir = owners_submitted_chain(world, "left-" + left.split()[2])
-    path = os.path.join(run_dir, "slurm-4400.out")
+        world, left, name, refused):
+    """An attacker's trial on 26.05: a colleague's 0644 slurm-<id>.out, made 0666 after the check,
+    received the owner's log; her directories of those names failed each link (FAILED 0:53)."""
+    run_dir = owners_submitted_chain(world, "left-" + "".join(word[0] for word in left.split()))
+    path = os.path.join(run_dir, name)
     if "directory" in left:
         os.mkdir(path)
     else:
+        if os.path.exists(path):
+            os.unlink(path)
         with open(path, "w") as handle:
             handle.write("theirs\n")
         os.chmod(path, 0o666 if "0666" in left else 0o644)
     os.chown(path, pwd.getpwnam(MATE).pw_uid, -1)
     result = world.cli(OWNER, "resume", run_dir)
-    assert (result.returncode == 2 and "file %s: it belongs to %s" % (path, MATE)
-            in result.stderr) is refused, result.stderr
+    assert (result.returncode == 2 and "%s %s: it belongs to %s" % (
+        "folder" if "directory" in left else "file", path, MATE) in result.stderr) is refused, \
+        result.stderr
+
+
+@pytest.mark.parametrize("logs", [
+    "a colleague's directory, planted while the run directory was open",
+    "the owner's, writable by the group (mkdir -p under umask 002)",
+    "the owner's, closed, with a colleague's symlink in it",
+])
+def test_a_log_directory_inside_the_run_directory_is_checked_as_the_run_directory(world, logs):
+    """An attacker's trial on 26.05: with --output=logs/%j.out, symlinks a colleague put in logs/
+    (hers, or the owner's that her group could write) made Slurm write each link's log, as the
+    owner, into a file of the owner's."""
+    run_dir = os.path.join(world.runs, "logs-%d" % len(logs))
+    folder, notes = os.path.join(run_dir, "logs"), os.path.join(world.homes[OWNER], "notes.txt")
+    mkdir_as(world, OWNER, run_dir, 0o775 if "colleague's directory" in logs else 0o755)
+    if "colleague's directory" in logs:
+        mkdir_as(world, MATE, folder, 0o777)
+        assert world.run(OWNER, ["chmod", "go-w", run_dir]).returncode == 0
+    else:
+        mkdir_as(world, OWNER, folder, 0o775 if "group" in logs else 0o777)
+    if "symlink" in logs:
+        assert world.run(MATE, ["ln", "-s", notes, os.path.join(folder, "4242.out")]
+                         ).returncode == 0
+        assert world.run(OWNER, ["chmod", "go-w", folder]).returncode == 0
+    result = world.cli(OWNER, "submit", run_dir, "--output=logs/%j.out", "--", world.script())
+    expected = {"colleague's directory": "log directory %s: it belongs to %s" % (folder, MATE),
+                "group": "log directory %s: mode 2775 lets its group write it" % folder,  # setgid
+                "symlink": "symlink %s/4242.out: it belongs to %s" % (folder, MATE)}
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert [words for key, words in expected.items() if key in logs][0] in result.stderr, \
+        result.stderr
+    assert world.sbatch_calls() == [] or all(
+        run_dir not in " ".join(call["argv"]) for call in world.sbatch_calls())
 
 
 def test_submit_into_a_colleagues_directory_says_whose_it_is_not_to_delete_their_files(world):
