@@ -4809,6 +4809,21 @@ def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
             " (and its guard %s)" % guard if guard else ""))
 
 
+def module_warning():
+    """A warning when someone else could replace this module, which every link and guard of a
+    chain runs as you (a tools directory others may write in), or None: StrictModes' rules."""
+    path, trusted = module_path(), (0, os.geteuid())
+    with contextlib.suppress(OSError):
+        for entry, info, holds in [(path, os.stat(path), False)] + list(path_walk(path)):
+            if info.st_uid not in trusted or (entry == path or holds and not (
+                    info.st_mode & stat.S_ISVTX)) and foreign_write(info, entry):
+                return ("WARNING: others could replace the module %s (%s is %s's, mode %04o), "
+                        "which every link and guard runs as you: keep a copy in a directory "
+                        "only you (and root) can write" % (path, entry, uid_name(info.st_uid),
+                                                            stat.S_IMODE(info.st_mode)))
+    return None
+
+
 def read_batch_script(script):
     try:  # a device or FIFO (/dev/zero) would be read forever: sbatch takes regular files only
         if not stat.S_ISREG(os.stat(script).st_mode):
@@ -5399,8 +5414,7 @@ def render_command(run_dir, sbatch_args, **options):
     text = render_prologue(run_dir, sbatch_args=sbatch_args, **options)
     if not existed:
         _log("created the run directory %s (so that #SBATCH --output into it works)" % made)
-    if note:
-        _log(note)
+    _log(*filter(None, [note, module_warning()]))
     _write(text)
     return 0
 
@@ -5422,7 +5436,7 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
     given = script_directives(header) + check_sbatch_args(
         task_args(tasks[0]) if tasks else sbatch_args, allowed=("--hold",))
     notes = list(filter(None, [time_limit_note(script, given, os.environ), check_warn_fits(
-        options.get("warn"), given, options.get("max_walltime"))]))
+        options.get("warn"), given, options.get("max_walltime")), module_warning()]))
     python = options.get("python")
     if python and not shutil.which(python):  # the compute nodes may have it
         notes.append("WARNING: --python %s is no program here: every link runs it on the compute "
@@ -5527,6 +5541,8 @@ def budget_command(budget_dir, max_walltime=None, json=False):
 
 
 def resume_command(run_dirs, sbatch_args, **options):
+    _log(*filter(None, [module_warning()]))
+
     def resume(run_dir, log):
         result = resume_chain(run_dir, sbatch_args=sbatch_args, **options)
         log(*result["log"])

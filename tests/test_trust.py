@@ -1287,3 +1287,23 @@ def test_a_run_directory_to_be_made_below_a_directory_others_can_rename_in_is_re
     with pytest.raises(resumable_chain.StateError, match="lets others rename what is in it"):
         resumable_chain.make_run_dir(str(open_dir / below))
     assert os.listdir(str(open_dir)) == []
+
+
+@pytest.mark.parametrize("tools, warned", [
+    ("root's, writable by all without a sticky bit", True),
+    ("root's, writable by root alone", False),
+])
+@pytest.mark.parametrize("command", ["submit", "render"])
+def test_a_module_others_could_replace_is_warned_of(world, tools, warned, command):
+    """An attacker's trial on 26.05: a colleague replaced the module in a tools directory her
+    group could write in (no sticky bit); the next link and its guard ran her code as the owner."""
+    folder = os.path.join(world.top, "tools-%s-%d" % (command, len(tools)))
+    os.mkdir(folder)
+    os.chmod(folder, 0o777 if warned else 0o755)
+    module = shutil.copy(world.module, os.path.join(folder, "resumable_chain.py"))
+    run_dir = os.path.join(world.runs, "module-%s-%d" % (command, len(tools)))
+    words = [run_dir, "--", world.script()] if command == "submit" else [run_dir]
+    result = world.run(OWNER, [PYTHON, module, command] + words)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert ("WARNING: others could replace the module %s (%s is root's, mode 0777)" % (
+        module, folder) in result.stderr) is warned, result.stderr
