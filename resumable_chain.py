@@ -1692,21 +1692,25 @@ def owner_problem(info, path, what):
     return None
 
 
-def check_nothing_planted(run_dir, options=()):
-    """StateError if run_dir (the caller's alone), or a log directory of ``options`` (the links'
-    sbatch options) inside it, holds what someone else put there while they could: a symlink, a
-    file others may write, or anything where a link's log goes (Slurm opens it as you: through
-    the link, into their file, or fails the link on their directory). A container's own 0644
-    output under another name is left alone."""
+def check_nothing_planted(run_dir, options=(), workdir=None):
+    """StateError if run_dir (the caller's alone), or a log directory inside it, holds what someone
+    else put there while they could: a symlink, a file others may write, or anything named as a
+    link's log there (Slurm opens it as you: through the link, into their file, or fails the link
+    on their directory) or the guards' log. ``options``: the links' sbatch options (a relative
+    log: in --chdir, else ``workdir``). A container's read-only output is left alone."""
     if not os.path.isdir(run_dir) or os.stat(run_dir).st_uid != os.geteuid():
         return  # none yet (made later), or not yours: refused as such when acted on
-    import fnmatch  # not on a resumed link's path
-    logs = [os.path.join(option_value(options, "--chdir") or run_dir, option_value(
-        options, name)) for name in ("--output", "--error") if option_value(options, name)]
-    names = {"slurm-*", GUARD_LOG} | {log_glob(path) for path in logs}
-    folders = {run_dir} | {folder for folder in map(os.path.dirname, map(os.path.normpath, logs))
-                           if folder.startswith(run_dir + os.sep) and "%" not in folder}
-    for folder in sorted(folders):
+    base = option_value(options, "--chdir") or workdir or run_dir
+    logs = [os.path.normpath(os.path.join(base, option_value(options, name))) for name in (
+        "--output", "--error") if option_value(options, name)] or [
+            os.path.join(base, "slurm-%j.out")]  # Slurm's default
+    ends = {run_dir: [(GUARD_LOG, GUARD_LOG)]}
+    for log in logs:  # a log directory elsewhere, or a symlink to one, is the user's to keep
+        folder = os.path.dirname(log)
+        if folder == run_dir or "%" not in folder and os.path.realpath(folder).startswith(
+                os.path.realpath(run_dir) + os.sep) and folder.startswith(run_dir + os.sep):
+            ends.setdefault(folder, []).append(log_name_ends(log))
+    for folder, names in sorted(ends.items()):
         if folder != run_dir and os.path.isdir(folder):
             check_owned_dir(folder, "log directory")
         try:
@@ -1715,21 +1719,26 @@ def check_nothing_planted(run_dir, options=()):
             continue  # a log directory not made yet: submit says so
         except OSError as error:
             raise StateError("cannot list %s: %s" % (folder, error.strerror or error))
-        for path in paths:
+        for path, name in ((path, os.path.basename(path)) for path in paths):
             with contextlib.suppress(FileNotFoundError):  # the work's own file, gone meanwhile
                 info = os.lstat(path)
-                link, folder_entry = stat.S_ISLNK(info.st_mode), stat.S_ISDIR(info.st_mode)
+                link, theirs = stat.S_ISLNK(info.st_mode), stat.S_ISDIR(info.st_mode)
                 if info.st_uid not in (0, os.geteuid()) and (
-                        link or not folder_entry and info.st_mode & 0o022 or any(
-                            fnmatch.fnmatch(os.path.basename(path), name) for name in names)):
-                    raise StateError(owner_problem(info, path, "symlink" if link else "folder"
-                                                   if folder_entry else "file"))
+                        link or not theirs and info.st_mode & 0o022 or any(
+                            name.startswith(head) and name.endswith(tail) for head, tail in names)):
+                    raise StateError(owner_problem(info, path, "symlink" if link else (
+                        "directory entry" if theirs else "file")) + (
+                        " (a directory of theirs you cannot empty: rename it, mv %s %s.theirs)"
+                        % (shell_quote(path), shell_quote(path)) if theirs else ""))
 
 
-def log_glob(path):
-    """The names a log path's last part may take (slurm-%j.out: slurm-*.out), for fnmatch."""
-    head, *tokens = os.path.basename(path).split("%")
-    return head + "".join("*" + token.lstrip("0123456789")[1:] for token in tokens)
+def log_name_ends(path):
+    """(what every name a log path's last part gives starts with, what it ends with), as Slurm
+    fills its %-tokens in (slurm-%j.out: slurm-, .out)."""
+    name = os.path.basename(path)
+    if "%" not in name.replace("%%", ""):
+        return name.replace("%%", "%"), name.replace("%%", "%")
+    return name.split("%")[0], name.rsplit("%", 1)[1].lstrip("0123456789")[1:]
 
 
 def foreign_write(info, path):
@@ -2211,23 +2220,28 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
     if snapshot.cancelled and (store.read_submitted() or {}).get("first_job") == job_id:
         return snapshot  # cancelled before it ran (plan_link stops it), not an older chain's mark
     rendered = os.path.dirname(os.path.abspath(next_link.script)) != store.directory
-    if rendered:  # submit checked where its chain goes, and kept its script in the directory
+    text, header = None, None  # submit checked where its chain goes, and kept its script
+    if rendered:
+        with contextlib.suppress(OSError), open(next_link.script, "rb") as handle:
+            text = handle.read().decode("utf-8", "surrogateescape")
+        with contextlib.suppress(ValueError):  # not a batch script: sbatch said so already
+            header = split_batch_script(text or "")[0]
         check_chain_place(store.directory)
-        check_nothing_planted(store.directory, next_link.sbatch_args)
+        check_nothing_planted(store.directory, script_directives(header or "") + list(
+            next_link.sbatch_args), next_link.workdir)
     if snapshot.record or snapshot.last_job or snapshot.cancelled:
         store.keep_previous()
         own_guard_log(store.directory)  # its guard, queued by submit, appends to it
         warnings.append("a new chain in %s: the previous one's files are kept as *%s"
                         % (store.directory, PREVIOUS_SUFFIX))
         snapshot = Snapshot(None, None, None, None, None)
-    if not rendered:
+    with contextlib.suppress(OSError, StateError):
+        if text is not None:
+            store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
+    if header is None:
         return snapshot  # submit read its --time
-    text = ""
-    with contextlib.suppress(OSError, StateError), open(next_link.script, "rb") as handle:
-        text = handle.read().decode("utf-8", "surrogateescape")
-        store.write_text(SCRIPT_COPY, text, mode=0o700)  # it may name a notify command
-    with contextlib.suppress(ValueError):  # not a batch script: sbatch said so already
-        own = option_value(script_directives(split_batch_script(text)[0]), "--time")
+    with contextlib.suppress(ValueError):
+        own = option_value(script_directives(header), "--time")
         links, limit = option_value(next_link.sbatch_args, "--time"), job_start_and_limit(
             os.environ)[1]  # 23.02+: this job's own limit
         if own or os.environ.get("SBATCH_TIMELIMIT"):
@@ -2770,7 +2784,8 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
     options = ["--parsable", "--job-name=" + GUARD_PREFIX + (job_name or "resumable-chain"),
                "--dependency=afterany:" + job_id, "--requeue", "--time=%d" % GUARD_MINUTES,
                "--ntasks=1", "--cpus-per-task=1", "--mem=" + GUARD_MEMORY, "--chdir=" + run_dir,
-               "--open-mode=append", "--output=" + output_pattern(run_dir, GUARD_LOG)]
+               "--open-mode=append", "--output=" + output_pattern(run_dir, GUARD_LOG),
+               "--export=ALL"]  # its KEPT_SBATCH, whatever a site's default (a cli_filter)
     options += ["--%s=%s" % (option, environ[variable]) for option, variable in (
         ("partition", "SLURM_JOB_PARTITION"), ("account", "SLURM_JOB_ACCOUNT"))
         if environ.get(variable)]
@@ -4598,10 +4613,9 @@ def _verdict(record, rows, status, chain):
             else "pending", dict(
                 facts, job=row["job"], reason=reason, because=" (%s)" % reason if reason else "",
                 why=HELD_BY_SLURM.get(reason) or never_starts(reason)))
-    stopped = [event for event in chain.events or () if event.event == "stopped" and
-               event.job == record.job]  # a guard's record that a person cancelled the successor
-    situation, facts = _idle(record, rows, links, status["slurm_errors"],
-                             dict(facts, stopped=stopped))
+    stopped = facts["stopped"] = [event for event in chain.events or () if event.event == "stopped"
+                                  and event.job == record.job]  # a guard saw a person cancel it
+    situation, facts = _idle(record, rows, links, status["slurm_errors"], facts)
     if situation in ("first job died", "successor died") and _moved_on(chain):
         return _verdict_of("moved on", facts)
     guard = status["guard"]
@@ -4814,6 +4828,8 @@ def module_warning():
     chain runs as you (a tools directory others may write in), or None: StrictModes' rules."""
     path, trusted = module_path(), (0, os.geteuid())
     with contextlib.suppress(OSError):
+        if os.statvfs(path).f_flag & os.ST_RDONLY:
+            return None  # CVMFS, a container's image: a publisher's uid, but no one may write it
         for entry, info, holds in [(path, os.stat(path), False)] + list(path_walk(path)):
             if info.st_uid not in trusted or (entry == path or holds and not (
                     info.st_mode & stat.S_ISVTX)) and foreign_write(info, entry):

@@ -40,7 +40,7 @@ def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
     assert guard["argv"][:-1] == [
         "--parsable", "--job-name=g:job.sh", "--dependency=afterany:1000", "--requeue",
         "--time=10", "--ntasks=1", "--cpus-per-task=1", "--mem=256M", "--chdir=" + run_dir,
-        "--open-mode=append", "--output=" + os.path.join(run_dir, rc.GUARD_LOG),
+        "--open-mode=append", "--output=" + os.path.join(run_dir, rc.GUARD_LOG), "--export=ALL",
         "--partition=gpu", "--account=proj", "--wrap"]
     assert "SBATCH_GRES" not in guard["env"]  # never the links' GPUs; the links it may queue
     assert guard["env"][rc.KEPT_SBATCH + "GRES"] == "gpu:8"  # get them back from its environment

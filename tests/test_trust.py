@@ -868,6 +868,8 @@ def test_a_log_planted_while_the_directory_was_open_is_refused_before_anything_i
     ("a colleague's directory", "cache", False),
     ("a colleague's directory where a link's log goes", "slurm-4400.out", True),  # fails links
     ("a colleague's guard log", ".resumable_chain.guard.log", True),  # no guard could start
+    ("a colleague's 0644 file of a log's ending", "results.out", False),
+    ("a colleague's directory of a log's beginning", "slurm-configs", False),
 ])
 def test_what_others_left_in_the_run_directory_is_refused_only_where_a_log_could_go_through_it(
         world, left, name, refused):
@@ -886,8 +888,9 @@ def test_what_others_left_in_the_run_directory_is_refused_only_where_a_log_could
     os.chown(path, pwd.getpwnam(MATE).pw_uid, -1)
     result = world.cli(OWNER, "resume", run_dir)
     assert (result.returncode == 2 and "%s %s: it belongs to %s" % (
-        "folder" if "directory" in left else "file", path, MATE) in result.stderr) is refused, \
-        result.stderr
+        "directory entry" if "directory" in left else "file", path, MATE) in result.stderr) \
+        is refused, result.stderr
+    assert ("rename it, mv" in result.stderr) is (refused and "directory" in left)  # not rm
 
 
 @pytest.mark.parametrize("logs", [
@@ -1307,3 +1310,17 @@ def test_a_module_others_could_replace_is_warned_of(world, tools, warned, comman
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert ("WARNING: others could replace the module %s (%s is root's, mode 0777)" % (
         module, folder) in result.stderr) is warned, result.stderr
+
+
+def test_a_log_directory_linked_to_a_shared_one_elsewhere_is_the_users_to_keep(world):
+    """The review: logs -> /shared/proj/logs (the project's, its group may write) was refused, and
+    the chmod go-w it said would have closed the shared directory on the colleagues."""
+    shared = os.path.join(world.top, "shared-logs")
+    os.mkdir(shared)
+    os.chmod(shared, 0o777)  # the project's, anyone there may write in it
+    run_dir = os.path.join(world.runs, "linked-logs")
+    mkdir_as(world, OWNER, run_dir, 0o755)
+    os.symlink(shared, os.path.join(run_dir, "logs"))
+    os.lchown(os.path.join(run_dir, "logs"), pwd.getpwnam(OWNER).pw_uid, -1)
+    result = world.cli(OWNER, "submit", run_dir, "--output=logs/%j.out", "--", world.script())
+    assert result.returncode == 0, result.stderr
