@@ -1324,3 +1324,23 @@ def test_a_log_directory_linked_to_a_shared_one_elsewhere_is_the_users_to_keep(w
     os.lchown(os.path.join(run_dir, "logs"), pwd.getpwnam(OWNER).pw_uid, -1)
     result = world.cli(OWNER, "submit", run_dir, "--output=logs/%j.out", "--", world.script())
     assert result.returncode == 0, result.stderr
+
+
+def test_a_rendered_chains_first_job_checks_its_scripts_log_directory(world):
+    """The review: a rendered chain's first job checked the prologue's sbatch options alone, not
+    its script's #SBATCH --output (where such chains name their logs)."""
+    run_dir = os.path.join(world.runs, "rendered-logs")
+    folder = os.path.join(run_dir, "logs")
+    mkdir_as(world, OWNER, folder, 0o775)  # mkdir -p under umask 002: the group may write
+    assert world.run(OWNER, ["chmod", "go-w", run_dir]).returncode == 0  # not logs/
+    prologue = world.cli(OWNER, "render", run_dir, "--python", PYTHON).stdout
+    assert prologue
+    rendered = os.path.join(world.homes[OWNER], "rendered-logs.sh")
+    with open(rendered, "w") as handle:
+        handle.write("#!/bin/bash\n#SBATCH --time=10\n#SBATCH --output=%s/%%j.out\n%secho WORK "
+                     "RAN\n" % (folder, prologue))
+    os.chmod(rendered, 0o755)
+    result = world.as_job(OWNER, rendered, "4310")
+    assert result.returncode == 2 and "WORK RAN" not in result.stdout, result.stderr
+    assert "log directory %s: mode" % folder in result.stderr and "lets its group write it" in \
+        result.stderr, result.stderr
