@@ -1714,12 +1714,13 @@ def check_nothing_planted(run_dir, options=(), workdir=None):
         if folder != run_dir and os.path.isdir(folder):
             check_owned_dir(folder, "log directory")
         try:
-            paths = [os.path.join(folder, name) for name in os.listdir(folder)]
+            entries = os.listdir(folder)
         except FileNotFoundError:
             continue  # a log directory not made yet: submit says so
         except OSError as error:
             raise StateError("cannot list %s: %s" % (folder, error.strerror or error))
-        for path, name in ((path, os.path.basename(path)) for path in paths):
+        for name in entries:
+            path = os.path.join(folder, name)
             with contextlib.suppress(FileNotFoundError):  # the work's own file, gone meanwhile
                 info = os.lstat(path)
                 link, theirs = stat.S_ISLNK(info.st_mode), stat.S_ISDIR(info.st_mode)
