@@ -667,7 +667,8 @@ COMMAND = "resumable-chain"  # as main() found it run; what messages say is prin
 def main(argv=None):
     """Run the command line; return the exit status."""
     global COMMAND
-    argv, COMMAND = sys.argv[1:] if argv is None else argv, command_name(sys.argv[0])
+    argv0 = (getattr(sys, "argv", None) or [""])[0]  # an embedding interpreter may have none
+    argv, COMMAND = sys.argv[1:] if argv is None else argv, command_name(argv0)
     try:
         if not isinstance(argv, (list, tuple)) or not all(isinstance(word, str) for word in argv):
             raise ValueError("argv must be a list of strings, got %r" % (argv,))  # a driver's
@@ -2452,7 +2453,8 @@ def decide(state, *, retries=0, walltime=0, max_retries=DEFAULT_MAX_RETRIES, max
            exit_code=None, elapsed=None):
     """The Decision of a job whose predecessor ended in ``state`` (None: first job; NOT_VISIBLE:
     not found) with ExitCode ``"75:0"`` (or 75) after ``elapsed`` s; ``walltime`` includes it.
-    ``elapsed`` None: not known, or the work was warned (--warn), so a quick exit 75 resumes."""
+    ``elapsed`` None: not known, or the work was warned (--warn), so a quick exit 75 resumes.
+    A link then also stops with under a minute of max_walltime left (Slurm's shortest limit)."""
     _check_job_report(state, elapsed, exit_code, dict(
         retries=retries, walltime=walltime, max_retries=max_retries,
         max_walltime=0 if max_walltime is None else max_walltime))
@@ -2792,10 +2794,10 @@ def queue_guard(job_id, run_dir, job_name, environ, after=None, again=False, *, 
         if environ.get(variable)]
     # exec: the guard hears Slurm's SIGTERM (guard_command) with no shell that dies at it first
     command = "exec " + " ".join(map(shell_quote, step_command(*words, python=python)))
+    environment = slurm_environment(("SBATCH_",), **kept)  # the user's locale: its links' too
     try:
         return sbatch_answer(run_slurm(["sbatch"] + options + ["--wrap", command],
-                                       environment=slurm_environment(
-                                           ("SBATCH_",), LC_ALL="C", **kept)))[0], None
+                                       environment=environment))[0], None
     except StateError as error:
         guard = queued_guard(job_id)
         return guard, None if guard else str(error)
@@ -2862,8 +2864,11 @@ def as_run(text):  # "resumable-chain resume" in messages and journals: the comm
 
 
 def visible(text):
-    """Text with control and format characters (but newline, tab) escaped: no file drives a tty."""
+    """Text with control and format characters (but newline, tab) escaped: no file drives a tty;
+    UTF-8 that an ASCII locale decoded into surrogates (Python 3.6 under LANG=C) shown as text."""
     import unicodedata
+    with contextlib.suppress(UnicodeError):
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
     return "".join(char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
         else "\\x%02x" % ord(char) if ord(char) < 0x100 else "\\u%04x" % ord(char)
         for char in text)
@@ -3809,7 +3814,8 @@ def render_prologue(run_dir, *, max_retries=DEFAULT_MAX_RETRIES, max_walltime=No
 
     It runs this module's in-job step and exits the job when the chain ends (0 for complete or
     stop, 1 for fail, 2 for bad state); otherwise it exports RESUMABLE_CHAIN_* variables to the
-    work. Creates the run directory. ``budget_dir``: a walltime budget shared with other chains
+    work. Creates the run directory (``%a`` in it: each array task's ID, so its parent; a job
+    that is no array task refuses it). ``budget_dir``: a walltime budget shared with other chains
     (``resumable-chain budget``), which must exist. ``notify``: a shell command run for each
     chain event; with it, an EXIT trap reports a finished chain when the job exits 0. ``warn``
     (``SIG@SECONDS``): the work gets SIG that long before its link ends. Works with and without

@@ -2359,6 +2359,15 @@ def test_text_from_state_files_is_shown_not_obeyed_by_the_terminal(cluster, run_
     assert rc.visible("a\x1b[2Jb\n\tc\u202e") == "a\\x1b[2Jb\n\tc\\u202e"
 
 
+@pytest.mark.parametrize("text, shown", [
+    ("/runs/caf\udcc3\udca9", "/runs/caf\u00e9"),  # UTF-8 that 3.6 under LANG=C decoded: text
+    ("/runs/\udcc2\udc9b2J", "/runs/\\x9b2J"),  # a C1 control so decoded is still escaped
+    ("/runs/\udcff", "/runs/\\udcff"),  # a byte that is no UTF-8 stays escaped
+])
+def test_visible_shows_what_an_ascii_locale_decoded_as_the_text_it_is(text, shown):
+    assert rc.visible(text) == shown
+
+
 def test_the_guards_submit_and_resume_queue_run_the_python_the_links_run(
         cluster, run_dir, tmp_path, capsys, monkeypatch):
     """--python names the compute nodes' interpreter: the guard submit queues on the login node

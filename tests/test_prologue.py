@@ -24,7 +24,7 @@ from resumable_chain import NOT_VISIBLE
 def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
     script = cluster.write_script(run_dir, max_walltime="1:00:00", sbatch_args=["-p", "gpu"])
     result = cluster.run_link(script, 100, args=["--lr", "3e-4"], SLURM_JOB_PARTITION="gpu",
-                              SLURM_JOB_ACCOUNT="proj", SBATCH_GRES="gpu:8")
+                              SLURM_JOB_ACCOUNT="proj", SBATCH_GRES="gpu:8", LC_ALL="C.UTF-8")
     assert result.returncode == 0, result.stderr
     assert cluster.work_done() == ["100"]
     assert read(run_dir, rc.CHAIN_FILE) == "100\n"
@@ -44,6 +44,7 @@ def test_first_job_starts_and_queues_its_successor(cluster, run_dir):
         "--partition=gpu", "--account=proj", "--wrap"]
     assert "SBATCH_GRES" not in guard["env"]  # never the links' GPUs; the links it may queue
     assert guard["env"][rc.KEPT_SBATCH + "GRES"] == "gpu:8"  # get them back from its environment
+    assert guard["env"]["LC_ALL"] == "C.UTF-8"  # and the user's locale (never C: the work's)
     assert shlex.split(guard["argv"][-1])[-4:] == ["guard", run_dir, "1000", "--after=100"]
     assert "gpu:8" not in " ".join(guard["argv"])  # a command line anyone may read (SubmitLine)
     assert cluster.guards() == {"1000": "900000"}
@@ -1266,6 +1267,12 @@ def test_a_bad_tuning_variable_is_named_by_every_command_not_blamed_on_a_state_f
 def test_help_and_version_need_no_good_tuning_variable(capsys, monkeypatch, argv):
     monkeypatch.setenv("RESUMABLE_CHAIN_COMMAND_TIMEOUT", "abc")
     assert rc.main(argv) == 0 and "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv0", [[], ["python"]], ids=["no argv (embedded)", "an argv"])
+def test_a_driver_calls_main_whatever_sys_argv_holds(capsys, monkeypatch, argv0):
+    monkeypatch.setattr(sys, "argv", argv0)
+    assert rc.main(["--version"]) == 0 and rc.__version__ in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("own_limit, told, said", [
