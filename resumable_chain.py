@@ -1050,7 +1050,8 @@ def parse_duration(text):
         return None
     days, dash, clock = text.strip().rpartition("-")
     parts = (clock if clock or not dash else "0").split(":")  # "1-" is a day, as sbatch has it
-    if dash and not is_digits(days) or len(parts) > 3 or not all(map(is_digits, parts)):
+    if dash and not is_digits(days, 12) or len(parts) > 3 or not all(  # longer: no duration
+            is_digits(part, 12) for part in parts):
         return None
     # M and M:S start at minutes; D-H... and H:M:S at hours
     numbers = [0] * (not dash and len(parts) < 3) + [int(part) for part in parts] + [0, 0]
@@ -3876,7 +3877,7 @@ def parse_walltime(text):
                else int(word[:-1]) if word[-1:] == "s" and is_digits(word[:-1], 12)
                else parse_duration(word))
     if not seconds:
-        raise ValueError("invalid walltime %r: use a positive %s%s" % (
+        raise ValueError("invalid walltime %.60r: use a positive %s%s" % (
             text, "" if isinstance(text, str) else "int of seconds, or text: ", DURATION_FORMS))
     return seconds
 
