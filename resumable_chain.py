@@ -363,6 +363,17 @@ class Missing(StateError):
     """No such file: told by the failed open itself (a look afterwards races a new writer)."""
 
 
+class Elsewhere(StateError):
+    """A run directory copied (``copied``: whose files name the jobs of the chain in ``home``) or
+    moved from ``home``, where its chain's links keep their state."""
+
+    def __init__(self, run_dir, home, copied):
+        self.home, self.copied = home, copied
+        StateError.__init__(self, "the chain in %s was %s: its links keep their state in %s%s" % (
+            run_dir, "copied" if copied else "moved", home, ", whose chain its files' jobs are"
+            if copied else ", where it was made"))
+
+
 class LostEvents(StateError):
     """The events file cannot be read: that costs notifications, not the chain (journal_event)."""
 
@@ -1050,8 +1061,8 @@ def parse_duration(text):
         return None
     days, dash, clock = text.strip().rpartition("-")
     parts = (clock if clock or not dash else "0").split(":")  # "1-" is a day, as sbatch has it
-    if dash and not is_digits(days, 12) or len(parts) > 3 or not all(  # longer: no duration
-            is_digits(part, 12) for part in parts):
+    if dash and not is_digits(days, 18) or len(parts) > 3 or not all(  # longer: no duration
+            is_digits(part, 18) for part in parts):
         return None
     # M and M:S start at minutes; D-H... and H:M:S at hours
     numbers = [0] * (not dash and len(parts) < 3) + [int(part) for part in parts] + [0, 0]
@@ -4258,6 +4269,9 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             store = chain_store(run_dir)
             store.owner = owner
             chain = chain_in(run_dir, store)
+            copy = elsewhere(chain)  # its files name another's jobs, or it was moved here
+            if copy:
+                raise copy
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
                               *(_roles(chain, rows) + cluster_to_ask(chain.record.cluster, here)))
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
@@ -4282,9 +4296,11 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
 def unreadable_status(run_dir, error):
     problem = str(error) if isinstance(error, StateError) else (
         "cannot read the chain safely (%s: %s)" % (type(error).__name__, error))
-    verdict = _verdict_of("unreadable" if holds_chain(run_dir) or os.path.isdir(run_dir) and not
-                          os.access(run_dir, os.R_OK | os.X_OK) else "no chain",
-                          {"problem": problem})
+    situation = ("copied" if error.copied else "moved") if isinstance(error, Elsewhere) else \
+        "unreadable" if holds_chain(run_dir) or os.path.isdir(run_dir) and not os.access(
+            run_dir, os.R_OK | os.X_OK) else "no chain"
+    verdict = _verdict_of(situation, {"problem": problem, "home": shell_quote(getattr(
+        error, "home", "")), "run_dir": shell_quote(os.path.abspath(run_dir))})
     return dict(dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
                                "guard_error", "guard", "pending_successor", "cancelled", "budget",
                                "cluster", "cluster_note", "would_not_continue", "task")),
@@ -4499,6 +4515,11 @@ VERDICTS = {
                    "fix the named file as its problem says (if only its owner may read it, ask "
                    "them), then run status again", True),
     "no chain": ("unknown", "{problem}", "give the run directory a chain was submitted with", True),
+    "copied": ("unknown", "{problem}", "resumable-chain status {home} shows that chain; "
+               "resumable-chain submit {run_dir} --force [OPTIONS] -- SCRIPT starts one here",
+               False),
+    "moved": ("broken", "{problem}", "move it back (mv {run_dir} {home}), or start a new chain "
+              "here: resumable-chain submit {run_dir} --force [OPTIONS] -- SCRIPT", True),
     "cancelled": ("stopped", "cancelled with the cancel command ({cancelled})",
                   "{resume} continues it (the walltime so far is kept)", False),
     "cancelled unstarted": ("stopped", "cancelled with the cancel command ({cancelled})",
@@ -4713,6 +4734,10 @@ def cancel_chains(run_dirs, dry_run=False):
         try:  # the path checked is the path used (no "x/.." detour)
             chain = chain_in(os.path.abspath(run_dir)).whole()
             check_owned_dir(chain.store.directory)  # a dry run or an ended chain: to its owner
+            copy = elsewhere(chain)
+            if copy and copy.copied:  # a moved chain's jobs are its own: they stop at once
+                raise StateError("%s; nothing cancelled (cancel that chain by its directory)"
+                                 % copy)
             groups.setdefault(chain.record.cluster, collections.OrderedDict())[run_dir] = chain
         except (StateError, ValueError) as error:
             results[run_dir] = error
@@ -4947,7 +4972,9 @@ def _check_run_dir(run_dir, force):
     """The live jobs of run_dir's chain (refused unless ``force``); refused in or over a chain."""
     check_chain_place(run_dir)
     old = read_chain(chain_store(run_dir)).whole()  # then _chain_defaults: nothing planted
-    live = Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(old.candidates())
+    copy = elsewhere(old)  # its jobs are another chain's
+    live = [] if copy and copy.copied else Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(
+        old.candidates())
     if not force:
         refuse_live(run_dir, live, "cancel it first (resumable-chain cancel %s) or pass --force "
                     "to cancel the live chain and start anew" % shell_quote(run_dir))
@@ -5125,11 +5152,9 @@ def _recorded_next_link(chain, given):
     if not os.path.isfile(spec.script):
         raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
                          "cannot resume (%s)" % (spec.script, store.path(SCRIPT_COPY), moved))
-    named = (prologue_run_dir(spec.script) or "").replace("%a", option_value(  # a sweep's task
-        spec.sbatch_args, "--array") or "%a")
-    if named and not (os.path.isdir(named) and os.path.samefile(named, store.directory)):
-        raise StateError("the chain's job script %s keeps its state in %s, not in %s: %s"
-                         % (spec.script, named, store.directory, moved))
+    home = elsewhere(chain)
+    if home:
+        raise StateError("%s: submit a new chain here" % home)
     original, copy = chain.submitted.get("original"), chain.submitted.get("script")
     try:
         if copy != spec.script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
@@ -5149,12 +5174,31 @@ def _recorded_next_link(chain, given):
     return spec
 
 
+def elsewhere(chain):
+    """Elsewhere if the chain's links keep their state in another run directory (this one was
+    copied or moved), or None: as the prologue of the script its next link runs says (Slurm's
+    spool copy gone: the first job's copy)."""
+    spec = chain.record.next or {}
+    script = spec.get("script") or chain.submitted.get("script")
+    if script and not os.path.isfile(script):
+        script = chain.store.path(SCRIPT_COPY)
+    home = script and prologue_run_dir(script)
+    if not home:
+        return None
+    home = home.replace("%a", option_value(spec.get("sbatch_args") or (), "--array") or "%a")
+    with contextlib.suppress(OSError):  # none there: moved
+        if os.path.samefile(home, chain.store.directory):
+            return None
+    return Elsewhere(chain.store.directory, home, holds_chain(home))
+
+
 def prologue_run_dir(script):
     """The absolute run directory a job script's prologue step names (0.1 wrote ``--max-retries
     3`` first), or None: where its links keep their state, whatever resume was given."""
     import shlex
-    with contextlib.suppress(OSError, ValueError), open(script, "rb") as handle:
-        for line in os.fsdecode(handle.read(MAX_STATE_BYTES)).splitlines():  # paths as os has them
+    with contextlib.suppress(OSError, ValueError, StateError), open(open_own_file(  # status too
+            script, os.O_RDONLY, what="job script", owned=False), "rb") as handle:
+        for line in os.fsdecode(handle.read(1 << 16)).splitlines():  # paths as os has them
             if " prologue --" in line and not line.lstrip().startswith("#"):  # the in-job step's
                 words = shlex.split(line.split(" prologue ", 1)[1]) + ["--"]
                 named = next((word for word in words[:words.index("--")]  # not the script's

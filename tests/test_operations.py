@@ -921,8 +921,8 @@ def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, m
     expected = {"live": "is live", "completed": "nothing to resume; submit starts a new run",
                 "finished": "found its predecessor COMPLETED): nothing to resume",
                 "not a chain": "is not a chain", "corrupt": "corrupt state file",
-                "copied": "keeps its state in %s, not in" % run_dir,  # the links would run there
-                "moved": "keeps its state in %s, not in" % run_dir}.get(situation)
+                "copied": "keep their state in %s, whose chain" % run_dir,  # the links would run there
+                "moved": "keep their state in %s, where it was made" % run_dir}.get(situation)
     target = run_dir
     if situation == "completed":
         cluster.finish(100, "COMPLETED", 5)
@@ -2591,3 +2591,48 @@ def test_cancel_names_the_jobs_it_could_not_stop_in_job_id_order(monkeypatch):
     monkeypatch.setattr(rc.time, "sleep", lambda seconds: None)
     result = rc._cancel_jobs({"chain": ["998", "1002"]}, None, None)
     assert result["chain"]["leftover"] == ["998", "1002"]  # not "1002 998"
+
+
+@pytest.mark.parametrize("command", ["status", "cancel", "submit --force"])
+@pytest.mark.parametrize("made_by", ["render", "submit"])
+def test_a_copy_of_a_live_run_directory_never_acts_on_the_chain_it_was_copied_from(
+        cluster, tmp_path, capsys, monkeypatch, made_by, command):
+    """A new user's trial on 22.05: cp -a runs/live runs/livecopy, then cancel runs/livecopy
+    cancelled the live chain's jobs (status showed them as the copy's; resume refused)."""
+    run_dir, copy = str(tmp_path / "runs" / "live"), str(tmp_path / "runs" / "copy")
+    script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT)
+    if made_by == "render":
+        start_chain(cluster, run_dir)
+    else:
+        assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--time=10", script)[0] == 0
+    shutil.copytree(run_dir, copy, symlinks=True)
+    live = sorted(cluster.pending())
+    if command == "status":
+        status, out, err = run_cli(cluster, capsys, monkeypatch, "status", copy, "--json")
+        report = json.loads(out)
+        assert report["verdict"] == "unknown: the chain in %s was copied: its links keep their " \
+            "state in %s, whose chain its files' jobs are" % (copy, run_dir), report
+        assert report["jobs"] == [] and "status %s" % run_dir in report["next"], report
+    elif command == "cancel":
+        status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", copy)
+        assert status == 2 and "was copied" in err and "nothing cancelled" in err, err
+    else:
+        status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", copy, "--force",
+                                   "--time=10", script)
+        assert status == 0 and "cancelled" not in err, err
+    assert cluster.calls("scancel") == [] and set(live) <= set(cluster.pending())
+
+
+def test_status_of_a_moved_run_directory_says_where_its_links_keep_their_state(
+        cluster, run_dir, tmp_path, capsys, monkeypatch):
+    """A new user's trial: after mv runs/mv1 runs/mv2, status said resume continues the chain,
+    and resume refused (the links keep their state where the chain was made)."""
+    start_chain(cluster, run_dir)
+    moved = str(tmp_path / "moved")
+    os.rename(run_dir, moved)
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", moved, "--json", "--check")
+    report = json.loads(out)
+    assert status == 1 and report["verdict"] == "broken: the chain in %s was moved: its links " \
+        "keep their state in %s, where it was made" % (moved, run_dir), report
+    assert report["next"].startswith("move it back (mv %s %s)" % (moved, rc.shell_quote(
+        run_dir))), report
