@@ -4845,6 +4845,22 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
             for key in links}
 
 
+@contextlib.contextmanager
+def interrupts_held():
+    """Ctrl-C held back through the block (a queued job's guard, record and release: all of it,
+    or a failure cancels it); yields a list that holds a True if one came."""
+    came = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *_: came.append(True))
+    except ValueError:  # not the main thread, which alone gets signals
+        previous = None
+    try:
+        yield came
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
 def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
     """``install()`` for a job queued held, or cancel it and its ``guard``: nothing half-made."""
     try:
@@ -4927,8 +4943,6 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     check_warn_fits(warn, script_directives(header) + sbatch_args, max_walltime)
     run_dir = os.path.abspath(check_path(run_dir, "DIR"))
     python = os.path.abspath(python) if os.sep in check_path(python, "python") else python
-    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
-        raise StateError("run directory %s exists and is not a directory" % run_dir)
     _check_run_dir(run_dir, force)  # again under the lock as the chain is installed
     sbatch_args = _chain_defaults(run_dir, script, header, without_options(sbatch_args,
                                                                            ("--hold", "--begin")))
@@ -4945,7 +4959,7 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
             before_queueing()
         first_job, named = slurm.submit_held(["--hold", "--no-requeue"] + one_task + sbatch_args
                                              + begin, store.path(staged), script_args)
-    except (StateError, ValueError):
+    except (StateError, ValueError, KeyboardInterrupt):
         with contextlib.suppress(OSError):  # undone as far as it goes: the error says why
             store.remove(staged)
             for directory in reversed(created):
@@ -4957,19 +4971,23 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
                  "max_retries": max_retries, "max_walltime": max_walltime,
                  "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
                  "notify": notify, "warn": warn, "python": python, "time": int(time.time())}
-    submitted["guard"], guard_error = (None, "sbatch named cluster %s" % named) if named else \
-        queue_guard(first_job, run_dir, option_value(
-            script_directives(header) + sbatch_args, "--job-name"), os.environ, python=python)
-    cancelled, previous = cancel_if_unfinished(first_job, lambda: _install_chain(
-        run_dir, force, staged, copy_path, submitted), named, submitted["guard"])
-    if not hold:
-        Slurm(named).release(first_job)
+    with interrupts_held() as interrupted:  # queued: all of it, or (a failure) none
+        submitted["guard"], guard_error = (None, "sbatch named cluster %s" % named) if named \
+            else queue_guard(first_job, run_dir, option_value(script_directives(
+                header) + sbatch_args, "--job-name"), os.environ, python=python)
+        cancelled, previous = cancel_if_unfinished(first_job, lambda: _install_chain(
+            run_dir, force, staged, copy_path, submitted), named, submitted["guard"])
+        if not hold:
+            Slurm(named).release(first_job)
     return {"job": first_job, "script": copy_path, "cancelled": cancelled, "held": hold,
-            "guard": submitted["guard"], "guard_error": guard_error, "previous": previous}
+            "guard": submitted["guard"], "guard_error": guard_error, "previous": previous,
+            "interrupted": bool(interrupted)}
 
 
 def _check_run_dir(run_dir, force):
     """The live jobs of run_dir's chain (refused unless ``force``); refused in or over a chain."""
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise StateError("run directory %s exists and is not a directory" % run_dir)
     check_chain_place(run_dir)
     old = read_chain(chain_store(run_dir)).whole()  # then _chain_defaults: nothing planted
     copy = elsewhere(old)  # its jobs are another chain's
@@ -5075,18 +5093,20 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         job, _ = Slurm(target).submit_held(successor_options(
             next_link, "--hold", "--no-requeue"), next_link.script, next_link.script_args,
             cwd=next_link.workdir, named=True)
-        guard, guard_error = (None, "not on this cluster") if target else queue_guard(
-            job, run_dir, next_link.job_name, os.environ, python=chain.submitted.get("python"))
-        record = record._replace(job=job, guarded_by=guard, time=int(now()))
+        with interrupts_held() as interrupted:  # queued: all of it, or (a failure) none
+            guard, guard_error = (None, "not on this cluster") if target else queue_guard(job,
+                run_dir, next_link.job_name, os.environ, python=chain.submitted.get("python"))
+            record = record._replace(job=job, guarded_by=guard, time=int(now()))
 
-        def install():  # not the chain file: it names the held job once it runs (_run_again)
-            store.apply(snapshot._replace(last_job=job), record)
-            store.remove(CANCEL_FILE)
-            store.write_record(record)
-        cancel_if_unfinished(job, install, target, guard)
-    Slurm(target).release(job)
+            def install():  # not the chain file: it names the held job once it runs (_run_again)
+                store.apply(snapshot._replace(last_job=job), record)
+                store.remove(CANCEL_FILE)
+                store.write_record(record)
+            cancel_if_unfinished(job, install, target, guard)
+            Slurm(target).release(job)
     log = announce(store, Event("resumed", job, record.link, record.reason, record.time),
-                   record.notify)
+                   record.notify) + ["Ctrl-C came once job %s was queued: the chain was resumed "
+                                     "whole" % job] * bool(interrupted)
     if guard_error:
         log.insert(0, "WARNING: could not queue a guard for job %s (%s): if it dies before its "
                    "prologue, resume again" % (job, guard_error))
@@ -5515,25 +5535,40 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
         try:
             result = submit_chain(run_dir if each is None else os.path.join(run_dir, str(each)),
                                   script, script_args, task_args(each), task=each, **options)
-        except (StateError, ValueError) as error:
+        except (StateError, ValueError, KeyboardInterrupt) as error:
             if not tasks:
                 raise
             queued = ("task %s is" if done == 1 else "tasks %s are") % array_spec(tasks[:done])
             raise StateError("task %d: %s; %s queued: submit the rest with --array=%s" % (
-                each, error, queued if done else "nothing is", array_spec(tasks[done:])))
-        if result["cancelled"]:
-            _log("--force: cancelled the live chain's jobs %s" % " ".join(result["cancelled"]))
-        _log("submitted job %s: a resumable copy of %s is %s%s" % (
-            result["job"], script, result["script"], "; the previous chain's files beside it "
-            "are kept as *%s" % PREVIOUS_SUFFIX if result["previous"] else ""))
-        if result["guard_error"]:
-            _log("WARNING: could not queue a guard for job %s (%s): if it dies before its "
-                 "prologue, submit again" % (result["job"], result["guard_error"]))
-        if result["held"]:
-            _log("job %s is held as asked: scontrol release %s starts it (its successors are "
-                 "not held)" % (result["job"], result["job"]))
+                each, str(error) or "interrupted", queued if done else "nothing is",
+                array_spec(tasks[done:])))
+        _log(*_submitted_lines(result, script))
         _write(result["job"] + "\n")
+        if result["interrupted"] and tasks and each != tasks[-1]:  # Ctrl-C: the rest stays
+            raise StateError("interrupted: task%s queued: submit the rest with --array=%s" % (
+                " %s is" % each if done == 0 else "s %s are" % array_spec(tasks[:done + 1]),
+                array_spec(tasks[done + 1:])))
     return 0
+
+
+def _submitted_lines(result, script):
+    """What submit says of a chain it submitted (its job ID goes to stdout)."""
+    job, lines = result["job"], ["--force: cancelled the live chain's jobs %s" % " ".join(
+        result["cancelled"])] if result["cancelled"] else []
+    lines.append("submitted job %s: a resumable copy of %s is %s%s" % (
+        job, script, result["script"], "; the previous chain's files beside it are kept as *%s"
+        % PREVIOUS_SUFFIX if result["previous"] else ""))
+    if result["guard_error"]:
+        lines.append("WARNING: could not queue a guard for job %s (%s): if it dies before its "
+                     "prologue, submit again" % (job, result["guard_error"]))
+    if result["held"]:
+        lines.append("job %s is held as asked: scontrol release %s starts it (its successors are "
+                     "not held)" % (job, job))
+    if result["interrupted"]:
+        lines.append("Ctrl-C came once job %s was queued: its chain was submitted whole (resumable"
+                     "-chain cancel %s stops it)" % (job, shell_quote(os.path.dirname(
+                         result["script"]))))
+    return lines
 
 
 def status_command(paths, json=False, check=False):
