@@ -5110,7 +5110,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
     if guard_error:
         log.insert(0, "WARNING: could not queue a guard for job %s (%s): if it dies before its "
                    "prologue, resume again" % (job, guard_error))
-    return {"job": job, "walltime": record.walltime, "counted": counted, "log": log}
+    return {"job": job, "walltime": record.walltime, "counted": counted, "log": log,
+            "script": next_link.script}
 
 
 def _resumed_record(snapshot, previous, counted, state, options):
@@ -5150,9 +5151,10 @@ def _last_link(chain, snapshot, cluster):
         raise StateError("cannot find job %s's final state in accounting yet; try again "
                          "in a minute" % previous.job)
     if previous.action == "complete" or found and base_state(found.state) == "COMPLETED":
-        raise StateError("the chain in %s finished (job %s %s): nothing to resume; submit starts "
-                         "a new run" % (directory, previous.job, "COMPLETED" if found else
-                                        "found its predecessor COMPLETED"))
+        raise StateError("the chain in %s finished (job %s %s): nothing to resume; %s starts a "
+                         "new run" % (directory, previous.job, "COMPLETED" if found else
+                                      "found its predecessor COMPLETED", "submit" if chain.submitted
+                                      else "a new job of its script (sbatch)"))
     return (found.elapsed, found.state) if found else (0, None)
 
 
@@ -5648,7 +5650,9 @@ def resume_command(run_dirs, sbatch_args, **options):
 
     def resume(run_dir, log):
         result = resume_chain(run_dir, sbatch_args=sbatch_args, **options)
-        log(*result["log"])
+        log(*result["log"] + ["job %s runs %s, the first job's copy of its script: edit it there "
+                              "to change what the links run" % (result["job"], result["script"])]
+            * (os.path.basename(result["script"]) == SCRIPT_COPY))
         words = "resumed: job %s continues the chain (walltime so far %s%s)" % (
             result["job"], format_duration(result["walltime"]), ", of which %d s of the last link "
             "counted now" % result["counted"] if result["counted"] else "")

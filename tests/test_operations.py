@@ -918,7 +918,8 @@ def test_resume_with_a_larger_cap_after_the_chain_stopped_at_it(cluster, run_dir
 def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, monkeypatch,
                                            situation):
     script, successor = start_chain(cluster, run_dir)
-    expected = {"live": "is live", "completed": "nothing to resume; submit starts a new run",
+    expected = {"live": "is live",  # a pasted prologue's chain: submit refuses its script
+                "completed": "nothing to resume; a new job of its script (sbatch) starts a new run",
                 "finished": "found its predecessor COMPLETED): nothing to resume",
                 "not a chain": "is not a chain", "corrupt": "corrupt state file",
                 "copied": "keep their state in %s, whose chain" % run_dir,  # the links would run there
@@ -1047,6 +1048,8 @@ def test_resume_of_a_rendered_chain_uses_the_saved_script(cluster, run_dir, caps
     assert status == 0, err
     saved = os.path.join(run_dir, rc.SCRIPT_COPY)
     assert cluster.calls("sbatch")[-1]["argv"][-1] == saved
+    # a new user edited the script they had pasted the prologue into: say which one runs
+    assert "runs %s, the first job's copy of its script: edit it there" % saved in err, err
     assert cluster.calls("sbatch")[-1]["cwd"] == cluster.root  # from the job's own directory
     assert cluster.run_link(saved, out.strip()).returncode == 0
 
