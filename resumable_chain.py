@@ -2073,7 +2073,9 @@ def wait_to_be_named(store, snapshot, job_id, environ, warnings, *, sleep=time.s
     named = environ.get(NAMED_ENV) == "1"
     if not unnamed(snapshot, job_id, environ):
         return snapshot
-    if not named:  # a second chain?
+    if not named:  # a second chain? (a copy's goes on where it was made)
+        if getattr(elsewhere(store, snapshot.record), "copied", False):
+            return snapshot
         last = SLURM.final(snapshot.record.job)
         if last is not None and base_state(last.state) == "COMPLETED":
             return snapshot  # the chain finished (its journal could not say so): a new one starts
@@ -2277,7 +2279,8 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
 def check_no_live_chain(store, record, job_id, cluster, warnings):
     """Refuse a first job beside a chain whose links still run or wait; warn when squeue cannot
     tell (a safety net must not block a restart)."""
-    if record is None or record.action not in WORK_ACTIONS:
+    if record is None or record.action not in WORK_ACTIONS or getattr(elsewhere(
+            store, record), "copied", False):  # a copy's jobs: its original's chain, elsewhere
         return
     links = [job for job in (record.job, record.successor) if job]
     try:
@@ -2289,6 +2292,39 @@ def check_no_live_chain(store, record, job_id, cluster, warnings):
     refuse_live(store.directory, live, "job %s would start a second chain; no work, no "
                 "successor (cancel it with resumable-chain cancel %s)" % (job_id, shell_quote(
                     store.directory)))
+
+
+def elsewhere(store, record, submitted=None):
+    """Elsewhere if the links of the chain in store's directory (its record, submit's) keep their
+    state in another run directory (this one was copied or moved), or None: as the prologue of
+    the script its next link runs says (Slurm's spool copy gone: the first job's copy)."""
+    spec = record.next or {}
+    script = spec.get("script") or (submitted or {}).get("script")
+    if script and not os.path.isfile(script):
+        script = store.path(SCRIPT_COPY)
+    home = script and prologue_run_dir(script)
+    if not home:
+        return None
+    home = home.replace("%a", option_value(spec.get("sbatch_args") or (), "--array") or "%a")
+    with contextlib.suppress(OSError):  # none there: moved
+        if os.path.samefile(home, store.directory):
+            return None
+    return Elsewhere(store.directory, home, holds_chain(home))
+
+
+def prologue_run_dir(script):
+    """The absolute run directory a job script's prologue step names (0.1 wrote ``--max-retries
+    3`` first), or None: where its links keep their state, whatever resume was given."""
+    import shlex
+    with contextlib.suppress(OSError, ValueError, StateError), open(open_own_file(  # status too
+            script, os.O_RDONLY, what="job script", owned=False), "rb") as handle:
+        for line in os.fsdecode(handle.read(1 << 16)).splitlines():  # paths as os has them
+            if " prologue --" in line and not line.lstrip().startswith("#"):  # the in-job step's
+                words = shlex.split(line.split(" prologue ", 1)[1]) + ["--"]
+                named = next((word for word in words[:words.index("--")]  # not the script's
+                              if not word.startswith("-")), "")
+                return named if os.path.isabs(named) else None
+    return None
 
 
 # ---------------------------------------------------------------------------
@@ -4269,7 +4305,7 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             store = chain_store(run_dir)
             store.owner = owner
             chain = chain_in(run_dir, store)
-            copy = elsewhere(chain)  # its files name another's jobs, or it was moved here
+            copy = elsewhere(store, chain.record, chain.submitted)  # another's jobs, or moved
             if copy:
                 raise copy
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
@@ -4734,7 +4770,7 @@ def cancel_chains(run_dirs, dry_run=False):
         try:  # the path checked is the path used (no "x/.." detour)
             chain = chain_in(os.path.abspath(run_dir)).whole()
             check_owned_dir(chain.store.directory)  # a dry run or an ended chain: to its owner
-            copy = elsewhere(chain)
+            copy = elsewhere(chain.store, chain.record, chain.submitted)
             if copy and copy.copied:  # a moved chain's jobs are its own: they stop at once
                 raise StateError("%s; nothing cancelled (cancel that chain by its directory)"
                                  % copy)
@@ -4849,16 +4885,14 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
 def interrupts_held():
     """Ctrl-C held back through the block (a queued job's guard, record and release: all of it,
     or a failure cancels it); yields a list that holds a True if one came."""
-    came = []
-    try:
+    came, previous = [], False
+    with contextlib.suppress(ValueError):  # not the main thread, which alone gets signals
         previous = signal.signal(signal.SIGINT, lambda *_: came.append(True))
-    except ValueError:  # not the main thread, which alone gets signals
-        previous = None
     try:
         yield came
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        if previous is not False:  # None: not set from Python
+            signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
 
 
 def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
@@ -4990,7 +5024,7 @@ def _check_run_dir(run_dir, force):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
     check_chain_place(run_dir)
     old = read_chain(chain_store(run_dir)).whole()  # then _chain_defaults: nothing planted
-    copy = elsewhere(old)  # its jobs are another chain's
+    copy = elsewhere(old.store, old.record, old.submitted)  # its jobs: another chain's
     live = [] if copy and copy.copied else Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(
         old.candidates())
     if not force:
@@ -5174,7 +5208,7 @@ def _recorded_next_link(chain, given):
     if not os.path.isfile(spec.script):
         raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
                          "cannot resume (%s)" % (spec.script, store.path(SCRIPT_COPY), moved))
-    home = elsewhere(chain)
+    home = elsewhere(store, chain.record, chain.submitted)
     if home:
         raise StateError("%s: submit a new chain here" % home)
     original, copy = chain.submitted.get("original"), chain.submitted.get("script")
@@ -5194,39 +5228,6 @@ def _recorded_next_link(chain, given):
                          "and walltime count anew)" % (original, copy, shell_quote(original),
                                                        shell_quote(copy)))
     return spec
-
-
-def elsewhere(chain):
-    """Elsewhere if the chain's links keep their state in another run directory (this one was
-    copied or moved), or None: as the prologue of the script its next link runs says (Slurm's
-    spool copy gone: the first job's copy)."""
-    spec = chain.record.next or {}
-    script = spec.get("script") or chain.submitted.get("script")
-    if script and not os.path.isfile(script):
-        script = chain.store.path(SCRIPT_COPY)
-    home = script and prologue_run_dir(script)
-    if not home:
-        return None
-    home = home.replace("%a", option_value(spec.get("sbatch_args") or (), "--array") or "%a")
-    with contextlib.suppress(OSError):  # none there: moved
-        if os.path.samefile(home, chain.store.directory):
-            return None
-    return Elsewhere(chain.store.directory, home, holds_chain(home))
-
-
-def prologue_run_dir(script):
-    """The absolute run directory a job script's prologue step names (0.1 wrote ``--max-retries
-    3`` first), or None: where its links keep their state, whatever resume was given."""
-    import shlex
-    with contextlib.suppress(OSError, ValueError, StateError), open(open_own_file(  # status too
-            script, os.O_RDONLY, what="job script", owned=False), "rb") as handle:
-        for line in os.fsdecode(handle.read(1 << 16)).splitlines():  # paths as os has them
-            if " prologue --" in line and not line.lstrip().startswith("#"):  # the in-job step's
-                words = shlex.split(line.split(" prologue ", 1)[1]) + ["--"]
-                named = next((word for word in words[:words.index("--")]  # not the script's
-                              if not word.startswith("-")), "")
-                return named if os.path.isabs(named) else None
-    return None
 
 
 DURATION_HELP = "a Slurm duration such as 48:00:00 (a bare number is minutes) or seconds as 5400s"

@@ -2688,3 +2688,17 @@ def test_ctrl_c_once_resume_queued_its_job_resumes_the_whole_chain(cluster, run_
     job = out.strip()
     assert status == 0 and "Ctrl-C came once job %s was queued" % job in err, err
     assert not cluster.job(job)["held"] and json.loads(read(run_dir, rc.JOURNAL_FILE))["job"] == job
+
+
+def test_a_first_job_in_a_copy_of_a_live_run_directory_starts_its_own_chain(cluster, tmp_path):
+    """Its copied files name the original chain's live jobs, which are no second chain here
+    (cancel of the copy rightly refuses to stop them)."""
+    run_dir, copy = str(tmp_path / "live"), str(tmp_path / "copy")
+    start_chain(cluster, run_dir)
+    shutil.copytree(run_dir, copy, symlinks=True)
+    script = cluster.write_script(copy, name="copy.sh")
+    result = cluster.run_link(script, 2000)
+    assert result.returncode == 0, result.stderr
+    assert "a new chain in %s" % copy in result.stderr and read(copy, rc.CHAIN_FILE) == "2000\n"
+    assert read(copy, rc.CHAIN_FILE + rc.PREVIOUS_SUFFIX) == "100\n"
+    assert cluster.calls("scancel") == [] and cluster.job(1000)["state"] == "PENDING"
