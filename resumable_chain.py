@@ -363,15 +363,13 @@ class Missing(StateError):
     """No such file: told by the failed open itself (a look afterwards races a new writer)."""
 
 
-class Elsewhere(StateError):
-    """A run directory copied (``copied``: whose files name the jobs of the chain in ``home``) or
-    moved from ``home``, where its chain's links keep their state."""
+class Copied(StateError):
+    """A run directory copied from the chain in ``home``: its files name that chain's jobs."""
 
-    def __init__(self, run_dir, home, copied):
-        self.home, self.copied = home, copied
-        StateError.__init__(self, "the chain in %s was %s: its links keep their state in %s%s" % (
-            run_dir, "copied" if copied else "moved", home, ", whose chain its files' jobs are"
-            if copied else ", where it was made"))
+    def __init__(self, run_dir, home):
+        self.home = home
+        StateError.__init__(self, "%s is a copy of the chain in %s: its files name that chain's "
+                            "jobs" % (run_dir, home))
 
 
 class LostEvents(StateError):
@@ -627,13 +625,14 @@ class Slurm(object):
             return self.submit(options, script, script_args, cwd, named)
         except (StateError, KeyboardInterrupt) as failure:  # Ctrl-C too: the job may exist
             error = str(failure) or "interrupted"
-            try:
-                created = parse_held_by_script(self.mine("%A|%o|%r"), os.path.abspath(script))
-            except StateError as unknown:
-                raise StateError("%s; squeue cannot tell whether it created a held job anyway "
-                                 "(%s): scancel any held job of yours running %s"
-                                 % (error, unknown, script))
-            failed = sorted(set((created and self.cancel(created) or {}).values()))
+            with interrupts_held():  # a second Ctrl-C waits for the cleanup
+                try:
+                    created = parse_held_by_script(self.mine("%A|%o|%r"), os.path.abspath(script))
+                except StateError as unknown:
+                    raise StateError("%s; squeue cannot tell whether it created a held job "
+                                     "anyway (%s): scancel any held job of yours running %s"
+                                     % (error, unknown, script))
+                failed = sorted(set((created and self.cancel(created) or {}).values()))
             if failed:
                 raise StateError("%s; it created held job %s anyway, which could not be cancelled "
                                  "(%s): scancel it" % (error, " ".join(created), "; ".join(failed)))
@@ -678,8 +677,8 @@ COMMAND = "resumable-chain"  # as main() found it run; what messages say is prin
 def main(argv=None):
     """Run the command line; return the exit status."""
     global COMMAND
-    argv0 = (getattr(sys, "argv", None) or [""])[0]  # an embedding interpreter may have none
-    argv, COMMAND = sys.argv[1:] if argv is None else argv, command_name(argv0)
+    words = getattr(sys, "argv", None) or [""]  # an embedding interpreter may have none
+    argv, COMMAND = words[1:] if argv is None else argv, command_name(words[0])
     try:
         if not isinstance(argv, (list, tuple)) or not all(isinstance(word, str) for word in argv):
             raise ValueError("argv must be a list of strings, got %r" % (argv,))  # a driver's
@@ -1183,6 +1182,11 @@ _limit = functools.partial(_count, most=MAX_TIME_LIMIT)  # a Slurm time limit
 _max_retries = functools.partial(_count, most=MAX_RETRIES_LIMIT)  # as check_max_retries
 
 
+def is_words(words):  # a command line's (none holds a NUL), at most MAX_WORDS
+    return isinstance(words, (list, tuple)) and len(words) <= MAX_WORDS and all(
+        isinstance(word, str) and "\0" not in word for word in words)
+
+
 def _one_of(*allowed):
     return lambda value: value in allowed
 
@@ -1202,8 +1206,7 @@ def _next_link_ok(value):
             "script", "job_name")) or not SUBMIT_CHECKS["workdir"](value.get("workdir")):
         return False
     lists = [value.get(name) or [] for name in ("sbatch_args", "script_args")]
-    if not all(isinstance(words, list) and len(words) <= MAX_WORDS and all(
-            isinstance(word, str) and "\0" not in word for word in words) for words in lists):
+    if not all(isinstance(words, list) and is_words(words) for words in lists):
         return False
     with contextlib.suppress(ValueError):  # an array task's links: --array=<task>, no more
         chain_sbatch_args(without_options(lists[0], ("--array",)))
@@ -2074,7 +2077,7 @@ def wait_to_be_named(store, snapshot, job_id, environ, warnings, *, sleep=time.s
     if not unnamed(snapshot, job_id, environ):
         return snapshot
     if not named:  # a second chain? (a copy's goes on where it was made)
-        if getattr(elsewhere(store, snapshot.record), "copied", False):
+        if copied_from(store, snapshot.record):
             return snapshot
         last = SLURM.final(snapshot.record.job)
         if last is not None and base_state(last.state) == "COMPLETED":
@@ -2279,8 +2282,8 @@ def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
 def check_no_live_chain(store, record, job_id, cluster, warnings):
     """Refuse a first job beside a chain whose links still run or wait; warn when squeue cannot
     tell (a safety net must not block a restart)."""
-    if record is None or record.action not in WORK_ACTIONS or getattr(elsewhere(
-            store, record), "copied", False):  # a copy's jobs: its original's chain, elsewhere
+    if record is None or record.action not in WORK_ACTIONS or copied_from(
+            store, record):  # a copy's jobs: its original's chain, elsewhere
         return
     links = [job for job in (record.job, record.successor) if job]
     try:
@@ -2294,22 +2297,20 @@ def check_no_live_chain(store, record, job_id, cluster, warnings):
                     store.directory)))
 
 
-def elsewhere(store, record, submitted=None):
-    """Elsewhere if the links of the chain in store's directory (its record, submit's) keep their
-    state in another run directory (this one was copied or moved), or None: as the prologue of
-    the script its next link runs says (Slurm's spool copy gone: the first job's copy)."""
+def copied_from(store, record, submitted=None):
+    """The run directory the chain in store's directory was copied from (another chain's, whose
+    jobs its files name), or None: as its own copy of its links' script says (submit's, else the
+    first job's). Never a file outside it, which others or a later edit could change."""
     spec = record.next or {}
-    script = spec.get("script") or (submitted or {}).get("script")
-    if script and not os.path.isfile(script):
-        script = store.path(SCRIPT_COPY)
-    home = script and prologue_run_dir(script)
+    script = store.path(os.path.basename(spec.get("script") or (submitted or {}).get(
+        "script") or SCRIPT_COPY))
+    home = prologue_run_dir(script if os.path.isfile(script) else store.path(SCRIPT_COPY))
     if not home:
         return None
     home = home.replace("%a", option_value(spec.get("sbatch_args") or (), "--array") or "%a")
-    with contextlib.suppress(OSError):  # none there: moved
-        if os.path.samefile(home, store.directory):
-            return None
-    return Elsewhere(store.directory, home, holds_chain(home))
+    with contextlib.suppress(OSError):  # not there: moved, or not seen from here (resume says)
+        return None if os.path.samefile(home, store.directory) or not holds_chain(home) else home
+    return None
 
 
 def prologue_run_dir(script):
@@ -4305,9 +4306,9 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
             store = chain_store(run_dir)
             store.owner = owner
             chain = chain_in(run_dir, store)
-            copy = elsewhere(store, chain.record, chain.submitted)  # another's jobs, or moved
+            copy = copied_from(store, chain.record, chain.submitted)  # another's jobs
             if copy:
-                raise copy
+                raise Copied(run_dir, copy)
             plan = StatusPlan(run_dir, chain._replace(jobs=chain.jobs[-rows:]), len(chain.jobs),
                               *(_roles(chain, rows) + cluster_to_ask(chain.record.cluster, here)))
             wanted.setdefault(plan.cluster, collections.OrderedDict()).update(
@@ -4332,9 +4333,9 @@ def chains_status(run_dirs, rows=COLLECTION_ROWS):
 def unreadable_status(run_dir, error):
     problem = str(error) if isinstance(error, StateError) else (
         "cannot read the chain safely (%s: %s)" % (type(error).__name__, error))
-    situation = ("copied" if error.copied else "moved") if isinstance(error, Elsewhere) else \
-        "unreadable" if holds_chain(run_dir) or os.path.isdir(run_dir) and not os.access(
-            run_dir, os.R_OK | os.X_OK) else "no chain"
+    situation = "copied" if isinstance(error, Copied) else "unreadable" if holds_chain(
+        run_dir) or os.path.isdir(run_dir) and not os.access(run_dir, os.R_OK | os.X_OK) else \
+        "no chain"
     verdict = _verdict_of(situation, {"problem": problem, "home": shell_quote(getattr(
         error, "home", "")), "run_dir": shell_quote(os.path.abspath(run_dir))})
     return dict(dict.fromkeys(("max_walltime", "walltime_left", "max_retries", "successor",
@@ -4554,8 +4555,6 @@ VERDICTS = {
     "copied": ("unknown", "{problem}", "resumable-chain status {home} shows that chain; "
                "resumable-chain submit {run_dir} --force [OPTIONS] -- SCRIPT starts one here",
                False),
-    "moved": ("broken", "{problem}", "move it back (mv {run_dir} {home}), or start a new chain "
-              "here: resumable-chain submit {run_dir} --force [OPTIONS] -- SCRIPT", True),
     "cancelled": ("stopped", "cancelled with the cancel command ({cancelled})",
                   "{resume} continues it (the walltime so far is kept)", False),
     "cancelled unstarted": ("stopped", "cancelled with the cancel command ({cancelled})",
@@ -4770,10 +4769,10 @@ def cancel_chains(run_dirs, dry_run=False):
         try:  # the path checked is the path used (no "x/.." detour)
             chain = chain_in(os.path.abspath(run_dir)).whole()
             check_owned_dir(chain.store.directory)  # a dry run or an ended chain: to its owner
-            copy = elsewhere(chain.store, chain.record, chain.submitted)
-            if copy and copy.copied:  # a moved chain's jobs are its own: they stop at once
+            copy = copied_from(chain.store, chain.record, chain.submitted)
+            if copy:
                 raise StateError("%s; nothing cancelled (cancel that chain by its directory)"
-                                 % copy)
+                                 % Copied(run_dir, copy))
             groups.setdefault(chain.record.cluster, collections.OrderedDict())[run_dir] = chain
         except (StateError, ValueError) as error:
             results[run_dir] = error
@@ -4885,14 +4884,17 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
 def interrupts_held():
     """Ctrl-C held back through the block (a queued job's guard, record and release: all of it,
     or a failure cancels it); yields a list that holds a True if one came."""
-    came, previous = [], False
+    came, previous = [], signal.getsignal(signal.SIGINT)
     with contextlib.suppress(ValueError):  # not the main thread, which alone gets signals
-        previous = signal.signal(signal.SIGINT, lambda *_: came.append(True))
+        if previous is not signal.SIG_IGN:  # nohup, a shell's background job: none comes
+            signal.signal(signal.SIGINT, lambda *_: came.append(True))
     try:
         yield came
     finally:
-        if previous is not False:  # None: not set from Python
+        with contextlib.suppress(ValueError):  # None: not set from Python
             signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+    if came and callable(previous) and previous is not signal.default_int_handler:
+        previous(signal.SIGINT, None)  # a driver's handler hears it, once all is done
 
 
 def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
@@ -4961,9 +4963,8 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
                  notify=None, warn=None, task=None, before_queueing=None, slurm=None):
     """Make SCRIPT resumable in run_dir and submit its first job held until all is written, or
     nothing; ``task``: a sweep's; ``before_queueing()`` runs right before sbatch."""
-    if not (isinstance(script_args, (list, tuple)) and all(isinstance(word, str) and "\0" not in
-                                                           word for word in script_args)):
-        raise ValueError("script_args must be a list of words, got %r" % (script_args,))
+    if not is_words(script_args):  # as the submit record's, read back
+        raise ValueError("script_args must be a list of words, got %.60r" % (script_args,))
     header, body = read_batch_script(check_path(script, "script"))
     if PROLOGUE_TEMPLATE.split("{", 1)[0] in header + body:  # right after #SBATCH lines too
         raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "
@@ -4999,13 +5000,13 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
             for directory in reversed(created):
                 os.rmdir(directory)
         raise
-    submitted = {"first_job": first_job, "cluster": named or slurm.name(),
-                 "script": copy_path, "original": os.path.abspath(script),
-                 "sbatch_args": sbatch_args + one_task, "script_args": list(script_args),
-                 "max_retries": max_retries, "max_walltime": max_walltime,
-                 "workdir": os.getcwd(), "budget_dir": budget_dir and os.path.abspath(budget_dir),
-                 "notify": notify, "warn": warn, "python": python, "time": int(time.time())}
     with interrupts_held() as interrupted:  # queued: all of it, or (a failure) none
+        submitted = {"first_job": first_job, "cluster": named or slurm.name(), "script":
+                     copy_path, "original": os.path.abspath(script), "sbatch_args": sbatch_args
+                     + one_task, "script_args": list(script_args), "max_retries": max_retries,
+                     "max_walltime": max_walltime, "workdir": os.getcwd(), "budget_dir":
+                     budget_dir and os.path.abspath(budget_dir), "notify": notify, "warn": warn,
+                     "python": python, "time": int(time.time())}
         submitted["guard"], guard_error = (None, "sbatch named cluster %s" % named) if named \
             else queue_guard(first_job, run_dir, option_value(script_directives(
                 header) + sbatch_args, "--job-name"), os.environ, python=python)
@@ -5024,9 +5025,8 @@ def _check_run_dir(run_dir, force):
         raise StateError("run directory %s exists and is not a directory" % run_dir)
     check_chain_place(run_dir)
     old = read_chain(chain_store(run_dir)).whole()  # then _chain_defaults: nothing planted
-    copy = elsewhere(old.store, old.record, old.submitted)  # its jobs: another chain's
-    live = [] if copy and copy.copied else Slurm(cluster_to_ask(old.record.cluster)[0]).jobs(
-        old.candidates())
+    live = [] if copied_from(old.store, old.record, old.submitted) else Slurm(  # another's jobs
+        cluster_to_ask(old.record.cluster)[0]).jobs(old.candidates())
     if not force:
         refuse_live(run_dir, live, "cancel it first (resumable-chain cancel %s) or pass --force "
                     "to cancel the live chain and start anew" % shell_quote(run_dir))
@@ -5145,7 +5145,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         log.insert(0, "WARNING: could not queue a guard for job %s (%s): if it dies before its "
                    "prologue, resume again" % (job, guard_error))
     return {"job": job, "walltime": record.walltime, "counted": counted, "log": log,
-            "script": next_link.script}
+            "script": next_link.script, "interrupted": bool(interrupted)}
 
 
 def _resumed_record(snapshot, previous, counted, state, options):
@@ -5208,9 +5208,11 @@ def _recorded_next_link(chain, given):
     if not os.path.isfile(spec.script):
         raise StateError("the chain's job script %s is gone and no copy was saved (%s); "
                          "cannot resume (%s)" % (spec.script, store.path(SCRIPT_COPY), moved))
-    home = elsewhere(store, chain.record, chain.submitted)
-    if home:
-        raise StateError("%s: submit a new chain here" % home)
+    named = (prologue_run_dir(spec.script) or "").replace("%a", option_value(  # a sweep's task
+        spec.sbatch_args, "--array") or "%a")
+    if named and not (os.path.isdir(named) and os.path.samefile(named, store.directory)):
+        raise StateError("the chain's job script %s keeps its state in %s, not in %s: %s"
+                         % (spec.script, named, store.directory, moved))
     original, copy = chain.submitted.get("original"), chain.submitted.get("script")
     try:
         if copy != spec.script or os.stat(original).st_mtime <= os.stat(copy).st_mtime:
@@ -5649,10 +5651,16 @@ def budget_command(budget_dir, max_walltime=None, json=False):
 def resume_command(run_dirs, sbatch_args, **options):
     _log(*filter(None, [module_warning()]))
 
+    interrupted = []  # Ctrl-C: the chains after it are left as they are
+
     def resume(run_dir, log):
+        if interrupted:
+            raise StateError("not resumed: Ctrl-C came before its turn")
         result = resume_chain(run_dir, sbatch_args=sbatch_args, **options)
-        log(*result["log"] + ["job %s runs %s, the first job's copy of its script: edit it there "
-                              "to change what the links run" % (result["job"], result["script"])]
+        interrupted.extend([True] * result["interrupted"])
+        log(*result["log"] + ["job %s runs %s, the first job's copy of its script: edit it to "
+                              "change what the links queued from then on run" % (
+                                  result["job"], result["script"])]
             * (os.path.basename(result["script"]) == SCRIPT_COPY))
         words = "resumed: job %s continues the chain (walltime so far %s%s)" % (
             result["job"], format_duration(result["walltime"]), ", of which %d s of the last link "

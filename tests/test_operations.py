@@ -922,8 +922,8 @@ def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, m
                 "completed": "nothing to resume; a new job of its script (sbatch) starts a new run",
                 "finished": "found its predecessor COMPLETED): nothing to resume",
                 "not a chain": "is not a chain", "corrupt": "corrupt state file",
-                "copied": "keep their state in %s, whose chain" % run_dir,  # the links would run there
-                "moved": "keep their state in %s, where it was made" % run_dir}.get(situation)
+                "copied": "keeps its state in %s, not in" % run_dir,  # the links would run there
+                "moved": "keeps its state in %s, not in" % run_dir}.get(situation)
     target = run_dir
     if situation == "completed":
         cluster.finish(100, "COMPLETED", 5)
@@ -1049,7 +1049,7 @@ def test_resume_of_a_rendered_chain_uses_the_saved_script(cluster, run_dir, caps
     saved = os.path.join(run_dir, rc.SCRIPT_COPY)
     assert cluster.calls("sbatch")[-1]["argv"][-1] == saved
     # a new user edited the script they had pasted the prologue into: say which one runs
-    assert "runs %s, the first job's copy of its script: edit it there" % saved in err, err
+    assert "runs %s, the first job's copy of its script: edit it to change" % saved in err, err
     assert cluster.calls("sbatch")[-1]["cwd"] == cluster.root  # from the job's own directory
     assert cluster.run_link(saved, out.strip()).returncode == 0
 
@@ -2613,12 +2613,12 @@ def test_a_copy_of_a_live_run_directory_never_acts_on_the_chain_it_was_copied_fr
     if command == "status":
         status, out, err = run_cli(cluster, capsys, monkeypatch, "status", copy, "--json")
         report = json.loads(out)
-        assert report["verdict"] == "unknown: the chain in %s was copied: its links keep their " \
-            "state in %s, whose chain its files' jobs are" % (copy, run_dir), report
+        assert report["verdict"] == "unknown: %s is a copy of the chain in %s: its files name " \
+            "that chain's jobs" % (copy, run_dir), report
         assert report["jobs"] == [] and "status %s" % run_dir in report["next"], report
     elif command == "cancel":
         status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", copy)
-        assert status == 2 and "was copied" in err and "nothing cancelled" in err, err
+        assert status == 2 and "is a copy of the chain in" in err and "nothing cancelled" in err
     else:
         status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", copy, "--force",
                                    "--time=10", script)
@@ -2626,22 +2626,8 @@ def test_a_copy_of_a_live_run_directory_never_acts_on_the_chain_it_was_copied_fr
     assert cluster.calls("scancel") == [] and set(live) <= set(cluster.pending())
 
 
-def test_status_of_a_moved_run_directory_says_where_its_links_keep_their_state(
-        cluster, run_dir, tmp_path, capsys, monkeypatch):
-    """A new user's trial: after mv runs/mv1 runs/mv2, status said resume continues the chain,
-    and resume refused (the links keep their state where the chain was made)."""
-    start_chain(cluster, run_dir)
-    moved = str(tmp_path / "moved")
-    os.rename(run_dir, moved)
-    status, out, err = run_cli(cluster, capsys, monkeypatch, "status", moved, "--json", "--check")
-    report = json.loads(out)
-    assert status == 1 and report["verdict"] == "broken: the chain in %s was moved: its links " \
-        "keep their state in %s, where it was made" % (moved, run_dir), report
-    assert report["next"].startswith("move it back (mv %s %s)" % (moved, rc.shell_quote(
-        run_dir))), report
-
-
-@pytest.mark.parametrize("at", ["staging the script", "queueing the guard", "the release"])
+@pytest.mark.parametrize("at", ["staging the script", "naming the cluster", "queueing the guard",
+                                "the release"])
 def test_ctrl_c_during_submit_leaves_all_of_the_chain_or_none(cluster, tmp_path, capsys,
                                                               monkeypatch, at):
     """A new user's trial on 22.05: Ctrl-C 0.1 to 0.3 s into submit left a held job no chain
@@ -2649,7 +2635,8 @@ def test_ctrl_c_during_submit_leaves_all_of_the_chain_or_none(cluster, tmp_path,
     script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH -t 5\ntrue\n")
     run_dir = str(tmp_path / "r")
     where = {"staging the script": (rc.StateStore, "write_text"), "the release": (
-        rc.Slurm, "release"), "queueing the guard": (rc, "queue_guard")}[at]
+        rc.Slurm, "release"), "queueing the guard": (rc, "queue_guard"), "naming the cluster": (
+        rc.Slurm, "name")}[at]
     original = getattr(*where)
 
     def ctrl_c_then(*args, **kwargs):
@@ -2702,3 +2689,26 @@ def test_a_first_job_in_a_copy_of_a_live_run_directory_starts_its_own_chain(clus
     assert "a new chain in %s" % copy in result.stderr and read(copy, rc.CHAIN_FILE) == "2000\n"
     assert read(copy, rc.CHAIN_FILE + rc.PREVIOUS_SUFFIX) == "100\n"
     assert cluster.calls("scancel") == [] and cluster.job(1000)["state"] == "PENDING"
+
+
+@pytest.mark.parametrize("handler", ["ignored (nohup)", "a driver's own"])
+def test_a_held_back_ctrl_c_is_what_the_caller_would_have_heard(cluster, tmp_path, capsys,
+                                                               monkeypatch, handler):
+    script = write(str(tmp_path / "s.sh"), "#!/bin/bash\n#SBATCH -t 5\ntrue\n")
+    original, heard = rc.queue_guard, []
+
+    def ctrl_c_then(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(rc, "queue_guard", ctrl_c_then)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if handler.startswith("ignored") else
+                             lambda *_: heard.append(True))
+    try:
+        status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", str(tmp_path / "r"),
+                                   script)
+        now = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert status == 0 and out == "1000\n" and now is not signal.default_int_handler, err
+    assert ("Ctrl-C came" in err, heard) == ((False, []) if handler.startswith("ignored") else (
+        True, [True])), err
