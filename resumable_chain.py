@@ -4102,9 +4102,16 @@ def parse_guard(text, job_id):
 
 
 def parse_held_by_script(text, script):
-    """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %A|%o|%r``)."""
-    return [job_id for job_id, command, reason in _rows(text, 3)
-            if command == script and reason == "JobHeldUser"]
+    """Job IDs held by their user whose batch script is ``script`` (``squeue -h -o %A|%o|%r``;
+    22.05 shows the script's arguments after it, which may hold a "|")."""
+    held = []
+    for line in (text or "").splitlines():
+        job_id, _, rest = line.strip().partition("|")
+        command, _, reason = rest.rpartition("|")
+        if is_job_id(job_id) and reason == "JobHeldUser" and (command + " ").startswith(
+                script + " "):
+            held.append(job_id)
+    return held
 
 
 def parse_partition(text, name=None):
@@ -5547,9 +5554,10 @@ def submit_command(run_dir, sbatch_args, script, script_args, looks=(), **option
             raise StateError("task %d: %s; %s queued: submit the rest with --array=%s" % (
                 each, str(error) or "interrupted", queued if done else "nothing is",
                 array_spec(tasks[done:])))
-        _log(*_submitted_lines(result, script))
-        _write(result["job"] + "\n")
-        if result["interrupted"] and tasks and each != tasks[-1]:  # Ctrl-C: the rest stays
+        with interrupts_held() as late:  # queued whole: said whole, its job ID too
+            _log(*_submitted_lines(result, script))
+            _write(result["job"] + "\n")
+        if (result["interrupted"] or late) and tasks and each != tasks[-1]:  # the rest stays
             raise StateError("interrupted: task%s queued: submit the rest with --array=%s" % (
                 " %s is" % each if done == 0 else "s %s are" % array_spec(tasks[:done + 1]),
                 array_spec(tasks[done + 1:])))

@@ -448,6 +448,15 @@ def test_parse_held_by_script_finds_only_the_held_job_running_that_script(releas
     assert rc.parse_held_by_script(stdout, "/tmp/rcprobe/other.sh") == []
 
 
+@pytest.mark.parametrize("release,held", [("22.05", ["9649", "9648"]), ("26.05", ["9606"])])
+def test_a_held_job_is_found_by_its_script_whatever_its_arguments(release, held):
+    """A new user's Ctrl-C during submit on 22.05 left a held job: its squeue %o held the script's
+    arguments too (recorded: sbatch --hold heldtest.sh "a b" c; 22.05's second job has none)."""
+    stdout = recorded(release + "/squeue-held-with-args")[2]
+    assert rc.parse_held_by_script(stdout, "/tmp/heldtest.sh") == held
+    assert rc.parse_held_by_script(stdout, "/tmp/heldtest") == []
+
+
 @pytest.mark.parametrize("release,state", [("22.05", "CANCELLED"), ("24.11", "CANCELLED by 0"),
                                            ("26.05", "CANCELLED by 0")])
 def test_parse_sacct_tells_a_launch_failure_from_a_cancel_before_start(release, state):

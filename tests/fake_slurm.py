@@ -331,7 +331,8 @@ def squeue(argv, cluster, now):
         start = job.get("start", "N/A")
         line = (fmt.replace("%i", array_id(job_id, job, "%s_[%s]")).replace("%A", job_id)
                 .replace("%T", base).replace("%E", dependency)
-                .replace("%o", os.path.abspath(job.get("script") or "/tmp/job.sh"))
+                .replace("%o", " ".join([os.path.abspath(job.get("script") or "/tmp/job.sh")]
+                                        + job.get("args", [])))  # 22.05: with its arguments
                 .replace("%M", seconds_to_clock(job.get("elapsed", 0)))
                 .replace("%S", "N/A" if start == "Unknown" else start).replace("%l", limit)
                 .replace("%r", job.get("reason") or ("JobHeldUser" if job.get("held")
