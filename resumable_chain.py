@@ -1252,8 +1252,7 @@ class StateStore(object):
         self.directory, self.job_over = directory, job_over
         self.lock_note = []  # the log line of a file lock (none for the kernel's record lock)
         self.acting = False  # set by locked(): from then on every file read must be the caller's
-        self.owner = None  # status: its directory's owner (their own chain's files are read as
-        # their resume reads them: what it would refuse is refused)
+        self.owner = None  # status: its directory's owner (their own chain: refuse as resume)
         self.notify_on_file = None  # NOTIFY_FILE as read or written ("": none), read at most once
 
     def path(self, name):
@@ -1439,8 +1438,7 @@ class StateStore(object):
                              % (self.path(CHAIN_FILE), error.strerror or error))
 
     def keep_previous(self):
-        """Under the lock: an old chain's files become ``*.prev`` (a new chain starts from none);
-        the paths kept."""
+        """Under the lock: an old chain's files become ``*.prev``; the paths kept."""
         paths = [self.path(name) for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE,
                  CANCEL_FILE, SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG)]
         old = [path for path in paths if os.path.isfile(path) and (  # an empty guard log: no
@@ -1465,9 +1463,8 @@ class StateStore(object):
             os.unlink(self.path(name))
 
     def apply(self, snapshot, record):
-        """Write a decided Record into the files, only what differs (idempotent); the snapshot
-        as now on disk. One directory fsync for the files it renamed: till then the synced
-        journal rolls them forward."""
+        """Write a decided Record into the files, only what differs; the snapshot as now on disk.
+        One directory fsync for the files renamed: till then the synced journal rolls them on."""
         renamed = False
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
@@ -1811,9 +1808,8 @@ def unsafe_path(path, what="run directory"):
 
 
 def path_walk(path):
-    """(path, lstat, True) of each directory the kernel looks a name up in on its way to ``path``
-    and (path, lstat, False) of each symlink it follows there (a symlink in a symlink's target
-    too), as far as the path exists."""
+    """(path, lstat, True) of each directory the kernel searches on its way to ``path``, and
+    (path, lstat, False) of each symlink it follows (nested ones too), as far as the path exists."""
     names, directory, held, walked = os.path.abspath(path).split(os.sep)[1:], os.sep, None, []
     while names and len(walked) < 1000:  # a symlink loop: the kernel's ELOOP says it
         name = names.pop(0)
@@ -2101,10 +2097,9 @@ def wait_to_be_named(store, snapshot, job_id, environ, warnings, *, sleep=time.s
 
 
 def _run_again(store, snapshot, next_link, environ, warnings):
-    """The journal's job is this one: the first run of a link ``resume`` queued (the journal
-    holds its decision), or the same job again (requeued, or rerun after a crash): count nothing
-    twice; nothing to redo once ``queued`` with a successor (a lowered time limit survives a
-    requeue), else queue one unless a killed run did (sbatch answered, no journal written)."""
+    """The journal's job is this one, run before (requeued, rerun after a crash) or queued by
+    ``resume`` (its decision journaled): count nothing twice; nothing to redo once ``queued`` with
+    a successor (a lowered limit survives a requeue), else queue one unless a killed run did."""
     record = snapshot.record
     if record.source == "resume" and snapshot.last_job != record.job:
         observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
@@ -2129,9 +2124,8 @@ def _run_again(store, snapshot, next_link, environ, warnings):
 def settle_place(store, snapshot, job_id, predecessor_id, warnings):
     """(the snapshot, the predecessor: the journal's for a job queued without a dependency) once
     the view shows the predecessor's record; refuse a second continuation or an older chain's."""
-    previous = snapshot.record
-    if predecessor_id is None and previous and previous.successor == job_id:
-        predecessor_id = previous.job
+    if predecessor_id is None and snapshot.record and snapshot.record.successor == job_id:
+        predecessor_id = snapshot.record.job
     lagged = view_lags(snapshot, predecessor_id)
     snapshot, waited = wait_for_view(store, snapshot, lambda now: view_lags(now, predecessor_id))
     if lagged:
@@ -2231,16 +2225,14 @@ def check_chain_place(run_dir):
 
 
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
-    """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link
-    never starts a fresh chain over an existing one), a copy of its script (Slurm's spool copy,
-    ``$0``, goes when the job ends; ``resume`` needs it; a failure costs only that), and a warning
-    when no --time reaches the successors."""
+    """A first job: no live chain beside it, an old chain's files kept as ``*.prev``, a copy of
+    its script (Slurm's spool copy, ``$0``, goes when the job ends; ``resume`` needs it; failing
+    costs only that), and a warning when no --time reaches the successors."""
     check_no_live_chain(store, snapshot.record, job_id, cluster, warnings)
     if snapshot.cancelled and (store.read_submitted() or {}).get("first_job") == job_id:
         return snapshot  # cancelled before it ran (plan_link stops it), not an older chain's mark
-    rendered = os.path.dirname(os.path.abspath(next_link.script)) != store.directory
     text, header = None, None  # submit checked where its chain goes, and kept its script
-    if rendered:
+    if os.path.dirname(os.path.abspath(next_link.script)) != store.directory:  # rendered
         with contextlib.suppress(OSError), open(next_link.script, "rb") as handle:
             text = handle.read().decode("utf-8", "surrogateescape")
         with contextlib.suppress(ValueError):  # not a batch script: sbatch said so already
