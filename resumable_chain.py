@@ -1252,7 +1252,7 @@ class StateStore(object):
         self.directory, self.job_over = directory, job_over
         self.lock_note = []  # the log line of a file lock (none for the kernel's record lock)
         self.acting = False  # set by locked(): from then on every file read must be the caller's
-        self.owner = None  # status: its directory's owner (their own chain: refuse as resume)
+        self.owner = None  # status: its directory's owner (one's own: refuse what resume would)
         self.notify_on_file = None  # NOTIFY_FILE as read or written ("": none), read at most once
 
     def path(self, name):
@@ -1299,8 +1299,7 @@ class StateStore(object):
         raw = self.read_bytes(CHAIN_FILE, tail=tail + 1)
         if raw is None:
             return []
-        # its first line may be cut; the error shows the tail read
-        lines = raw.partition(b"\n")[2] if len(raw) > tail else raw
+        lines = raw.partition(b"\n")[2] if len(raw) > tail else raw  # its first line may be cut
         jobs = lines.decode("ascii", "replace").split()
         words = " " + " ".join(jobs)  # checked at C speed: a planted MiB costs every status
         if not jobs or not words.replace(" ", "").isdigit() or " 0" in words or not all(
@@ -1501,9 +1500,8 @@ class StateStore(object):
         kind, why = lock_kind(self.directory)
         descriptor = open_own_file(path, os.O_RDWR | os.O_CREAT, mode=0o600, what="lock file")
         self.acting = True
-        token = None
+        token, deadline = None, time.monotonic() + wait
         try:
-            deadline = time.monotonic() + wait
             while True:
                 kernel = _try_lock(descriptor, path)
                 if not _same_file(descriptor, path):  # replaced (_replaced): lock the new file
