@@ -588,8 +588,7 @@ class Slurm(object):
 
     def final(self, job_id):
         """How a job ended (or where it is): the controller's Job, else accounting's, or None."""
-        job = self.controller(job_id).job
-        return job if job is not None else self.accounting([job_id])[0].get(job_id)
+        return self.controller(job_id).job or self.accounting([job_id])[0].get(job_id)
 
     def mine(self, fields):
         """``squeue -h -o FIELDS`` of this user's pending jobs; StateError if squeue fails (22.05
