@@ -718,7 +718,6 @@ def shell_quote(text):
 
 
 def run_step(step, argv):
-    """Run an in-job step; with --help, show its usage and docstring."""
     function, usage = STEPS[step]
     if argv[:1] in (["-h"], ["--help"]):
         _write("usage: resumable-chain %s %s\n\n%s\n" % (
