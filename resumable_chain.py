@@ -666,8 +666,7 @@ SLURM = Slurm()  # this environment's cluster
 
 # ---------------------------------------------------------------------------
 # 3. A link starts: main, the in-job step's words, the prologue step, who the link is, its
-#    predecessor asked at once (run_link lists a link's steps in the order they happen; the
-#    sections below follow it)
+#    predecessor asked at once (run_link lists its steps in order; the sections below follow it)
 # ---------------------------------------------------------------------------
 
 COMMAND = "resumable-chain"  # as main() found it run; what messages say is printed so (as_run)
