@@ -966,8 +966,7 @@ class Settings(dict):
 
 def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
              notify=None, warn=None, lookup=None):
-    """Everything a job's prologue does, its steps in order (each defined below, in this order;
-    ``lookup``: the pipe the controller's answer, asked as Python started, comes on); an Outcome."""
+    """Everything a job's prologue does, its steps in order (defined below in that order)."""
     job_id, predecessor_id = identify(environ)
     asked, window = time.monotonic(), lookup_window()
     answer = predecessor_id and lookup and _read_lookup(
@@ -1012,8 +1011,7 @@ def _read_lookup(lookup, job_id, timeout):
 
 
 def scontrol_fields(text):
-    """{name: value} of the first job ``scontrol show job -o`` prints (an array's tasks follow);
-    the last one wins, as Slurm prints the real field last."""
+    """{name: value} of the first job ``scontrol show job -o`` prints; a name's last is real."""
     words = (word.partition("=") for word in (text or "").split("\nJobId=")[0].split())
     return {name: value for name, _, value in words if value}
 
