@@ -3170,13 +3170,11 @@ def draw_on_budget(budget_dir, record, observation, warnings):
 def budget_report(budget_dir):
     """The shared budget's figures (``budget --json``), ended links settled in what it shows."""
     budget = chain_store(check_path(budget_dir, "budget_dir")).read_budget()
-    try:
-        settled = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
-    except StateError:
-        settled = budget  # squeue unreachable: show what is known
-    return {"dir": os.path.abspath(budget_dir), "cap": settled.cap, "used": settled.settled,
-            "reserved": sum(settled.reservations.values()), "left": budget_left(settled),
-            "reservations": dict(settled.reservations), "cluster": settled.cluster}
+    with contextlib.suppress(StateError):  # squeue unreachable: show what is known
+        budget = settle_ended(budget, cluster=cluster_to_ask(budget.cluster)[0])
+    return {"dir": os.path.abspath(budget_dir), "cap": budget.cap, "used": budget.settled,
+            "reserved": sum(budget.reservations.values()), "left": budget_left(budget),
+            "reservations": dict(budget.reservations), "cluster": budget.cluster}
 
 
 def set_budget(budget_dir, cap):
