@@ -4172,7 +4172,7 @@ def announce(store, event, command):
 def chain_in(run_dir, store=None):
     """The Chain in run_dir, its unreadable files in ``problems``; StateError if it holds none."""
     if not os.path.isdir(run_dir):  # a missing one reads as a chain of no files
-        raise StateError("%s is not a directory" % run_dir)
+        raise no_directory(run_dir)
     chain = read_chain(store or chain_store(run_dir))
     if not (chain.jobs or chain.record.job or chain.submitted or chain.problems):
         raise not_a_chain(run_dir)
@@ -4183,6 +4183,12 @@ def refuse_live(run_dir, live, refused):
     if live:
         raise StateError("the chain in %s is live (%s): %s" % (run_dir, ", ".join(
             "job %s %s" % (job.job_id, job.state) for job in live), refused))
+
+
+def no_directory(path):
+    """The error for a path that is no directory: missing (a typo) or something else."""
+    return StateError("%s %s" % (path, "is not a directory" if os.path.lexists(path) else
+                                 "does not exist"))
 
 
 def not_a_chain(run_dir):
@@ -4235,7 +4241,7 @@ def chain_dirs(paths):
     for path in check_paths(paths, "paths"):
         whole = holds_chain(path)
         if not (whole or os.path.isdir(path)):
-            raise StateError("%s is not a directory" % path)
+            raise no_directory(path)
         try:
             children = [path] * whole + (_chains_below(path, CHAIN_DEPTH) if not whole or
                                          open_to_others(path) else [])
@@ -5087,7 +5093,7 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
                "max_walltime": check_max_walltime(max_walltime),
                "notify": check_notify(notify), "warn": check_warn(warn)}
     if not os.path.isdir(run_dir):
-        raise StateError("%s is not a directory" % run_dir)
+        raise no_directory(run_dir)
     if not holds_chain(run_dir):  # said before any lock file is made in it
         raise not_a_chain(run_dir)
     store = chain_store(run_dir)

@@ -67,13 +67,16 @@ def test_a_directory_that_is_not_a_chain_is_said_so_and_left_untouched(
 
 
 @pytest.mark.parametrize("made,verdict", [
-    pytest.param(False, "unknown: {} is not a directory", id="no directory"),
+    pytest.param(None, "unknown: {} does not exist", id="no such path (a typo)"),
+    pytest.param("file", "unknown: {} is not a directory", id="a file"),
     pytest.param(True, "unknown: {} is not a chain made by resumable_chain and no directory below "
                  "it holds one (a pasted prologue writes a chain's files when its first job "
                  "starts)", id="a directory without a chain (a pasted prologue's first job waits)"),
 ])
 def test_status_of_a_path_without_a_chain_says_to_give_the_run_directory(tmp_path, made, verdict):
-    if made:
+    if made == "file":
+        (tmp_path / "typo").write_text("x")
+    elif made:
         (tmp_path / "typo").mkdir()
     report = rc.chain_status(str(tmp_path / "typo"))
     assert report["verdict"] == verdict.format(tmp_path / "typo")
@@ -1969,7 +1972,7 @@ def test_status_of_a_collection_is_one_table_from_one_sacct_and_one_squeue(clust
         ["runs/b", "finished"], ["runs/nochain", "unknown"], ["runs/empty", "unknown"],
         ["runs/a", "running"]]
     words = " ".join(out.split())  # as wrapped for the terminal
-    assert "is not a directory" in words and "no directory below it holds one" in words
+    assert "nochain does not exist" in words and "no directory below it holds one" in words
 
 
 @pytest.mark.parametrize("files,phrase", [
@@ -2046,7 +2049,7 @@ def test_cancel_several_chains_one_line_each_and_an_error_stops_only_its_own(
     status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", a, missing, b)
     assert status == 2
     assert out.splitlines() == ["%s: cancelled: 1000 900000 100" % a,
-                                "%s: error: %s is not a directory" % (shown, shown),
+                                "%s: error: %s does not exist" % (shown, shown),
                                 "%s: cancelled: 1001 900001 200" % b]
     assert cluster.pending() == []
 
