@@ -2304,7 +2304,8 @@ def prologue_run_dir(script):
     import shlex
     with contextlib.suppress(OSError, ValueError, StateError), open(open_own_file(  # status too
             script, os.O_RDONLY, what="job script", owned=False), "rb") as handle:
-        for line in os.fsdecode(handle.read(1 << 16)).splitlines():  # paths as os has them
+        for raw in handle.read(MAX_SCRIPT_BYTES).split(b"\n"):  # as bash splits it: a path may
+            line = os.fsdecode(raw)  # hold U+2028; a header or sbatch options may be long
             if " prologue --" in line and not line.lstrip().startswith("#"):  # the in-job step's
                 words = shlex.split(line.split(" prologue ", 1)[1]) + ["--"]
                 named = next((word for word in words[:words.index("--")]  # not the script's
@@ -2904,8 +2905,7 @@ def visible(text):
     with contextlib.suppress(UnicodeError):
         text = text.encode("utf-8", "surrogateescape").decode("utf-8", "surrogateescape")
     return "".join(char if char in "\n\t" or unicodedata.category(char) not in HIDDEN_CATEGORIES
-        else "\\x%02x" % ord(char) if ord(char) < 0x100 else "\\u%04x" % ord(char)
-        for char in text)
+                   else ascii(char)[1:-1] for char in text)  # as Python writes it: \U000e0041
 
 
 def _say(text):
@@ -4898,10 +4898,14 @@ def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
     try:
         return install()
     except (StateError, OSError, KeyboardInterrupt) as error:
-        Slurm(cluster).cancel([job_id] + ([guard] if guard else []))
+        why = getattr(error, "strerror", None) or str(error) or "interrupted"
+        failed = Slurm(cluster).cancel([job_id] + ([guard] if guard else []))
+        if failed:  # left held, named by no chain: said, never "cancelled"
+            jobs = " ".join(sorted(failed))
+            raise StateError("%s; the new job%s %s could not be cancelled (%s): scancel %s" % (
+                why, "s" * (len(failed) > 1), jobs, "; ".join(sorted(set(failed.values()))), jobs))
         raise StateError("%s; the new job %s%s was cancelled, nothing else changed" % (
-            getattr(error, "strerror", None) or str(error) or "interrupted", job_id,
-            " (and its guard %s)" % guard if guard else ""))
+            why, job_id, " (and its guard %s)" % guard if guard else ""))
 
 
 def module_warning():
@@ -5101,12 +5105,12 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         chain = chain_in(run_dir, store).whole()  # a corrupt file raises: fix it first
         snapshot = store.rolled_forward(Snapshot(chain.walltime, chain.retries, (
             chain.jobs or [None])[-1], chain.record.job and chain.record, chain.cancelled))
+        next_link = _recorded_next_link(chain, given)  # a copy's: refused before "is live"
         target, note = cluster_to_ask(chain.record.cluster)
         try:
             counted, state = _last_link(chain, snapshot, target)
         except StateError as error:
             raise StateError("%s (%s)" % (error, note)) if note else error
-        next_link = _recorded_next_link(chain, given)
         record = _resumed_record(snapshot, chain.record, counted, state, options)._replace(
             cluster=chain.record.cluster, next=next_link._asdict())
         left = record.budget_dir and budget_report(record.budget_dir)["left"]
@@ -5134,9 +5138,10 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
                 store.write_record(record)
             cancel_if_unfinished(job, install, target, guard)
             Slurm(target).release(job)
-    log = announce(store, Event("resumed", job, record.link, record.reason, record.time),
-                   record.notify) + ["Ctrl-C came once job %s was queued: the chain was resumed "
-                                     "whole" % job] * bool(interrupted)
+            log = announce(store, Event("resumed", job, record.link, record.reason, record.time),
+                           record.notify)  # journaled whole too: notified once, at most
+    log += ["Ctrl-C came once job %s was queued: the chain was resumed whole" % job] * bool(
+        interrupted)
     if guard_error:
         log.insert(0, "WARNING: could not queue a guard for job %s (%s): if it dies before its "
                    "prologue, resume again" % (job, guard_error))
@@ -5654,18 +5659,18 @@ def resume_command(run_dirs, sbatch_args, **options):
         if interrupted:
             raise StateError("not resumed: Ctrl-C came before its turn")
         result = resume_chain(run_dir, sbatch_args=sbatch_args, **options)
-        interrupted.extend([True] * result["interrupted"])
-        log(*result["log"] + ["job %s runs %s, the first job's copy of its script: edit it to "
-                              "change what the links queued from then on run" % (
-                                  result["job"], result["script"])]
-            * (os.path.basename(result["script"]) == SCRIPT_COPY))
-        words = "resumed: job %s continues the chain (walltime so far %s%s)" % (
-            result["job"], format_duration(result["walltime"]), ", of which %d s of the last link "
-            "counted now" % result["counted"] if result["counted"] else "")
-        if len(run_dirs) == 1:  # the job ID alone on stdout, for scripts
-            log(words)
-            return 0, result["job"]
-        return 0, words
+        with interrupts_held() as late:  # resumed whole: said whole, its job ID too
+            log(*result["log"] + ["job %s runs %s, the first job's copy of its script: edit it "
+                                  "to change what the links queued from then on run" % (
+                                      result["job"], result["script"])]
+                * (os.path.basename(result["script"]) == SCRIPT_COPY))
+            words = "resumed: job %s continues the chain (walltime so far %s%s)" % (
+                result["job"], format_duration(result["walltime"]), ", of which %d s of the last "
+                "link counted now" % result["counted"] if result["counted"] else "")
+            if len(run_dirs) == 1:  # the job ID alone on stdout, for scripts
+                log(words)
+        interrupted.extend([True] * (result["interrupted"] or bool(late)))
+        return 0, result["job"] if len(run_dirs) == 1 else words
     return _each_chain(run_dirs, resume)
 
 

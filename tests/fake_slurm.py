@@ -24,6 +24,7 @@ so tests can check what was run. Knobs a test may set on the cluster:
   ``sbatch_lost_answer``: sbatch creates the job, then fails as when the controller's answer
   timed out;
 * ``scancel_ignored``: scancel answers 0 but cancels nothing (a job that will not die);
+  ``scancel_down``: scancel cannot reach the controller (22.05's words);
 * ``name``: the cluster's name (default ``local``); ``-M OTHER`` is refused as Slurm refuses a
   cluster its database does not know (sacct prints nothing);
 * ``partitions``: {name: {"DefaultTime": ..., "MaxTime": ...}}, the first the default one;
@@ -353,6 +354,10 @@ def _uid(user):
 def scancel(argv, cluster, now):
     if cluster.get("scancel_ignored"):
         return 0, "", ""
+    if cluster.get("scancel_down"):
+        return 8, "", "".join("scancel: error: Kill job error on job id %s: Unable to contact "
+                              "slurm controller (connect failure)\n" % job_id
+                              for job_id in reversed(argv) if not job_id.startswith("-"))
     user = next((word.split("=", 1)[1] for word in argv if word.startswith("--user=")), None)
     errors = []
     for job_id in argv:

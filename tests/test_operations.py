@@ -428,6 +428,30 @@ def test_submit_force_refused_by_sbatch_leaves_the_live_chain_alone(
     assert {name: read(run_dir, name) for name in os.listdir(run_dir)} == before
 
 
+def test_a_submit_whose_held_job_cannot_be_cancelled_says_so_never_cancelled(
+        cluster, tmp_path, monkeypatch):
+    # Attack trial (24.11): scancel failed, and the error still said the held job "was
+    # cancelled": it stayed queued, held, named by no chain.
+    run_dir, won = str(tmp_path / "run"), []
+    mine, other = (write(str(tmp_path / name), "#!/bin/bash\ntrue\n") for name in ("x.sh", "y.sh"))
+    for name, value in cluster.env().items():
+        monkeypatch.setenv(name, value)
+
+    def other_wins():  # while this submit is in sbatch; then the controller goes away
+        won.append(rc.submit_chain(run_dir, other, [], [], python=sys.executable))
+        cluster.update(scancel_down=True)
+    with pytest.raises(rc.StateError) as error:
+        rc.submit_chain(run_dir, mine, [], [], python=sys.executable, before_queueing=other_wins)
+    lost, guard = str(int(won[0]["job"]) + 1), str(int(won[0]["guard"]) + 1)
+    assert "was cancelled" not in str(error.value)
+    assert str(error.value).endswith(
+        "the new jobs %s %s could not be cancelled (scancel: error: Kill job error on job id %s: "
+        "Unable to contact slurm controller (connect failure); scancel: error: Kill job error on "
+        "job id %s: Unable to contact slurm controller (connect failure)): scancel %s %s" % (
+            lost, guard, lost, guard, lost, guard)), error.value
+    assert lost in cluster.pending()
+
+
 def test_two_submits_into_one_directory_at_once_make_one_chain(cluster, tmp_path, capsys,
                                                               monkeypatch):
     # Attack trial: two submits staged one file, so the winner's first job ran the other's
@@ -2369,6 +2393,7 @@ def test_text_from_state_files_is_shown_not_obeyed_by_the_terminal(cluster, run_
     ("/runs/caf\udcc3\udca9", "/runs/caf\u00e9"),  # UTF-8 that 3.6 under LANG=C decoded: text
     ("/runs/\udcc2\udc9b2J", "/runs/\\x9b2J"),  # a C1 control so decoded is still escaped
     ("/runs/\udcff", "/runs/\\udcff"),  # a byte that is no UTF-8 stays escaped
+    ("/runs/a\U000e0041", "/runs/a\\U000e0041"),  # a tag character: not \ue0041, another one
 ])
 def test_visible_shows_what_an_ascii_locale_decoded_as_the_text_it_is(text, shown):
     assert rc.visible(text) == shown
@@ -2600,18 +2625,26 @@ def test_cancel_names_the_jobs_it_could_not_stop_in_job_id_order(monkeypatch):
     assert result["chain"]["leftover"] == ["998", "1002"]  # not "1002 998"
 
 
-@pytest.mark.parametrize("command", ["status", "cancel", "submit --force"])
-@pytest.mark.parametrize("made_by", ["render", "submit"])
+@pytest.mark.parametrize("command", ["status", "cancel", "submit --force", "resume"])
+@pytest.mark.parametrize("made_by", ["render", "submit", "submit, 70 KB of comments first",
+                                     "submit, U+2028 in its path"])
 def test_a_copy_of_a_live_run_directory_never_acts_on_the_chain_it_was_copied_from(
         cluster, tmp_path, capsys, monkeypatch, made_by, command):
     """A new user's trial on 22.05: cp -a runs/live runs/livecopy, then cancel runs/livecopy
-    cancelled the live chain's jobs (status showed them as the copy's; resume refused)."""
-    run_dir, copy = str(tmp_path / "runs" / "live"), str(tmp_path / "runs" / "copy")
-    script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT)
+    cancelled the live chain's jobs (status showed them as the copy's; resume refused). An
+    attacker's on 24.11: so it still did when the prologue came after 64 KiB of the script, or
+    its path held a character Python's splitlines() ends a line at (U+2028); resume said to
+    cancel the copy first, which cancel refuses."""
+    name = "live\u2028x" if "U+2028" in made_by else "live"
+    run_dir, copy = str(tmp_path / "runs" / name), str(tmp_path / "runs" / "copy")
+    script = write(str(tmp_path / "train.sbatch"), BATCH_SCRIPT.replace("\n", "\n" + "# %s\n" % (
+        "x" * 62) * 1100, 1) if "comments" in made_by else BATCH_SCRIPT)
     if made_by == "render":
         start_chain(cluster, run_dir)
     else:
         assert run_cli(cluster, capsys, monkeypatch, "submit", run_dir, "--time=10", script)[0] == 0
+    assert made_by == "render" or os.path.getsize(os.path.join(
+        run_dir, "resumable-train.sbatch")) > (70000 if "comments" in made_by else 0)
     shutil.copytree(run_dir, copy, symlinks=True)
     live = sorted(cluster.pending())
     if command == "status":
@@ -2619,10 +2652,16 @@ def test_a_copy_of_a_live_run_directory_never_acts_on_the_chain_it_was_copied_fr
         report = json.loads(out)
         assert report["verdict"] == "unknown: %s is a copy of the chain in %s: its files name " \
             "that chain's jobs" % (copy, run_dir), report
-        assert report["jobs"] == [] and "status %s" % run_dir in report["next"], report
+        assert report["jobs"] == [] and "status %s" % rc.shell_quote(run_dir) in report["next"]
     elif command == "cancel":
         status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", copy)
         assert status == 2 and "is a copy of the chain in" in err and "nothing cancelled" in err
+    elif command == "resume":  # the attacker's trial: "is live: cancel the copy first", refused
+        sbatched = len(cluster.calls("sbatch"))
+        status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", copy)
+        assert status == 2 and "keeps its state in %s, not in %s" % (
+            run_dir.replace("\u2028", "\\u2028"), copy) in err, err  # as status shows it
+        assert "is live" not in err and len(cluster.calls("sbatch")) == sbatched
     else:
         status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", copy, "--force",
                                    "--time=10", script)
@@ -2663,23 +2702,32 @@ def test_ctrl_c_during_submit_leaves_all_of_the_chain_or_none(cluster, tmp_path,
     assert json.loads(read(run_dir, rc.SUBMIT_FILE))["first_job"] == "1000"
 
 
+@pytest.mark.parametrize("at", ["queueing the guard", "the release", "journaling the event",
+                                "saying what was resumed"])
 def test_ctrl_c_once_resume_queued_its_job_resumes_the_whole_chain(cluster, run_dir, capsys,
-                                                                   monkeypatch):
+                                                                   monkeypatch, at):
+    """An attacker's trial on 24.11: a Ctrl-C as resume journaled its event or said what it did
+    printed only "interrupted" (exit 130) for a resumed chain, and no event was journaled."""
     failed_chain(cluster, run_dir)
-    original = rc.queue_guard
+    where = {"queueing the guard": (rc, "queue_guard"), "the release": (rc.Slurm, "release"),
+             "journaling the event": (rc, "journal_event"),
+             "saying what was resumed": (rc, "format_duration")}[at]
+    original = getattr(*where)
 
     def ctrl_c_then(*args, **kwargs):
         os.kill(os.getpid(), signal.SIGINT)
         return original(*args, **kwargs)
-    monkeypatch.setattr(rc, "queue_guard", ctrl_c_then)
+    monkeypatch.setattr(*where, ctrl_c_then)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal
     try:
         status, out, err = resume(cluster, capsys, monkeypatch, run_dir)
     finally:
         signal.signal(signal.SIGINT, previous)
     job = out.strip()
-    assert status == 0 and "Ctrl-C came once job %s was queued" % job in err, err
+    said = "Ctrl-C came once job %s was queued" % job in err
+    assert status == 0 and job.isdigit() and said is (at != "saying what was resumed"), err
     assert not cluster.job(job)["held"] and json.loads(read(run_dir, rc.JOURNAL_FILE))["job"] == job
+    assert [event["event"] for event in rc.chain_status(run_dir)["events"]][-1] == "resumed"
 
 
 def test_a_first_job_in_a_copy_of_a_live_run_directory_starts_its_own_chain(cluster, tmp_path):
