@@ -5630,10 +5630,11 @@ def cancel_command(run_dirs, dry_run=False):
             "new chain)"  # a person scancelled its jobs: the journal still shows it working
         if result["dry_run"]:
             return 0, "would cancel: %s" % (" ".join(result["leftover"]) or marked % "it would be")
-        line = "cancelled: %s" % (" ".join(result["cancelled"]) or marked % "the chain is")
-        if result["leftover"]:
-            return 1, line + "; still pending or running: %s" % " ".join(result["leftover"])
-        return 0, line
+        if result["leftover"]:  # sent scancel, still there: not said cancelled
+            return 1, "cancelled: %s; still pending or running: %s" % (" ".join(
+                job for job in result["cancelled"] if job not in result["leftover"]) or "none",
+                " ".join(result["leftover"]))
+        return 0, "cancelled: %s" % (" ".join(result["cancelled"]) or marked % "the chain is")
     return _each_chain(run_dirs, cancel)
 
 

@@ -112,7 +112,7 @@ def test_a_link_that_starts_after_cancel_stops_without_work(cluster, run_dir, ru
                                                             monkeypatch):
     cluster.update(scancel_ignored=True)  # the successor slips through, as in a race
     status, out, err = run_cli(cluster, capsys, monkeypatch, "cancel", run_dir)
-    assert status == 1 and "still pending or running: 1000 1001" in out
+    assert status == 1 and out == "cancelled: none; still pending or running: 1000 1001 900001\n"
     cluster.finish(1000, "TIMEOUT", 60)
     result = cluster.run_link(running_chain, 1001, predecessor=1000)
     assert result.returncode == 0
