@@ -4964,7 +4964,8 @@ def submit_chain(run_dir, script, script_args, sbatch_args, *, max_retries=DEFAU
     """Make SCRIPT resumable in run_dir and submit its first job held until all is written, or
     nothing; ``task``: a sweep's; ``before_queueing()`` runs right before sbatch."""
     if not is_words(script_args):  # as the submit record's, read back
-        raise ValueError("script_args must be a list of words, got %.60r" % (script_args,))
+        raise ValueError("script_args must be a list of at most %d words, got %.60r" % (
+            MAX_WORDS, script_args))
     header, body = read_batch_script(check_path(script, "script"))
     if PROLOGUE_TEMPLATE.split("{", 1)[0] in header + body:  # right after #SBATCH lines too
         raise StateError("%s already holds a pasted resumable_chain prologue: submit adds its "

@@ -428,6 +428,15 @@ def test_submit_force_refused_by_sbatch_leaves_the_live_chain_alone(
     assert {name: read(run_dir, name) for name in os.listdir(run_dir)} == before
 
 
+def test_submit_of_more_script_words_than_a_chain_keeps_says_the_limit_and_queues_nothing(
+        cluster, tmp_path, capsys, monkeypatch):
+    script, run_dir = write(str(tmp_path / "s.sh"), "#!/bin/bash\ntrue\n"), str(tmp_path / "r")
+    status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", run_dir, script,
+                               *["word"] * (rc.MAX_WORDS + 1))
+    assert status == 2 and "script_args must be a list of at most 1024 words" in err, err
+    assert cluster.calls("sbatch") == [] and not os.path.exists(run_dir)
+
+
 def test_a_submit_whose_held_job_cannot_be_cancelled_says_so_never_cancelled(
         cluster, tmp_path, monkeypatch):
     # Attack trial (24.11): scancel failed, and the error still said the held job "was
