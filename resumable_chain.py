@@ -103,6 +103,7 @@ LOCAL_FILESYSTEMS = frozenset(("ext2", "ext3", "ext4", "xfs", "btrfs", "zfs", "f
 LOCK_ENV = "RESUMABLE_CHAIN_LOCK"  # "kernel" or "file": force one kind of lock
 LOCK_KINDS = ("kernel", "file")
 HELD_SUFFIX = ".held"  # the file lock: <lock file>.held, created exclusively, names its holder
+LOCKS_HELD = set()  # the lock files this process holds: POSIX locks are the process's, not a file's
 # errno of a lock call without kernel locks, the file lock's cue (Lustre noflock; NFS, no lockd)
 NO_KERNEL_LOCK = frozenset((errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL))
 # fstype: the mount options saying its kernel locks are missing or node-local (None: always;
@@ -1490,6 +1491,8 @@ class StateStore(object):
         """Hold the directory's lock (waited for ``wait`` s): ``lockf``, and where kernel locks
         do not hold across nodes an exclusive ``<lock>.held`` file, which both kinds wait for."""
         path, held = self.path(name), self.path(name + HELD_SUFFIX)
+        if path in LOCKS_HELD:  # the inner one's close would drop the outer lockf lock
+            raise RuntimeError("%s is locked already by this process" % path)
         check_owned_dir(self.directory, "budget directory" if name == BUDGET_LOCK else
                         "run directory")
         kind, why = lock_kind(self.directory)
@@ -1520,8 +1523,10 @@ class StateStore(object):
                 time.sleep(0.2)
             self.lock_note = ["lock: file (%s%s): %s" % (LOCK_FILE, HELD_SUFFIX, why)] if (
                 kind == "file") else []
+            LOCKS_HELD.add(path)
             yield
         finally:
+            LOCKS_HELD.discard(path)
             if token:
                 self._drop_held(held, token)
             os.close(descriptor)
@@ -4525,14 +4530,19 @@ def _how_link_ended(job, record):
     return "exit %s: %s" % (code, words)
 
 
+def no_retry_fixes(sbatch_error):
+    """Whether sbatch refused the options themselves: a guard's sbatch of them fails the same."""
+    return any(words in (sbatch_error or "") for words in REFUSED_OPTIONS)
+
+
 def _nothing_continues(record, rows, chain):
     """Why nothing would continue the chain if its running link ended now, or None."""
     link = next((row for row in rows if row["job"] == record.job), None)
     if record.action not in WORK_ACTIONS or chain.cancelled or link is None or \
             base_state(link["state"]) not in LIVE_STATES - {"PENDING"}:
         return None
-    refused = any(words in (record.successor_error or "") for words in REFUSED_OPTIONS)
-    if not record.successor and (refused or not record.guarded_by):  # else its guard queues it
+    if not record.successor and (no_retry_fixes(record.successor_error) or
+                                 not record.guarded_by):  # else its guard queues it
         return "no successor is queued (%s)" % (
             record.successor_error or "its prologue has not queued one yet")
     successor = next((row for row in rows if row["job"] == record.successor), None)
@@ -4678,7 +4688,7 @@ def _verdict(record, rows, status, chain):
     situation, facts = _idle(record, rows, links, status["slurm_errors"], facts)
     if situation in ("first job died", "successor died") and _moved_on(chain):
         return _verdict_of("moved on", facts)
-    guard = status["guard"]
+    guard = None if no_retry_fixes(facts.get("error")) else status["guard"]  # it would fail too
     if VERDICTS[situation][0] == "broken" and guard and base_state(guard["state"]) in LIVE_STATES:
         return _verdict_of("guarded", dict(facts, guard=guard["job"], guard_state=guard["state"],
                                            broken=VERDICTS[situation][1].format(**facts)))
@@ -5097,10 +5107,8 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
     options = {"max_retries": None if max_retries is None else check_max_retries(max_retries),
                "max_walltime": check_max_walltime(max_walltime),
                "notify": check_notify(notify), "warn": check_warn(warn)}
-    if not os.path.isdir(run_dir):
-        raise no_directory(run_dir)
     if not holds_chain(run_dir):  # said before any lock file is made in it
-        raise not_a_chain(run_dir)
+        raise not_a_chain(run_dir) if os.path.isdir(run_dir) else no_directory(run_dir)
     store = chain_store(run_dir)
     with store.locked():
         chain = chain_in(run_dir, store).whole()  # a corrupt file raises: fix it first
@@ -5139,15 +5147,15 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
                 store.write_record(record)
             cancel_if_unfinished(job, install, target, guard)
             Slurm(target).release(job)
-            log = announce(store, Event("resumed", job, record.link, record.reason, record.time),
-                           record.notify)  # journaled whole too: notified once, at most
-    log += ["Ctrl-C came once job %s was queued: the chain was resumed whole" % job] * bool(
-        interrupted)
-    if guard_error:
-        log.insert(0, "WARNING: could not queue a guard for job %s (%s): if it dies before its "
-                   "prologue, resume again" % (job, guard_error))
+    with interrupts_held() as late:  # its event journaled (and notified) whole too
+        log = announce(store, Event("resumed", job, record.link, record.reason, record.time),
+                       record.notify)
+    log = ["WARNING: could not queue a guard for job %s (%s): if it dies before its prologue, "
+           "resume again" % (job, guard_error)] * bool(guard_error) + log + [
+               "Ctrl-C came once job %s was queued: the chain was resumed whole" % job] * bool(
+                   interrupted or late)
     return {"job": job, "walltime": record.walltime, "counted": counted, "log": log,
-            "script": next_link.script, "interrupted": bool(interrupted)}
+            "script": next_link.script, "interrupted": bool(interrupted or late)}
 
 
 def _resumed_record(snapshot, previous, counted, state, options):

@@ -391,6 +391,28 @@ def test_a_first_job_whose_successor_sbatch_failed_is_guarded_and_its_guard_queu
     assert result.returncode == 0 and "resume | predecessor 100 TIMEOUT" in result.stderr
 
 
+@pytest.mark.parametrize("error,verdict,fails", [
+    ("Socket timed out on send/recv operation", "waiting: job 100 ended TIMEOUT and its successor "
+     "could not be queued (sbatch: error: Batch job submission failed: Socket timed out on "
+     "send/recv operation); its guard 900000 (PENDING) continues the chain", 0),
+    ("Invalid partition name specified", "broken: job 100 ended TIMEOUT and its successor could "
+     "not be queued (sbatch: error: Batch job submission failed: Invalid partition name "
+     "specified)", 1),
+], ids=["a retry may queue it: its guard continues the chain",
+        "refused options: no retry of its guard queues it, broken at once"])
+def test_status_of_an_ended_link_whose_successor_sbatch_failed(cluster, run_dir, capsys,
+                                                               monkeypatch, error, verdict, fails):
+    # A trial on 24.11: "Invalid partition name" read "waiting ... its guard continues the
+    # chain" (status --check 0) for the 4 minutes its guard retried the same options.
+    script = cluster.write_script(run_dir)
+    cluster.update(sbatch_link_error="Batch job submission failed: " + error)
+    assert cluster.run_link(script, 100).returncode == 0
+    cluster.finish(100, "TIMEOUT", 60)
+    assert cluster.guards() == {"100": "900000"}
+    status, out, _ = run_cli(cluster, capsys, monkeypatch, "status", run_dir, "--check")
+    assert status == fails and "verdict: %s\n" % verdict in out, out
+
+
 @pytest.mark.parametrize("strict", [True, False], ids=["set -euo pipefail", "plain bash"])
 @pytest.mark.parametrize("state,status,works", [("TIMEOUT", 0, True), ("COMPLETED", 0, False),
                                                 ("FAILED", 1, False)])
