@@ -1435,7 +1435,7 @@ class StateStore(object):
     def keep_previous(self):
         """Under the lock: an old chain's files become ``*.prev``; the paths kept."""
         paths = [self.path(name) for name in (CHAIN_FILE, WALLTIME_FILE, RETRIES_FILE, JOURNAL_FILE,
-                 CANCEL_FILE, SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG)]
+                 CANCEL_FILE, SCRIPT_COPY, NOTIFY_FILE, EVENTS_FILE, GUARD_LOG, SUBMIT_FILE)]
         old = [path for path in paths if os.path.isfile(path) and (  # an empty guard log: no
             path != self.path(GUARD_LOG) or os.path.getsize(path))]  # guard ran
         for path in paths:
@@ -1445,7 +1445,7 @@ class StateStore(object):
                         os.unlink(path + PREVIOUS_SUFFIX)
                 elif path in old:
                     os.replace(path, path + PREVIOUS_SUFFIX)
-                    if path == self.path(JOURNAL_FILE):  # its options (exports_values): the owner's
+                    if path in (self.path(JOURNAL_FILE), self.path(SUBMIT_FILE)):  # options
                         os.chmod(path + PREVIOUS_SUFFIX, 0o600)
             except OSError as error:
                 raise StateError("cannot keep %s as %s: %s" % (

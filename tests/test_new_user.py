@@ -47,6 +47,9 @@ def test_the_files_kept_as_prev_are_all_the_last_chains(cluster, run_dir, tmp_pa
     assert status == 0, err
     assert read(run_dir, rc.CHAIN_FILE + rc.PREVIOUS_SUFFIX) == second + "\n"
     assert not os.path.exists(os.path.join(run_dir, rc.EVENTS_FILE + rc.PREVIOUS_SUFFIX))
+    # A trial on 24.11: the submit record was overwritten, not kept with the others.
+    assert json.loads(read(run_dir, rc.SUBMIT_FILE + rc.PREVIOUS_SUFFIX))["first_job"] == second
+    assert json.loads(read(run_dir, rc.SUBMIT_FILE))["first_job"] == out.strip()
 
 
 def ended_chain(cluster, run_dir, capsys, monkeypatch, how):
