@@ -967,7 +967,8 @@ class Settings(dict):
 
 def run_link(run_dir, settings, next_link, environ, *, now=time.time, budget_dir=None,
              notify=None, warn=None, lookup=None):
-    """Everything a job's prologue does, its steps in order (defined below in that order)."""
+    """Everything a job's prologue does, its steps in order (defined below in that order);
+    ``lookup``: the pipe the controller's answer, asked as Python started, comes on."""
     job_id, predecessor_id = identify(environ)
     asked, window = time.monotonic(), lookup_window()
     answer = predecessor_id and lookup and _read_lookup(
@@ -1012,7 +1013,8 @@ def _read_lookup(lookup, job_id, timeout):
 
 
 def scontrol_fields(text):
-    """{name: value} of the first job ``scontrol show job -o`` prints; a name's last is real."""
+    """{name: value} of the first job ``scontrol show job -o`` prints (an array's tasks follow);
+    a name's last is real."""
     words = (word.partition("=") for word in (text or "").split("\nJobId=")[0].split())
     return {name: value for name, _, value in words if value}
 
@@ -1295,7 +1297,8 @@ class StateStore(object):
         raw = self.read_bytes(CHAIN_FILE, tail=tail + 1)
         if raw is None:
             return []
-        lines = raw.partition(b"\n")[2] if len(raw) > tail else raw  # its first line may be cut
+        # its first line may be cut; the error shows the tail read
+        lines = raw.partition(b"\n")[2] if len(raw) > tail else raw
         jobs = lines.decode("ascii", "replace").split()
         words = " " + " ".join(jobs)  # checked at C speed: a planted MiB costs every status
         if not jobs or not words.replace(" ", "").isdigit() or " 0" in words or not all(
@@ -1458,8 +1461,9 @@ class StateStore(object):
             os.unlink(self.path(name))
 
     def apply(self, snapshot, record):
-        """Write a decided Record into the files, only what differs; the snapshot as now on disk.
-        One directory fsync for the files renamed: till then the synced journal rolls them on."""
+        """Write a decided Record into the files, only what differs (idempotent: roll-forward
+        calls it again); the snapshot as now on disk. One directory fsync for the files renamed:
+        till then the synced journal rolls them on."""
         renamed = False
         for name, before, after in ((WALLTIME_FILE, snapshot.walltime, record.walltime),
                                     (RETRIES_FILE, snapshot.retries, record.retries)):
@@ -2097,7 +2101,8 @@ def wait_to_be_named(store, snapshot, job_id, environ, warnings, *, sleep=time.s
 def _run_again(store, snapshot, next_link, environ, warnings):
     """The journal's job is this one, run before (requeued, rerun after a crash) or queued by
     ``resume`` (its decision journaled): count nothing twice; nothing to redo once ``queued`` with
-    a successor (a lowered limit survives a requeue), else queue one unless a killed run did."""
+    a successor (a lowered limit survives a requeue), else queue one unless a killed run did
+    (sbatch answered, no journal written)."""
     record = snapshot.record
     if record.source == "resume" and snapshot.last_job != record.job:
         observation = Observation(Job(record.predecessor, record.predecessor_state), "resume", "")
@@ -2223,9 +2228,10 @@ def check_chain_place(run_dir):
 
 
 def _start_chain(store, snapshot, job_id, next_link, warnings, cluster):
-    """A first job: no live chain beside it, an old chain's files kept as ``*.prev``, a copy of
-    its script (Slurm's spool copy, ``$0``, goes when the job ends; ``resume`` needs it; failing
-    costs only that), and a warning when no --time reaches the successors."""
+    """A first job: no live chain beside it, an old chain's files kept as ``*.prev`` (a link never
+    starts a fresh chain over an existing one), a copy of its script (Slurm's spool copy, ``$0``,
+    goes when the job ends; ``resume`` needs it; failing costs only that), and a warning when no
+    --time reaches the successors."""
     check_no_live_chain(store, snapshot.record, job_id, cluster, warnings)
     if snapshot.cancelled and (store.read_submitted() or {}).get("first_job") == job_id:
         return snapshot  # cancelled before it ran (plan_link stops it), not an older chain's mark
@@ -2306,16 +2312,17 @@ def copied_from(store, record, submitted=None):
 def prologue_run_dir(script):
     """The absolute run directory a job script's prologue step names (0.1 wrote ``--max-retries
     3`` first), or None: where its links keep their state, whatever resume was given."""
+    import re
     import shlex
     with contextlib.suppress(OSError, ValueError, StateError), open(open_own_file(  # status too
             script, os.O_RDONLY, what="job script", owned=False), "rb") as handle:
-        for raw in handle.read(MAX_SCRIPT_BYTES).split(b"\n"):  # as bash splits it: a path may
-            line = os.fsdecode(raw)  # hold U+2028; a header or sbatch options may be long
-            if " prologue --" in line and not line.lstrip().startswith("#"):  # the in-job step's
-                words = shlex.split(line.split(" prologue ", 1)[1]) + ["--"]
-                named = next((word for word in words[:words.index("--")]  # not the script's
-                              if not word.startswith("-")), "")
-                return named if os.path.isabs(named) else None
+        # the step's line as bash ends lines (a path may hold U+2028), found at C speed after a
+        # long header or long sbatch options; the script's words follow "--"
+        found = re.search(rb"(?m)^(?![ \t]*#).* prologue --.*", handle.read(MAX_SCRIPT_BYTES))
+        words = shlex.split(os.fsdecode(found.group()).split(" prologue ", 1)[1]) + [
+            "--"] if found else ["--"]
+        named = next((word for word in words[:words.index("--")] if not word.startswith("-")), "")
+        return named if os.path.isabs(named) else None
     return None
 
 
@@ -4191,9 +4198,13 @@ def refuse_live(run_dir, live, refused):
 
 
 def no_directory(path):
-    """The error for a path that is no directory: missing (a typo) or something else."""
-    return StateError("%s %s" % (path, "is not a directory" if os.path.lexists(path) else
-                                 "does not exist"))
+    """The error for a path that is no directory: missing (a typo), not seen, or something else."""
+    try:
+        os.lstat(path)
+    except OSError as error:  # EACCES: a directory on the way others may not search
+        return StateError("%s %s" % (path, "does not exist" if error.errno == errno.ENOENT else
+                                     "cannot be seen (%s)" % error.strerror))
+    return StateError("%s is not a directory" % path)
 
 
 def not_a_chain(run_dir):
@@ -4881,7 +4892,8 @@ def _cancel_jobs(links, cluster, note, dry_run=False):
     else:
         live = set(job.job_id for job in Slurm(cluster).jobs(_union(links.values())))
         leftover = {key: [job for job in jobs if job in live] for key, jobs in links.items()}
-    return {key: dict(cancelled=cancelled[key], leftover=leftover[key], dry_run=dry_run,
+    return {key: dict(cancelled=[job for job in cancelled[key] if job not in leftover[key]],
+                      leftover=leftover[key], dry_run=dry_run,
                       errors=errors[key] + [note] * bool(note and (errors[key] or leftover[key])))
             for key in links}
 
@@ -4911,9 +4923,10 @@ def cancel_if_unfinished(job_id, install, cluster=None, guard=None):
         why = getattr(error, "strerror", None) or str(error) or "interrupted"
         failed = Slurm(cluster).cancel([job_id] + ([guard] if guard else []))
         if failed:  # left held, named by no chain: said, never "cancelled"
-            jobs = " ".join(sorted(failed))
-            raise StateError("%s; the new job%s %s could not be cancelled (%s): scancel %s" % (
-                why, "s" * (len(failed) > 1), jobs, "; ".join(sorted(set(failed.values()))), jobs))
+            jobs = " ".join(sorted(failed, key=int))
+            raise StateError("%s; job%s %s could not be cancelled (%s): scancel %s%s" % (
+                why, "s" * (len(failed) > 1), jobs, "; ".join(sorted(set(failed.values()))),
+                "-M %s " % cluster if cluster else "", jobs))
         raise StateError("%s; the new job %s%s was cancelled, nothing else changed" % (
             why, job_id, " (and its guard %s)" % guard if guard else ""))
 
@@ -5114,12 +5127,12 @@ def resume_chain(run_dir, max_walltime=None, max_retries=None, *, now=time.time,
         chain = chain_in(run_dir, store).whole()  # a corrupt file raises: fix it first
         snapshot = store.rolled_forward(Snapshot(chain.walltime, chain.retries, (
             chain.jobs or [None])[-1], chain.record.job and chain.record, chain.cancelled))
-        next_link = _recorded_next_link(chain, given)  # a copy's: refused before "is live"
         target, note = cluster_to_ask(chain.record.cluster)
         try:
             counted, state = _last_link(chain, snapshot, target)
         except StateError as error:
             raise StateError("%s (%s)" % (error, note)) if note else error
+        next_link = _recorded_next_link(chain, given)
         record = _resumed_record(snapshot, chain.record, counted, state, options)._replace(
             cluster=chain.record.cluster, next=next_link._asdict())
         left = record.budget_dir and budget_report(record.budget_dir)["left"]
@@ -5183,6 +5196,10 @@ def _resumed_record(snapshot, previous, counted, state, options):
 def _last_link(chain, snapshot, cluster):
     """(seconds, state) of the journal's last link, or (0, None) if a successor counted it."""
     previous, directory = chain.record, chain.store.directory
+    copy = copied_from(chain.store, previous, chain.submitted)
+    if copy:  # its files name that chain's live jobs: "cancel it first" would be refused
+        raise StateError("%s; nothing resumed (resume that chain by its directory)" % Copied(
+            directory, copy))
     refuse_live(directory, Slurm(cluster).jobs(chain.candidates()), "nothing to resume; "
                 "wait for it or run resumable-chain cancel %s first" % shell_quote(directory))
     if previous.job is None:  # no link ran: as status says
@@ -5640,9 +5657,8 @@ def cancel_command(run_dirs, dry_run=False):
         if result["dry_run"]:
             return 0, "would cancel: %s" % (" ".join(result["leftover"]) or marked % "it would be")
         if result["leftover"]:  # sent scancel, still there: not said cancelled
-            return 1, "cancelled: %s; still pending or running: %s" % (" ".join(
-                job for job in result["cancelled"] if job not in result["leftover"]) or "none",
-                " ".join(result["leftover"]))
+            return 1, "cancelled: %s; still pending or running: %s" % (
+                " ".join(result["cancelled"]) or "none", " ".join(result["leftover"]))
         return 0, "cancelled: %s" % (" ".join(result["cancelled"]) or marked % "the chain is")
     return _each_chain(run_dirs, cancel)
 

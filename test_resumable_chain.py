@@ -936,7 +936,7 @@ def test_cancel_chain_of_a_pathlib_path_says_what_it_would_of_its_text(tmp_path)
     (lambda: rc.chain_dirs(None), "paths must be a list of paths, got None"),
     (lambda: rc.submit_chain("runs/a", None, [], []), "script must be a non-empty path"),
     (lambda: rc.submit_chain("runs/a", "job.sh", "abc", []), "script_args must be a list of "
-     "words, got 'abc'"),
+     "at most 1024 words, got 'abc'"),
     (lambda: rc.submit_chain("runs/a", "job.sh", [], [], python=None), "python must be a "
      "non-empty path"),
 ], ids=["cancel_chain(None)", "resume_chain(5)", "budget_report(None)", "set_budget(None)",

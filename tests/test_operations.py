@@ -1,5 +1,6 @@
 """status (one chain and a collection), cancel, submit, resume and notifications against the fake
 Slurm commands, with the calls they make checked."""
+import errno
 import json
 import os
 import pwd
@@ -81,6 +82,18 @@ def test_status_of_a_path_without_a_chain_says_to_give_the_run_directory(tmp_pat
     report = rc.chain_status(str(tmp_path / "typo"))
     assert report["verdict"] == verdict.format(tmp_path / "typo")
     assert report["next"] == "give the run directory a chain was submitted with"
+
+
+def test_a_path_under_a_directory_one_cannot_search_is_not_said_to_be_missing(tmp_path,
+                                                                              monkeypatch):
+    path, lstat = str(tmp_path / "theirs" / "run"), os.lstat  # root searches every directory
+
+    def denied(name, *args, **kwargs):
+        if name == path:
+            raise PermissionError(errno.EACCES, "Permission denied", name)
+        return lstat(name, *args, **kwargs)
+    monkeypatch.setattr(os, "lstat", denied)
+    assert str(rc.no_directory(path)) == "%s cannot be seen (Permission denied)" % path
 
 
 @pytest.mark.parametrize("final,verdict", [
@@ -454,7 +467,7 @@ def test_a_submit_whose_held_job_cannot_be_cancelled_says_so_never_cancelled(
     lost, guard = str(int(won[0]["job"]) + 1), str(int(won[0]["guard"]) + 1)
     assert "was cancelled" not in str(error.value)
     assert str(error.value).endswith(
-        "the new jobs %s %s could not be cancelled (scancel: error: Kill job error on job id %s: "
+        "jobs %s %s could not be cancelled (scancel: error: Kill job error on job id %s: "
         "Unable to contact slurm controller (connect failure); scancel: error: Kill job error on "
         "job id %s: Unable to contact slurm controller (connect failure)): scancel %s %s" % (
             lost, guard, lost, guard, lost, guard)), error.value
@@ -958,7 +971,7 @@ def test_resume_refuses_and_queues_nothing(cluster, run_dir, tmp_path, capsys, m
                 "completed": "nothing to resume; a new job of its script (sbatch) starts a new run",
                 "finished": "found its predecessor COMPLETED): nothing to resume",
                 "not a chain": "is not a chain", "corrupt": "corrupt state file",
-                "copied": "keeps its state in %s, not in" % run_dir,  # the links would run there
+                "copied": "is a copy of the chain in %s" % run_dir,  # the links would run there
                 "moved": "keeps its state in %s, not in" % run_dir}.get(situation)
     target = run_dir
     if situation == "completed":
@@ -2668,8 +2681,8 @@ def test_a_copy_of_a_live_run_directory_never_acts_on_the_chain_it_was_copied_fr
     elif command == "resume":  # the attacker's trial: "is live: cancel the copy first", refused
         sbatched = len(cluster.calls("sbatch"))
         status, out, err = run_cli(cluster, capsys, monkeypatch, "resume", copy)
-        assert status == 2 and "keeps its state in %s, not in %s" % (
-            run_dir.replace("\u2028", "\\u2028"), copy) in err, err  # as status shows it
+        assert status == 2 and "%s is a copy of the chain in %s" % (copy, run_dir.replace(
+            "\u2028", "\\u2028")) in err and "nothing resumed" in err, err  # as errors show it
         assert "is live" not in err and len(cluster.calls("sbatch")) == sbatched
     else:
         status, out, err = run_cli(cluster, capsys, monkeypatch, "submit", copy, "--force",

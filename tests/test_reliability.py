@@ -861,6 +861,20 @@ def test_a_disk_that_fills_between_links_changes_nothing_and_resume_continues(
     assert status == 0, err
     assert read(run_dir, rc.WALLTIME_FILE) == "60\n"  # link 100, counted once, by resume
 
+def test_one_process_never_holds_a_run_directorys_lock_twice(tmp_path):
+    """lockf locks are the process's: a second lock of the file is granted at once, and its
+    close drops the first (resume journaled its event so under its own lock: histories spun)."""
+    store = rc.chain_store(str(tmp_path))
+    with store.locked():
+        with pytest.raises(RuntimeError):
+            with rc.chain_store(str(tmp_path)).locked():
+                pass
+        assert rc.LOCKS_HELD == {store.path(rc.LOCK_FILE)}
+    assert rc.LOCKS_HELD == set()
+    with store.locked():  # released whole: locked again at once
+        pass
+
+
 # --------------------------------------------------------------------------- random fault histories
 
 HISTORIES = 300  # the default run: about 10 s
