@@ -5685,7 +5685,7 @@ def resume_command(run_dirs, sbatch_args, **options):
         if interrupted:
             raise StateError("not resumed: Ctrl-C came before its turn")
         result = resume_chain(run_dir, sbatch_args=sbatch_args, **options)
-        with interrupts_held() as late:  # resumed whole: said whole, its job ID too
+        with interrupts_held() as late:  # resumed whole: said whole (its job ID next, at once)
             log(*result["log"] + ["job %s runs %s, the first job's copy of its script: edit it "
                                   "to change what the links queued from then on run" % (
                                       result["job"], result["script"])]
