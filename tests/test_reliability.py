@@ -861,6 +861,7 @@ def test_a_disk_that_fills_between_links_changes_nothing_and_resume_continues(
     assert status == 0, err
     assert read(run_dir, rc.WALLTIME_FILE) == "60\n"  # link 100, counted once, by resume
 
+
 def test_one_process_never_holds_a_run_directorys_lock_twice(tmp_path):
     """lockf locks are the process's: a second lock of the file is granted at once, and its
     close drops the first (resume journaled its event so under its own lock: histories spun)."""
